@@ -1,0 +1,3 @@
+from kvplan.cli import main
+
+main()

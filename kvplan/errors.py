@@ -1,0 +1,37 @@
+"""User-facing errors. The CLI maps every `KvplanError` to one readable line and exit code 2."""
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class KvplanError(Exception):
+    """A user mistake (bad flag, unknown name, bad file): one line, exit code 2, no traceback."""
+
+    exit_code = 2
+
+
+class UnknownNameError(KvplanError):
+    """A model or GPU name that is not in the catalog."""
+
+    def __init__(self, kind: str, value: str, choices: Iterable[str]) -> None:
+        choices = sorted(set(choices))
+        close = difflib.get_close_matches(value.lower(), choices, n=5, cutoff=0.5)
+        hint = f"did you mean: {', '.join(close)}?" if close else f"choices: {', '.join(choices[:12])}{' ...' if len(choices) > 12 else ''}"
+        super().__init__(f"unknown {kind} {value!r}; {hint}")
+        self.value = value
+        self.close_matches = close
+
+
+class ConfigError(KvplanError):
+    """A config.json (or profile) that is malformed or misses a required field."""
+
+
+class FitError(KvplanError):
+    """The requested deployment cannot fit (used where the user asked for a hard failure)."""
+
+
+def check_positive(name: str, value: float | int | None) -> None:
+    """Raise a KvplanError naming the flag when a size is not positive."""
+    if value is not None and value <= 0:
+        raise KvplanError(f"{name} must be positive, got {value}")

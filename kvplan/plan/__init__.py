@@ -1,0 +1,1 @@
+"""The planner: KV bytes, vLLM-style memory budget, cost model, scheduler simulation."""

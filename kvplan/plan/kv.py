@@ -1,0 +1,207 @@
+"""KV-cache bytes: per token, per block, per request and per batch, paged or contiguous.
+
+Pure Python and exact (integers). `bytes_per_block` is the single function that turns a model,
+a KV dtype, a block size and a parallel layout into bytes; the planner and the engine's
+allocator both call it, so their block counts agree by construction.
+
+Conventions
+- A *page* is one block of one layer: `block_size` tokens x kv heads on this rank x (K + V).
+- Per-GPU figures are for the busiest pipeline stage; "deployment" figures add all TP ranks and
+  PP stages (TP ranks hold their own KV heads; heads are replicated when tp > kv heads; MLA's
+  latent is replicated on every rank, as in vLLM).
+- Sliding-window layers keep at most `window` tokens (a rolling window that frees blocks that
+  left it); full and MLA layers keep every token.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil
+
+from kvplan.errors import KvplanError
+from kvplan.spec.dtypes import KvDtype, resolve_kv_dtype
+from kvplan.spec.model import LayerAttention, ModelSpec
+
+DEFAULT_BLOCK_SIZE = 16
+
+
+def kv_heads_per_rank(layer: LayerAttention, tp: int) -> int:
+    """vLLM `get_num_kv_heads`: split across TP, replicated when tp > heads; MLA: 1 on every rank."""
+    if layer.kind == "mla":
+        return 1
+    return max(1, layer.num_kv_heads // tp)
+
+
+def layer_bytes_per_token(layer: LayerAttention, kv_dtype: KvDtype, tp: int = 1) -> int:
+    """Bytes one token costs in one layer on one TP rank (K and V, plus per-token scales)."""
+    if layer.kind == "none":
+        return 0
+    k = kv_dtype.bytes_for(layer.head_dim_k) + kv_dtype.scale_bytes_per_token_head
+    v = kv_dtype.bytes_for(layer.head_dim_v) + kv_dtype.scale_bytes_per_token_head if layer.head_dim_v else 0
+    return kv_heads_per_rank(layer, tp) * (k + v)
+
+
+def pp_layer_range(num_layers: int, pp: int, pp_rank: int) -> range:
+    """Layers of one pipeline stage, split as vLLM's `get_pp_indices` does (extra layers go to
+    the stages before the last, which also holds the LM head)."""
+    sizes = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        sizes[-i] += 1
+    start = sum(sizes[:pp_rank])
+    return range(start, start + sizes[pp_rank])
+
+
+def validate_parallel(spec: ModelSpec, tp: int, pp: int) -> None:
+    if tp <= 0 or pp <= 0:
+        raise KvplanError(f"tensor/pipeline parallel sizes must be positive, got tp={tp} pp={pp}")
+    if spec.num_attention_heads % tp:
+        divisors = [d for d in range(1, spec.num_attention_heads + 1) if spec.num_attention_heads % d == 0 and d <= 64]
+        raise KvplanError(f"--tp {tp} does not divide {spec.name}'s {spec.num_attention_heads} attention heads; "
+                          f"valid: {', '.join(map(str, divisors))}")
+    if not spec.is_mla and spec.num_kv_heads % tp and tp % spec.num_kv_heads:
+        raise KvplanError(f"--tp {tp} must divide or be a multiple of {spec.name}'s {spec.num_kv_heads} KV heads")
+    if pp > spec.num_layers:
+        raise KvplanError(f"--pp {pp} is larger than {spec.name}'s {spec.num_layers} layers")
+
+
+def bytes_per_block(spec: ModelSpec, block_size: int = DEFAULT_BLOCK_SIZE, kv_cache_dtype: str = "auto",
+                    tp: int = 1, pp: int = 1, pp_rank: int | None = None,
+                    layer_indices: range | list[int] | None = None) -> int:
+    """Bytes of one block on one GPU: one page in every layer of the stage (or of `layer_indices`).
+
+    `pp_rank=None` takes the busiest stage. This is the function the engine's allocator divides
+    its KV byte budget by.
+    """
+    if block_size <= 0:
+        raise KvplanError(f"block size must be positive, got {block_size}")
+    validate_parallel(spec, tp, pp)
+    kv_dtype = resolve_kv_dtype(kv_cache_dtype, spec.dtype)
+    if layer_indices is None:
+        ranks = range(pp) if pp_rank is None else [pp_rank]
+        return max(
+            sum(block_size * layer_bytes_per_token(spec.layers[i], kv_dtype, tp) for i in pp_layer_range(spec.num_layers, pp, r))
+            for r in ranks
+        )
+    return sum(block_size * layer_bytes_per_token(spec.layers[i], kv_dtype, tp) for i in layer_indices)
+
+
+def layer_blocks(layer: LayerAttention, tokens: int, block_size: int) -> int:
+    """Blocks one request of `tokens` holds in one layer (paged, window-capped)."""
+    if layer.kind == "none" or tokens <= 0:
+        return 0
+    kept = min(tokens, layer.window_tokens) if layer.kind == "sliding" and layer.window_tokens else tokens
+    return ceil(kept / block_size)
+
+
+@dataclass(frozen=True)
+class KvLayout:
+    """A model's KV cache under one dtype, block size and parallel layout."""
+
+    spec: ModelSpec
+    kv_dtype: KvDtype
+    block_size: int = DEFAULT_BLOCK_SIZE
+    tp: int = 1
+    pp: int = 1
+
+    @classmethod
+    def of(cls, spec: ModelSpec, kv_cache_dtype: str = "auto", block_size: int = DEFAULT_BLOCK_SIZE,
+           tp: int = 1, pp: int = 1) -> KvLayout:
+        if block_size <= 0:
+            raise KvplanError(f"--block-size must be positive, got {block_size}")
+        validate_parallel(spec, tp, pp)
+        return cls(spec, resolve_kv_dtype(kv_cache_dtype, spec.dtype), block_size, tp, pp)
+
+    # --- per token -------------------------------------------------------------------------
+    def stage_layers(self, pp_rank: int) -> list[LayerAttention]:
+        return [self.spec.layers[i] for i in pp_layer_range(self.spec.num_layers, self.pp, pp_rank)]
+
+    def bytes_per_token_per_gpu(self) -> int:
+        """Busiest stage, one TP rank, every layer holding the token (no window cap)."""
+        return max(sum(layer_bytes_per_token(l, self.kv_dtype, self.tp) for l in self.stage_layers(r)) for r in range(self.pp))
+
+    def bytes_per_token(self) -> int:
+        """Whole deployment (all TP ranks and PP stages), every layer holding the token."""
+        return self.tp * sum(layer_bytes_per_token(l, self.kv_dtype, self.tp) for l in self.spec.layers)
+
+    def bytes_per_block(self) -> int:
+        """One block on the busiest GPU (see `bytes_per_block`)."""
+        return bytes_per_block(self.spec, self.block_size, self.kv_dtype.name, self.tp, self.pp)
+
+    # --- per request -----------------------------------------------------------------------
+    def _layers_bytes(self, layers: list[LayerAttention], tokens: int, paged: bool) -> int:
+        total = 0
+        for layer in layers:
+            per_token = layer_bytes_per_token(layer, self.kv_dtype, self.tp)
+            if paged:
+                total += layer_blocks(layer, tokens, self.block_size) * self.block_size * per_token
+            else:
+                kept = min(tokens, layer.window_tokens) if layer.kind == "sliding" and layer.window_tokens else tokens
+                total += kept * per_token
+        return total
+
+    def request_bytes(self, tokens: int, *, paged: bool = True) -> int:
+        """Whole deployment, one request of `tokens` (paged: rounded up to blocks; else exact)."""
+        return self.tp * self._layers_bytes(list(self.spec.layers), tokens, paged)
+
+    def request_bytes_per_gpu(self, tokens: int, *, paged: bool = True) -> int:
+        return max(self._layers_bytes(self.stage_layers(r), tokens, paged) for r in range(self.pp))
+
+    def request_bytes_all_full(self, tokens: int) -> int:
+        """What a calculator that ignores sliding windows would say (exact tokens)."""
+        return self.tp * tokens * sum(layer_bytes_per_token(l, self.kv_dtype, self.tp) for l in self.spec.layers)
+
+    def contiguous_request_bytes(self, max_model_len: int) -> int:
+        """Traditional preallocation: every request reserves `max_model_len` tokens up front."""
+        return self.request_bytes(max_model_len, paged=True)
+
+    def request_blocks_per_gpu(self, tokens: int) -> int:
+        """Blocks (of `bytes_per_block` size) a request occupies: max over layers on the busiest stage."""
+        return max(max((layer_blocks(l, tokens, self.block_size) for l in self.stage_layers(r)), default=0) for r in range(self.pp))
+
+    # --- per batch -------------------------------------------------------------------------
+    def shared_prefix_saving_bytes(self, tokens: int, concurrency: int, prefix_tokens: int) -> int:
+        """Bytes saved when `concurrency` requests share a `prefix_tokens` prefix (only full blocks
+        are shared; a sliding layer shares only while the request still fits in its window)."""
+        if prefix_tokens <= 0 or concurrency <= 1:
+            return 0
+        shared_blocks = min(prefix_tokens, tokens) // self.block_size
+        saved = 0
+        for layer in self.spec.layers:
+            if layer.kind == "none" or (layer.kind == "sliding" and layer.window_tokens and tokens > layer.window_tokens):
+                continue
+            saved += shared_blocks * self.block_size * layer_bytes_per_token(layer, self.kv_dtype, self.tp)
+        return self.tp * (concurrency - 1) * saved
+
+    def batch_bytes(self, tokens: int, concurrency: int, *, prefix_tokens: int = 0) -> int:
+        """Whole deployment, `concurrency` paged requests of `tokens` each."""
+        return concurrency * self.request_bytes(tokens) - self.shared_prefix_saving_bytes(tokens, concurrency, prefix_tokens)
+
+    def batch_bytes_per_gpu(self, tokens: int, concurrency: int, *, prefix_tokens: int = 0) -> int:
+        """Busiest GPU's share of `batch_bytes` (prefix savings pro rata to the stage's share)."""
+        per_gpu, whole = self.request_bytes_per_gpu(tokens), self.request_bytes(tokens)
+        saving = self.shared_prefix_saving_bytes(tokens, concurrency, prefix_tokens)
+        return concurrency * per_gpu - (saving * per_gpu // whole if whole else 0)
+
+    def max_concurrency(self, tokens: int, kv_budget_bytes_per_gpu: int, *, prefix_tokens: int = 0) -> int:
+        """Largest N whose paged KV (with a shared prefix, if any) fits the per-GPU budget."""
+        per = self.request_bytes_per_gpu(tokens)
+        if not per:
+            return 0
+        lo, hi = 0, kv_budget_bytes_per_gpu // max(1, per - per * min(prefix_tokens, tokens) // tokens) + 1
+        while lo < hi:  # batch bytes grow with N: binary search
+            mid = (lo + hi + 1) // 2
+            if self.batch_bytes_per_gpu(tokens, mid, prefix_tokens=prefix_tokens) <= kv_budget_bytes_per_gpu:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def max_tokens(self, concurrency: int, kv_budget_bytes_per_gpu: int, limit: int) -> int:
+        """Longest context (a multiple of block_size, at most `limit`) whose N requests fit."""
+        lo, hi = 0, limit
+        while lo < hi:  # request bytes are monotone in tokens: binary search
+            mid = (lo + hi + 1) // 2
+            if concurrency * self.request_bytes_per_gpu(mid) <= kv_budget_bytes_per_gpu:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo

@@ -1,0 +1,1 @@
+"""Views and reports: console tables, result.json, HTML, the CI gate."""

@@ -1,0 +1,1 @@
+"""Model, GPU and dtype specifications (pure Python; never imports torch)."""

@@ -1,0 +1,78 @@
+"""`GpuSpec` and the catalog in `profiles/gpus.yaml` (built from ../shared/reference/gpus.csv)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from kvplan.errors import ConfigError, KvplanError, UnknownNameError
+
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    name: str
+    display_name: str
+    vendor: str
+    memory_marketed_gb: float  # decimal GB as sold
+    cuda_total_bytes: int | None  # total as torch.cuda.mem_get_info reports it (what vLLM budgets)
+    cuda_total_source: str = ""
+    nvidia_smi_total_mib: int | None = None
+    memory_bandwidth_gbps: float | None = None  # decimal GB/s
+    bf16_dense_tflops: float | None = None
+    fp8_dense_tflops: float | None = None
+    int8_dense_tops: float | None = None
+    interconnect: str = ""
+    architecture: str = ""
+    aliases: tuple[str, ...] = ()
+    source: str = ""
+
+    @property
+    def memory_bytes(self) -> int:
+        if self.cuda_total_bytes is None:
+            raise KvplanError(f"GPU {self.name!r} has no known device memory; pass --gpu-memory-gib")
+        return int(self.cuda_total_bytes)
+
+    @property
+    def memory_gib(self) -> float:
+        return self.memory_bytes / GIB
+
+
+def custom_gpu(memory_gib: float) -> GpuSpec:
+    """A GPU given only by its total memory as CUDA reports it (`--gpu-memory-gib`)."""
+    if memory_gib <= 0:
+        raise KvplanError(f"--gpu-memory-gib must be positive, got {memory_gib}")
+    return GpuSpec(name=f"custom-{memory_gib:g}gib", display_name=f"{memory_gib:g} GiB GPU", vendor="",
+                   memory_marketed_gb=memory_gib * GIB / 1e9, cuda_total_bytes=int(memory_gib * GIB),
+                   cuda_total_source="--gpu-memory-gib")
+
+
+@lru_cache(maxsize=1)
+def gpu_catalog() -> dict[str, GpuSpec]:
+    """Canonical name -> GpuSpec."""
+    import yaml
+
+    from kvplan.spec.profiles import profiles_dir
+
+    path = profiles_dir() / "gpus.yaml"
+    try:
+        rows = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read the GPU catalog ({exc})") from None
+    catalog: dict[str, GpuSpec] = {}
+    for row in rows or []:
+        fields = {k: row.get(k) for k in GpuSpec.__dataclass_fields__ if k in row}
+        fields["aliases"] = tuple(row.get("aliases") or ())
+        for key in ("interconnect", "architecture", "source", "cuda_total_source", "vendor", "display_name"):
+            fields[key] = str(fields.get(key) or "")
+        catalog[row["name"]] = GpuSpec(**fields)
+    return catalog
+
+
+def load_gpu(name: str) -> GpuSpec:
+    catalog = gpu_catalog()
+    key = name.lower()
+    for gpu in catalog.values():
+        if key == gpu.name or key in gpu.aliases:
+            return gpu
+    raise UnknownNameError("GPU", name, [n for g in catalog.values() for n in (g.name, *g.aliases)])

@@ -1,0 +1,119 @@
+"""`ParamCount`: exact parameter counts from a config, split by where the weights live.
+
+The split matters for memory: quantized checkpoints keep embeddings, norms and often the LM
+head in 16-bit; MoE models activate only `experts_per_tok` experts per token; TP splits the
+linear layers but replicates the norms.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+_GATED_MLP_FREE = {"gpt2", "falcon", "opt", "phi", "gpt_neox", "gptj", "bloom", "starcoder2", "gpt_bigcode"}
+_LAYERNORM_WITH_BIAS = {"gpt2", "falcon", "opt", "phi", "gpt_neox", "gptj", "bloom", "starcoder2", "gpt_bigcode"}
+_QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "gpt2", "opt", "phi", "gpt_neox", "bloom", "starcoder2"}
+_QK_NORM = {"qwen3", "qwen3_moe", "gemma3_text", "gemma3", "olmo2"}
+_FOUR_NORMS = {"gemma2", "gemma3_text", "gemma3"}
+
+
+@dataclass(frozen=True)
+class ParamCount:
+    embedding: int  # input token (and learned position) embeddings
+    lm_head: int  # 0 when tied to the embedding
+    attention: int  # q/k/v/o projections (+ biases, sinks, MLA down/up projections)
+    mlp_dense: int  # dense MLPs, shared experts and routers
+    experts: int  # all routed experts
+    experts_active: int  # routed experts used by one token
+    norms: int  # layer norms (replicated under TP)
+
+    @property
+    def total(self) -> int:
+        return self.embedding + self.lm_head + self.attention + self.mlp_dense + self.experts + self.norms
+
+    @property
+    def active(self) -> int:
+        """Parameters touched by one token (input embedding included, as models.csv does)."""
+        return self.total - self.experts + self.experts_active
+
+    @property
+    def linear(self) -> int:
+        """Weights that weight-quantization schemes convert (decoder linear layers)."""
+        return self.attention + self.mlp_dense + self.experts
+
+
+def _moe(cfg: dict[str, Any]) -> tuple[int, int, int, int]:
+    """(routed experts, experts per token, expert intermediate size, shared experts)."""
+    n = cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts") or 0
+    k = cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or cfg.get("moe_topk") or 0
+    inter = cfg.get("moe_intermediate_size") or cfg.get("intermediate_size") or 0
+    shared = cfg.get("n_shared_experts") or 0
+    return int(n), int(k), int(inter), int(shared)
+
+
+def _attention(cfg: dict[str, Any], hidden: int, n_heads: int, kv_heads: int, head_dim: int) -> int:
+    mt = str(cfg.get("model_type", ""))
+    if cfg.get("kv_lora_rank"):  # MLA (DeepSeek-V2/V3, Kimi)
+        rope, nope = int(cfg["qk_rope_head_dim"]), int(cfg["qk_nope_head_dim"])
+        v_dim, kv_rank, q_rank = int(cfg["v_head_dim"]), int(cfg["kv_lora_rank"]), cfg.get("q_lora_rank")
+        q = hidden * q_rank + q_rank + q_rank * n_heads * (nope + rope) if q_rank else hidden * n_heads * (nope + rope)
+        kv = hidden * (kv_rank + rope) + kv_rank + kv_rank * n_heads * (nope + v_dim)
+        return q + kv + n_heads * v_dim * hidden
+    q_out, kv_out = n_heads * head_dim, kv_heads * head_dim
+    params = hidden * (q_out + 2 * kv_out) + q_out * hidden
+    if mt in _QKV_BIAS or cfg.get("attention_bias") or cfg.get("bias"):
+        params += q_out + 2 * kv_out
+    if mt in ("gpt2", "opt", "phi", "gpt_neox", "bloom", "starcoder2") or cfg.get("attention_bias") or cfg.get("bias"):
+        params += hidden  # output projection bias
+    if mt in _QK_NORM:
+        params += 2 * head_dim
+    if mt == "gpt_oss":
+        params += n_heads  # attention sinks
+    return params
+
+
+def count_params(cfg: dict[str, Any], *, n_layers: int, hidden: int, n_heads: int, kv_heads: int,
+                 head_dim: int, intermediate: int, vocab: int) -> ParamCount:
+    mt = str(cfg.get("model_type", ""))
+    embedding = vocab * hidden
+    if mt == "gpt2":
+        embedding += int(cfg.get("n_positions") or cfg.get("max_position_embeddings") or 1024) * hidden
+    elif mt == "opt":
+        embedding += (int(cfg.get("max_position_embeddings", 2048)) + 2) * hidden
+    tied = cfg.get("tie_word_embeddings")
+    tied = True if tied is None and mt in ("gpt2", "opt", "falcon") else bool(tied)
+    lm_head = 0 if tied else vocab * hidden
+    if mt in ("phi",):
+        lm_head += vocab if not tied else 0  # lm_head bias
+
+    attention = n_layers * _attention(cfg, hidden, n_heads, kv_heads, head_dim)
+    norm = 2 * hidden if mt in _LAYERNORM_WITH_BIAS else hidden
+    norms_per_layer = 4 if mt in _FOUR_NORMS else (1 if mt in ("falcon", "phi") and not cfg.get("new_decoder_architecture") else 2)
+    norms = n_layers * norms_per_layer * norm + norm  # + final norm
+
+    n_exp, k_exp, exp_inter, n_shared = _moe(cfg)
+    gated = mt not in _GATED_MLP_FREE
+    mlp_bias = mt in ("gpt2", "opt", "phi", "falcon") and mt != "falcon"
+    dense_mlp = (3 if gated else 2) * hidden * intermediate + ((intermediate + hidden) if mlp_bias else 0)
+    mlp_dense = experts = experts_active = 0
+    if n_exp:
+        first_dense = int(cfg.get("first_k_dense_replace") or 0)
+        only_dense = set(cfg.get("mlp_only_layers") or [])
+        step = int(cfg.get("decoder_sparse_step") or 1)
+        expert = 3 * hidden * exp_inter
+        if mt == "gpt_oss":
+            expert += 2 * exp_inter + hidden  # gate_up and down biases
+        # gpt-oss router bias; DeepSeek-V3 (noaux_tc) keeps a per-expert score-correction bias
+        router = hidden * n_exp + (n_exp if mt == "gpt_oss" or cfg.get("topk_method") == "noaux_tc" else 0)
+        shared_inter = cfg.get("shared_expert_intermediate_size")
+        for i in range(n_layers):
+            if i < first_dense or i in only_dense or (i + 1) % step:
+                mlp_dense += dense_mlp
+                continue
+            experts += n_exp * expert
+            experts_active += k_exp * expert
+            mlp_dense += router + n_shared * expert
+            if shared_inter:  # Qwen2-MoE: one shared expert with its own gate
+                mlp_dense += 3 * hidden * int(shared_inter) + hidden
+    else:
+        mlp_dense = n_layers * dense_mlp
+    return ParamCount(embedding, lm_head, attention, mlp_dense, experts, experts_active, norms)

@@ -1,0 +1,74 @@
+"""`WeightQuant`: bytes per weight for quantized checkpoints and runtime quantization.
+
+Only decoder linear layers are converted; embeddings, norms and (unless stated) the LM head
+stay in the model dtype. Group-wise int4 formats add a 16-bit scale per group (and a packed
+4-bit zero point for GPTQ/AWQ); MXFP4 adds an 8-bit shared exponent per 32 values.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kvplan.errors import KvplanError
+from kvplan.spec.params import ParamCount
+
+QUANTIZATION_CHOICES = ("none", "fp8", "int8", "w8a8", "w4a16", "gptq", "awq", "mxfp4", "bitsandbytes")
+
+
+@dataclass(frozen=True)
+class WeightQuant:
+    method: str = "none"
+    linear_bits_x100: int = 0  # hundredths of a bit per converted weight, scales included (0: model dtype)
+    experts_only: bool = False  # MXFP4 in gpt-oss converts the MoE experts only
+
+    def weights_bytes(self, params: ParamCount, dtype_bytes: int) -> int:
+        if self.method == "none":
+            return params.total * dtype_bytes
+        converted = params.experts if self.experts_only else params.linear
+        kept = params.total - converted
+        return kept * dtype_bytes + (converted * self.linear_bits_x100 + 799) // 800
+
+
+def _int4(group_size: int, zero_point: bool) -> int:
+    """Hundredths of a bit per weight: 4 bits + fp16 scale per group (+ 4-bit zero point)."""
+    group_size = group_size if group_size and group_size > 0 else 128
+    return 400 + round((16 + (4 if zero_point else 0)) * 100 / group_size)
+
+
+def make_quant(method: str, *, group_size: int = 128) -> WeightQuant:
+    m = method.lower().replace("-", "_")
+    if m in ("none", ""):
+        return WeightQuant()
+    if m in ("fp8", "fbgemm_fp8", "modelopt", "w8a8", "int8", "w8a8_int8", "w8a8_fp8", "experts_int8"):
+        return WeightQuant("fp8" if "fp8" in m or m == "modelopt" else "int8", 800)
+    if m in ("w4a16", "compressed_tensors_w4a16"):
+        return WeightQuant("w4a16", _int4(group_size, False))
+    if m in ("gptq", "gptq_marlin", "awq", "awq_marlin", "marlin"):
+        return WeightQuant(m.split("_")[0], _int4(group_size, True))
+    if m == "mxfp4":
+        return WeightQuant("mxfp4", 425, experts_only=True)
+    if m in ("bitsandbytes", "bnb"):
+        return WeightQuant("bitsandbytes", 450)  # nf4 + blockwise absmax (64) with double quantization
+    raise KvplanError(f"unknown quantization {method!r}; choices: {', '.join(QUANTIZATION_CHOICES)}")
+
+
+def weight_quant_from_config(config: dict[str, Any]) -> WeightQuant:
+    """Read `quantization_config` (also nested in `text_config`) of a checkpoint."""
+    q = config.get("quantization_config") or (config.get("text_config") or {}).get("quantization_config")
+    if not isinstance(q, dict):
+        return WeightQuant()
+    method = str(q.get("quant_method", "")).lower()
+    if method == "compressed-tensors":
+        groups = q.get("config_groups") or {}
+        weights = next(iter(groups.values()), {}).get("weights", {}) if groups else {}
+        bits = int(weights.get("num_bits", 8))
+        if bits == 4:
+            return make_quant("w4a16", group_size=int(weights.get("group_size") or 128))
+        return make_quant("fp8" if weights.get("type") == "float" else "int8")
+    if method in ("gptq", "awq"):
+        if int(q.get("bits", q.get("w_bit", 4))) == 8:
+            return make_quant("int8")
+        return make_quant(method, group_size=int(q.get("group_size", q.get("q_group_size", 128)) or 128))
+    if method in ("fp8", "fbgemm_fp8", "mxfp4", "bitsandbytes"):
+        return make_quant(method)
+    return WeightQuant()

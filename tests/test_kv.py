@@ -1,0 +1,164 @@
+"""The KV formula engine: the seed article's table, the reference's worked numbers, properties."""
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvplan.errors import KvplanError
+from kvplan.plan.estimate import estimate
+from kvplan.plan.kv import KvLayout, bytes_per_block, layer_bytes_per_token, pp_layer_range
+from kvplan.spec.gpu import custom_gpu
+from kvplan.spec.model import spec_from_config
+from kvplan.spec.profiles import load_model
+
+GIB, MIB = 2**30, 2**20
+
+
+# ../shared/seeds/000_e2886a6b22aa43e2.txt section 2.3: a 7B model, 32 layers, 32 heads x 128, fp16.
+def test_seed_table_llama_2_7b():
+    spec = load_model("llama-2-7b")
+    lay = KvLayout.of(spec, "float16")
+    assert lay.bytes_per_token() == 524_288  # 512 KB per token
+    assert lay.request_bytes(1024) == 512 * MIB
+    assert lay.batch_bytes(1024, 8) == 4 * GIB
+    assert lay.batch_bytes(4096, 8) == 16 * GIB
+    assert lay.batch_bytes(2048, 32) == 32 * GIB
+    gqa = KvLayout.of(spec.with_kv_heads(16), "float16")
+    assert gqa.batch_bytes(4096, 8) == 8 * GIB
+    assert spec.params.total == 6_738_415_616
+    assert spec.weights_bytes == 6_738_415_616 * 2
+    assert round(spec.weights_bytes / GIB, 2) == 12.55
+
+
+def test_seed_24gb_card_does_not_fit_4k_x8():
+    est = estimate(load_model("llama-2-7b"), ctx_tokens=4096, concurrency=8, gpu=custom_gpu(24))
+    assert not est.fit.fits
+    assert 1 <= est.fit.max_concurrency_at_ctx < 8
+    # what the reported concurrency claims must itself fit, and one more must not
+    lay = est.layout
+    assert est.fit.max_concurrency_at_ctx * lay.request_bytes(4096) <= est.fit.kv_available_bytes_per_gpu
+    assert (est.fit.max_concurrency_at_ctx + 1) * lay.request_bytes(4096) > est.fit.kv_available_bytes_per_gpu
+
+
+@pytest.mark.parametrize("model,per_token", [
+    ("llama-3-8b", 131_072),  # ../shared/reference/vllm-capacity.md section 4
+    ("qwen2.5-7b", 57_344),
+    ("qwen3-0.6b", 114_688),  # head_dim 128, not 1024/16
+    ("deepseek-v2-lite", 31_104),  # 27 layers x 576 x 2 B (MLA latent)
+    ("falcon-7b", 2 * 32 * 1 * 64 * 2),  # one cached KV head
+])
+def test_other_architectures(model, per_token):
+    assert KvLayout.of(load_model(model)).bytes_per_token() == per_token
+
+
+# ../shared/reference/README.md "Worked numbers": one sequence, 16-bit, windows applied.
+@pytest.mark.parametrize("model,ctx,gib", [
+    ("llama-2-7b", 4096, 2.0), ("llama-3.1-8b", 131_072, 16.0), ("llama-3.1-70b", 131_072, 40.0),
+    ("llama-3.1-405b", 131_072, 63.0), ("mistral-7b", 32_768, 0.5), ("gemma-2-9b", 8192, 1.97),
+    ("gemma-3-27b", 131_072, 10.41), ("gpt-oss-120b", 131_072, 4.50), ("gpt-oss-20b", 131_072, 3.00),
+    ("deepseek-v3", 131_072, 8.58), ("qwen3-32b", 40_960, 10.0),
+])
+def test_reference_worked_numbers(model, ctx, gib):
+    assert KvLayout.of(load_model(model), "bfloat16").request_bytes(ctx, paged=False) / GIB == pytest.approx(gib, abs=0.005)
+
+
+@pytest.mark.parametrize("model,ctx,gib", [("mistral-7b", 32_768, 4.0), ("gemma-2-9b", 8192, 2.63),
+                                           ("gemma-3-27b", 131_072, 62.0), ("gpt-oss-120b", 131_072, 9.0)])
+def test_window_blind_figures(model, ctx, gib):
+    # the reference rounds half up (2.625 -> 2.63): compare to the half-unit of its last digit
+    assert KvLayout.of(load_model(model), "bfloat16").request_bytes_all_full(ctx) / GIB == pytest.approx(gib, abs=0.005)
+
+
+@pytest.mark.parametrize("model,ctx,mib", [("falcon-7b", 2048, 16), ("gpt2", 1024, 36)])
+def test_small_models(model, ctx, mib):
+    assert KvLayout.of(load_model(model), "float16").request_bytes(ctx) == mib * MIB
+
+
+def test_gemma3_8k_request_far_below_all_full():
+    lay = KvLayout.of(load_model("gemma-3-27b"))
+    assert lay.request_bytes(8192) < 0.3 * lay.request_bytes_all_full(8192)
+
+
+def test_kv_dtypes_and_scales():
+    spec = load_model("llama-3-8b")
+    bf16 = KvLayout.of(spec).bytes_per_token()
+    assert KvLayout.of(spec, "fp8").bytes_per_token() * 2 == bf16
+    assert KvLayout.of(spec, "fp8_e5m2").bytes_per_token() * 2 == bf16
+    assert KvLayout.of(spec, "float32").bytes_per_token() == 2 * bf16
+    # int8: 128 B + a 2-byte scale per (token, head) for K and V; int4: 64 B + 2 B
+    assert KvLayout.of(spec, "int8").bytes_per_token() == 2 * 32 * 8 * (128 + 2)
+    assert KvLayout.of(spec, "int4").bytes_per_token() == 2 * 32 * 8 * (64 + 2)
+    with pytest.raises(KvplanError, match="fp6"):
+        KvLayout.of(spec, "fp6")
+
+
+def test_tensor_parallel_split_and_replication():
+    spec = load_model("llama-3-8b")  # 8 KV heads
+    assert KvLayout.of(spec, tp=2).bytes_per_token_per_gpu() * 2 == KvLayout.of(spec).bytes_per_token()
+    assert KvLayout.of(spec, tp=8).bytes_per_token_per_gpu() == 2 * 32 * 1 * 128 * 2
+    # tp 16 > 8 KV heads: each rank keeps one (replicated) head
+    wide = KvLayout.of(spec.with_kv_heads(4), tp=8)
+    assert wide.bytes_per_token_per_gpu() == 2 * 32 * 1 * 128 * 2
+    assert wide.bytes_per_token() == 8 * wide.bytes_per_token_per_gpu()
+    mla = load_model("deepseek-v2-lite")  # MLA latent is not split by TP
+    assert KvLayout.of(mla, tp=2).bytes_per_token_per_gpu() == KvLayout.of(mla).bytes_per_token_per_gpu()
+    with pytest.raises(KvplanError, match="does not divide"):
+        KvLayout.of(spec, tp=3)
+
+
+def test_pipeline_parallel_layers_per_stage():
+    assert [len(pp_layer_range(32, 4, r)) for r in range(4)] == [8, 8, 8, 8]
+    assert [len(pp_layer_range(30, 4, r)) for r in range(4)] == [7, 8, 8, 7]  # vLLM get_pp_indices
+    spec = load_model("llama-3-8b")
+    assert bytes_per_block(spec, pp=2) * 2 == bytes_per_block(spec)
+
+
+def test_prefix_sharing_only_full_blocks():
+    lay = KvLayout.of(load_model("llama-3-8b"))
+    per_block = lay.bytes_per_block()
+    assert lay.batch_bytes(1000, 4, prefix_tokens=100) == 4 * lay.request_bytes(1000) - 3 * 6 * per_block
+    assert lay.batch_bytes(1000, 4, prefix_tokens=15) == 4 * lay.request_bytes(1000)
+
+
+def test_bytes_per_block_is_page_times_layers():
+    spec = load_model("llama-3-8b")
+    assert bytes_per_block(spec, 16) == 2 * 16 * 8 * 128 * 2 * 32  # 2 MiB: vllm-capacity.md section 4
+    assert bytes_per_block(spec, 16, layer_indices=[0, 1]) == 2 * 2 * 16 * 8 * 128 * 2
+
+
+def _model(layers: int, kv_heads: int = 2, window: int | None = None, pattern: int | None = None):
+    cfg = {"model_type": "mistral" if window else "llama", "num_hidden_layers": layers, "hidden_size": 256,
+           "num_attention_heads": 8, "num_key_value_heads": kv_heads, "vocab_size": 100, "max_position_embeddings": 1 << 20}
+    if window:
+        cfg["sliding_window"] = window
+    return spec_from_config(cfg, "prop")
+
+
+contexts = st.integers(1, 200_000)
+blocks = st.sampled_from([1, 8, 16, 32, 128])
+windows = st.one_of(st.none(), st.integers(64, 8192))
+
+
+@settings(max_examples=200, deadline=None)
+@given(ctx=contexts, extra=st.integers(1, 5000), n=st.integers(1, 64), bs=blocks, w=windows, layers=st.integers(1, 80))
+def test_monotone_in_ctx_concurrency_and_layers(ctx, extra, n, bs, w, layers):
+    lay = KvLayout.of(_model(layers, window=w), block_size=bs)
+    assert lay.batch_bytes(ctx + extra, n) >= lay.batch_bytes(ctx, n)
+    assert lay.batch_bytes(ctx, n + 1) > lay.batch_bytes(ctx, n)
+    assert KvLayout.of(_model(layers + 1, window=w), block_size=bs).batch_bytes(ctx, n) > lay.batch_bytes(ctx, n)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ctx=contexts, slack=st.integers(0, 100_000), bs=blocks, w=windows, dtype=st.sampled_from(["auto", "fp8", "int8", "int4"]))
+def test_paged_never_exceeds_contiguous(ctx, slack, bs, w, dtype):
+    lay = KvLayout.of(_model(4, window=w), dtype, block_size=bs)
+    assert lay.request_bytes(ctx) <= lay.contiguous_request_bytes(ctx + slack)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ctx=contexts, bs=blocks, w=windows)
+def test_block_rounding_wastes_less_than_a_block(ctx, bs, w):
+    spec = _model(4, window=w)
+    lay = KvLayout.of(spec, block_size=bs)
+    per_token = sum(layer_bytes_per_token(l, lay.kv_dtype) for l in spec.layers)
+    waste = lay.request_bytes(ctx) - lay.request_bytes(ctx, paged=False)
+    assert 0 <= waste < bs * per_token  # fewer than block_size tokens per layer
