@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvplan.errors import KvplanError
+from kvplan.plan.budget import CapacityPlan, EngineArgs, plan_capacity
 from kvplan.plan.kv import KvLayout
 from kvplan.spec.gpu import GpuSpec
 from kvplan.spec.model import ModelSpec
@@ -35,6 +36,7 @@ class Fit:
     fits: bool
     max_concurrency_at_ctx: int
     max_ctx_at_concurrency: int
+    capacity: CapacityPlan | None = None  # the vLLM memory budget (issue 3) behind the figures above
 
 
 @dataclass(frozen=True)
@@ -62,18 +64,26 @@ def weights_bytes_per_gpu(spec: ModelSpec, tp: int, pp: int) -> int:
 
 
 def _fit(layout: KvLayout, spec: ModelSpec, ctx: int, n: int, prefix: int, gpu: GpuSpec, util: float,
-         max_model_len: int) -> Fit:
-    budget = int(gpu.memory_bytes * util)
-    weights = weights_bytes_per_gpu(spec, layout.tp, layout.pp)
-    available = max(0, budget - weights)
+         max_model_len: int, engine: EngineArgs | None = None) -> Fit:
+    from dataclasses import replace
+
+    # vLLM's budget (kvplan.plan.budget): requested - weights - activation - non-torch [- graphs]
+    args = replace(engine or EngineArgs(gpu_memory_utilization=util), gpu=gpu, kv_cache_dtype=layout.kv_dtype.name,
+                   block_size=layout.block_size, tensor_parallel_size=layout.tp, pipeline_parallel_size=layout.pp)
+    plan = plan_capacity(layout.spec, args)
+    budget = plan.requested_bytes
+    weights = plan.weights_bytes
+    available = max(0, plan.available_kv_cache_bytes)
     needed = layout.batch_bytes_per_gpu(ctx, n, prefix_tokens=prefix)
     return Fit(gpu, util, budget, weights, available, needed, needed <= available,
-               layout.max_concurrency(ctx, available, prefix_tokens=prefix), layout.max_tokens(n, available, max_model_len))
+               layout.max_concurrency(ctx, available, prefix_tokens=prefix), layout.max_tokens(n, available, max_model_len),
+               plan)
 
 
 def estimate(spec: ModelSpec, *, ctx_tokens: int, concurrency: int, kv_cache_dtype: str = "auto", block_size: int = 16,
              tp: int = 1, pp: int = 1, prefix_tokens: int = 0, max_model_len: int | None = None,
-             gpu: GpuSpec | None = None, gpu_memory_utilization: float = 0.9) -> Estimate:
+             gpu: GpuSpec | None = None, gpu_memory_utilization: float = 0.9,
+             engine_args: EngineArgs | None = None) -> Estimate:
     if ctx_tokens <= 0:
         raise KvplanError(f"--ctx must be a positive number of tokens, got {ctx_tokens}")
     if concurrency <= 0:
@@ -97,7 +107,7 @@ def estimate(spec: ModelSpec, *, ctx_tokens: int, concurrency: int, kv_cache_dty
         total = lay.batch_bytes(ctx_tokens, concurrency, prefix_tokens=prefix)
         fits = maxc = None
         if gpu is not None:
-            f = _fit(lay, spec, ctx_tokens, concurrency, prefix, gpu, gpu_memory_utilization, mml)
+            f = _fit(lay, spec, ctx_tokens, concurrency, prefix, gpu, gpu_memory_utilization, mml, engine_args)
             fits, maxc = f.fits, f.max_concurrency_at_ctx
         return Variant(label, lay.bytes_per_token(), lay.request_bytes(ctx_tokens), total, fits, maxc)
 
@@ -121,7 +131,7 @@ def estimate(spec: ModelSpec, *, ctx_tokens: int, concurrency: int, kv_cache_dty
         kv_bytes_total=layout.batch_bytes(ctx_tokens, concurrency, prefix_tokens=prefix_tokens),
         kv_bytes_total_contiguous=concurrency * layout.contiguous_request_bytes(mml),
         weights_bytes=spec.weights_bytes,
-        fit=_fit(layout, spec, ctx_tokens, concurrency, prefix_tokens, gpu, gpu_memory_utilization, mml) if gpu else None,
+        fit=_fit(layout, spec, ctx_tokens, concurrency, prefix_tokens, gpu, gpu_memory_utilization, mml, engine_args) if gpu else None,
         variants=tuple(variants), warnings=tuple(warnings),
     )
 
@@ -152,4 +162,21 @@ def to_json(est: Estimate) -> dict[str, Any]:
             "kv_needed_bytes_per_gpu": f.kv_needed_bytes_per_gpu, "fits": f.fits,
             "max_concurrency_at_ctx": f.max_concurrency_at_ctx, "max_ctx_at_concurrency": f.max_ctx_at_concurrency,
         })
+        if f.capacity is not None:
+            out.update(capacity_json(f.capacity))
     return out
+
+
+def capacity_json(plan: CapacityPlan) -> dict[str, Any]:
+    """Issue-3 keys of `kvplan estimate --json` (per GPU; bytes are integers). The per-GPU weights
+    as vLLM loads them are `weights_bytes_per_gpu`; the existing `weights_bytes` (whole model) is kept."""
+    return {
+        "activation_bytes": plan.activation_bytes,
+        "non_torch_bytes": plan.non_torch_bytes, "cudagraph_bytes": plan.cudagraph_bytes,
+        "cudagraph_subtracted": plan.cudagraph_subtracted, "requested_bytes": plan.requested_bytes,
+        "available_kv_cache_bytes": plan.available_kv_cache_bytes, "num_gpu_blocks": plan.num_gpu_blocks,
+        "kv_cache_tokens": plan.kv_cache_tokens, "max_concurrency": round(plan.max_concurrency, 4),
+        "vllm_max_model_len": plan.max_model_len, "max_num_seqs": plan.max_num_seqs,
+        "max_num_batched_tokens": plan.max_num_batched_tokens, "vllm_version": ".".join(map(str, plan.version)),
+        "vllm_fits": plan.fits, "vllm_error": plan.error, "estimated_max_model_len": plan.estimated_max_model_len,
+    }

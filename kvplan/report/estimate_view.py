@@ -64,13 +64,19 @@ def render_estimate(console: Console, est: Estimate) -> None:
 
     if est.fit:
         f = est.fit
+        if f.capacity is not None:  # the vLLM budget: components, blocks, error and fixes
+            from kvplan.report.capacity_view import render_capacity
+
+            render_capacity(console, f.capacity)
         verdict = "[green]fits[/green]" if f.fits else "[bold red]does not fit[/bold red]"
-        g = Table(title=f"on {f.gpu.display_name or f.gpu.name}: {verdict}", show_header=True, header_style="bold")
+        g = Table(title=f"{est.concurrency} × {est.ctx_tokens:,} tokens on {f.gpu.display_name or f.gpu.name}: {verdict}",
+                  show_header=True, header_style="bold")
         g.add_column("per GPU")
-        g.add_column("bytes", justify="right")
-        g.add_row(f"GPU memory (CUDA total) × {f.gpu_memory_utilization:g}", fmt_bytes(f.budget_bytes_per_gpu))
-        g.add_row("− weights", fmt_bytes(f.weights_bytes_per_gpu))
-        g.add_row("= left for KV cache", fmt_bytes(f.kv_available_bytes_per_gpu))
+        g.add_column("value", justify="right")
+        if f.capacity is None:
+            g.add_row(f"GPU memory (CUDA total) × {f.gpu_memory_utilization:g}", fmt_bytes(f.budget_bytes_per_gpu))
+            g.add_row("− weights", fmt_bytes(f.weights_bytes_per_gpu))
+        g.add_row("KV cache available", fmt_bytes(f.kv_available_bytes_per_gpu))
         g.add_row(f"KV needed for {est.concurrency} × {est.ctx_tokens:,}", fmt_bytes(f.kv_needed_bytes_per_gpu))
         g.add_row(f"largest concurrency at {est.ctx_tokens:,} tokens", f"{f.max_concurrency_at_ctx:,}")
         g.add_row(f"longest context at concurrency {est.concurrency}", f"{f.max_ctx_at_concurrency:,} tokens")

@@ -1,0 +1,63 @@
+"""Read `../shared/reference/vllm-calibration.csv` and replay each row through `plan_capacity`
+(used by `tests/test_budget.py` and `benchmarks/vllm_accuracy.py`)."""
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvplan.plan.budget import CapacityPlan, EngineArgs, plan_capacity
+from kvplan.spec.gpu import custom_gpu
+from kvplan.spec.model import ModelSpec
+from kvplan.spec.profiles import load_model
+from kvplan.units import GIB
+
+# Hugging Face id in the CSV -> bundled profile (which carries the checkpoint's real bytes).
+PROFILE_OF = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b-instruct", "Qwen/Qwen2.5-7B-Instruct": "qwen2.5-7b-instruct",
+              "meta-llama/Meta-Llama-3-8B": "llama-3-8b"}
+
+
+@dataclass(frozen=True)
+class CalibrationRow:
+    index: int  # 1-based data row in the CSV
+    raw: dict[str, str]
+
+    def f(self, key: str) -> float | None:
+        v = self.raw.get(key, "").strip()
+        return float(v) if v else None
+
+    @property
+    def skip_reason(self) -> str | None:
+        """Why a row cannot be replayed end to end (None when it can)."""
+        if not self.raw.get("reported_kv_tokens", "").strip():
+            return "no reported KV tokens/blocks (V0 log excerpt; dtype and max_model_len not logged)"
+        if self.raw["model"] not in PROFILE_OF:
+            return f"no bundled profile for {self.raw['model']}"
+        return None
+
+    def spec(self) -> ModelSpec:
+        return load_model(PROFILE_OF[self.raw["model"]])
+
+    def args(self, *, kv_cache_memory_bytes: int | None = None) -> EngineArgs:
+        """Only what a user knows before starting vLLM: GPU total, utilization, TP, dtype, KV dtype,
+        max_model_len and the version (batch sizes and block size left to their defaults)."""
+        r = self.raw
+        return EngineArgs(
+            gpu=custom_gpu(float(r["gpu_mem_gib"])), gpu_memory_utilization=float(r["gpu_memory_utilization"]),
+            tensor_parallel_size=int(r["tp"]), dtype=r["dtype"] or "auto", kv_cache_dtype=r["kv_cache_dtype"] or "auto",
+            max_model_len=int(r["max_model_len"]) if r["max_model_len"] else None,
+            block_size=int(r["block_size"]) if r["block_size"] else 16,
+            kv_cache_memory_bytes=kv_cache_memory_bytes,
+            vllm_version=r["vllm_version"].split()[0],
+        )
+
+    def plan(self) -> CapacityPlan:
+        return plan_capacity(self.spec(), self.args())
+
+    def logged_kv_bytes(self, offset_gib: float = 0.0) -> int:
+        return round((float(self.raw["available_kv_gib"]) + offset_gib) * GIB)
+
+
+def load_calibration(path: Path) -> list[CalibrationRow]:
+    with Path(path).open(newline="") as fh:
+        return [CalibrationRow(i, row) for i, row in enumerate(csv.DictReader(fh), start=1)]

@@ -1,0 +1,120 @@
+"""`kvplan sweep`: capacity over a grid of ctx x concurrency x KV dtype x block size x GPU.
+
+The memory budget (`plan_capacity`) depends only on (KV dtype, block size, GPU) in vLLM V1 (the
+pool does not depend on max_model_len, doc section 6), so it is computed once per such
+combination; everything that depends on ctx and concurrency is numpy broadcasting. Imports
+numpy/pandas at module level: only the `sweep` command imports this module.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from kvplan.errors import KvplanError
+from kvplan.plan import overheads as oh
+from kvplan.plan.budget import EngineArgs, plan_capacity
+from kvplan.spec.gpu import GpuSpec
+from kvplan.spec.model import ModelSpec
+
+COLUMNS = ("gpu", "kv_cache_dtype", "block_size", "ctx", "concurrency", "available_kv_cache_bytes", "num_gpu_blocks",
+           "blocks_per_request", "kv_cache_tokens", "max_concurrency", "kv_needed_bytes", "fits_one_request", "fits")
+
+
+def _blocks_per_request(groups, ctx: np.ndarray, mnbt: int) -> np.ndarray:
+    """Sum over groups of vLLM's per-request block need, vectorised over ctx."""
+    out = np.zeros_like(ctx)
+    for g in groups:
+        if g.kind == "sliding" and g.window_tokens:
+            tokens = np.minimum(g.window_tokens - 1 + mnbt, ctx)
+            out += g.count * (-(-tokens // g.block_size) + 1)
+        else:
+            out += g.count * (-(-ctx // g.block_size))
+    return out
+
+
+def _one_request_bytes(groups, ctx: np.ndarray, mnbt: int) -> np.ndarray:
+    """vLLM's "KV cache is needed" for one request of ctx tokens, summed over layers."""
+    out = np.zeros(ctx.shape, dtype=np.int64)
+    for g in groups:
+        if g.kind == "sliding" and g.window_tokens:
+            blocks = -(-np.minimum(g.window_tokens - 1 + mnbt, ctx) // g.block_size) + 1
+        else:
+            blocks = -(-ctx // g.block_size)
+        out += g.layers * blocks * g.page_bytes
+    return out
+
+
+def sweep(spec: ModelSpec, *, ctx_tokens: Sequence[int], concurrency: Sequence[int], kv_cache_dtypes: Sequence[str],
+          block_sizes: Sequence[int], gpus: Sequence[GpuSpec], base: EngineArgs | None = None) -> pd.DataFrame:
+    """One row per grid point; `fits` = one request of ctx fits and `concurrency` requests fit."""
+    base = base or EngineArgs()
+    for name, values in (("--ctx", ctx_tokens), ("--concurrency", concurrency), ("--block-size", block_sizes)):
+        if not len(values) or min(values) <= 0:
+            raise KvplanError(f"{name} needs one or more positive integers, got {list(values)}")
+    if not gpus or not kv_cache_dtypes:
+        raise KvplanError("a sweep needs at least one --gpu and one --kv-cache-dtype")
+    version = oh.parse_vllm_version(base.vllm_version)
+    ctx = np.asarray(sorted(set(ctx_tokens)), dtype=np.int64)
+    conc = np.asarray(sorted(set(concurrency)), dtype=np.int64)
+    cc, nn = (a.ravel() for a in np.meshgrid(ctx, conc, indexing="ij"))
+    frames = []
+    for gpu in gpus:
+        for kv in kv_cache_dtypes:
+            for bs in block_sizes:
+                plan = plan_capacity(spec, replace(base, gpu=gpu, kv_cache_dtype=kv, block_size=int(bs),
+                                                   max_model_len=int(ctx.max())))
+                groups, mnbt = plan.groups, plan.max_num_batched_tokens
+                per_req = _blocks_per_request(groups, cc, mnbt)
+                max_conc = plan.num_gpu_blocks / per_req
+                if version >= oh.TOKENS_FROM_CONCURRENCY_SINCE:
+                    tokens = np.floor(max_conc * cc).astype(np.int64)
+                else:
+                    tokens = np.full(cc.shape, (plan.num_gpu_blocks // max(1, sum(g.count for g in groups))) * int(bs))
+                one = _one_request_bytes(groups, cc, mnbt)
+                fits_one = (one <= plan.available_kv_cache_bytes) & (plan.available_kv_cache_bytes > 0)
+                frames.append(pd.DataFrame({
+                    "gpu": gpu.name, "kv_cache_dtype": kv, "block_size": int(bs), "ctx": cc, "concurrency": nn,
+                    "available_kv_cache_bytes": plan.available_kv_cache_bytes, "num_gpu_blocks": plan.num_gpu_blocks,
+                    "blocks_per_request": per_req, "kv_cache_tokens": tokens, "max_concurrency": max_conc,
+                    "kv_needed_bytes": nn * per_req * plan.block_bytes, "fits_one_request": fits_one,
+                    "fits": fits_one & (nn <= max_conc),
+                }))
+    df = pd.concat(frames, ignore_index=True)
+    for col in ("gpu", "kv_cache_dtype"):
+        df[col] = df[col].astype("category")
+    return df
+
+
+def plot_concurrency(df: pd.DataFrame, path: Path, title: str = "") -> Path:
+    """PNG: max concurrency vs context, one line per KV dtype (one panel per GPU, first block size)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    gpus = list(df["gpu"].cat.categories if hasattr(df["gpu"], "cat") else df["gpu"].unique())
+    bs = int(df["block_size"].min())
+    fig, axes = plt.subplots(1, len(gpus), figsize=(5.5 * len(gpus), 4.2), squeeze=False)
+    base = df[(df["block_size"] == bs)].drop_duplicates(["gpu", "kv_cache_dtype", "ctx"])
+    for ax, gpu in zip(axes[0], gpus):
+        sub = base[base["gpu"] == gpu]
+        for kv, line in sub.groupby("kv_cache_dtype", observed=True):
+            ax.plot(line["ctx"], line["max_concurrency"], marker="o", label=f"KV {kv}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("context (max_model_len, tokens)")
+        ax.set_ylabel("max concurrency (vLLM)")
+        ax.set_title(f"{gpu}, block {bs}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
