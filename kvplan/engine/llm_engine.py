@@ -1,0 +1,250 @@
+"""`LLMEngine`: requests in, tokens out, one scheduler step at a time.
+
+    engine = LLMEngine.from_profile("tiny-llama", EngineConfig(kv_cache_memory_bytes=64 << 20))
+    engine.generate([[1, 2, 3]], SamplingParams(max_tokens=8, temperature=0.0))
+
+For a live workload: `add_request(...)` whenever a request arrives, `step()` in a loop while
+`has_unfinished_requests()`, read `engine.stats` after each step; `abort(request_id)` drops one.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from math import ceil
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
+
+from kvplan.engine.block_manager import BlockManager
+from kvplan.engine.config import CPU_DEFAULT_KV_CACHE_MEMORY_BYTES, EngineConfig
+from kvplan.engine.kv_cache import KVCache, kv_dtype_name
+from kvplan.engine.model_runner import ModelRunner
+from kvplan.engine.outputs import EngineStats, RequestOutput
+from kvplan.engine.sampler import Sampler
+from kvplan.engine.sampling_params import SamplingParams
+from kvplan.engine.scheduler import Scheduler
+from kvplan.engine.sequence import Sequence
+from kvplan.errors import KvplanError
+from kvplan.plan.kv import bytes_per_block
+from kvplan.spec.dtypes import normalize_model_dtype
+from kvplan.spec.model import ModelSpec, spec_from_config
+from kvplan.spec.profiles import load_model, model_profile
+
+
+def _model_dtype(config: EngineConfig) -> torch.dtype:
+    if config.dtype == "auto":
+        return torch.bfloat16 if config.is_cuda else torch.float32
+    return getattr(torch, normalize_model_dtype(config.dtype))
+
+
+class LLMEngine:
+    """Paged-attention engine over a transformers causal LM (Llama, Mistral, Qwen2, Qwen3, ...).
+
+    Public attributes: `config`, `spec` (the planner's ModelSpec), `max_model_len`,
+    `kv_cache_dtype` (resolved name), `bytes_per_block`, `num_gpu_blocks`, `kv_cache_bytes`,
+    `stats` (the last step's `EngineStats`, None before the first step).
+    """
+
+    def __init__(self, model: PreTrainedModel, config: EngineConfig | None = None, *, spec: ModelSpec | None = None) -> None:
+        self.config = config = config or EngineConfig()
+        if config.is_cuda and not torch.cuda.is_available():
+            raise KvplanError(f"EngineConfig.device={config.device!r} but CUDA is not available; use device='cpu'")
+        self.device = torch.device(config.device)
+        self.model = model.to(self.device).eval()
+        self.spec = spec or spec_from_config(model.config.to_dict(), str(getattr(model.config, "model_type", "model")))
+        max_pos = self.spec.max_position_embeddings
+        self.max_model_len = config.max_model_len or max_pos
+        if self.max_model_len > max_pos:
+            raise KvplanError(f"max_model_len={self.max_model_len} exceeds {self.spec.name}'s max_position_embeddings={max_pos}")
+        self.kv_cache_dtype = kv_dtype_name(config.kv_cache_dtype, model.dtype)
+        self.bytes_per_block = bytes_per_block(self.spec, config.block_size, self.kv_cache_dtype)
+        num_blocks = config.num_gpu_blocks_override or self._kv_budget_bytes() // self.bytes_per_block
+        blocks_per_request = ceil(self.max_model_len / config.block_size)
+        if num_blocks < blocks_per_request:
+            raise KvplanError(
+                f"the KV pool holds {num_blocks} blocks ({num_blocks * config.block_size} tokens) but one request of "
+                f"max_model_len={self.max_model_len} needs {blocks_per_request}; raise kv_cache_memory_bytes "
+                f"(>= {blocks_per_request * self.bytes_per_block} bytes) or lower max_model_len")
+        self.kv_cache = KVCache(self.spec, num_blocks, config.block_size, self.kv_cache_dtype, model.dtype, self.device,
+                                num_cpu_blocks=config.swap_space_bytes // self.bytes_per_block)
+        self.block_manager = BlockManager(
+            num_blocks, config.block_size, enable_prefix_caching=config.enable_prefix_caching,
+            reserve_blocks_per_seq=blocks_per_request if config.allocator == "contiguous" else None,
+            num_cpu_blocks=self.kv_cache.num_cpu_blocks)
+        self.scheduler = Scheduler(self.block_manager, max_num_seqs=config.max_num_seqs,
+                                   max_num_batched_tokens=config.max_num_batched_tokens,
+                                   enable_swap=self.kv_cache.num_cpu_blocks > 0)
+        self.runner = ModelRunner(self.model, self.kv_cache, Sampler(config.seed))
+        eos = getattr(model.generation_config, "eos_token_id", None) if model.generation_config else None
+        eos = eos if eos is not None else getattr(model.config, "eos_token_id", None)
+        self.eos_token_ids = frozenset([eos] if isinstance(eos, int) else (eos or []))
+        self.vocab_size = self.spec.vocab_size
+        self.stats: EngineStats | None = None
+        self._requests: dict[str, Sequence] = {}
+        self._seq_ids = itertools.count()
+        self._step = 0
+        self._total_preemptions = 0
+        self._total_prefix_hit_tokens = 0
+
+    # --- construction -------------------------------------------------------------------------
+    @classmethod
+    def from_profile(cls, name: str, config: EngineConfig | None = None, seed: int = 0) -> LLMEngine:
+        """A bundled profile (e.g. "tiny-llama") with random weights drawn under `torch.manual_seed(seed)`."""
+        config = config or EngineConfig()
+        hf = dict(model_profile(name)["config"])
+        for key in ("torch_dtype", "dtype", "architectures"):
+            hf.pop(key, None)
+        hf_config = AutoConfig.for_model(hf.pop("model_type"), **hf)
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(hf_config, dtype=_model_dtype(config))
+        return cls(model, config, spec=load_model(name))
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, config: EngineConfig | None = None) -> LLMEngine:
+        """A local model directory (config.json + weights); nothing is downloaded."""
+        config = config or EngineConfig()
+        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=_model_dtype(config), local_files_only=True)
+        return cls(model, config, spec=load_model(str(Path(path).expanduser())))
+
+    def _kv_budget_bytes(self) -> int:
+        """`kv_cache_memory_bytes`; on CUDA, vLLM's rule (utilization x total - weights, peak
+        activations of a max_num_batched_tokens forward, and non-torch memory); else a CPU default."""
+        if self.config.kv_cache_memory_bytes:
+            return self.config.kv_cache_memory_bytes
+        if not self.config.is_cuda:
+            return CPU_DEFAULT_KV_CACHE_MEMORY_BYTES
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(self.device)
+        n = min(self.config.max_num_batched_tokens, self.max_model_len)
+        with torch.inference_mode():
+            self.model(input_ids=torch.zeros(1, n, dtype=torch.int64, device=self.device), use_cache=False, logits_to_keep=1)
+        free, total = torch.cuda.mem_get_info(self.device)
+        non_torch = total - free - torch.cuda.memory_reserved(self.device)
+        budget = int(total * self.config.gpu_memory_utilization) - torch.cuda.max_memory_allocated(self.device) - non_torch
+        if budget <= 0:
+            raise KvplanError(f"no memory left for the KV cache at gpu_memory_utilization={self.config.gpu_memory_utilization}")
+        return budget
+
+    @property
+    def num_gpu_blocks(self) -> int:
+        return self.block_manager.num_blocks
+
+    @property
+    def kv_cache_bytes(self) -> int:
+        return self.kv_cache.nbytes
+
+    # --- requests -----------------------------------------------------------------------------
+    def add_request(self, prompt_token_ids: list[int], sampling_params: SamplingParams | None = None, *,
+                    request_id: str | None = None, arrival_time_s: float | None = None) -> str:
+        """Queue a request; returns its id. `arrival_time_s` defaults to now (perf_counter)."""
+        prompt = [int(t) for t in prompt_token_ids]
+        if not prompt:
+            raise KvplanError("a request needs at least one prompt token")
+        if len(prompt) >= self.max_model_len:
+            raise KvplanError(f"prompt of {len(prompt)} tokens does not fit max_model_len={self.max_model_len} "
+                              "(it needs room for at least one generated token)")
+        if min(prompt) < 0 or max(prompt) >= self.vocab_size:
+            raise KvplanError(f"prompt token ids must be in [0, {self.vocab_size}); got {min(prompt)}..{max(prompt)}")
+        params = sampling_params or SamplingParams()
+        seq_id = next(self._seq_ids)
+        request_id = str(seq_id) if request_id is None else str(request_id)
+        if request_id in self._requests:
+            raise KvplanError(f"request id {request_id!r} is already in use")
+        seq = Sequence(seq_id, request_id, prompt, params, time.perf_counter() if arrival_time_s is None else arrival_time_s)
+        if params.seed is not None:
+            seq.generator = torch.Generator().manual_seed(params.seed)
+        self._requests[request_id] = seq
+        self.scheduler.add(seq)
+        return request_id
+
+    def abort(self, request_id: str) -> bool:
+        """Drop a request wherever it is; its blocks are freed at once. False if unknown or done."""
+        seq = self._requests.pop(str(request_id), None)
+        if seq is None or seq.is_finished:
+            return False
+        self.scheduler.finish(seq, "abort")
+        return True
+
+    def has_unfinished_requests(self) -> bool:
+        return self.scheduler.has_unfinished()
+
+    @property
+    def num_unfinished_requests(self) -> int:
+        s = self.scheduler
+        return len(s.waiting) + len(s.running) + len(s.swapped)
+
+    # --- stepping -----------------------------------------------------------------------------
+    def _finish_reason(self, seq: Sequence) -> str | None:
+        token = seq.token_ids[-1]
+        if (not seq.params.ignore_eos and token in self.eos_token_ids) or token in seq.params.stop_token_ids:
+            return "stop"
+        if seq.num_output_tokens >= seq.params.max_tokens or len(seq) >= self.max_model_len:
+            return "length"
+        return None
+
+    def step(self) -> list[RequestOutput]:
+        """Schedule, run one forward, sample; returns the requests that got a token this step."""
+        start = time.perf_counter()
+        batch = self.scheduler.schedule()
+        for seq in batch.seqs:
+            if seq.first_scheduled_time_s is None:
+                seq.first_scheduled_time_s = start
+        seqs, tokens = self.runner.run(batch)
+        now = time.perf_counter()
+        for seq, n in zip(batch.seqs, batch.num_new_tokens):
+            seq.num_computed_tokens += n
+            self.block_manager.cache_full_blocks(seq)
+        outputs = []
+        for seq, token in zip(seqs, tokens):
+            seq.append_token(token, now)
+            reason = self._finish_reason(seq)
+            if reason is not None:
+                self.scheduler.finish(seq, reason)
+                self._requests.pop(seq.request_id, None)
+            outputs.append(self._output(seq, token, now))
+        self._record_stats(batch, len(tokens), start)
+        return outputs
+
+    @staticmethod
+    def _output(seq: Sequence, token: int, now: float) -> RequestOutput:
+        done = seq.is_finished
+        return RequestOutput(
+            seq.request_id, (token,), (now,), seq.num_prompt_tokens, seq.num_output_tokens, done, seq.finish_reason,
+            tuple(seq.output_token_ids) if done else (), tuple(seq.token_times_s) if done else (),
+            seq.arrival_time_s, seq.first_scheduled_time_s, seq.num_cached_tokens, seq.num_preemptions)
+
+    def _record_stats(self, batch, num_generated: int, start: float) -> None:
+        bm, s = self.block_manager, self.scheduler
+        self._step += 1
+        self._total_preemptions += batch.num_preempted
+        self._total_prefix_hit_tokens += batch.num_prefix_hit_tokens
+        decode = sum(1 for n in batch.num_new_tokens if n == 1)
+        now = time.perf_counter()
+        self.stats = EngineStats(
+            step=self._step, time_s=now, step_time_s=now - start, num_running=len(s.running),
+            num_waiting=len(s.waiting), num_swapped=len(s.swapped), num_blocks_total=bm.num_blocks,
+            num_blocks_used=bm.num_used_blocks, num_blocks_free=bm.num_free_blocks, num_blocks_cached=bm.num_cached_blocks,
+            num_active_tokens=sum(q.num_computed_tokens for q in s.running),
+            kv_bytes_in_use=bm.num_used_blocks * self.bytes_per_block, kv_cache_bytes=self.kv_cache_bytes,
+            num_scheduled_tokens=batch.num_tokens, num_prefill_tokens=batch.num_tokens - decode,
+            num_decode_tokens=decode, num_generated_tokens=num_generated,
+            num_prefix_hit_tokens=batch.num_prefix_hit_tokens, num_preemptions=batch.num_preempted,
+            num_swapped_out=batch.num_swapped_out, num_swapped_in=batch.num_swapped_in,
+            total_preemptions=self._total_preemptions, total_prefix_hit_tokens=self._total_prefix_hit_tokens)
+
+    def generate(self, prompts: list[list[int]], sampling_params: SamplingParams | list[SamplingParams] | None = None) -> list[list[int]]:
+        """Run `prompts` to completion; generated ids per prompt, in input order."""
+        params = sampling_params if isinstance(sampling_params, list) else [sampling_params] * len(prompts)
+        if len(params) != len(prompts):
+            raise KvplanError(f"got {len(params)} sampling params for {len(prompts)} prompts")
+        ids = [self.add_request(p, sp) for p, sp in zip(prompts, params)]
+        pending, results = set(ids), {}
+        while pending:
+            if not self.has_unfinished_requests():
+                raise KvplanError("requests were dropped before finishing")  # only an abort from elsewhere can do this
+            for out in self.step():
+                if out.finished and out.request_id in pending:
+                    pending.discard(out.request_id)
+                    results[out.request_id] = list(out.output_token_ids)
+        return [results[i] for i in ids]

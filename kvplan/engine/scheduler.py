@@ -1,0 +1,147 @@
+"""`Scheduler`: continuous batching with chunked prefill, FCFS, and preemption.
+
+Every step builds one `ScheduledBatch` under two limits: `max_num_seqs` running sequences and
+`max_num_batched_tokens` tokens (prefill chunks and decodes share that budget, as in vLLM V1).
+Running sequences go first, in arrival order; when the pool runs out, the latest arrival is
+preempted (swapped to the CPU pool when it has room, else dropped and recomputed later).
+Swapped and then waiting sequences are admitted only in steps without preemption, head of the
+queue first and never skipped, so no request starves.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from kvplan.engine.block_manager import BlockManager
+from kvplan.engine.sequence import Sequence, SequenceStatus
+
+
+@dataclass(frozen=True)
+class ScheduledBatch:
+    """What the runner computes this step: `num_new_tokens[i]` tokens of `seqs[i]`, starting at
+    its `num_computed_tokens`, after copying the swap pairs (swap-outs first)."""
+
+    seqs: tuple[Sequence, ...]
+    num_new_tokens: tuple[int, ...]
+    blocks_to_swap_out: tuple[tuple[int, int], ...] = ()  # (device block, cpu block)
+    blocks_to_swap_in: tuple[tuple[int, int], ...] = ()  # (cpu block, device block)
+    num_preempted: int = 0
+    num_swapped_out: int = 0
+    num_swapped_in: int = 0
+    num_prefix_hit_tokens: int = 0
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(self.num_new_tokens)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.seqs and not self.blocks_to_swap_out
+
+
+class Scheduler:
+    def __init__(self, block_manager: BlockManager, *, max_num_seqs: int, max_num_batched_tokens: int,
+                 enable_swap: bool = False) -> None:
+        self.block_manager = block_manager
+        self.max_num_seqs = max_num_seqs
+        self.max_num_batched_tokens = max_num_batched_tokens
+        self.enable_swap = enable_swap
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []  # kept in arrival (seq_id) order
+        self.swapped: deque[Sequence] = deque()
+
+    def add(self, seq: Sequence) -> None:
+        seq.status = SequenceStatus.WAITING
+        self.waiting.append(seq)
+
+    def has_unfinished(self) -> bool:
+        return bool(self.waiting or self.running or self.swapped)
+
+    def _preempt(self, seq: Sequence, swap_out: list[tuple[int, int]]) -> bool:
+        """Preempt `seq` (already removed from `running`); True if it was swapped."""
+        seq.num_preemptions += 1
+        if self.enable_swap and self.block_manager.can_swap_out(seq):
+            swap_out.extend(self.block_manager.swap_out(seq))
+            seq.status = SequenceStatus.SWAPPED
+            self.swapped.appendleft(seq)
+            return True
+        self.block_manager.free(seq)
+        seq.num_computed_tokens = 0
+        seq.status = SequenceStatus.WAITING
+        self.waiting.appendleft(seq)  # victims leave latest-first, so the queue stays in arrival order
+        return False
+
+    def schedule(self) -> ScheduledBatch:
+        bm = self.block_manager
+        budget = self.max_num_batched_tokens
+        seqs: list[Sequence] = []
+        counts: list[int] = []
+        swap_out: list[tuple[int, int]] = []
+        swap_in: list[tuple[int, int]] = []
+        preempted = swapped_out = swapped_in = hit_tokens = 0
+
+        # 1. Running sequences, oldest first; the newest running one is the preemption victim.
+        i = 0
+        while i < len(self.running) and budget > 0:
+            seq = self.running[i]
+            n = min(len(seq) - seq.num_computed_tokens, budget)
+            while not bm.append_slots(seq, n):
+                victim = self.running.pop()
+                preempted += 1
+                swapped_out += self._preempt(victim, swap_out)
+                if victim is seq:
+                    break
+            else:
+                seqs.append(seq)
+                counts.append(n)
+                budget -= n
+                i += 1
+
+        # 2. Admit swapped, then waiting sequences, head first, only if nobody was preempted.
+        if not preempted:
+            while self.swapped and budget > 0 and len(self.running) < self.max_num_seqs:
+                seq = self.swapped[0]
+                n = min(len(seq) - seq.num_computed_tokens, budget)
+                if not bm.can_swap_in(seq, n):
+                    break
+                self.swapped.popleft()
+                swap_in.extend(bm.swap_in(seq))
+                bm.append_slots(seq, n)
+                swapped_in += 1
+                seq.status = SequenceStatus.RUNNING
+                self.running.append(seq)
+                seqs.append(seq)
+                counts.append(n)
+                budget -= n
+            while not self.swapped and self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+                seq = self.waiting[0]
+                hits = bm.match_prefix(seq)
+                cached = len(hits) * bm.block_size
+                n = min(len(seq) - cached, budget)
+                if not bm.can_allocate(seq, hits, cached + n):
+                    break
+                self.waiting.popleft()
+                bm.allocate(seq, hits, cached + n)
+                hit_tokens += cached
+                seq.status = SequenceStatus.RUNNING
+                self.running.append(seq)
+                seqs.append(seq)
+                counts.append(n)
+                budget -= n
+            if swapped_in:
+                self.running.sort(key=lambda s: s.seq_id)
+
+        return ScheduledBatch(tuple(seqs), tuple(counts), tuple(swap_out), tuple(swap_in), preempted,
+                              swapped_out, swapped_in, hit_tokens)
+
+    def finish(self, seq: Sequence, reason: str) -> None:
+        """Remove `seq` from whichever queue holds it and release its blocks."""
+        if seq.status is SequenceStatus.RUNNING:
+            self.running.remove(seq)
+        elif seq.status is SequenceStatus.SWAPPED:
+            self.swapped.remove(seq)
+        elif seq.status is SequenceStatus.WAITING:
+            self.waiting.remove(seq)
+        self.block_manager.free(seq)
+        seq.status = SequenceStatus.FINISHED
+        seq.finish_reason = reason

@@ -1,0 +1,297 @@
+"""The CI gate: a result against a stored baseline and against its own prediction.
+
+Three kinds of check, all from the result's scenario `gate:` block (flags may override):
+- `exact`: deterministic figures (pool blocks, peak KV bytes, preemptions) must equal the
+  baseline's; closed-loop scenarios repeat them to the byte, so any change is a real change.
+- `relative`: latency and throughput may move by a signed tolerance (`+15%` may grow 15%).
+- `prediction`: measured within a symmetric tolerance of what the planner predicted first.
+Plus one `health` check that always runs: no more failed requests than the baseline had, because
+a run whose requests error out can look faster than a good one.
+
+A figure missing from both sides (CUDA figures on a CPU run, no preemption onset when nothing was
+preempted) passes with a note; missing from one side only fails: a gate never passes silently on
+a figure that vanished. Bad input (unreadable files, different scenarios or allocators, an
+interrupted run) is a `KvplanError`: exit 2, distinct from a regression's exit 1.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from kvplan.errors import KvplanError
+from kvplan.report.result import RunResult, write_text_atomic
+from kvplan.stress.scenario import Gate, Scenario, Tolerance, format_validation_error, known_gate_keys
+
+CheckKind = Literal["exact", "relative", "prediction", "health"]
+EXACT = "exact"  # the word a --tolerance flag uses for an exact check
+
+# Used only when a scenario's gate block names nothing to compare with the baseline: a gate with
+# no checks would pass anything. Memory exact, latency and throughput loose.
+DEFAULT_EXACT: tuple[str, ...] = ("num_gpu_blocks", "kv_pool_bytes", "bytes_per_block")
+DEFAULT_RELATIVE: dict[str, str] = {"peak_kv_bytes": "+5%", "p99_ttft_ms": "+50%", "p99_itl_ms": "+50%",
+                                    "output_throughput": "-30%"}
+
+
+@dataclass(frozen=True)
+class GateCheck:
+    metric: str
+    baseline: float | None  # the reference: the baseline's value, or the prediction for kind "prediction"
+    current: float | None
+    delta: float | None  # current - baseline, in the metric's unit
+    limit: str  # "exact", "+15%", "±2% of predicted", "<= baseline"
+    passed: bool
+    kind: CheckKind
+    note: str = ""
+
+    @property
+    def delta_pct(self) -> float | None:
+        if self.delta is None or self.baseline is None:
+            return None
+        if self.baseline == 0:
+            return 0.0 if self.delta == 0 else None
+        return 100.0 * self.delta / abs(self.baseline)
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    scenario: str
+    allocator: str
+    checks: tuple[GateCheck, ...]
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    @property
+    def failures(self) -> tuple[GateCheck, ...]:
+        return tuple(c for c in self.checks if not c.passed)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.passed else 1
+
+
+# --- metric lookup ----------------------------------------------------------------------------
+def metric_value(source: Mapping[str, Any], key: str) -> float | None:
+    """`source[key]` as a number; `p50_X` and `median_X` stand for each other (the prediction
+    stores medians, scenarios may gate on p50). bools count as 0/1; NaN counts as missing."""
+    value = source.get(key)
+    if value is None and key.startswith("p50_"):
+        value = source.get("median_" + key.removeprefix("p50_"))
+    elif value is None and key.startswith("median_"):
+        value = source.get("p50_" + key.removeprefix("median_"))
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value)):
+        return value
+    return None
+
+
+def _delta(reference: float | None, current: float | None) -> float | None:
+    return None if reference is None or current is None else current - reference
+
+
+def _missing(kind: CheckKind, metric: str, reference: float | None, current: float | None, limit: str,
+             ref_word: str) -> GateCheck | None:
+    """The check's outcome when a side has no value, else None (compare normally)."""
+    if reference is None and current is None:
+        return GateCheck(metric, None, None, None, limit, True, kind, f"not measured in either {ref_word} or result")
+    if reference is None:
+        return GateCheck(metric, None, current, None, limit, False, kind, f"missing from the {ref_word}")
+    if current is None:
+        return GateCheck(metric, reference, None, None, limit, False, kind, "missing from the result")
+    return None
+
+
+def check_exact(metric: str, baseline: float | None, current: float | None) -> GateCheck:
+    missing = _missing("exact", metric, baseline, current, EXACT, "baseline")
+    if missing is not None:
+        return missing
+    return GateCheck(metric, baseline, current, _delta(baseline, current), EXACT, baseline == current, "exact")
+
+
+def check_relative(metric: str, tol: Tolerance, baseline: float | None, current: float | None) -> GateCheck:
+    missing = _missing("relative", metric, baseline, current, tol.text, "baseline")
+    if missing is not None:
+        return missing
+    assert baseline is not None and current is not None
+    return GateCheck(metric, baseline, current, _delta(baseline, current), tol.text, tol.allows(baseline, current), "relative")
+
+
+def check_prediction(metric: str, tol: Tolerance, predicted: float | None, measured: float | None) -> GateCheck:
+    limit = f"±{tol.percent:g}% of predicted"
+    missing = _missing("prediction", metric, predicted, measured, limit, "prediction")
+    if missing is not None:
+        return missing
+    assert predicted is not None and measured is not None
+    return GateCheck(metric, predicted, measured, _delta(predicted, measured), limit, tol.allows(predicted, measured), "prediction")
+
+
+# --- tolerances -------------------------------------------------------------------------------
+def scenario_of(result: RunResult, where: str) -> Scenario:
+    """The stored scenario, schema-checked only: the gate needs its `gate:` and `slo:` blocks, not
+    the model, which may be a local path that this machine does not have."""
+    try:
+        return Scenario.model_validate(result.scenario)
+    except ValidationError as exc:
+        raise KvplanError(format_validation_error(f"{where}: scenario", exc)) from None
+
+
+def _known(name: str, flag: str) -> str:
+    known = known_gate_keys()
+    if name not in known:
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+        raise KvplanError(f"{flag} {name!r}: unknown metric" + (f"; did you mean: {', '.join(close)}?" if close else ""))
+    return name
+
+
+def parse_overrides(items: Sequence[str], flag: str, *, allow_exact: bool) -> dict[str, Tolerance | str]:
+    """`NAME=+15%` (or `NAME=exact`) flags -> {name: Tolerance or "exact"}."""
+    out: dict[str, Tolerance | str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or not name or not value:
+            raise KvplanError(f"{flag} takes NAME=TOLERANCE such as p99_itl_ms=+15%" + (" or peak_kv_bytes=exact" if allow_exact else "")
+                              + f", got {item!r}")
+        _known(name, flag)
+        if allow_exact and value.lower() == EXACT:
+            out[name] = EXACT
+            continue
+        try:
+            tol = Tolerance.model_validate(value)
+        except (ValidationError, ValueError):
+            raise KvplanError(f"{flag} {name}: {value!r} is not a tolerance such as '+15%', '-20%' or '2%'") from None
+        if not allow_exact and tol.direction != "both":
+            raise KvplanError(f"{flag} {name}: prediction tolerances are symmetric: write '{tol.percent:g}%', not {value!r}")
+        out[name] = tol
+    return out
+
+
+@dataclass(frozen=True)
+class GatePlan:
+    """What to check: the scenario's gate block with flag overrides applied."""
+
+    exact: tuple[str, ...]
+    relative: dict[str, Tolerance]
+    prediction: dict[str, Tolerance]
+    notes: tuple[str, ...] = ()
+
+
+def gate_plan(gate: Gate, tolerance: Sequence[str] = (), prediction_tolerance: Sequence[str] = ()) -> GatePlan:
+    exact, relative, notes = list(gate.exact), dict(gate.relative), []
+    if not exact and not relative:
+        exact, relative = list(DEFAULT_EXACT), {k: Tolerance.model_validate(v) for k, v in DEFAULT_RELATIVE.items()}
+        notes.append("the scenario's gate block compares nothing with the baseline; using the default checks")
+    for name, tol in parse_overrides(tolerance, "--tolerance", allow_exact=True).items():
+        relative.pop(name, None)
+        exact = [e for e in exact if e != name]
+        if tol == EXACT:
+            exact.append(name)
+        else:
+            assert isinstance(tol, Tolerance)
+            relative[name] = tol
+    prediction = dict(gate.prediction)
+    prediction.update({k: v for k, v in parse_overrides(prediction_tolerance, "--prediction-tolerance", allow_exact=False).items()
+                       if isinstance(v, Tolerance)})
+    return GatePlan(tuple(exact), relative, prediction, tuple(notes))
+
+
+# --- the gate ---------------------------------------------------------------------------------
+def _settings_diff(base: dict[str, Any], cur: dict[str, Any], prefix: str = "") -> list[str]:
+    keys = sorted(set(base) | set(cur))
+    out: list[str] = []
+    for k in keys:
+        if k == "gate":  # loosening or tightening the gate is not a different experiment
+            continue
+        b, c = base.get(k), cur.get(k)
+        if isinstance(b, dict) and isinstance(c, dict):
+            out += _settings_diff(b, c, f"{prefix}{k}.")
+        elif b != c:
+            out.append(f"{prefix}{k}")
+    return out
+
+
+def check_comparable(baseline: RunResult, current: RunResult, baseline_where: str = "baseline",
+                     result_where: str = "result") -> list[str]:
+    """Refuse (exit 2) pairs that cannot be compared; return warnings for pairs that can."""
+    if baseline.scenario_name != current.scenario_name:
+        raise KvplanError(f"{result_where} is scenario {current.scenario_name!r} but {baseline_where} is "
+                          f"{baseline.scenario_name!r}: gate a result against the baseline of its own scenario")
+    if baseline.allocator != current.allocator:
+        raise KvplanError(f"{result_where} used the {current.allocator} allocator but {baseline_where} the "
+                          f"{baseline.allocator} allocator: they measure different things")
+    for where, r in ((result_where, current), (baseline_where, baseline)):
+        if not r.complete:
+            raise KvplanError(f"{where} is incomplete (interrupted or failed run); rerun it before gating")
+    diff = _settings_diff(baseline.scenario, current.scenario)
+    return [f"scenario settings differ from the baseline's: {', '.join(diff[:6])}{' ...' if len(diff) > 6 else ''}"] if diff else []
+
+
+def run_gate(baseline: RunResult, current: RunResult, *, tolerance: Sequence[str] = (),
+             prediction_tolerance: Sequence[str] = (), baseline_where: str = "baseline",
+             result_where: str = "result") -> GateVerdict:
+    """Every check of the gate; raises `KvplanError` for inputs that cannot be compared."""
+    warnings = check_comparable(baseline, current, baseline_where, result_where)
+    plan = gate_plan(scenario_of(current, result_where).gate, tolerance, prediction_tolerance)
+    checks: list[GateCheck] = []
+    for name in plan.exact:
+        checks.append(check_exact(name, metric_value(baseline.metrics, name), metric_value(current.metrics, name)))
+    for name, tol in plan.relative.items():
+        checks.append(check_relative(name, tol, metric_value(baseline.metrics, name), metric_value(current.metrics, name)))
+    for name, tol in plan.prediction.items():
+        checks.append(check_prediction(name, tol, metric_value(current.prediction, name), metric_value(current.metrics, name)))
+    b_failed, c_failed = metric_value(baseline.metrics, "failed"), metric_value(current.metrics, "failed")
+    if b_failed is not None or c_failed is not None:
+        ok = c_failed is not None and (b_failed is None or c_failed <= b_failed)
+        checks.append(GateCheck("failed", b_failed, c_failed, _delta(b_failed, c_failed), "<= baseline", ok, "health",
+                                "" if c_failed is not None else "missing from the result"))
+    return GateVerdict(current.scenario_name, current.allocator, tuple(checks), (*plan.notes, *warnings))
+
+
+# --- JUnit XML --------------------------------------------------------------------------------
+def _num(v: float | None) -> str:
+    if v is None:
+        return "n/a"
+    return f"{v:,}" if isinstance(v, int) or float(v).is_integer() else f"{v:,.6g}"
+
+
+def junit_xml(verdict: GateVerdict) -> str:
+    """One testsuite, one testcase per check (CI systems show each metric as a test)."""
+    suite = ET.Element("testsuite", name=f"kvplan.gate.{verdict.scenario}", tests=str(len(verdict.checks)),
+                       failures=str(len(verdict.failures)), errors="0", skipped="0")
+    props = ET.SubElement(suite, "properties")
+    ET.SubElement(props, "property", name="allocator", value=verdict.allocator)
+    for i, note in enumerate(verdict.notes):
+        ET.SubElement(props, "property", name=f"note{i}", value=note)
+    for c in verdict.checks:
+        case = ET.SubElement(suite, "testcase", classname=f"kvplan.gate.{verdict.scenario}.{c.kind}", name=c.metric, time="0")
+        ref = "predicted" if c.kind == "prediction" else "baseline"
+        text = f"{c.metric}: {ref} {_num(c.baseline)}, current {_num(c.current)}, limit {c.limit}" + (f" ({c.note})" if c.note else "")
+        if not c.passed:
+            ET.SubElement(case, "failure", message=text, type=f"kvplan.gate.{c.kind}").text = text
+        else:
+            ET.SubElement(case, "system-out").text = text
+    ET.indent(suite)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
+
+
+def write_junit(verdict: GateVerdict, path: str | Path) -> Path:
+    return write_text_atomic(path, junit_xml(verdict))
+
+
+def write_gate_html(verdict: GateVerdict, path: str | Path, *, baseline_where: str = "", result_where: str = "") -> Path:
+    """A one-table HTML page of the verdict (jinja2, autoescaped; no network)."""
+    from kvplan.report.html import render_template
+
+    text = render_template("gate.html.j2", verdict=verdict, baseline_where=baseline_where, result_where=result_where,
+                           fmt=_num)
+    return write_text_atomic(path, text)

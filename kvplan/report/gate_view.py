@@ -1,0 +1,49 @@
+"""Rich table of a gate verdict: metric, baseline (or prediction), current, delta, limit, PASS/FAIL."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from kvplan.report.gate import GateCheck, GateVerdict
+
+
+def _num(v: float | None) -> str:
+    if v is None:
+        return "n/a"
+    return f"{v:,}" if isinstance(v, int) or float(v).is_integer() else f"{v:,.4g}"
+
+
+def _delta(c: GateCheck) -> str:
+    if c.delta is None:
+        return ""
+    sign = "+" if c.delta > 0 else ""
+    pct = c.delta_pct
+    return f"{sign}{_num(c.delta)}" + (f" ({pct:+.1f}%)" if pct is not None else "")
+
+
+def render_gate(console: Console, verdict: GateVerdict, *, baseline_where: str = "", result_where: str = "") -> None:
+    title = f"kvplan gate: {verdict.scenario} ({verdict.allocator})"
+    t = Table(title=title, header_style="bold", caption=f"baseline {baseline_where}" if baseline_where else None)
+    t.add_column("check", style="dim")
+    t.add_column("metric")
+    t.add_column("baseline / predicted", justify="right")
+    t.add_column("current", justify="right")
+    t.add_column("delta", justify="right")
+    t.add_column("limit", justify="right")
+    t.add_column("result")
+    for c in verdict.checks:
+        verdict_text = "[green]PASS[/green]" if c.passed else "[bold red]FAIL[/bold red]"
+        if c.note:
+            verdict_text += f" [dim]({c.note})[/dim]"
+        # names and notes come from files: escaped so "[x]" is never read as rich markup
+        t.add_row(c.kind, escape(c.metric), _num(c.baseline), _num(c.current), _delta(c), escape(c.limit), verdict_text)
+    console.print(t)
+    for note in verdict.notes:
+        console.print(f"[yellow]note:[/yellow] {escape(note)}")
+    failures = verdict.failures
+    if failures:
+        console.print(f"[bold red]FAIL[/bold red]: {len(failures)} of {len(verdict.checks)} checks failed: "
+                      f"{escape(', '.join(c.metric for c in failures))}")
+    else:
+        console.print(f"[green]PASS[/green]: {len(verdict.checks)} checks")

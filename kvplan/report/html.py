@@ -1,0 +1,341 @@
+"""`report.html`: one self-contained page per set of stress results (`kvplan report`).
+
+Python builds plain view data (frozen dataclasses, formatted strings); the jinja2 template only
+lays it out. Autoescape is on for every template, so scenario, class and model names, which are
+user text, are always escaped; figures are SVG `data:` URIs (see plots.py) and the page has a
+Content-Security-Policy that forbids loading anything from anywhere, so it renders offline.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from kvplan.errors import KvplanError
+from kvplan.report.gate import metric_value
+from kvplan.report.result import RunResult, write_text_atomic
+from kvplan.stress.metrics import LATENCIES, percentile_word
+from kvplan.stress.scenario import Scenario
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+MIB = 2**20
+
+# prediction vs measurement rows, in reading order (anything else the two share is appended)
+COMPARED: tuple[str, ...] = (
+    "num_gpu_blocks", "kv_pool_bytes", "bytes_per_block", "peak_kv_bytes", "max_concurrency", "num_preemptions",
+    "preemption_onset_s", "median_ttft_ms", "p99_ttft_ms", "median_itl_ms", "p99_itl_ms", "mean_tpot_ms",
+)
+ALLOCATOR_ROWS: tuple[str, ...] = (
+    "num_gpu_blocks", "max_concurrency", "peak_kv_bytes", "num_preemptions", "preemption_onset_s", "request_throughput",
+    "output_throughput", "median_ttft_ms", "p99_ttft_ms", "p99_itl_ms", "mean_tpot_ms", "goodput_ratio", "duration",
+)
+PREDICTION_ALIASES = {"duration": "duration_s"}  # metrics key -> the planner's name for it
+LATENCY_TITLES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2E latency"}
+THROUGHPUT_KEYS = ("duration", "num_requests", "completed", "failed", "errored", "aborted", "total_input_tokens",
+                   "total_output_tokens", "request_throughput", "output_throughput", "total_token_throughput",
+                   "max_concurrent_requests")
+
+
+# --- formatting -------------------------------------------------------------------------------
+def unit_of(key: str) -> str:
+    if key.endswith("_bytes"):
+        return "bytes"
+    if key.endswith("_ms"):
+        return "ms"
+    if key.endswith("_s") or key == "duration":
+        return "s"
+    if key in ("request_throughput", "request_goodput"):
+        return "req/s"
+    if key.endswith("_throughput"):
+        return "tok/s"
+    if key.endswith("_ratio"):
+        return "ratio"
+    return ""
+
+
+def fmt(value: Any, unit: str = "") -> str:
+    """Human text for a figure; `—` for missing (never a misleading 0)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if not isinstance(value, (int, float)):
+        return str(value)
+    if unit == "bytes":
+        return f"{value / MIB:,.2f} MiB" if abs(value) >= MIB / 8 else f"{int(value):,} B"
+    if unit == "ratio":
+        return f"{100 * value:.1f}%"
+    if unit == "ms":
+        return f"{value:,.1f} ms" if abs(value) >= 10 else f"{value:,.2f} ms"
+    if unit in ("s", "req/s", "tok/s"):
+        return f"{value:,.2f} {unit}" if abs(value) < 1000 else f"{value:,.0f} {unit}"
+    return f"{value:,}" if isinstance(value, int) or float(value).is_integer() else f"{value:,.3g}"
+
+
+def fmt_pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:+.1f}%"
+
+
+def error_pct(predicted: float | None, measured: float | None) -> float | None:
+    """The prediction's error, (predicted - measured) / measured in percent, as `kvplan stress`
+    prints it; None when undefined (0 of 0 is 0%)."""
+    if predicted is None or measured is None:
+        return None
+    if measured == 0:
+        return 0.0 if predicted == 0 else None
+    return 100.0 * (predicted - measured) / abs(measured)
+
+
+def _setting(key: str, value: Any) -> str:
+    if key.endswith("_bytes") and isinstance(value, int) and not isinstance(value, bool) and value:
+        return f"{fmt(value, 'bytes')} ({value:,} B)"
+    return _describe(value)
+
+
+def _describe(value: Any) -> str:
+    """Compact text for scenario sub-mappings: `{dist: uniform, min: 32, max: 160}`."""
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}: {_describe(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_describe(v) for v in value) + "]"
+    return str(value)
+
+
+# --- view data --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Row:
+    """A table row of already formatted cells (the template escapes them)."""
+
+    cells: tuple[str, ...]
+    status: str = ""  # "", "pass", "fail": a CSS class
+
+
+@dataclass(frozen=True)
+class Table:
+    title: str
+    header: tuple[str, ...]
+    rows: tuple[Row, ...]
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ResultView:
+    anchor: str
+    title: str
+    allocator: str
+    complete: bool
+    notes: tuple[str, ...]
+    facts: tuple[tuple[str, str], ...]  # header key/value pairs
+    tables: dict[str, Table]  # settings, workload, environment, prediction, throughput, goodput, latency_*
+    figures: dict[str, Any]  # InlineFigure by key
+    latency_tables: tuple[Table, ...] = field(default_factory=tuple)
+
+
+def _scenario(result: RunResult) -> Scenario | None:
+    try:
+        return Scenario.model_validate(result.scenario)
+    except ValidationError:
+        return None  # still render what is there: a report should not refuse an old result
+
+
+def _prediction_table(result: RunResult, scenario: Scenario | None) -> tuple[Table, list[Any]]:
+    from kvplan.report.plots import BarRow
+
+    # the prediction names medians; a gate may say p50 (the same number): one row, with the tolerance
+    tolerances = {("median_" + k.removeprefix("p50_")) if k.startswith("p50_") else k: v
+                  for k, v in (scenario.gate.prediction.items() if scenario else ())}
+    skip = {"timeline", "cost_model"}
+    keys = list(COMPARED) + [k for k in result.prediction if k not in COMPARED and k not in skip
+                             and metric_value(result.metrics, k) is not None and metric_value(result.prediction, k) is not None]
+    keys += [k for k in tolerances if k not in keys]
+    keys += [k for k in PREDICTION_ALIASES if k not in keys]
+    rows, bars = [], []
+    for key in keys:
+        p, m = metric_value(result.prediction, PREDICTION_ALIASES.get(key, key)), metric_value(result.metrics, key)
+        if p is None and m is None:
+            continue
+        unit, tol = unit_of(key), tolerances.get(key)
+        within = tol.allows(p, m) if tol is not None and p is not None and m is not None else None
+        status = "" if tol is None else ("pass" if within else "fail")
+        rows.append(Row((key, fmt(p, unit), fmt(m, unit), fmt_pct(error_pct(p, m)),
+                         "—" if tol is None else f"±{tol.percent:g}%", {None: "", True: "within", False: "OUT"}[within]), status))
+        if p is not None and m is not None and unit in ("bytes", "ms") and key not in ("kv_pool_bytes", "bytes_per_block"):
+            scale = MIB if unit == "bytes" else 1.0
+            bars.append(BarRow(key.removesuffix("_bytes").removesuffix("_ms"), p / scale, m / scale, "MiB" if unit == "bytes" else "ms"))
+    note = ("error % = (predicted − measured) / measured, as `kvplan stress` prints it. Tolerances (the scenario's "
+            "gate.prediction) are percents of the predicted value, as the gate applies them.")
+    return Table("Prediction vs measurement", ("figure", "predicted", "measured", "error %", "tolerance", ""), tuple(rows), note), bars
+
+
+def _latency_tables(result: RunResult, scenario: Scenario | None) -> tuple[Table, ...]:
+    pcts = [50, 90, 95, 99]
+    if scenario is not None and scenario.slo.percentile not in pcts:
+        pcts.append(scenario.slo.percentile)
+    groups = {"all": result.metrics, **result.per_class}
+    tables = []
+    for m in LATENCIES:
+        header = ("class", "mean", "median", *(f"p{percentile_word(p)}" for p in pcts if p != 50))
+        rows = []
+        for name, metrics in groups.items():
+            cells = [metrics.get(f"mean_{m}_ms"), metrics.get(f"median_{m}_ms"),
+                     *(metrics.get(f"p{percentile_word(p)}_{m}_ms") for p in pcts if p != 50)]
+            rows.append(Row((name, *(fmt(v, "ms") for v in cells))))
+        tables.append(Table(LATENCY_TITLES[m], header, tuple(rows)))
+    return tuple(tables)
+
+
+def _throughput_table(result: RunResult) -> Table:
+    groups = {"all": result.metrics, **result.per_class}
+    header = ("figure", *groups)
+    rows = tuple(Row((k, *(fmt(g.get(k), unit_of(k)) for g in groups.values()))) for k in THROUGHPUT_KEYS
+                 if any(g.get(k) is not None for g in groups.values()))
+    return Table("Throughput", header, rows, "Per-class throughputs divide by the whole run's duration, so they add up.")
+
+
+def _goodput_table(result: RunResult, scenario: Scenario | None) -> Table:
+    if scenario is None or not scenario.slo.limits_ms:
+        return Table("Goodput against the SLO", ("",), (), "The scenario sets no SLO: goodput is undefined.")
+    slo = scenario.slo
+    word = percentile_word(slo.percentile)
+    metric_key = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2e": "e2el"}
+    rows = []
+    for name, limit in slo.limits_ms.items():
+        key = f"p{word}_{metric_key[name]}_ms"
+        value = metric_value(result.metrics, key)
+        ok = None if value is None else value <= limit
+        rows.append(Row((f"{name} at p{word}", fmt(limit, "ms"), fmt(value, "ms"), {None: "—", True: "met", False: "MISSED"}[ok]),
+                        "" if ok is None else ("pass" if ok else "fail")))
+    groups = {"all": result.metrics, **result.per_class}
+    for gname, g in groups.items():
+        rows.append(Row((f"good requests ({gname})", "", f"{fmt(g.get('good_requests'))} of {fmt(g.get('num_requests'))}",
+                         f"{fmt(g.get('goodput_ratio'), 'ratio')} · {fmt(g.get('request_goodput'), 'req/s')}")))
+    note = ("A request is good when every SLO holds for it (ITL: its own p" + word + " gap). "
+            f"Run verdict: {'all SLOs met' if result.metrics.get('slo_met') else 'SLO missed' if result.metrics.get('slo_met') is False else 'n/a'}.")
+    return Table("Goodput against the SLO", ("SLO", "limit", "measured", "verdict"), tuple(rows), note)
+
+
+def _settings_tables(result: RunResult, scenario: Scenario | None) -> dict[str, Table]:
+    sc = result.scenario
+    engine = sc.get("engine") or {}
+    settings = Table("Engine settings", ("setting", "value"), tuple(Row((k, _setting(k, v))) for k, v in engine.items()))
+    classes = (sc.get("workload") or {}).get("classes") or []
+    workload = Table("Workload", ("class", "weight", "prompt tokens", "output tokens", "shared prefix"),
+                     tuple(Row((str(c.get("name", "")), _describe(c.get("weight", "")), _describe(c.get("prompt_tokens", "")),
+                                _describe(c.get("output_tokens", "")), _describe(c.get("shared_prefix", "—"))))
+                           for c in classes if isinstance(c, Mapping)),
+                     " · ".join(f"{k}: {_describe(sc[k])}" for k in ("arrival", "num_requests", "duration_s",
+                                                                       "warmup_requests", "seed", "slo") if k in sc))
+    env = result.environment.model_dump()
+    environment = Table("Environment", ("", ""), tuple(Row((k, fmt(v))) for k, v in env.items() if v is not None))
+    tables = {"settings": settings, "workload": workload, "environment": environment}
+    cost = result.prediction.get("cost_model")
+    if isinstance(cost, Mapping) and cost:
+        tables["cost_model"] = Table("Cost model of the prediction", ("", ""), tuple(Row((str(k), _describe(v))) for k, v in cost.items()))
+    if result.server_info:
+        tables["server"] = Table("Server", ("", ""), tuple(Row((str(k), _describe(v))) for k, v in result.server_info.items()))
+    return tables
+
+
+def _model_text(result: RunResult) -> str:
+    model = result.scenario.get("model")
+    if isinstance(model, Mapping):
+        name = str(model.get("name", ""))
+        return name + (f" (overrides: {_describe(model['overrides'])})" if model.get("overrides") else "")
+    return str(model or "")
+
+
+def build_view(result: RunResult, anchor: str) -> ResultView:
+    from kvplan.report import plots
+
+    scenario = _scenario(result)
+    records = result.records()
+    prediction, bars = _prediction_table(result, scenario)
+    env = result.environment
+    facts = (("scenario", result.scenario_name), ("description", str(result.scenario.get("description", "")) or "—"),
+             ("model", _model_text(result)), ("allocator", result.allocator),
+             ("device", f"{env.device}" + (f" ({env.device_name})" if env.device_name else "")),
+             ("git commit", env.git_commit or "unknown"), ("run at", result.created_at),
+             ("requests", f"{len(records):,} recorded ({sum(r.is_warmup for r in records)} warmup)"),
+             ("status", "complete" if result.complete else "INCOMPLETE: interrupted or failed; figures cover what ran"))
+    slo_ms = scenario.slo.limits_ms if scenario else {}
+    figures = {f.key: f for f in (plots.kv_memory_figure(result), plots.engine_load_figure(result),
+                                  plots.latency_cdf_figure(records, slo_ms), plots.prediction_bars_figure(bars))
+               if f is not None}
+    tables = {**_settings_tables(result, scenario), "prediction": prediction, "throughput": _throughput_table(result),
+              "goodput": _goodput_table(result, scenario)}
+    return ResultView(anchor, f"{result.scenario_name} · {result.allocator}", result.allocator, result.complete,
+                      tuple(result.notes), facts, tables, figures, _latency_tables(result, scenario))
+
+
+@dataclass(frozen=True)
+class ComparisonView:
+    anchor: str
+    scenario: str
+    table: Table
+    figure: Any
+
+
+def build_comparison(paged: RunResult, contiguous: RunResult, anchor: str) -> ComparisonView:
+    from kvplan.report.plots import allocator_figure
+
+    rows = []
+    for key in ALLOCATOR_ROWS:
+        unit = unit_of(key)
+        vals = [metric_value(r.prediction, PREDICTION_ALIASES.get(key, key)) for r in (paged, contiguous)] + [metric_value(r.metrics, key) for r in (paged, contiguous)]
+        if all(v is None for v in vals):
+            continue
+        pp, cp, pm, cm = vals
+        ratio = "—" if pm is None or cm in (None, 0) else f"{pm / cm:.2f}x"
+        rows.append(Row((key, fmt(pp, unit), fmt(pm, unit), fmt(cp, unit), fmt(cm, unit), ratio)))
+    table = Table("Paged vs contiguous on the same KV memory",
+                  ("figure", "paged predicted", "paged measured", "contiguous predicted", "contiguous measured", "paged / contiguous"),
+                  tuple(rows), "Contiguous preallocation reserves max_model_len per request; paged allocates blocks as tokens arrive.")
+    return ComparisonView(anchor, paged.scenario_name, table, allocator_figure({"paged": paged, "contiguous": contiguous}))
+
+
+# --- rendering --------------------------------------------------------------------------------
+def render_template(name: str, **context: Any) -> str:
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    return env.get_template(name).render(**context)
+
+
+def _group(results: Sequence[RunResult]) -> list[tuple[str, dict[str, RunResult]]]:
+    """Results by scenario, in the order given; one per allocator per scenario."""
+    groups: dict[str, dict[str, RunResult]] = {}
+    for r in results:
+        by_alloc = groups.setdefault(r.scenario_name, {})
+        if r.allocator in by_alloc:
+            raise KvplanError(f"two results of scenario {r.scenario_name!r} with the {r.allocator} allocator; "
+                              "give at most one per allocator (use `kvplan gate` to compare runs)")
+        by_alloc[r.allocator] = r
+    return list(groups.items())
+
+
+def render_report(results: Sequence[RunResult]) -> str:
+    if not results:
+        raise KvplanError("no results to report")
+    sections, comparisons, n = [], [], 0
+    for scenario_name, by_alloc in _group(results):
+        if {"paged", "contiguous"} <= set(by_alloc):
+            comparisons.append(build_comparison(by_alloc["paged"], by_alloc["contiguous"], f"cmp{len(comparisons)}"))
+        for r in by_alloc.values():
+            sections.append(build_view(r, f"r{n}"))
+            n += 1
+    names = list(dict.fromkeys(r.scenario_name for r in results))
+    title = "kvplan report: " + ", ".join(names)
+    generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return render_template("report.html.j2", title=title, sections=sections, comparisons=comparisons, generated=generated)
+
+
+def write_report(results: Sequence[RunResult], path: str | Path) -> Path:
+    """Render and write atomically: a half-written report never replaces a good one."""
+    return write_text_atomic(path, render_report(list(results)))
+

@@ -1,0 +1,188 @@
+"""`RunResult`: one `kvplan stress` run as `result.json`, written atomically.
+
+`schema_version` bumps on any incompatible change; `load_result` refuses other versions with one
+line rather than half-reading them. Times are seconds on the run's clock (0 = run start).
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import stat
+import sys
+import tempfile
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from kvplan.errors import KvplanError
+from kvplan.stress.record import RequestRecord
+from kvplan.stress.scenario import format_validation_error
+
+SCHEMA_VERSION = 1
+
+
+class Environment(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    python: str
+    platform: str
+    cpu_count: int | None = None
+    kvplan: str | None = None
+    torch: str | None = None
+    transformers: str | None = None
+    numpy: str | None = None
+    device: str = "cpu"
+    device_name: str | None = None  # e.g. torch.cuda.get_device_name(); the CPU's name on CPU
+    git_commit: str | None = None
+
+
+class TimelineSample(BaseModel):
+    """One memory/engine sample. Known fields below; a newer runner may add counters (kept as is)."""
+
+    model_config = ConfigDict(extra="allow")
+    t_s: float
+    kv_bytes_used: int | None = None
+    kv_pool_bytes: int | None = None
+    kv_blocks_used: int | None = None
+    running: int | None = None
+    waiting: int | None = None
+    swapped: int | None = None
+    preemptions: int | None = None  # cumulative
+    prefix_hit_tokens: int | None = None  # cumulative
+    swaps: int | None = None  # cumulative
+    rss_bytes: int | None = None
+    cuda_allocated_bytes: int | None = None
+    cuda_max_allocated_bytes: int | None = None
+    nvml_used_bytes: int | None = None
+
+
+class RunResult(BaseModel):
+    # NaN/inf are not JSON: they are written as null
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="null")
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    scenario: dict[str, Any]  # Scenario.to_dict(): parse_scenario accepts it back
+    allocator: Literal["paged", "contiguous"] = "paged"
+    environment: Environment
+    prediction: dict[str, Any] = Field(default_factory=dict)
+    requests: list[dict[str, Any]] = Field(default_factory=list)  # RequestRecord.to_dict()
+    metrics: dict[str, Any] = Field(default_factory=dict)  # stress.metrics.compute_metrics + memory figures
+    per_class: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    timeline: list[TimelineSample] = Field(default_factory=list)
+    complete: bool = True  # False: interrupted (Ctrl-C) or failed; what is here is what was measured
+    notes: list[str] = Field(default_factory=list)
+    # HTTP targets (issue 7): the server's own /metrics samples ({t_s, kv_cache_usage_perc,
+    # num_requests_running, num_requests_waiting, ...}) and what it says about itself
+    server_telemetry: list[dict[str, Any]] = Field(default_factory=list)
+    server_info: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def scenario_name(self) -> str:
+        return str(self.scenario.get("name", ""))
+
+    def records(self) -> list[RequestRecord]:
+        return [RequestRecord.from_dict(r) for r in self.requests]
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=1)
+
+    def write_atomic(self, path: str | Path) -> Path:
+        """Write to a temp file beside `path`, fsync, then `os.replace`: readers see the old file
+        or the whole new one, never half of it. Serialisation happens before any file exists."""
+        return write_text_atomic(path, self.to_json())
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Temp file beside `path`, fsync, `os.replace`: readers see the old file or the whole new one.
+    Shared by result.json, report.html, JUnit XML and baselines."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        # mkstemp makes 0600 files; reports and baselines are shared, so keep the old file's mode or use 0644
+        os.chmod(tmp, stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def load_result(path: str | Path) -> RunResult:
+    """Read a result.json; a missing, malformed or wrong-schema file is one `KvplanError` line."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise KvplanError(f"{p}: no such result file") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise KvplanError(f"{p}: cannot read the result ({type(exc).__name__})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise KvplanError(f"{p}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
+    if not isinstance(data, dict) or "schema_version" not in data:
+        raise KvplanError(f"{p}: not a kvplan result (no schema_version)")
+    if data["schema_version"] != SCHEMA_VERSION:
+        raise KvplanError(f"{p}: result schema_version {data['schema_version']!r} is not supported "
+                          f"(this kvplan reads {SCHEMA_VERSION})")
+    try:
+        return RunResult.model_validate(data)
+    except ValidationError as exc:
+        raise KvplanError(format_validation_error(f"{p}: not a valid kvplan result", exc)) from None
+
+
+# --- environment ------------------------------------------------------------------------------
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def git_commit(start: str | Path | None = None) -> str | None:
+    """HEAD's commit of the repository holding `start`, read from .git (no git process)."""
+    here = Path(start or Path(__file__).resolve().parent).resolve()
+    for d in (here, *here.parents):
+        git = d / ".git"
+        if git.is_file():  # a worktree or submodule: "gitdir: PATH"
+            line = git.read_text().strip()
+            git = (d / line.removeprefix("gitdir:").strip()).resolve() if line.startswith("gitdir:") else git
+        if not git.is_dir():
+            continue
+        try:
+            head = (git / "HEAD").read_text().strip()
+            if not head.startswith("ref:"):
+                return head or None
+            ref = head.removeprefix("ref:").strip()
+            common = git / "commondir"
+            base = (git / common.read_text().strip()).resolve() if common.exists() else git
+            for root in (git, base):
+                if (root / ref).exists():
+                    return (root / ref).read_text().strip()
+            for line in (base / "packed-refs").read_text().splitlines():
+                if line.endswith(" " + ref):
+                    return line.split()[0]
+        except OSError:
+            return None
+        return None
+    return None
+
+
+def collect_environment(device: str = "cpu", device_name: str | None = None) -> Environment:
+    """Versions and machine facts; reads package metadata only (imports neither torch nor
+    transformers). The runner passes `device_name` (torch.cuda.get_device_name) on CUDA."""
+    return Environment(
+        python=sys.version.split()[0], platform=platform.platform(), cpu_count=os.cpu_count(),
+        kvplan=_version("kvplan"), torch=_version("torch"), transformers=_version("transformers"),
+        numpy=_version("numpy"), device=device, device_name=device_name or (platform.processor() or platform.machine()),
+        git_commit=git_commit(),
+    )

@@ -1,0 +1,1 @@
+"""The stress harness: scenario files, seeded workloads, per-request records and metrics."""

@@ -1,0 +1,107 @@
+"""The prediction made before a stress run: pool size from the planner, then the scenario
+simulated on the engine's scheduler with a per-step cost model (`plan/simulate.py`).
+
+Predicted latency figures go through the same metric code as measured ones, so the two tables
+line up key for key.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from kvplan.errors import KvplanError
+from kvplan.plan.simulate import SimRequest, SimResult, simulate
+from kvplan.stress.metrics import compute_metrics
+from kvplan.stress.record import RequestRecord
+from kvplan.stress.scenario import Scenario
+from kvplan.stress.workload import RequestSpec
+
+LATENCY_KEYS = ("median_ttft_ms", "p99_ttft_ms", "mean_ttft_ms", "median_itl_ms", "p99_itl_ms", "mean_tpot_ms",
+                "median_e2el_ms", "output_throughput")
+MEMORY_KEYS = ("num_gpu_blocks", "kv_pool_bytes", "bytes_per_block", "peak_kv_bytes", "peak_kv_blocks",
+               "max_concurrency", "num_preemptions", "preemption_onset_step", "preemption_onset_s", "prefix_hit_tokens",
+               "num_steps")
+
+
+def load_cost_model(scenario: Scenario, calibration: Path | None = None) -> tuple[object | None, str]:
+    """(cost model, how it was chosen). CPU: the calibration file; CUDA: a roofline of the GPU."""
+    from kvplan.plan.cost import LinearCostModel, roofline_for
+    from kvplan.stress.calibrate import calibration_path
+
+    device = scenario.engine.device
+    if calibration is not None:
+        return LinearCostModel.load(calibration), f"calibrated: {calibration}"
+    if device.startswith("cuda"):
+        import torch
+
+        from kvplan.plan.kv import KvLayout
+        from kvplan.spec.gpu import load_gpu
+
+        name = torch.cuda.get_device_name(device).lower().replace(" ", "-")
+        try:
+            gpu = load_gpu(name)
+        except KvplanError:
+            return None, f"no roofline: GPU {name!r} is not in profiles/gpus.yaml"
+        spec = scenario.model_spec()
+        kv = KvLayout.of(spec, scenario.kv_cache_dtype_name(), scenario.engine.block_size).bytes_per_token_per_gpu()
+        return roofline_for(spec, gpu, kv), f"roofline: {gpu.name}"
+    path = calibration_path(scenario.model_spec().name, device)
+    if not path.exists():
+        return None, f"no calibration for {scenario.model_spec().name} on {device} ({path}); run `kvplan calibrate`"
+    return LinearCostModel.load(path), f"calibrated: {path.name}"
+
+
+def _sim_requests(requests: list[RequestSpec]) -> list[SimRequest]:
+    return [SimRequest(r.request_id, tuple(r.prompt_token_ids), r.output_tokens, r.arrival_s, r.class_name) for r in requests]
+
+
+def _records(sim: SimResult, requests: list[RequestSpec]) -> list[RequestRecord]:
+    warm = {r.request_id for r in requests if r.is_warmup}
+    return [RequestRecord(request_id=r.request_id, class_name=r.class_name, arrival_s=r.arrival_s,
+                          first_token_s=r.first_token_s, token_times_s=r.token_times_s, finish_s=r.token_times_s[-1],
+                          prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens, is_warmup=r.request_id in warm)
+            for r in sim.records]
+
+
+def predict(scenario: Scenario, requests: list[RequestSpec], *, num_gpu_blocks: int, bytes_per_block: int,
+            cost_model: object | None, cost_source: str, allocator: str) -> dict[str, Any]:
+    """The stored prediction: memory figures always; latency figures when a cost model exists."""
+    from kvplan.plan.cost import LinearCostModel
+
+    engine = scenario.engine
+    closed = scenario.arrival.type == "concurrency"
+    # memory and preemption do not depend on the clock for closed loops or bursts; a unit cost
+    # keeps the step order when no model exists
+    model = cost_model or LinearCostModel(1e-3, 0.0, 0.0, 0.0, 0.0)
+    sim = simulate(_sim_requests(requests), num_gpu_blocks=num_gpu_blocks, bytes_per_block=bytes_per_block,
+                   block_size=engine.block_size, max_model_len=scenario.max_model_len, max_num_seqs=engine.max_num_seqs,
+                   max_num_batched_tokens=engine.max_num_batched_tokens, cost_model=model, allocator=allocator,
+                   enable_prefix_caching=engine.enable_prefix_caching,
+                   concurrency=scenario.arrival.concurrency if closed else None,
+                   num_cpu_blocks=engine.swap_space_bytes // bytes_per_block)
+    out: dict[str, Any] = {
+        "allocator": allocator, "num_gpu_blocks": num_gpu_blocks, "kv_pool_bytes": num_gpu_blocks * bytes_per_block,
+        "bytes_per_block": bytes_per_block, "peak_kv_bytes": sim.peak_kv_bytes,
+        "peak_kv_blocks": sim.peak_kv_bytes // bytes_per_block, "max_concurrency": sim.max_running,
+        "num_preemptions": sim.num_preemptions, "preemption_onset_step": sim.first_preemption_step,
+        "prefix_hit_tokens": sim.timeline[-1].prefix_hit_tokens if sim.timeline else 0,
+        "num_steps": sim.num_steps, "cost_model_source": cost_source,
+        "cost_model": ({"kind": type(cost_model).__name__, **asdict(cost_model)} if cost_model is not None else None),
+    }
+    if cost_model is not None:
+        metrics = compute_metrics(_records(sim, requests), scenario.slo)
+        out.update({k: metrics.get(k) for k in LATENCY_KEYS})
+        out["preemption_onset_s"] = sim.first_preemption_s
+        out["duration_s"] = sim.duration_s
+    out["timeline"] = [asdict(s) for s in _thin(sim.timeline)]
+    return out
+
+
+def _thin(samples: list, limit: int = 2000) -> list:
+    """At most `limit` samples, evenly spaced, keeping the last (the report plots them)."""
+    if len(samples) <= limit:
+        return samples
+    step = len(samples) / limit
+    picked = [samples[int(i * step)] for i in range(limit)]
+    return picked[:-1] + [samples[-1]]

@@ -1,0 +1,548 @@
+"""Scenario files: the schema of `scenarios/*.yaml` and `load_scenario`.
+
+Every mistake becomes one `KvplanError` line: the file, the field path as the user wrote it
+(`workload.classes[1].prompt_tokens.mean`), the bad value and, where there are choices, the
+choices. YAML syntax errors give the line and column. Checks that need the model (lengths that
+cannot fit `max_model_len`, a pool smaller than one request) run after the schema, in
+`check_against_model`.
+
+Conventions (documented in docs/metrics.md and the scenario files):
+- A length is an int (fixed) or `{dist, mean, std, min, max}`; lognormal's mean/std are those of
+  the token count itself, not of its logarithm. Draws are rounded and clipped to [min, max].
+- `prompt_tokens` counts the whole prompt, shared prefix included.
+- Prediction tolerances live in `gate.prediction` (symmetric percents), next to the baseline
+  tolerances in `gate.relative` (signed: "+15%" may grow 15%, "-20%" may drop 20%, "15%" either).
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator,
+                      model_serializer, model_validator)
+
+from kvplan.errors import KvplanError
+from kvplan.spec.dtypes import KV_DTYPE_CHOICES, MODEL_DTYPE_ALIASES
+from kvplan.stress.metrics import GATE_FIGURES, metric_names
+
+# The engine runs these KV dtypes; int4 and fp8_e5m2 are planned only (see EngineConfig).
+ENGINE_KV_DTYPES = tuple(d for d in (*KV_DTYPE_CHOICES, *MODEL_DTYPE_ALIASES) if d not in ("int4", "fp8_e5m2"))
+SPECIAL_TOKEN_IDS = 3  # ids 0..2 (pad/bos/eos in the tiny models) never appear in prompts
+
+
+class FieldIssue(ValueError):
+    """A validator's complaint about a sub-field: `subpath` is appended to pydantic's location."""
+
+    def __init__(self, subpath: tuple[str | int, ...], message: str) -> None:
+        super().__init__(message)
+        self.subpath = subpath
+        self.message = message
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class _Strict(BaseModel):
+    # strict: YAML `"5"` is not silently an int, and `true` is not 1
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+# --- model ------------------------------------------------------------------------------------
+class ModelRef(_Strict):
+    name: str = Field(min_length=1)  # bundled profile, alias, config.json path or model directory
+    overrides: dict[str, Any] = Field(default_factory=dict)  # config.json keys, merged over the base
+
+
+# --- engine -----------------------------------------------------------------------------------
+_BYTES_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|KB|MB|GB)?\s*$")
+_BYTE_UNITS = {None: 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "KB": 10**3, "MB": 10**6, "GB": 10**9}
+
+
+def parse_bytes(value: Any) -> Any:
+    """`"32 MiB"` -> 33554432; ints pass through (pydantic then checks them)."""
+    if isinstance(value, str):
+        m = _BYTES_RE.match(value)
+        if not m:
+            raise FieldIssue((), f"must be a byte count such as 33554432 or '32 MiB', got {value!r}")
+        return int(float(m.group(1)) * _BYTE_UNITS[m.group(2)])
+    return value
+
+
+class EngineSettings(_Strict):
+    """`EngineConfig`'s fields, names and defaults (a test keeps them in step)."""
+
+    block_size: int = Field(16, gt=0)
+    max_num_seqs: int = Field(256, gt=0)
+    max_num_batched_tokens: int = Field(2048, gt=0)
+    max_model_len: int | None = Field(None, gt=0)  # None: the model's max_position_embeddings
+    kv_cache_dtype: str = "auto"
+    kv_cache_memory_bytes: int | None = Field(None, gt=0)
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    enable_prefix_caching: bool = False
+    allocator: Literal["paged", "contiguous"] = "paged"
+    swap_space_bytes: int = Field(0, ge=0)
+    device: str = "cpu"
+    dtype: str = "auto"
+    num_gpu_blocks_override: int | None = Field(None, gt=0)
+    seed: int = 0
+
+    @field_validator("kv_cache_memory_bytes", "swap_space_bytes", mode="before")
+    @classmethod
+    def _bytes(cls, v: Any) -> Any:
+        return parse_bytes(v)
+
+    @field_validator("kv_cache_dtype")
+    @classmethod
+    def _kv_dtype(cls, v: str) -> str:
+        if v.lower() not in ENGINE_KV_DTYPES:
+            raise FieldIssue((), f"{v!r} is not a KV dtype the engine runs; choices: {', '.join(dict.fromkeys(ENGINE_KV_DTYPES))}")
+        return v
+
+    @field_validator("dtype")
+    @classmethod
+    def _dtype(cls, v: str) -> str:
+        if v != "auto" and v.lower().removeprefix("torch.") not in MODEL_DTYPE_ALIASES:
+            raise FieldIssue((), f"{v!r} is not a model dtype; choices: auto, float32, float16, bfloat16")
+        return v
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, v: str) -> str:
+        if not re.fullmatch(r"cpu|cuda(:\d+)?", v):
+            raise FieldIssue((), f"{v!r} is not a device; choices: cpu, cuda, cuda:N")
+        return v
+
+    def compute_dtype(self) -> str:
+        """The model dtype the engine runs: `auto` is float32 on CPU, bfloat16 on CUDA."""
+        if self.dtype != "auto":
+            return MODEL_DTYPE_ALIASES[self.dtype.lower().removeprefix("torch.")]
+        return "float32" if self.device == "cpu" else "bfloat16"
+
+
+# --- workload ---------------------------------------------------------------------------------
+class LengthSpec(_Strict):
+    """Tokens per request: fixed, uniform [min, max], normal or lognormal (mean, std), clipped."""
+
+    dist: Literal["fixed", "uniform", "normal", "lognormal"] = "fixed"
+    mean: float | None = Field(None, gt=0)
+    std: float | None = Field(None, gt=0)
+    min: int | None = Field(None, gt=0)
+    max: int | None = Field(None, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_number(cls, v: Any) -> Any:
+        if isinstance(v, bool):
+            raise FieldIssue((), f"must be a token count or a mapping {{dist, mean, std, min, max}}, got {v!r}")
+        if isinstance(v, (int, float)):
+            if v <= 0 or v != int(v):
+                raise FieldIssue((), f"must be a positive whole number of tokens, got {v!r}")
+            return {"dist": "fixed", "mean": int(v)}
+        if not isinstance(v, (dict, LengthSpec)):
+            raise FieldIssue((), f"must be a token count or a mapping {{dist, mean, std, min, max}}, got {_short(v)}")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> LengthSpec:
+        need = {"fixed": ("mean",), "uniform": ("min", "max"), "normal": ("mean", "std"), "lognormal": ("mean", "std")}[self.dist]
+        unused = {"fixed": ("std", "min", "max"), "uniform": ("mean", "std")}.get(self.dist, ())
+        for key in need:
+            if getattr(self, key) is None:
+                raise FieldIssue((key,), f"is required for dist {self.dist}")
+        for key in unused:
+            if getattr(self, key) is not None:
+                raise FieldIssue((key,), f"has no effect for dist {self.dist} (got {getattr(self, key)!r}); remove it")
+        if self.dist == "fixed" and self.mean != int(self.mean):
+            raise FieldIssue(("mean",), f"must be a whole number of tokens for dist fixed, got {self.mean!r}")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise FieldIssue(("min",), f"min {self.min} is larger than max {self.max}")
+        if self.mean is not None and self.dist != "fixed":
+            if (self.min is not None and self.mean < self.min) or (self.max is not None and self.mean > self.max):
+                raise FieldIssue(("mean",), f"mean {self.mean:g} is outside [min {self.min}, max {self.max}]")
+        return self
+
+    @property
+    def lower_tokens(self) -> int:
+        """The smallest length a draw can have (before the shared-prefix floor)."""
+        return int(self.mean) if self.dist == "fixed" else (self.min or 1)
+
+    @property
+    def upper_tokens(self) -> int | None:
+        return int(self.mean) if self.dist == "fixed" else self.max
+
+
+class SharedPrefix(_Strict):
+    id: str = Field(min_length=1)  # one id names one prefix: same id, same token ids
+    tokens: int = Field(gt=0)
+
+
+class RequestClass(_Strict):
+    name: str = Field(min_length=1)
+    weight: float = Field(1.0, ge=0)
+    prompt_tokens: LengthSpec
+    output_tokens: LengthSpec
+    shared_prefix: SharedPrefix | None = None
+
+    @model_validator(mode="after")
+    def _prefix_fits(self) -> RequestClass:
+        upper = self.prompt_tokens.upper_tokens
+        if self.shared_prefix is not None and upper is not None and upper <= self.shared_prefix.tokens:
+            raise FieldIssue(("shared_prefix", "tokens"), f"{self.shared_prefix.tokens} leaves no room in prompts of at most "
+                             f"{upper} tokens (prompt_tokens counts the prefix)")
+        return self
+
+
+class Workload(_Strict):
+    classes: list[RequestClass] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> Workload:
+        if sum(c.weight for c in self.classes) <= 0:
+            raise FieldIssue(("classes",), "class weights sum to 0; give at least one class a positive weight")
+        seen: dict[str, int] = {}
+        prefixes: dict[str, int] = {}
+        for i, c in enumerate(self.classes):
+            if c.name in seen:
+                raise FieldIssue(("classes", i, "name"), f"duplicate class name {c.name!r} (also classes[{seen[c.name]}])")
+            seen[c.name] = i
+            if c.shared_prefix is not None:
+                first = prefixes.setdefault(c.shared_prefix.id, c.shared_prefix.tokens)
+                if first != c.shared_prefix.tokens:
+                    raise FieldIssue(("classes", i, "shared_prefix", "tokens"), f"prefix {c.shared_prefix.id!r} has "
+                                     f"{c.shared_prefix.tokens} tokens here but {first} in another class")
+        return self
+
+
+# --- arrivals, SLO, gate ----------------------------------------------------------------------
+class Arrival(_Strict):
+    type: Literal["poisson", "constant", "concurrency"]
+    rate_per_s: float | None = Field(None, gt=0)
+    burstiness: float | None = Field(None, gt=0)  # poisson only: gamma shape (default 1 = Poisson); < 1 burstier
+    concurrency: int | None = Field(None, gt=0)
+    ramp_s: float = Field(0.0, ge=0)  # rate (or concurrency) grows linearly from 0 over ramp_s
+
+    @model_validator(mode="after")
+    def _check(self) -> Arrival:
+        if self.type == "concurrency":
+            if self.concurrency is None:
+                raise FieldIssue(("concurrency",), "is required for arrival type concurrency")
+            if self.rate_per_s is not None:
+                raise FieldIssue(("rate_per_s",), f"has no effect for closed-loop arrival type concurrency (got {self.rate_per_s!r})")
+        else:
+            if self.rate_per_s is None:
+                raise FieldIssue(("rate_per_s",), f"is required for arrival type {self.type}")
+            if self.concurrency is not None:
+                raise FieldIssue(("concurrency",), f"has no effect for arrival type {self.type} (got {self.concurrency!r})")
+        if self.burstiness is not None and self.type != "poisson":
+            raise FieldIssue(("burstiness",), f"only applies to arrival type poisson, not {self.type}")
+        return self
+
+
+    @property
+    def gamma_shape(self) -> float:
+        """Gamma shape of the inter-arrival gaps (1.0 unless `burstiness` is given)."""
+        return self.burstiness if self.burstiness is not None else 1.0
+
+
+class Slo(_Strict):
+    ttft_ms: float | None = Field(None, gt=0)
+    tpot_ms: float | None = Field(None, gt=0)
+    itl_ms: float | None = Field(None, gt=0)  # per request: the `percentile` of its own token gaps
+    e2e_ms: float | None = Field(None, gt=0)
+    percentile: float = Field(99.0, gt=0, le=100)
+
+    @property
+    def limits_ms(self) -> dict[str, float]:
+        return {k: v for k, v in (("ttft", self.ttft_ms), ("tpot", self.tpot_ms), ("itl", self.itl_ms), ("e2e", self.e2e_ms))
+                if v is not None}
+
+
+_PERCENT_RE = re.compile(r"^\s*(\+|-|±|\+/-)?\s*(\d+(?:\.\d+)?)\s*%\s*$")
+
+
+class Tolerance(BaseModel):
+    """'+15%': may grow by 15% (higher is worse); '-20%': may drop by 20%; '15%' or '±15%': either."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    percent: float = Field(ge=0)
+    direction: Literal["up", "down", "both"]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _parse(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            return v
+        m = _PERCENT_RE.match(v) if isinstance(v, str) else None
+        if not m:
+            raise FieldIssue((), f"must be a percent string such as '+15%', '-20%' or '2%', got {_short(v)}")
+        return {"percent": float(m.group(2)), "direction": {"+": "up", "-": "down"}.get(m.group(1) or "", "both")}
+
+    @model_serializer
+    def _text(self) -> str:
+        return self.text
+
+    @property
+    def text(self) -> str:
+        return f"{ {'up': '+', 'down': '-', 'both': ''}[self.direction]}{self.percent:g}%"
+
+    def allows(self, reference: float, value: float) -> bool:
+        """Whether `value` is within this tolerance of `reference` (a baseline or a prediction)."""
+        slack = abs(reference) * self.percent / 100.0
+        if self.direction == "up":
+            return value <= reference + slack
+        if self.direction == "down":
+            return value >= reference - slack
+        return abs(value - reference) <= slack
+
+
+def known_gate_keys() -> list[str]:
+    return sorted({*metric_names(), *GATE_FIGURES})
+
+
+def _check_gate_key(where: tuple[str | int, ...], key: str) -> None:
+    known = known_gate_keys()
+    if key not in known:
+        close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
+        hint = f"did you mean: {', '.join(close)}?" if close else f"choices include: {', '.join(GATE_FIGURES)}, p99_itl_ms, mean_ttft_ms, ..."
+        raise FieldIssue(where, f"unknown metric {key!r}; {hint}")
+
+
+class Gate(_Strict):
+    exact: list[str] = Field(default_factory=list)  # must equal the baseline exactly (deterministic figures)
+    relative: dict[str, Tolerance] = Field(default_factory=dict)  # vs the baseline
+    prediction: dict[str, Tolerance] = Field(default_factory=dict)  # measured vs predicted, symmetric
+
+    @model_validator(mode="after")
+    def _check(self) -> Gate:
+        for i, key in enumerate(self.exact):
+            _check_gate_key(("exact", i), key)
+        for key in self.relative:
+            _check_gate_key(("relative", key), key)
+        for key, tol in self.prediction.items():
+            _check_gate_key(("prediction", key), key)
+            if tol.direction != "both":
+                raise FieldIssue(("prediction", key), f"prediction tolerances are symmetric: write '{tol.percent:g}%', not {tol.text!r}")
+        return self
+
+
+# --- the scenario -----------------------------------------------------------------------------
+class Scenario(_Strict):
+    name: str = Field(min_length=1)
+    description: str = ""
+    model: ModelRef
+    engine: EngineSettings = Field(default_factory=EngineSettings)
+    workload: Workload
+    arrival: Arrival
+    num_requests: int | None = Field(None, gt=0)
+    duration_s: float | None = Field(None, gt=0)
+    warmup_requests: int = Field(0, ge=0)
+    seed: int = Field(0, ge=0)
+    slo: Slo = Field(default_factory=Slo)
+    gate: Gate = Field(default_factory=Gate)
+
+    _spec: Any = PrivateAttr(default=None)
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model_name(cls, v: Any) -> Any:
+        return {"name": v} if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _check(self) -> Scenario:
+        if (self.num_requests is None) == (self.duration_s is None):
+            given = "both" if self.num_requests is not None else "neither"
+            raise FieldIssue(("num_requests",), f"give exactly one of num_requests or duration_s ({given} given)")
+        if self.num_requests is not None and self.warmup_requests >= self.num_requests:
+            raise FieldIssue(("warmup_requests",), f"{self.warmup_requests} must be less than num_requests {self.num_requests}")
+        return self
+
+    # --- resolved views -------------------------------------------------------------------------
+    def model_spec(self) -> Any:
+        """The `ModelSpec` (with overrides applied); resolved once."""
+        if self._spec is None:
+            self._spec = resolve_model(self.model)
+        return self._spec
+
+    @property
+    def max_model_len(self) -> int:
+        return self.engine.max_model_len or self.model_spec().max_position_embeddings
+
+    def kv_cache_dtype_name(self) -> str:
+        from kvplan.spec.dtypes import resolve_kv_dtype
+
+        return resolve_kv_dtype(self.engine.kv_cache_dtype, self.engine.compute_dtype()).name
+
+    def bytes_per_block(self) -> int:
+        from kvplan.plan.kv import bytes_per_block
+
+        return bytes_per_block(self.model_spec(), self.engine.block_size, self.kv_cache_dtype_name())
+
+    def num_gpu_blocks(self) -> int | None:
+        """Pool blocks when the scenario fixes them (override or byte budget); None: measured on the device."""
+        if self.engine.num_gpu_blocks_override is not None:
+            return self.engine.num_gpu_blocks_override
+        if self.engine.kv_cache_memory_bytes is not None:
+            return self.engine.kv_cache_memory_bytes // self.bytes_per_block()
+        return None
+
+    def engine_config(self) -> Any:
+        """An `EngineConfig` with these settings (imported here: the engine package pulls in torch)."""
+        from kvplan.engine.config import EngineConfig
+
+        return EngineConfig(**self.engine.model_dump())
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form for result.json; `parse_scenario` accepts it back."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+def resolve_model(ref: ModelRef) -> Any:
+    """Load the model spec; with overrides, merge them into its config and rebuild the spec."""
+    from kvplan.spec.model import load_config_json, spec_from_config
+    from kvplan.spec.profiles import load_model, model_index, model_profile
+
+    spec = load_model(ref.name)
+    if not ref.overrides:
+        return spec
+    if ref.name.lower() in model_index():
+        base = dict(model_profile(ref.name)["config"])
+    else:
+        p = Path(ref.name).expanduser()
+        base = load_config_json(p / "config.json" if p.is_dir() else p)
+    merged = {**base, **ref.overrides}
+    return spec_from_config(merged, spec.name, where=f"{ref.name} with overrides", hf_id=spec.hf_id, source=spec.source)
+
+
+def check_against_model(scenario: Scenario) -> None:
+    """Checks that need the model: unknown models, lengths that cannot fit, a pool too small."""
+    try:
+        spec = scenario.model_spec()
+    except KvplanError as exc:
+        raise FieldIssue(("model",), str(exc)) from None
+    engine = scenario.engine
+    if engine.max_model_len is not None and engine.max_model_len > spec.max_position_embeddings:
+        raise FieldIssue(("engine", "max_model_len"), f"{engine.max_model_len} exceeds {spec.name}'s "
+                         f"max_position_embeddings {spec.max_position_embeddings}")
+    if spec.vocab_size <= SPECIAL_TOKEN_IDS:
+        raise FieldIssue(("model",), f"{spec.name}'s vocab_size {spec.vocab_size} leaves no ordinary token ids")
+    limit = scenario.max_model_len
+    for i, c in enumerate(scenario.workload.classes):
+        prompt_min = max(c.prompt_tokens.lower_tokens, c.shared_prefix.tokens + 1 if c.shared_prefix else 1)
+        if prompt_min + c.output_tokens.lower_tokens > limit:
+            raise FieldIssue(("workload", "classes", i, "prompt_tokens"), f"impossible length: at least {prompt_min} prompt + "
+                             f"{c.output_tokens.lower_tokens} output tokens exceed max_model_len {limit}")
+    blocks = scenario.num_gpu_blocks()
+    if blocks is not None and blocks * engine.block_size < limit:
+        field = "num_gpu_blocks_override" if engine.num_gpu_blocks_override is not None else "kv_cache_memory_bytes"
+        raise FieldIssue(("engine", field), f"a pool of {blocks} blocks ({blocks * engine.block_size} tokens) cannot hold one "
+                         f"max_model_len {limit} request; raise it or lower engine.max_model_len")
+
+
+# --- loading and error lines ------------------------------------------------------------------
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys (PyYAML keeps the last one silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _path_text(loc: tuple[str | int, ...]) -> str:
+    out = ""
+    for seg in loc:
+        out += f"[{seg}]" if isinstance(seg, int) else (f".{seg}" if out else str(seg))
+    return out or "(top level)"
+
+
+def _model_at(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
+    """The model class that holds the field at `loc` (for listing valid keys)."""
+    import typing
+
+    cls: Any = Scenario
+    for seg in loc:
+        if isinstance(seg, int) or not (isinstance(cls, type) and issubclass(cls, BaseModel)):
+            continue
+        if seg not in cls.model_fields:
+            return None
+        ann = cls.model_fields[seg].annotation
+        while typing.get_args(ann):  # unwrap Optional / list / dict down to a model class
+            ann = next((a for a in typing.get_args(ann) if isinstance(a, type) and issubclass(a, BaseModel)),
+                       typing.get_args(ann)[-1])
+        cls = ann
+    return cls if isinstance(cls, type) and issubclass(cls, BaseModel) else None
+
+
+_TYPE_WORDS = {"model_type": "a mapping", "model_attributes_type": "a mapping", "dict_type": "a mapping",
+               "list_type": "a list", "int_type": "an integer", "int_parsing": "an integer", "int_from_float": "an integer",
+               "float_type": "a number", "float_parsing": "a number", "bool_type": "true or false",
+               "bool_parsing": "true or false", "string_type": "a string"}
+
+
+def format_validation_error(where: str, exc: ValidationError) -> str:
+    """One line for the first error of a pydantic ValidationError (shared with report/result.py)."""
+    errors = exc.errors(include_url=False)
+    err = errors[0]
+    loc = tuple(err["loc"])
+    kind = err["type"]
+    cause = (err.get("ctx") or {}).get("error")
+    if isinstance(cause, FieldIssue):
+        loc, text = loc + cause.subpath, cause.message
+    elif kind == "missing":
+        text = "is required"
+    elif kind == "extra_forbidden":
+        holder = _model_at(loc[:-1])
+        valid = f"; valid keys: {', '.join(holder.model_fields)}" if holder else ""
+        text = f"unknown key {loc[-1]!r}{valid}"
+    elif kind == "literal_error":
+        text = f"{_short(err['input'])} is not a valid choice; choices: {err['ctx']['expected']}"
+    elif kind in _TYPE_WORDS:
+        text = f"must be {_TYPE_WORDS[kind]}, got {_short(err['input'])}"
+    else:
+        text = f"{err['msg'].removeprefix('Value error, ').replace('Input should be', 'must be')}, got {_short(err['input'])}"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where}: {_path_text(loc)}: {text}{more}".replace("\n", " ")
+
+
+def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
+    """Validate a scenario mapping (as read from YAML, or `Scenario.to_dict()`), model checks included."""
+    if not isinstance(data, dict):
+        raise KvplanError(f"{source}: a scenario must be a mapping of keys (name, model, workload, ...), got {_short(data)}")
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise KvplanError(format_validation_error(source, exc)) from None
+    try:
+        check_against_model(scenario)
+    except FieldIssue as issue:
+        raise KvplanError(f"{source}: {_path_text(issue.subpath)}: {issue.message}".replace("\n", " ")) from None
+    return scenario
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario YAML file; any problem is one `KvplanError` line."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise KvplanError(f"{p}: no such scenario file") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise KvplanError(f"{p}: cannot read the scenario ({type(exc).__name__})") from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        at = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark else str(p)
+        raise KvplanError(f"{at}: invalid YAML: {exc.problem or exc.context}") from None
+    except yaml.YAMLError as exc:
+        raise KvplanError(f"{p}: invalid YAML: {str(exc).splitlines()[0]}") from None
+    return parse_scenario(data, str(p))

@@ -1,0 +1,30 @@
+"""`StepProbe`: records the shape of every batch an `LLMEngine` schedules, next to its wall time.
+
+The engine's stats say how long a step took; the probe adds what the step computed (tokens,
+sequences, attended context) so the cost model can be fitted (`kvplan calibrate`) and checked
+against a real run. It wraps the scheduler's `schedule` method of one engine instance; nothing
+in the engine changes.
+"""
+from __future__ import annotations
+
+from kvplan.plan.cost import StepShape
+
+
+class StepProbe:
+    def __init__(self, engine: object) -> None:
+        self.engine = engine
+        self.shapes: list[StepShape] = []
+        scheduler = engine.scheduler  # type: ignore[attr-defined]
+        original = scheduler.schedule
+
+        def schedule():  # same signature and result; records the shape first
+            batch = original()
+            self.shapes.append(StepShape.from_counts([s.num_computed_tokens for s in batch.seqs],
+                                                     list(batch.num_new_tokens)))
+            return batch
+
+        scheduler.schedule = schedule
+
+    @property
+    def last(self) -> StepShape | None:
+        return self.shapes[-1] if self.shapes else None

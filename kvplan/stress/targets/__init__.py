@@ -1,0 +1,1 @@
+"""Load targets of `kvplan stress`: the in-process engine and any OpenAI-compatible HTTP server."""

@@ -1,0 +1,364 @@
+"""The HTTP target: drive any OpenAI-compatible server (vLLM, SGLang, TGI, `kvplan serve`) with a
+scenario's requests over streaming SSE, and scrape its `/metrics` meanwhile.
+
+Timing: one clock, `time.perf_counter()` minus the run start, for records and telemetry alike. A
+request's `arrival_s` is when it was sent; each SSE event carrying text is stamped when the bytes
+holding it were read off the socket (`token_times_s`, one entry per text chunk: vLLM's benchmark
+takes chunk gaps as ITL too; servers that pack several tokens into one chunk give fewer entries).
+`output_tokens` is the server's `usage.completion_tokens` when it reports usage, else the chunk
+count; any request whose count differs from the one asked for is listed in `token_mismatches`.
+
+Prompts: `/v1/completions` gets the token ids themselves (`prompt: [ids]`, as vLLM and SGLang
+accept). Chat has no token-id prompt in the OpenAI API, so the prompt is text: the `tokenizer`'s
+decoding of the ids when one is given (a real model's tokenizer: the server re-tokenizes and adds
+its chat template, so the prompt length is approximate), else the word form `t<id> t<id> ...`
+that `kvplan serve` maps back to exactly those ids (other servers would see ~2-3 tokens a word).
+
+Failures never raise: an HTTP error status, a timeout (`timeout_s` without a byte), a connection
+dropped mid-stream or a stream that ends without `[DONE]` becomes a record with status "error" and
+an error text starting with its kind (`http 500`, `timeout`, `disconnected`, `incomplete`,
+`server error`, `connect`). Only an unreachable server at the start raises `KvplanError`.
+
+The API key is read from the environment variable named by `api_key_env` and only ever placed in
+the `Authorization` header; error texts are scrubbed of it before they are stored.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import ssl
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from kvplan.errors import KvplanError
+
+try:  # httpcore asks `import sniffio` on every pool operation; absent (anyio 4 dropped it), each
+    import sniffio  # noqa: F401  failed import walks sys.path (~0.2 ms, 13 per request). A None
+except ImportError:  # entry makes the import fail at once, and httpcore then assumes asyncio.
+    sys.modules.setdefault("sniffio", None)  # type: ignore[assignment]
+from kvplan.server.tokenizer import ids_to_words
+from kvplan.stress.record import RequestRecord
+from kvplan.stress.telemetry import SCRAPE_TIMEOUT_S, MetricsScraper, cache_config
+from kvplan.stress.workload import RequestSpec
+
+ApiKind = Literal["completions", "chat"]
+PROBE_TIMEOUT_S = 10.0
+MAX_ERROR_CHARS = 300
+# httpcore's pool scans every connection it holds on each request event, so one pool serving
+# thousands of streams costs O(streams) per token. Requests are spread over this many clients
+# (independent pools sharing one TLS context): at most a few dozen connections per pool.
+MAX_POOL_SHARDS = 64
+REQUESTS_PER_SHARD = 8
+
+
+@dataclass(frozen=True)
+class HttpRunOutput:
+    records: list[RequestRecord]
+    telemetry: list[dict[str, float]]  # MetricsScraper samples; `t_s` on the records' clock
+    server_info: dict[str, Any]  # url, model, num_gpu_blocks, block_size, cache_config labels, metrics_available
+    token_mismatches: list[str]
+    errors: dict[str, int]  # error kind -> requests (empty when all succeeded)
+    complete: bool = True  # False when interrupted (Ctrl-C): unsent requests are missing, open ones "aborted"
+
+
+@dataclass
+class _Progress:
+    """What one request has seen so far (mutable, private: becomes a frozen RequestRecord)."""
+
+    spec: RequestSpec
+    arrival_s: float
+    token_times_s: list[float] = field(default_factory=list)
+    usage_tokens: int | None = None
+    finish_reason: str | None = None
+    done: bool = False
+
+
+def _public_url(url: str) -> str:
+    """`url` without credentials or a trailing `/v1`: what may appear in output and errors."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise KvplanError(f"--target must be an http(s) URL like http://HOST:PORT, got {_public_url_unchecked(url)!r}")
+    netloc = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
+    path = parts.path.rstrip("/").removesuffix("/v1")
+    return urlunsplit((parts.scheme, netloc, path, "", ""))
+
+
+def _public_url_unchecked(url: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def _one_line(exc: BaseException | str) -> str:
+    text = exc if isinstance(exc, str) else (str(exc) or type(exc).__name__)
+    return " ".join(text.split())[:MAX_ERROR_CHARS]
+
+
+class _Client:
+    """The request side of a run: body building, SSE parsing, error classification."""
+
+    def __init__(self, shards: list[httpx.AsyncClient], base: str, api: ApiKind, model: str | None,
+                 clock_s: Callable[[], float], secret: str | None, tokenizer: Any) -> None:
+        self.shards = shards
+        self.path = f"{base}/v1/chat/completions" if api == "chat" else f"{base}/v1/completions"
+        self.api = api
+        self.model = model
+        self.clock_s = clock_s
+        self._secret = secret
+        self.tokenizer = tokenizer
+
+    def scrub(self, text: str) -> str:
+        return text.replace(self._secret, "***") if self._secret else text
+
+    def body(self, spec: RequestSpec) -> dict[str, Any]:
+        body: dict[str, Any] = {"max_tokens": spec.output_tokens, "temperature": 0.0, "ignore_eos": True, "stream": True,
+                                "stream_options": {"include_usage": True}}
+        if self.model is not None:
+            body["model"] = self.model
+        if self.api == "chat":
+            ids = list(spec.prompt_token_ids)
+            text = self.tokenizer.decode(ids) if self.tokenizer is not None else ids_to_words(ids)
+            body["messages"] = [{"role": "user", "content": text}]
+        else:
+            body["prompt"] = list(spec.prompt_token_ids)
+        return body
+
+    def _event(self, p: _Progress, payload: bytes, t_s: float) -> None:
+        if payload == b"[DONE]":
+            p.done = True
+            return
+        obj = json.loads(payload)
+        if not isinstance(obj, dict):
+            raise ValueError("an SSE event that is not a JSON object")
+        if obj.get("error"):
+            err = obj["error"]
+            raise _ServerError(err.get("message", err) if isinstance(err, dict) else err)
+        if obj.get("usage"):
+            p.usage_tokens = int(obj["usage"].get("completion_tokens", 0))
+        for choice in obj.get("choices") or ():
+            piece = choice.get("delta", {}).get("content") if self.api == "chat" else choice.get("text")
+            if piece:
+                p.token_times_s.append(t_s)
+            if choice.get("finish_reason"):
+                p.finish_reason = choice["finish_reason"]
+
+    async def send(self, p: _Progress) -> str | None:
+        """Run one request to its end; None on success, else the error text (kind first)."""
+        spec = p.spec
+        http = self.shards[spec.index % len(self.shards)]
+        try:
+            request = http.build_request("POST", self.path, json=self.body(spec), headers={"X-Request-Id": spec.request_id})
+            p.arrival_s = self.clock_s()  # after building: the request's own encoding is not server latency
+            resp = await http.send(request, stream=True)
+            try:
+                if resp.status_code != 200:
+                    text = (await resp.aread()).decode("utf-8", "replace")
+                    return f"http {resp.status_code}: {_one_line(text)}"
+                buffer = b""
+                async for data in resp.aiter_bytes():
+                    t_s = self.clock_s()  # one stamp per socket read: when these events reached us
+                    buffer += data
+                    *lines, buffer = buffer.split(b"\n")
+                    for line in lines:
+                        line = line.rstrip(b"\r")
+                        if line.startswith(b"data:"):
+                            self._event(p, line[5:].strip(), t_s)
+            finally:
+                await resp.aclose()
+            if not p.done:
+                return "incomplete: the stream ended without [DONE]"
+            return None
+        except httpx.TimeoutException as exc:
+            return f"timeout: {type(exc).__name__} (no data for {http.timeout.read} s)"
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            return f"disconnected: {_one_line(exc)}"
+        except httpx.ConnectError as exc:
+            return f"connect: {_one_line(exc)}"
+        except httpx.HTTPError as exc:
+            return f"{type(exc).__name__}: {_one_line(exc)}"
+        except _ServerError as exc:
+            return f"server error: {_one_line(exc)}"
+        except (ValueError, TypeError, AttributeError) as exc:  # malformed JSON or event shape
+            return f"protocol: {_one_line(exc)}"
+
+
+class _ServerError(Exception):
+    pass
+
+
+def _record(p: _Progress, status: str, error: str | None, finish_s: float | None, warmup: bool) -> RequestRecord:
+    times = tuple(p.token_times_s)
+    tokens = p.usage_tokens if p.usage_tokens is not None else len(times)
+    return RequestRecord(request_id=p.spec.request_id, class_name=p.spec.class_name, arrival_s=p.arrival_s,
+                         first_token_s=times[0] if times else None, token_times_s=times, finish_s=finish_s,
+                         prompt_tokens=p.spec.prompt_tokens, output_tokens=tokens, status=status,  # type: ignore[arg-type]
+                         error=error, is_warmup=warmup)
+
+
+async def _probe(http: httpx.AsyncClient, base: str, served_model_name: str | None, api_key_env: str | None) -> str | None:
+    """Check the server answers; return the model name to send (None: let the server choose)."""
+    try:
+        health = await http.get(f"{base}/health", timeout=PROBE_TIMEOUT_S)
+        models = await http.get(f"{base}/v1/models", timeout=PROBE_TIMEOUT_S)
+    except httpx.HTTPError as exc:
+        raise KvplanError(f"cannot reach {base}: {type(exc).__name__}: {_one_line(exc)}") from None
+    if models.status_code in (401, 403):
+        hint = f"check ${api_key_env}" if api_key_env else "pass --api-key-env VAR naming the variable that holds the key"
+        raise KvplanError(f"{base} refused the request (HTTP {models.status_code}): {hint}")
+    if models.status_code != 200:
+        if health.status_code != 200:
+            raise KvplanError(f"cannot reach {base}: /health gave HTTP {health.status_code} and /v1/models HTTP {models.status_code}")
+        return served_model_name
+    try:
+        ids = [str(m["id"]) for m in models.json().get("data", [])]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        ids = []
+    if served_model_name is not None and ids and served_model_name not in ids:
+        raise KvplanError(f"{base} does not serve {served_model_name!r}; it serves: {', '.join(ids)}")
+    return served_model_name or (ids[0] if ids else None)
+
+
+async def run_http_target(
+    requests: list[RequestSpec], *, url: str, api: ApiKind = "completions", served_model_name: str | None = None,
+    api_key_env: str | None = None, timeout_s: float = 60.0, concurrency: int | None = None,
+    warmup_request_ids: set[str] | frozenset[str] = frozenset(), on_progress: Callable[[int], None] | None = None,
+    tokenizer: Any = None, scrape_interval_s: float = 0.5,
+) -> HttpRunOutput:
+    """Send `requests` to `url` (open loop by `arrival_s`, or closed loop with `concurrency`)."""
+    if api not in ("completions", "chat"):
+        raise KvplanError(f"--api must be 'completions' or 'chat', got {api!r}")
+    if timeout_s <= 0:
+        raise KvplanError(f"the request timeout must be positive, got {timeout_s}")
+    closed = [r.arrival_s is None for r in requests]
+    if any(closed) and not all(closed):
+        raise KvplanError("requests mix open-loop arrival times with closed-loop (None) ones")
+    if any(closed) and not concurrency:
+        raise KvplanError("closed-loop requests (no arrival times) need a concurrency")
+    if concurrency is not None and concurrency <= 0:
+        raise KvplanError(f"concurrency must be positive, got {concurrency}")
+    secret = None
+    if api_key_env:
+        secret = os.environ.get(api_key_env)
+        if not secret:
+            raise KvplanError(f"environment variable {api_key_env} (--api-key-env) is not set or empty")
+    base = _public_url(url)
+    headers = {"Authorization": f"Bearer {secret}"} if secret else {}
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, PROBE_TIMEOUT_S))
+    tls = ssl.create_default_context()  # built once: each client would load the CA bundle again
+    width = concurrency or len(requests)
+    shards = [httpx.AsyncClient(headers=headers, limits=limits, timeout=timeout, trust_env=False, verify=tls)
+              for _ in range(max(1, min(MAX_POOL_SHARDS, -(-width // REQUESTS_PER_SHARD))))]
+    async with contextlib.AsyncExitStack() as stack:
+        http = await stack.enter_async_context(httpx.AsyncClient(headers=headers, timeout=timeout, trust_env=False, verify=tls))
+        for shard in shards:
+            await stack.enter_async_context(shard)
+        model = await _probe(http, base, served_model_name, api_key_env)
+        start_s = time.perf_counter()
+
+        def clock_s() -> float:
+            return time.perf_counter() - start_s
+
+        client = _Client(shards, base, api, model, clock_s, secret, tokenizer)
+        scraper = MetricsScraper(http, f"{base}/metrics", clock_s, interval_s=scrape_interval_s)
+        stop = asyncio.Event()
+        scrape_task = asyncio.create_task(scraper.run(stop))
+        records, wanted, complete = await _drive(client, requests, concurrency, warmup_request_ids, on_progress)
+        stop.set()
+        try:  # the final scrape: bounded, so a hung /metrics cannot hold the run
+            await asyncio.wait_for(scrape_task, timeout=2 * SCRAPE_TIMEOUT_S)
+        except (asyncio.TimeoutError, asyncio.CancelledError):
+            scrape_task.cancel()
+    errors = Counter((r.error or "").split(":", 1)[0] for r in records if r.status == "error")
+    mismatches = [f"{r.request_id}: asked for {want} tokens, got {r.output_tokens}"
+                  for r, want in ((r, wanted[r.request_id]) for r in records)
+                  if r.status == "ok" and r.output_tokens != want]
+    labels = cache_config(scraper.cache_labels)
+    info = {"url": base, "api": api, "model": model, "num_gpu_blocks": labels["num_gpu_blocks"],
+            "block_size": labels["block_size"], "cache_config": labels["labels"], "metrics_available": scraper.available,
+            "metrics_scrape_errors": scraper.num_errors, "metrics_last_error": scraper.last_error}
+    return HttpRunOutput(records=records, telemetry=scraper.samples, server_info=info, token_mismatches=mismatches,
+                         errors=dict(errors), complete=complete)
+
+
+async def _drive(client: _Client, requests: list[RequestSpec], concurrency: int | None, warmup: Iterable[str],
+                 on_progress: Callable[[int], None] | None) -> tuple[list[RequestRecord], dict[str, int], bool]:
+    """Send everything; returns (records in request order, requested tokens by id, complete)."""
+    warmup_ids = set(warmup)
+    results: dict[str, RequestRecord] = {}
+    in_flight: dict[str, _Progress] = {}
+    wanted = {r.request_id: r.output_tokens for r in requests}
+
+    async def one(spec: RequestSpec) -> None:
+        p = _Progress(spec, client.clock_s())
+        in_flight[spec.request_id] = p
+        error = await client.send(p)
+        del in_flight[spec.request_id]
+        error = client.scrub(error) if error else None
+        results[spec.request_id] = _record(p, "error" if error else "ok", error, client.clock_s(),
+                                           spec.is_warmup or spec.request_id in warmup_ids)
+        if on_progress is not None:
+            on_progress(len(results))
+
+    tasks: list[asyncio.Task] = []
+    complete = True
+    try:
+        if requests and requests[0].arrival_s is None:  # closed loop: N workers, each one request at a time
+            queue = iter(requests)
+
+            async def worker() -> None:
+                for spec in queue:
+                    await one(spec)
+
+            tasks = [asyncio.create_task(worker()) for _ in range(min(int(concurrency or 1), len(requests)))]
+        else:  # open loop: send each at its arrival time; `concurrency` (if any) caps requests in flight
+            slots = asyncio.Semaphore(concurrency) if concurrency else None
+
+            async def guarded(spec: RequestSpec) -> None:
+                try:
+                    await one(spec)
+                finally:
+                    if slots is not None:
+                        slots.release()
+
+            for spec in sorted(requests, key=lambda r: float(r.arrival_s or 0.0)):
+                delay_s = float(spec.arrival_s or 0.0) - client.clock_s()
+                if delay_s > 0:
+                    await asyncio.sleep(delay_s)
+                if slots is not None:
+                    await slots.acquire()
+                tasks.append(asyncio.create_task(guarded(spec)))
+        await asyncio.gather(*tasks)
+    except asyncio.CancelledError:  # Ctrl-C: stop sending, keep what was measured
+        complete = False
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        now_s = client.clock_s()
+        for request_id, p in list(in_flight.items()):
+            results[request_id] = _record(p, "aborted", "aborted: interrupted", now_s,
+                                          p.spec.is_warmup or request_id in warmup_ids)
+    order = {r.request_id: i for i, r in enumerate(requests)}
+    return sorted(results.values(), key=lambda r: order[r.request_id]), wanted, complete
+
+
+def run_http(requests: list[RequestSpec], **kwargs: Any) -> HttpRunOutput:
+    """Synchronous `run_http_target` (same keyword arguments). Raises the open-file limit first:
+    thousands of concurrent streams need as many sockets."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or soft < hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else max(soft, 65536), hard))
+    except (ImportError, ValueError, OSError):
+        pass
+    return asyncio.run(run_http_target(requests, **kwargs))

@@ -1,0 +1,122 @@
+"""Server telemetry: scrape an OpenAI-compatible server's Prometheus `/metrics` during a run.
+
+Parsed with prometheus_client's own parser. Read under vLLM's names (V1, and the V0 names where
+they differ), summed over label sets (several engines behind one server add up), except KV usage,
+which is averaged over engines. A sample is a flat dict with `t_s` (seconds on the run's clock)
+and whichever figures the server exports; absent ones are left out, never reported as 0.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+SCRAPE_INTERVAL_S = 0.5  # about twice a second, as the issue asks
+SCRAPE_TIMEOUT_S = 2.0
+
+# sample key -> accepted sample names, newest first.
+GAUGES: dict[str, tuple[str, ...]] = {
+    "kv_cache_usage_perc": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+    "num_requests_running": ("vllm:num_requests_running",),
+    "num_requests_waiting": ("vllm:num_requests_waiting",),
+    "num_requests_swapped": ("vllm:num_requests_swapped",),
+    "kv_cache_bytes_in_use": ("kvplan:kv_cache_bytes_in_use",),
+    "gpu_prefix_cache_hit_rate": ("vllm:gpu_prefix_cache_hit_rate",),  # V0 only (no query/hit counters)
+}
+COUNTERS: dict[str, tuple[str, ...]] = {
+    "num_preemptions_total": ("vllm:num_preemptions_total",),
+    "prefix_cache_queries_total": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
+    "prefix_cache_hits_total": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+    "prompt_tokens_total": ("vllm:prompt_tokens_total",),
+    "generation_tokens_total": ("vllm:generation_tokens_total",),
+}
+AVERAGED = frozenset({"kv_cache_usage_perc", "gpu_prefix_cache_hit_rate"})
+CACHE_CONFIG_INFO = "vllm:cache_config_info"
+_WANTED = {name: key for key, names in {**GAUGES, **COUNTERS}.items() for name in names}
+
+
+def _as_int(text: str | None) -> int | None:
+    try:
+        return int(float(text)) if text not in (None, "", "None") else None
+    except ValueError:
+        return None
+
+
+def parse_metrics(text: str) -> tuple[dict[str, float], dict[str, str] | None]:
+    """(figures by sample key, labels of `vllm:cache_config_info` or None). Raises ValueError on bad text."""
+    found: dict[str, dict[str, list[float]]] = {}  # key -> sample name -> values (one per label set)
+    cache_labels: dict[str, str] | None = None
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == CACHE_CONFIG_INFO and cache_labels is None:
+                cache_labels = dict(s.labels)
+            key = _WANTED.get(s.name)
+            if key is not None:
+                found.setdefault(key, {}).setdefault(s.name, []).append(float(s.value))
+    figures: dict[str, float] = {}
+    for key, by_name in found.items():
+        names = GAUGES.get(key) or COUNTERS[key]
+        values = next(by_name[n] for n in names if n in by_name)  # the newest name the server exports
+        figures[key] = sum(values) / len(values) if key in AVERAGED else sum(values)
+    return figures, cache_labels
+
+
+def cache_config(labels: dict[str, str] | None) -> dict[str, Any]:
+    """`num_gpu_blocks` and `block_size` as ints (None when absent), plus every raw label."""
+    labels = labels or {}
+    return {"num_gpu_blocks": _as_int(labels.get("num_gpu_blocks")), "block_size": _as_int(labels.get("block_size")),
+            "labels": dict(labels)}
+
+
+class MetricsScraper:
+    """Scrapes `metrics_url` every `interval_s` until stopped; keeps every sample in `samples`.
+
+    A failed scrape (timeout, HTTP error, unparsable text) is counted, never raised: telemetry must
+    not end a load run. `available` stays False when the server has no usable /metrics.
+    """
+
+    def __init__(self, client: httpx.AsyncClient, metrics_url: str, clock_s: Callable[[], float], *,
+                 interval_s: float = SCRAPE_INTERVAL_S, timeout_s: float = SCRAPE_TIMEOUT_S) -> None:
+        self._client = client
+        self._url = metrics_url
+        self._clock_s = clock_s
+        self._interval_s = interval_s
+        self._timeout_s = timeout_s
+        self.samples: list[dict[str, float]] = []
+        self.cache_labels: dict[str, str] | None = None
+        self.num_errors = 0
+        self.last_error: str | None = None
+        self.available = False
+
+    async def scrape_once(self) -> dict[str, float] | None:
+        t_s = self._clock_s()
+        try:
+            resp = await self._client.get(self._url, timeout=self._timeout_s)
+            if resp.status_code != 200:
+                raise ValueError(f"HTTP {resp.status_code}")
+            figures, labels = parse_metrics(resp.text)
+        except (httpx.HTTPError, ValueError) as exc:
+            self.num_errors += 1
+            self.last_error = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+            return None
+        self.available = True
+        if labels is not None and self.cache_labels is None:
+            self.cache_labels = labels
+        sample = {"t_s": t_s, **figures}
+        self.samples.append(sample)
+        return sample
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Scrape now, then every interval (measured start to start), until `stop` is set; once more at the end."""
+        while not stop.is_set():
+            started_s = self._clock_s()
+            await self.scrape_once()
+            wait_s = max(self._interval_s - (self._clock_s() - started_s), 0.0)
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=wait_s)
+            except asyncio.TimeoutError:
+                pass
+        await self.scrape_once()

@@ -1,0 +1,215 @@
+"""`kvplan gate` and `kvplan baseline update`: verdicts, exit codes, JUnit XML, tolerances."""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from kvplan.cli import main
+from kvplan.errors import KvplanError
+from kvplan.report.baseline import update_baseline
+from kvplan.report.gate import GateCheck, junit_xml, metric_value, run_gate
+from kvplan.report.result import RunResult, load_result
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return int(exc.value.code or 0), out, err
+
+
+def _variant(result: RunResult, **metrics: float) -> RunResult:
+    copy = result.model_copy(deep=True)
+    copy.metrics.update(metrics)
+    return copy
+
+
+@pytest.fixture(scope="module")
+def mixed(result_factory) -> RunResult:
+    return result_factory(scenario_file="mixed.yaml", n_requests=60)  # p99_itl_ms: "+15%"
+
+
+def test_result_passes_against_itself(smoke_result: RunResult) -> None:
+    verdict = run_gate(smoke_result, smoke_result)
+    assert verdict.passed and verdict.exit_code == 0
+    kinds = {c.kind for c in verdict.checks}
+    assert kinds == {"exact", "relative", "prediction", "health"}
+    assert {c.metric for c in verdict.checks if c.kind == "exact"} == {"num_gpu_blocks", "kv_pool_bytes", "peak_kv_bytes", "num_preemptions"}
+
+
+def test_p99_itl_inflated_by_half_fails(mixed: RunResult) -> None:
+    worse = _variant(mixed, p99_itl_ms=mixed.metrics["p99_itl_ms"] * 1.5)
+    verdict = run_gate(mixed, worse)
+    assert not verdict.passed and verdict.exit_code == 1
+    (fail,) = verdict.failures
+    assert (fail.metric, fail.kind, fail.limit) == ("p99_itl_ms", "relative", "+15%")
+    assert fail.delta_pct == pytest.approx(50.0)
+
+
+def test_within_tolerance_and_improvements_pass(mixed: RunResult) -> None:
+    better = _variant(mixed, p99_itl_ms=mixed.metrics["p99_itl_ms"] * 0.5,  # faster is never a regression
+                      output_throughput=mixed.metrics["output_throughput"] * 0.85)  # -15% of "-20%"
+    assert run_gate(mixed, better).passed
+    slower = _variant(mixed, output_throughput=mixed.metrics["output_throughput"] * 0.7)
+    assert [c.metric for c in run_gate(mixed, slower).failures] == ["output_throughput"]
+
+
+def test_peak_kv_one_block_more_fails(smoke_result: RunResult) -> None:
+    m = smoke_result.metrics
+    worse = _variant(smoke_result, peak_kv_bytes=m["peak_kv_bytes"] + m["bytes_per_block"])
+    failed = {(c.metric, c.kind) for c in run_gate(smoke_result, worse).failures}
+    assert ("peak_kv_bytes", "exact") in failed
+
+
+def test_prediction_tolerance(smoke_result: RunResult) -> None:
+    off = smoke_result.model_copy(deep=True)
+    off.prediction["peak_kv_bytes"] = int(smoke_result.metrics["peak_kv_bytes"] * 1.05)  # gate.prediction: "2%"
+    verdict = run_gate(smoke_result, off)
+    assert [(c.metric, c.kind) for c in verdict.failures] == [("peak_kv_bytes", "prediction")]
+    assert verdict.failures[0].limit == "±2% of predicted"
+
+
+def test_p50_in_gate_reads_the_median(mixed: RunResult) -> None:
+    checks = {c.metric: c for c in run_gate(mixed, mixed).checks if c.kind == "prediction"}
+    assert checks["p50_ttft_ms"].baseline == pytest.approx(mixed.prediction["median_ttft_ms"])
+    assert metric_value({"median_itl_ms": 3.0}, "p50_itl_ms") == 3.0
+
+
+def test_tolerance_flags_override_the_scenario(smoke_result: RunResult) -> None:
+    worse = _variant(smoke_result, p99_itl_ms=smoke_result.metrics["p99_itl_ms"] * 1.5)
+    assert run_gate(smoke_result, worse).passed  # ci-smoke allows +100% on a noisy CI box
+    assert not run_gate(smoke_result, worse, tolerance=["p99_itl_ms=+15%"]).passed
+    grown = _variant(smoke_result, peak_kv_bytes=smoke_result.metrics["peak_kv_bytes"] + 32768)
+    assert run_gate(smoke_result, grown, tolerance=["peak_kv_bytes=+5%"], prediction_tolerance=["peak_kv_bytes=5%"]).passed
+    with pytest.raises(KvplanError, match="did you mean: p99_itl_ms"):
+        run_gate(smoke_result, smoke_result, tolerance=["p99_itl_m=+5%"])
+    with pytest.raises(KvplanError, match="not a tolerance"):
+        run_gate(smoke_result, smoke_result, tolerance=["p99_itl_ms=lots"])
+    with pytest.raises(KvplanError, match="symmetric"):
+        run_gate(smoke_result, smoke_result, prediction_tolerance=["peak_kv_bytes=+5%"])
+
+
+def test_missing_figures(smoke_result: RunResult) -> None:
+    gone = smoke_result.model_copy(deep=True)
+    del gone.metrics["peak_kv_bytes"]
+    check = next(c for c in run_gate(smoke_result, gone).checks if c.metric == "peak_kv_bytes" and c.kind == "exact")
+    assert not check.passed and "missing from the result" in check.note
+    both = run_gate(gone, gone, tolerance=["peak_kv_bytes=exact"])
+    assert next(c for c in both.checks if c.metric == "peak_kv_bytes" and c.kind == "exact").passed
+
+
+def test_more_failed_requests_fail_the_health_check(smoke_result: RunResult) -> None:
+    worse = _variant(smoke_result, failed=smoke_result.metrics["failed"] + 3)
+    assert [(c.metric, c.kind) for c in run_gate(smoke_result, worse).failures] == [("failed", "health")]
+
+
+def test_incomparable_results_are_bad_input(smoke_result: RunResult, result_factory) -> None:
+    with pytest.raises(KvplanError, match="scenario 'mixed'"):
+        run_gate(smoke_result, result_factory(scenario_file="mixed.yaml", n_requests=20))
+    contiguous = smoke_result.model_copy(deep=True)
+    contiguous.allocator = "contiguous"
+    with pytest.raises(KvplanError, match="allocator"):
+        run_gate(smoke_result, contiguous)
+    partial = smoke_result.model_copy(deep=True)
+    partial.complete = False
+    with pytest.raises(KvplanError, match="incomplete"):
+        run_gate(smoke_result, partial)
+
+
+def test_changed_settings_are_noted(smoke_result: RunResult) -> None:
+    changed = smoke_result.model_copy(deep=True)
+    changed.scenario["engine"]["max_num_seqs"] = 4
+    assert any("engine.max_num_seqs" in n for n in run_gate(smoke_result, changed).notes)
+
+
+def test_junit_xml(smoke_result: RunResult) -> None:
+    worse = _variant(smoke_result, num_preemptions=3)
+    root = ET.fromstring(junit_xml(run_gate(smoke_result, worse)))
+    assert root.tag == "testsuite" and root.get("failures") == "1"
+    assert int(root.get("tests")) == len(root.findall("testcase"))
+    (failed,) = [c for c in root.findall("testcase") if c.find("failure") is not None]
+    assert failed.get("name") == "num_preemptions" and failed.get("classname").endswith(".exact")
+
+
+def test_gate_check_is_frozen() -> None:
+    check = GateCheck("x", 1.0, 2.0, 1.0, "+15%", False, "relative")
+    with pytest.raises(AttributeError):
+        check.passed = True  # type: ignore[misc]
+    assert check.delta_pct == 100.0
+
+
+# --- the command line -------------------------------------------------------------------------
+def test_cli_exit_codes(tmp_path: Path, capsys, monkeypatch, mixed: RunResult) -> None:
+    monkeypatch.setenv("COLUMNS", "160")
+    base = mixed.write_atomic(tmp_path / "base.json")
+    rc, out, _ = cli(capsys, "gate", "--baseline", str(base), "--result", str(base), "--junit", str(tmp_path / "j.xml"),
+                     "--html", str(tmp_path / "gate.html"))
+    assert rc == 0 and "PASS" in out and "FAIL" not in out
+    assert "p99_itl_ms" in out and "baseline / predicted" in out
+    assert ET.parse(tmp_path / "j.xml").getroot().get("failures") == "0"
+    assert "PASS" in (tmp_path / "gate.html").read_text()
+
+    worse = _variant(mixed, p99_itl_ms=mixed.metrics["p99_itl_ms"] * 1.5).write_atomic(tmp_path / "worse.json")
+    rc, out, _ = cli(capsys, "gate", "-b", str(base), "-r", str(worse), "--junit", str(tmp_path / "j.xml"))
+    assert rc == 1 and "FAIL" in out and "+50.0%" in out
+    assert ET.parse(tmp_path / "j.xml").getroot().get("failures") == "1"
+
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema_version": 1, "scenario": ')
+    rc, _, err = cli(capsys, "gate", "-b", str(base), "-r", str(bad))
+    assert rc == 2 and "not valid JSON" in err and len(err.strip().splitlines()) == 1
+    rc, _, err = cli(capsys, "gate", "-b", str(tmp_path / "nope.json"), "-r", str(base))
+    assert rc == 2 and "no such result file" in err
+
+
+def test_cli_different_scenarios_exit_2(tmp_path: Path, capsys, smoke_result: RunResult, mixed: RunResult) -> None:
+    a = smoke_result.write_atomic(tmp_path / "a.json")
+    b = mixed.write_atomic(tmp_path / "b.json")
+    rc, _, err = cli(capsys, "gate", "-b", str(a), "-r", str(b))
+    assert rc == 2 and "scenario" in err
+
+
+def test_baseline_update_and_default_baseline(tmp_path: Path, capsys, monkeypatch, smoke_result: RunResult) -> None:
+    monkeypatch.chdir(tmp_path)
+    src = smoke_result.write_atomic(tmp_path / "run" / "result.json")
+    rc, _, err = cli(capsys, "baseline", "update", str(src))
+    target = tmp_path / "reports" / "baselines" / "ci-smoke.json"
+    assert rc == 0 and target.exists() and str(Path("reports/baselines/ci-smoke.json")) in err
+    assert target.read_bytes() == src.read_bytes()  # a copy, byte for byte
+    assert oct(target.stat().st_mode & 0o777) == oct(0o644)
+    rc, out, _ = cli(capsys, "gate", "-r", str(src))  # baseline defaults to reports/baselines/<scenario>.json
+    assert rc == 0 and "PASS" in out
+    update = update_baseline(src, tmp_path / "reports" / "baselines")
+    assert update.replaced and update.previous_commit == smoke_result.environment.git_commit
+    assert sorted(p.name for p in target.parent.iterdir()) == ["ci-smoke.json"]  # no temp files left
+
+
+def test_baseline_refuses_bad_results(tmp_path: Path, smoke_result: RunResult) -> None:
+    partial = smoke_result.model_copy(deep=True)
+    partial.complete = False
+    with pytest.raises(KvplanError, match="incomplete"):
+        update_baseline(partial.write_atomic(tmp_path / "p.json"), tmp_path / "b")
+    evil = smoke_result.model_copy(deep=True)
+    evil.scenario["name"] = "../../etc/x"
+    with pytest.raises(KvplanError, match="cannot be a file name"):
+        update_baseline(evil.write_atomic(tmp_path / "e.json"), tmp_path / "b")
+    (tmp_path / "m.json").write_text("[1, 2")
+    with pytest.raises(KvplanError, match="not valid JSON"):
+        update_baseline(tmp_path / "m.json", tmp_path / "b")
+    assert not (tmp_path / "b").exists() or not any((tmp_path / "b").iterdir())
+    contiguous = smoke_result.model_copy(deep=True)
+    contiguous.allocator = "contiguous"
+    assert update_baseline(contiguous.write_atomic(tmp_path / "c.json"), tmp_path / "b").path.name == "ci-smoke.contiguous.json"
+
+
+def test_gate_and_report_commands_stay_light() -> None:
+    """`kvplan --help` must not import matplotlib or jinja2 now that report/gate exist."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom kvplan.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print('HEAVY', [m for m in ('matplotlib', 'jinja2', 'pandas', 'torch') if m in sys.modules])\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "HEAVY []" in proc.stdout, proc.stdout + proc.stderr
