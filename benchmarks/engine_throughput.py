@@ -8,8 +8,10 @@
    the paged allocator vs contiguous preallocation on the same engine. Goal: >= 4x.
 3. Paged decode attention vs SDPA on contiguous K/V (the issue's aim: within 1.5x).
 
-    python benchmarks/engine_throughput.py            # full run (~10 minutes on 2 CPU cores)
-    python benchmarks/engine_throughput.py --quick    # smaller workload, ~1 minute
+    python benchmarks/engine_throughput.py            # full run (~2.5 minutes on 2 CPU cores)
+    python benchmarks/engine_throughput.py --quick    # smaller workload, ~40 seconds
+
+Timings on a shared machine vary by +-30% between runs; compare ratios from one run.
 """
 from __future__ import annotations
 
@@ -154,8 +156,8 @@ def attention_overhead(model_name: str, batch: int, context: int, repeats: int =
         cache.write(0, meta.slot_mapping, k, v)
         torch_paged_attention(q, k, v, cache, 0, meta, dim ** -0.5)
 
-    def dense():
-        F.scaled_dot_product_attention(q.unsqueeze(2), keys, values, scale=dim ** -0.5, enable_gqa=True)
+    def dense():  # the fastest contiguous form here: query heads packed per KV head, no mask
+        F.scaled_dot_product_attention(q.view(batch, kvh, -1, dim), keys, values, scale=dim ** -0.5)
 
     timings = {}
     for name, fn in (("paged_ms", paged), ("contiguous_sdpa_ms", dense)):
@@ -173,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="smaller workloads (CI smoke run)")
     ap.add_argument("--model", default="tiny-llama")
     ap.add_argument("--requests", type=int, default=None, help="throughput requests (default 128, quick 32)")
-    ap.add_argument("--static-batch-size", type=int, default=32)
+    ap.add_argument("--static-batch-sizes", default="16,32,64", help="static batch sizes tried; the best counts")
     ap.add_argument("--skip-hf", action="store_true", help="skip both transformers baselines")
     ap.add_argument("--json", default=None, help="also write the figures to this file")
     ap.add_argument("--seed", type=int, default=0)
@@ -197,7 +199,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n## Throughput: {n} requests, prompts 16..512, outputs 16..256 ({sum(o for _, o in work)} output tokens)")
     results = [run_kvplan(model, work, config)[0]]
     if not args.skip_hf:
-        results.append(run_static(model, work, args.static_batch_size))
+        static = [run_static(model, work, int(b)) for b in args.static_batch_sizes.split(",")]
+        for r in static:
+            print(f"  ({r.name}: {r.tok_per_s:.1f} tok/s)")
+        results.append(max(static, key=lambda r: r.tok_per_s))
         results.append(run_hf_continuous(model, work, num_blocks, 2048, 256))
     base = results[0].tok_per_s
     for r in results:
@@ -207,8 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(results) == 3:
         report["speedup_vs_static"] = base / results[1].tok_per_s
         report["speedup_vs_hf_continuous"] = base / results[2].tok_per_s
-        print(f"goal >= 2x static: {report['speedup_vs_static']:.1f}x; goal >= 1.5x continuous batching: "
-              f"{report['speedup_vs_hf_continuous']:.1f}x")
+        print(f"goal >= 2x static (best batch size): {report['speedup_vs_static']:.2f}x; goal >= 1.5x continuous batching: "
+              f"{report['speedup_vs_hf_continuous']:.2f}x")
 
     # 2. concurrency at equal KV memory
     reservations = 4 if args.quick else 16

@@ -290,9 +290,10 @@ def stress(
 
 @app.command()
 def calibrate(
-    model: Annotated[str, typer.Option("--model", "-m", help="Profile to time (random weights).")] = "tiny-llama",
-    device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
-    out: Annotated[Optional[Path], typer.Option(help="Where to store the fit (default profiles/calibration/MODEL-DEVICE.yaml).")] = None,
+    scenario: Annotated[Optional[Path], typer.Option("--scenario", "-s", help="Calibrate with this scenario's model and engine settings.")] = None,
+    model: Annotated[str, typer.Option("--model", "-m", help="Without --scenario: the profile to time (random weights).")] = "tiny-llama",
+    device: Annotated[str, typer.Option(help="Without --scenario: cpu or cuda.")] = "cpu",
+    out: Annotated[Optional[Path], typer.Option(help="Where to store the fit (default profiles/calibration/NAME-DEVICE.yaml).")] = None,
 ) -> None:
     """Time engine steps on this machine and store the per-step cost model `kvplan stress` predicts with."""
     from rich.console import Console
@@ -302,12 +303,19 @@ def calibrate(
     from kvplan.stress.calibrate import calibrate as run_calibrate
     from kvplan.stress.calibrate import calibration_path
 
-    spec = load_model(model)
-    path = out or calibration_path(spec.name, device)
+    config = None
+    if scenario is not None:
+        from kvplan.stress.scenario import load_scenario
+
+        sc = load_scenario(scenario)
+        name, model, config, device = sc.name, sc.model.name, sc.engine_config(), sc.engine.device
+    else:
+        name = model = load_model(model).name
+    path = out or calibration_path(name, device)
     console = Console()
     with Progress(console=console, transient=True) as bar:
-        task = bar.add_task(f"timing {spec.name} steps", total=None)
-        fit = run_calibrate(spec.name, device=device, on_progress=lambda i, n: bar.update(task, completed=i, total=n))
+        task = bar.add_task(f"timing {model} steps", total=None)
+        fit = run_calibrate(model, config, on_progress=lambda i, n: bar.update(task, completed=i, total=n))
     fit.save(path)
     console.print(f"step_s = {fit.intercept_s * 1e3:.3f} ms + {fit.per_token_s * 1e6:.2f} us/token + "
                   f"{fit.per_seq_s * 1e6:.1f} us/seq + {fit.per_context_token_s * 1e9:.1f} ns/context token + "

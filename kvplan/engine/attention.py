@@ -3,8 +3,9 @@ transformers models call through `AttentionInterface` under the name `ATTN_IMPLE
 
 One forward packs every scheduled sequence into a single row of T tokens (prefill chunks and
 decodes alike). For each layer the new K/V are written to their pool slots, then:
-- CPU (and CUDA without Triton): decodes are batched, gathering each sequence's blocks with
-  `index_select` into a padded [B, kvh, S, D] and running one masked SDPA with `enable_gqa`;
+- CPU (and CUDA without Triton): decodes are batched by similar length, gathering each
+  sequence's blocks with `index_select` into a padded [B, kvh, S, D] and running one masked SDPA
+  per group (query heads packed per KV head);
   prefill chunks run one SDPA each (causal, offset by the tokens already computed).
 - CUDA with Triton: one fused kernel reads K/V straight from the pool (`triton_attention.py`).
 """
@@ -28,6 +29,19 @@ except Exception:  # ImportError, or a Triton without a usable backend
     triton_paged_attention = triton_supports = None
 
 
+DECODE_GROUP_FILL = 0.75  # a decode joins a group if it fills >= 75% of the group's padded length
+
+
+@dataclass(frozen=True)
+class DecodeGroup:
+    """Decodes of similar length, padded to `num_blocks` blocks and run as one SDPA."""
+
+    rows: torch.Tensor  # [Bg] int64: token row of each decode in the packed batch
+    block_ids: torch.Tensor  # [Bg * num_blocks] int64: block tables padded to num_blocks, flattened
+    context_lens: torch.Tensor  # [Bg] int64
+    num_blocks: int
+
+
 @dataclass(frozen=True)
 class AttentionMetadata:
     """Per-step inputs of paged attention (B sequences, T new tokens in total).
@@ -46,24 +60,25 @@ class AttentionMetadata:
     max_query_len: int
     max_context_len: int
     block_size: int
-    # Batched decode rows (query_len == 1) for the torch path:
-    decode_rows: torch.Tensor  # [Bd] int64: their token row in the packed batch
-    decode_block_ids: torch.Tensor  # [Bd * nbd] int64: their block tables, padded to nbd, flattened
-    decode_context_lens: torch.Tensor  # [Bd] int64
+    decode_groups: tuple[DecodeGroup, ...]  # decodes (query_len == 1) batched by similar length, torch path
     prefill_seqs: tuple[int, ...]  # indices b with query_len > 1
 
     @classmethod
     def build(cls, block_tables: list[list[int]], query_lens: list[int], context_lens: list[int], slots: list[int],
               block_size: int, device: torch.device) -> AttentionMetadata:
         max_blocks = max(len(t) for t in block_tables)
-        bt = torch.zeros(len(block_tables), max_blocks, dtype=torch.int32)
-        for b, table in enumerate(block_tables):
-            bt[b, :len(table)] = torch.tensor(table, dtype=torch.int32)
+        bt = torch.tensor([t + [0] * (max_blocks - len(t)) for t in block_tables], dtype=torch.int32)
         cu = [0]
         for n in query_lens:
             cu.append(cu[-1] + n)
-        decodes = [b for b, n in enumerate(query_lens) if n == 1]
-        nbd = max((-(-context_lens[b] // block_size) for b in decodes), default=0)
+        nblocks = [-(-c // block_size) for c in context_lens]
+        decodes = sorted((b for b, n in enumerate(query_lens) if n == 1), key=lambda b: -nblocks[b])
+        groups: list[list[int]] = []
+        for b in decodes:  # longest first; padding to the group's first keeps the gather within 1/FILL of needed
+            if groups and nblocks[b] >= DECODE_GROUP_FILL * nblocks[groups[-1][0]]:
+                groups[-1].append(b)
+            else:
+                groups.append([b])
         dev = dict(device=device)
         return cls(
             slot_mapping=torch.tensor(slots, dtype=torch.int64, **dev),
@@ -72,9 +87,11 @@ class AttentionMetadata:
             cu_seqlens_q=torch.tensor(cu, dtype=torch.int32, **dev),
             query_lens_host=tuple(query_lens), query_starts_host=tuple(cu[:-1]), context_lens_host=tuple(context_lens),
             max_query_len=max(query_lens), max_context_len=max(context_lens), block_size=block_size,
-            decode_rows=torch.tensor([cu[b] for b in decodes], dtype=torch.int64, **dev),
-            decode_block_ids=bt[decodes, :nbd].to(torch.int64).flatten().to(device),
-            decode_context_lens=torch.tensor([context_lens[b] for b in decodes], dtype=torch.int64, **dev),
+            decode_groups=tuple(DecodeGroup(
+                rows=torch.tensor([cu[b] for b in g], dtype=torch.int64, **dev),
+                block_ids=bt[g, :nblocks[g[0]]].to(torch.int64).flatten().to(device),
+                context_lens=torch.tensor([context_lens[b] for b in g], dtype=torch.int64, **dev),
+                num_blocks=nblocks[g[0]]) for g in groups),
             prefill_seqs=tuple(b for b, n in enumerate(query_lens) if n > 1),
         )
 
@@ -92,17 +109,19 @@ def torch_paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cac
     """q [T, H, D], new k/v [T, kvh, D] (already written to the pool) -> attention output [T, H, D]."""
     out = torch.empty_like(q)
     kvh, dim = cache.num_kv_heads, cache.head_dim
-    if meta.decode_rows.numel():
-        bd = meta.decode_rows.numel()
-        keys, values = cache.gather(layer, meta.decode_block_ids)  # [Bd * nbd, bs, kvh, D]
-        keys = keys.view(bd, -1, kvh, dim).transpose(1, 2)  # [Bd, kvh, S, D]
-        values = values.view(bd, -1, kvh, dim).transpose(1, 2)
-        ctx = meta.decode_context_lens.unsqueeze(1)  # [Bd, 1]
+    for group in meta.decode_groups:
+        bg = group.rows.numel()
+        keys, values = cache.gather(layer, group.block_ids)  # [Bg * nb, bs, kvh, D]
+        keys = keys.view(bg, -1, kvh, dim).transpose(1, 2)  # [Bg, kvh, S, D]
+        values = values.view(bg, -1, kvh, dim).transpose(1, 2)
+        ctx = group.context_lens.unsqueeze(1)  # [Bg, 1]
         k_pos = torch.arange(keys.shape[2], device=q.device).unsqueeze(0)
-        mask = _window_mask(ctx - 1, k_pos, window).view(bd, 1, 1, -1)  # the query sits at position ctx-1
-        o = F.scaled_dot_product_attention(q[meta.decode_rows].unsqueeze(2), keys, values, attn_mask=mask,
-                                           scale=scale, enable_gqa=True)  # [Bd, H, 1, D]
-        out[meta.decode_rows] = o.squeeze(2)
+        mask = _window_mask(ctx - 1, k_pos, window).view(bg, 1, 1, -1)  # the query sits at position ctx-1
+        # GQA packed: the G query heads of a KV head become G query rows (head h uses KV head h // G),
+        # about 2x faster on CPU than enable_gqa for one-token queries.
+        qg = q[group.rows].view(bg, kvh, -1, dim)  # [Bg, kvh, G, D]
+        o = F.scaled_dot_product_attention(qg, keys, values, attn_mask=mask, scale=scale)  # [Bg, kvh, G, D]
+        out[group.rows] = o.reshape(bg, -1, dim)
     for b in meta.prefill_seqs:
         start, qlen, ctx = meta.query_starts_host[b], meta.query_lens_host[b], meta.context_lens_host[b]
         if ctx == qlen:  # nothing cached before this chunk: attend to the fresh K/V

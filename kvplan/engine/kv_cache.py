@@ -123,7 +123,7 @@ class KVCache:
     def _copy(self, src: torch.Tensor, dst: torch.Tensor, src_ids: list[int], dst_ids: list[int]) -> None:
         s = torch.tensor(src_ids, device=src.device)
         d = torch.tensor(dst_ids, device=dst.device)
-        dst.index_copy_(2, d, src.index_select(2, s).to(dst.device, non_blocking=True))
+        dst.index_copy_(2, d, src.index_select(2, s).to(dst.device))  # blocking: the next forward may reuse the blocks
 
     def swap_out(self, pairs: tuple[tuple[int, int], ...]) -> None:
         """Copy device blocks to CPU blocks: pairs of (device, cpu)."""

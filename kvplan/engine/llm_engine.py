@@ -3,8 +3,12 @@
     engine = LLMEngine.from_profile("tiny-llama", EngineConfig(kv_cache_memory_bytes=64 << 20))
     engine.generate([[1, 2, 3]], SamplingParams(max_tokens=8, temperature=0.0))
 
-For a live workload: `add_request(...)` whenever a request arrives, `step()` in a loop while
-`has_unfinished_requests()`, read `engine.stats` after each step; `abort(request_id)` drops one.
+For a live workload (the stress harness): `add_request(...)` whenever a request arrives (pass
+`arrival_time_s` on the `time.perf_counter()` clock), `step()` in a loop while
+`has_unfinished_requests()`; each step returns a `RequestOutput` per request that got a token
+(with its sample time; the finishing one carries every token and timestamp) and leaves an
+`EngineStats` in `engine.stats`. `abort(request_id)` drops a request and frees its blocks at once.
+One thread drives an engine: calls are not synchronized.
 """
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ from kvplan.engine.model_runner import ModelRunner
 from kvplan.engine.outputs import EngineStats, RequestOutput
 from kvplan.engine.sampler import Sampler
 from kvplan.engine.sampling_params import SamplingParams
-from kvplan.engine.scheduler import Scheduler
+from kvplan.engine.scheduler import ScheduledBatch, Scheduler
 from kvplan.engine.sequence import Sequence
 from kvplan.errors import KvplanError
 from kvplan.plan.kv import bytes_per_block
@@ -214,7 +218,7 @@ class LLMEngine:
             tuple(seq.output_token_ids) if done else (), tuple(seq.token_times_s) if done else (),
             seq.arrival_time_s, seq.first_scheduled_time_s, seq.num_cached_tokens, seq.num_preemptions)
 
-    def _record_stats(self, batch, num_generated: int, start: float) -> None:
+    def _record_stats(self, batch: ScheduledBatch, num_generated: int, start: float) -> None:
         bm, s = self.block_manager, self.scheduler
         self._step += 1
         self._total_preemptions += batch.num_preempted

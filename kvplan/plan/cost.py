@@ -62,17 +62,22 @@ class LinearCostModel:
 
     @classmethod
     def fit(cls, shapes: list[StepShape], seconds: list[float], **meta: object) -> LinearCostModel:
-        """Non-negative least squares: a negative cost per token would predict time travel."""
+        """Non-negative least squares on relative errors: a negative cost per token would predict
+        time travel."""
         import numpy as np
 
         x = np.array([[1.0, *s.features()] for s in shapes])
         y = np.array(seconds, dtype=float)
         scale = np.maximum(x.max(axis=0), 1e-12)  # conditioning: features span 1 .. 1e6
-        xs = x / scale
+        # relative error: a 3 ms decode step matters as much as a 300 ms prefill (ITL percentiles
+        # are made of small steps), so each row is divided by its own duration
+        w = 1.0 / np.maximum(y, 1e-6)
+        xs = x / scale * w[:, None]
+        y_fit = y * w
         active = list(range(x.shape[1]))
         coef = np.zeros(x.shape[1])
         while active:  # drop negative coefficients one at a time, then refit
-            sol, *_ = np.linalg.lstsq(xs[:, active], y, rcond=None)
+            sol, *_ = np.linalg.lstsq(xs[:, active], y_fit, rcond=None)
             if (sol >= 0).all():
                 coef[:] = 0.0
                 coef[active] = sol

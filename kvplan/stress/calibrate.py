@@ -18,38 +18,47 @@ from kvplan.plan.cost import LinearCostModel
 WARMUP_STEPS = 6
 
 
-def calibration_path(model: str, device: str, root: Path | None = None) -> Path:
+def calibration_path(name: str, device: str, root: Path | None = None) -> Path:
+    """`profiles/calibration/NAME-DEVICE.yaml`; NAME is a scenario name or a model name."""
     from kvplan.spec.profiles import profiles_dir
 
-    return (root or profiles_dir() / "calibration") / f"{model}-{device.split(':')[0]}.yaml"
+    return (root or profiles_dir() / "calibration") / f"{name}-{device.split(':')[0]}.yaml"
 
 
-def _grid(max_len_tokens: int, max_batched_tokens: int) -> list[tuple[int, int, int]]:
-    """(concurrent requests, prompt tokens, output tokens) rounds covering decode and prefill."""
+def _grid(max_len_tokens: int, max_batched_tokens: int, max_num_seqs: int, pool_tokens: int) -> list[tuple[int, int, int]]:
+    """(concurrent requests, prompt tokens, output tokens) rounds covering decode and prefill,
+    kept inside the engine's limits so the pool never has to preempt."""
     rounds = []
     for prompt in (16, 128, 512, 1536):
+        if prompt + 24 >= max_len_tokens:
+            continue
         for batch in (1, 4, 12, 32):
-            if prompt + 24 < max_len_tokens:
-                rounds.append((batch, prompt, 24))
-    rounds.append((2, min(3 * max_batched_tokens // 2, max_len_tokens - 40), 8))  # chunked prefill
+            fit = min(batch, max_num_seqs, pool_tokens // (prompt + 40))
+            if fit >= 1 and (fit, prompt, 24) not in rounds:
+                rounds.append((fit, prompt, 24))
+    chunked = min(3 * max_batched_tokens // 2, max_len_tokens - 40, pool_tokens // 2 - 40)
+    if chunked > max_batched_tokens:
+        rounds.append((1, chunked, 8))  # a prompt longer than the token budget: chunked prefill
     return rounds
 
 
-def calibrate(model: str, *, device: str = "cpu", kv_cache_memory_bytes: int = 512 * 2**20, max_model_len: int = 4096,
-              max_num_batched_tokens: int = 2048, seed: int = 0,
+def calibrate(model: str, config: object | None = None, *, seed: int = 0,
               on_progress: Callable[[int, int], None] | None = None) -> LinearCostModel:
-    """Run the grid on `model` and fit step seconds; returns the fitted model (not saved)."""
+    """Run the grid on `model` under `config` (an `EngineConfig`; default: a 512 MiB CPU pool,
+    max_model_len 4096) and fit step seconds; returns the fitted model (not saved).
+    Calibrate with the settings you will stress: pool size and limits change step times."""
     from kvplan.engine import EngineConfig, LLMEngine, SamplingParams
     from kvplan.stress.step_probe import StepProbe
 
-    config = EngineConfig(kv_cache_memory_bytes=kv_cache_memory_bytes, max_model_len=max_model_len,
-                          max_num_batched_tokens=max_num_batched_tokens, device=device, max_num_seqs=256)
+    config = config or EngineConfig(kv_cache_memory_bytes=512 * 2**20, max_model_len=4096, max_num_batched_tokens=2048)
     engine = LLMEngine.from_profile(model, config, seed=seed)
     probe = StepProbe(engine)
     rng = np.random.default_rng(seed)
     vocab = engine.vocab_size
     shapes, seconds = [], []
-    rounds = _grid(max_model_len, max_num_batched_tokens)
+    rounds = _grid(engine.max_model_len, config.max_num_batched_tokens, config.max_num_seqs,
+                   engine.num_gpu_blocks * config.block_size)
+    device = str(config.device)
     for i, (batch, prompt, output) in enumerate(rounds):
         for _ in range(batch):
             ids = rng.integers(3, vocab, size=prompt).tolist()

@@ -46,10 +46,11 @@ def load_cost_model(scenario: Scenario, calibration: Path | None = None) -> tupl
         spec = scenario.model_spec()
         kv = KvLayout.of(spec, scenario.kv_cache_dtype_name(), scenario.engine.block_size).bytes_per_token_per_gpu()
         return roofline_for(spec, gpu, kv), f"roofline: {gpu.name}"
-    path = calibration_path(scenario.model_spec().name, device)
-    if not path.exists():
-        return None, f"no calibration for {scenario.model_spec().name} on {device} ({path}); run `kvplan calibrate`"
-    return LinearCostModel.load(path), f"calibrated: {path.name}"
+    for path in (calibration_path(scenario.name, device), calibration_path(scenario.model_spec().name, device)):
+        if path.exists():
+            return LinearCostModel.load(path), f"calibrated: {path.name}"
+    return None, (f"no calibration for scenario {scenario.name} or model {scenario.model_spec().name} on {device}; "
+                  f"run `kvplan calibrate --scenario ...`")
 
 
 def _sim_requests(requests: list[RequestSpec]) -> list[SimRequest]:

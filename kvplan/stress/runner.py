@@ -69,7 +69,7 @@ def build_engine(scenario: Scenario, allocator: str | None = None) -> object:
     return LLMEngine(model, config, spec=scenario.model_spec())
 
 
-def _sample(engine: object, t_s: float) -> TimelineSample:
+def _sample(engine: object, t_s: float, shape: object) -> TimelineSample:
     stats = engine.stats  # type: ignore[attr-defined]
     allocated, peak = cuda_bytes()
     return TimelineSample(
@@ -79,6 +79,9 @@ def _sample(engine: object, t_s: float) -> TimelineSample:
         prefix_hit_tokens=stats.total_prefix_hit_tokens, rss_bytes=rss_bytes(),
         cuda_allocated_bytes=allocated, cuda_max_allocated_bytes=peak,
         num_scheduled_tokens=stats.num_scheduled_tokens, step_time_s=stats.step_time_s,
+        # the batch's shape, so the cost model can be checked step by step against this run
+        num_scheduled_seqs=shape.num_seqs, context_tokens=shape.context_tokens,  # type: ignore[attr-defined]
+        attention_pairs=shape.attention_pairs,  # type: ignore[attr-defined]
     )
 
 
@@ -143,7 +146,7 @@ def run_engine(engine: object, scenario: Scenario, requests: Iterable[RequestSpe
             run.step_times_s.append(stats.step_time_s)
             if stats.num_preemptions and run.first_preemption_s is None:
                 run.first_preemption_s, run.first_preemption_step = stats.time_s - t0, run.num_steps
-            run.timeline.append(_sample(engine, stats.time_s - t0))
+            run.timeline.append(_sample(engine, stats.time_s - t0, probe.last))
             for out in outputs:
                 if not out.finished:
                     continue

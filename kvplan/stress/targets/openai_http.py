@@ -232,7 +232,16 @@ async def run_http_target(
     warmup_request_ids: set[str] | frozenset[str] = frozenset(), on_progress: Callable[[int], None] | None = None,
     tokenizer: Any = None, scrape_interval_s: float = 0.5,
 ) -> HttpRunOutput:
-    """Send `requests` to `url` (open loop by `arrival_s`, or closed loop with `concurrency`)."""
+    """Send `requests` to the server at `url` and measure them; scrape its /metrics meanwhile.
+
+    url: `http(s)://HOST:PORT` (a trailing `/v1` is fine). api: which OpenAI route. served_model_name:
+    the `model` field (default: the first of /v1/models). api_key_env: the environment variable
+    holding the API key. timeout_s: seconds without a byte before a request fails (not a total
+    deadline: long generations are fine). concurrency: closed loop (all `arrival_s` None) keeps this
+    many open; open loop, if given, caps requests in flight. tokenizer: an object with
+    `decode(ids) -> str` for chat prompts to servers other than `kvplan serve`.
+    Raises `KvplanError` only before the run (bad arguments, unreachable server, refused key).
+    """
     if api not in ("completions", "chat"):
         raise KvplanError(f"--api must be 'completions' or 'chat', got {api!r}")
     if timeout_s <= 0:

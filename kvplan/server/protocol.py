@@ -1,0 +1,168 @@
+"""OpenAI request parsing and response shapes for `kvplan serve` (pure functions, no I/O).
+
+Accepted as vLLM accepts them: `prompt` as text, a list of token ids, or a one-element list of
+either; `max_tokens` (or `max_completion_tokens` in chat), `temperature` (default 1.0), `top_p`,
+`seed`, `ignore_eos`, `stop_token_ids`, `stream`, `stream_options.include_usage`. One choice per
+request (`n` must be 1) and one prompt per request; anything else is a 400 naming the field.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from kvplan.server.tokenizer import TextTokenizer
+
+Api = Literal["completions", "chat"]
+DEFAULT_MAX_TOKENS = 16  # OpenAI's completions default
+
+
+class ProtocolError(Exception):
+    """A request the server refuses: HTTP `status` and a one-line message."""
+
+    def __init__(self, status: int, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.param = param
+
+    def body(self) -> dict[str, Any]:
+        kind = {400: "BadRequestError", 404: "NotFoundError", 503: "ServiceUnavailableError"}.get(self.status, "InternalServerError")
+        return {"error": {"message": str(self), "type": kind, "param": self.param, "code": self.status}}
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    api: Api
+    prompt_token_ids: tuple[int, ...]
+    max_tokens: int
+    temperature: float
+    top_p: float
+    seed: int | None
+    ignore_eos: bool
+    stop_token_ids: tuple[int, ...]
+    stream: bool
+    include_usage: bool
+
+
+def _number(body: dict[str, Any], key: str, default: float, lo: float, hi: float) -> float:
+    value = body.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+        raise ProtocolError(400, f"{key} must be a number in [{lo}, {hi}], got {value!r}", key)
+    return float(value)
+
+
+def _token_ids(value: Any, vocab_size: int) -> tuple[int, ...]:
+    if not all(isinstance(t, int) and not isinstance(t, bool) for t in value):
+        raise ProtocolError(400, "prompt token ids must be integers", "prompt")
+    if value and (min(value) < 0 or max(value) >= vocab_size):
+        raise ProtocolError(400, f"prompt token ids must be in [0, {vocab_size})", "prompt")
+    return tuple(value)
+
+
+def _prompt_ids(body: dict[str, Any], api: Api, tokenizer: TextTokenizer, vocab_size: int) -> tuple[int, ...]:
+    if api == "chat":
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+            raise ProtocolError(400, "messages must be a non-empty list of objects", "messages")
+        return _token_ids(tokenizer.encode_chat(messages), vocab_size)
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
+        prompt = prompt[0]  # a batch of one
+    if isinstance(prompt, str):
+        return _token_ids(tokenizer.encode(prompt), vocab_size)
+    if isinstance(prompt, list) and (not prompt or not isinstance(prompt[0], (str, list))):
+        return _token_ids(prompt, vocab_size)
+    if isinstance(prompt, list):
+        raise ProtocolError(400, "only one prompt per request is supported", "prompt")
+    raise ProtocolError(400, "prompt must be a string or a list of token ids", "prompt")
+
+
+def parse_request(body: Any, api: Api, *, served_model_name: str, tokenizer: TextTokenizer, vocab_size: int,
+                  max_model_len: int) -> GenerationRequest:
+    if not isinstance(body, dict):
+        raise ProtocolError(400, "the request body must be a JSON object")
+    model = body.get("model")
+    if model is not None and model != served_model_name:
+        raise ProtocolError(404, f"The model `{model}` does not exist.", "model")
+    if body.get("n", 1) != 1:
+        raise ProtocolError(400, "only n=1 is supported", "n")
+    ids = _prompt_ids(body, api, tokenizer, vocab_size)
+    if not ids:
+        raise ProtocolError(400, "the prompt is empty", "prompt")
+    key = "max_completion_tokens" if api == "chat" and body.get("max_completion_tokens") is not None else "max_tokens"
+    max_tokens = body.get(key)
+    if max_tokens is None:
+        max_tokens = DEFAULT_MAX_TOKENS if api == "completions" else max_model_len - len(ids)
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
+        raise ProtocolError(400, f"{key} must be a positive integer, got {max_tokens!r}", key)
+    if len(ids) + max_tokens > max_model_len:
+        raise ProtocolError(400, f"This model's maximum context length is {max_model_len} tokens. However, you requested "
+                                 f"{len(ids) + max_tokens} tokens ({len(ids)} in the messages, {max_tokens} in the completion).", key)
+    seed = body.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise ProtocolError(400, f"seed must be an integer, got {seed!r}", "seed")
+    stop_ids = body.get("stop_token_ids") or []
+    if not isinstance(stop_ids, list):
+        raise ProtocolError(400, "stop_token_ids must be a list of integers", "stop_token_ids")
+    options = body.get("stream_options") or {}
+    return GenerationRequest(
+        api=api, prompt_token_ids=ids, max_tokens=max_tokens,
+        temperature=_number(body, "temperature", 1.0, 0.0, 2.0), top_p=_number(body, "top_p", 1.0, 1e-9, 1.0),
+        seed=seed, ignore_eos=bool(body.get("ignore_eos", False)), stop_token_ids=_token_ids(stop_ids, vocab_size),
+        stream=bool(body.get("stream", False)),
+        include_usage=bool(options.get("include_usage", False)) if isinstance(options, dict) else False)
+
+
+# --- responses ---------------------------------------------------------------------------------
+def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}
+
+
+def sse(obj: dict[str, Any] | str) -> bytes:
+    return f"data: {obj if isinstance(obj, str) else json.dumps(obj, separators=(',', ':'))}\n\n".encode()
+
+
+@dataclass(frozen=True)
+class ChunkMaker:
+    """Builds the JSON objects of one request's responses (id, model and creation time fixed)."""
+
+    api: Api
+    request_id: str
+    model: str
+    created: int
+
+    @classmethod
+    def new(cls, api: Api, request_id: str, model: str) -> ChunkMaker:
+        return cls(api, request_id, model, int(time.time()))
+
+    def _head(self, obj: str) -> dict[str, Any]:
+        return {"id": self.request_id, "object": obj, "created": self.created, "model": self.model}
+
+    def role_chunk(self) -> dict[str, Any]:
+        """Chat streams open with the assistant role and empty content, as OpenAI's do."""
+        return {**self._head("chat.completion.chunk"),
+                "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}]}
+
+    def token_chunk(self, text: str, finish_reason: str | None) -> dict[str, Any]:
+        if self.api == "chat":
+            return {**self._head("chat.completion.chunk"),
+                    "choices": [{"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": finish_reason}]}
+        return {**self._head("text_completion"),
+                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}]}
+
+    def usage_chunk(self, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+        obj = "chat.completion.chunk" if self.api == "chat" else "text_completion"
+        return {**self._head(obj), "choices": [], "usage": usage(prompt_tokens, completion_tokens)}
+
+    def full(self, text: str, finish_reason: str | None, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+        if self.api == "chat":
+            choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
+                                      "finish_reason": finish_reason}
+            return {**self._head("chat.completion"), "choices": [choice], "usage": usage(prompt_tokens, completion_tokens)}
+        return {**self._head("text_completion"),
+                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}],
+                "usage": usage(prompt_tokens, completion_tokens)}

@@ -1,0 +1,50 @@
+"""Build the engine and serve it: the body of `kvplan serve`."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from kvplan.engine import EngineConfig, LLMEngine
+from kvplan.server.app import ServeContext, create_app
+from kvplan.server.engine_loop import EngineLoop
+from kvplan.server.metrics import CacheConfigInfo, ServerMetrics
+from kvplan.server.tokenizer import load_tokenizer
+from kvplan.spec.profiles import model_index
+
+
+def build_engine(model: str, config: EngineConfig, seed: int = 0) -> LLMEngine:
+    """A bundled profile (random weights) or a local model directory."""
+    if model.lower() in model_index() or not Path(model).expanduser().is_dir():
+        return LLMEngine.from_profile(model, config, seed=seed)  # unknown names raise a one-line error
+    return LLMEngine.from_pretrained(model, config)
+
+
+def build_context(engine: LLMEngine, model: str, served_model_name: str | None) -> ServeContext:
+    name = served_model_name or model
+    cfg = engine.config
+    cache = CacheConfigInfo(num_gpu_blocks=engine.num_gpu_blocks, block_size=cfg.block_size,
+                            cache_dtype=engine.kv_cache_dtype, enable_prefix_caching=cfg.enable_prefix_caching,
+                            gpu_memory_utilization=cfg.gpu_memory_utilization, kv_cache_memory_bytes=engine.kv_cache_bytes)
+    metrics = ServerMetrics(name, cache)
+    loop = EngineLoop(engine, metrics)
+    return ServeContext(loop=loop, metrics=metrics, tokenizer=load_tokenizer(model, engine.vocab_size),
+                        served_model_name=name, model_source=model, max_model_len=engine.max_model_len,
+                        vocab_size=engine.vocab_size)
+
+
+def serve(model: str, config: EngineConfig, *, host: str, port: int, served_model_name: str | None = None,
+          seed: int = 0) -> None:
+    """Blocks until interrupted (Ctrl-C / SIGTERM): uvicorn then stops the engine loop via the lifespan."""
+    import prometheus_client
+    import uvicorn
+
+    prometheus_client.disable_created_metrics()  # no `_created` series: vLLM's /metrics has none either; this process only serves
+    engine = build_engine(model, config, seed)
+    ctx = build_context(engine, model, served_model_name)
+    ctx.loop.start()
+    print(f"kvplan: serving {ctx.served_model_name!r} on http://{host}:{port} (num_gpu_blocks={engine.num_gpu_blocks}, "
+          f"block_size={config.block_size}, max_model_len={engine.max_model_len}, tokenizer={ctx.tokenizer.name})",
+          file=sys.stderr, flush=True)
+    # No access log: one line per request would cost more than the request at thousands per second.
+    uvicorn.run(create_app(ctx), host=host, port=port, log_level="warning", access_log=False,
+                timeout_graceful_shutdown=2, backlog=4096)

@@ -1,0 +1,105 @@
+"""The prediction half: cost-model fitting and the scheduler simulation (no model forward)."""
+import random
+
+import pytest
+
+from kvplan.plan.cost import LinearCostModel, RooflineCostModel, StepShape, roofline_for
+from kvplan.plan.simulate import SimRequest, simulate
+from kvplan.spec.gpu import load_gpu
+from kvplan.spec.profiles import load_model
+
+UNIT = LinearCostModel(1e-3, 0.0, 0.0, 0.0, 0.0)
+
+
+def _requests(n, prompt=(16, 300), output=(8, 64), gap_s=None, seed=0):
+    rng = random.Random(seed)
+    return [SimRequest(str(i), tuple(rng.randrange(3, 2000) for _ in range(rng.randint(*prompt))), rng.randint(*output),
+                       None if gap_s is None else i * gap_s) for i in range(n)]
+
+
+def _run(reqs, **kw):
+    args = dict(num_gpu_blocks=256, bytes_per_block=32768, block_size=16, max_model_len=1024, max_num_seqs=64,
+                max_num_batched_tokens=512, cost_model=UNIT)
+    args.update(kw)
+    return simulate(reqs, **args)
+
+
+def test_fit_recovers_known_coefficients():
+    rng = random.Random(1)
+    shapes, secs = [], []
+    for _ in range(300):
+        ctx = [rng.randint(0, 800) for _ in range(rng.randint(1, 16))]
+        new = [rng.choice([1, 1, 1, 32, 128]) for _ in ctx]
+        s = StepShape.from_counts(ctx, new)
+        shapes.append(s)
+        secs.append(0.002 + 2e-5 * s.num_tokens + 1e-4 * s.num_seqs + 3e-7 * s.context_tokens)
+    fit = LinearCostModel.fit(shapes, secs)
+    assert fit.intercept_s == pytest.approx(0.002, rel=1e-6)
+    assert fit.per_token_s == pytest.approx(2e-5, rel=1e-6)
+    assert fit.per_seq_s == pytest.approx(1e-4, rel=1e-6)
+    assert fit.per_context_token_s == pytest.approx(3e-7, rel=1e-6)
+    assert fit.per_attention_pair_s == pytest.approx(0.0, abs=1e-15)
+    assert fit.r2 > 0.999
+
+
+def test_fit_never_returns_negative_costs():
+    shapes = [StepShape.from_counts([c], [1]) for c in range(1, 60)]
+    secs = [0.01 - 1e-5 * s.context_tokens for s in shapes]  # time falling with context: unphysical
+    fit = LinearCostModel.fit(shapes, secs)
+    assert min(fit.intercept_s, fit.per_token_s, fit.per_seq_s, fit.per_context_token_s, fit.per_attention_pair_s) >= 0
+
+
+def test_calibration_file_round_trip(tmp_path):
+    m = LinearCostModel(1e-3, 2e-5, 3e-4, 1e-7, 1e-10, model="tiny-llama", num_samples=10, r2=0.9)
+    m.save(tmp_path / "c.yaml")
+    assert LinearCostModel.load(tmp_path / "c.yaml") == m
+
+
+def test_roofline_decode_is_bandwidth_bound_and_prefill_compute_bound():
+    spec = load_model("llama-3.1-8b")
+    model = roofline_for(spec, load_gpu("h100"), kv_bytes_per_token_per_gpu=131072)
+    assert isinstance(model, RooflineCostModel)
+    decode = StepShape.from_counts([1000] * 8, [1] * 8)
+    # decode: weights (~15 GiB) over 3.35 TB/s at 75% is ~6.4 ms, far above the GEMM time
+    assert model.step_s(decode) == pytest.approx(spec.weights_bytes / (3350e9 * 0.75) + 0.004 +
+                                                 131072 * decode.context_tokens / (3350e9 * 0.75), rel=1e-9)
+    prefill = StepShape.from_counts([0], [8192])
+    flops = 2 * spec.params.active * 8192 + 4 * 32 * 4096 * prefill.attention_pairs
+    assert model.step_s(prefill) == pytest.approx(flops / (989.4e12 * 0.5) + 0.004, rel=1e-9)
+
+
+def test_all_requests_finish_with_exact_output_lengths():
+    reqs = _requests(40)
+    sim = _run(reqs)
+    assert len(sim.records) == 40
+    by_id = {r.request_id: r for r in sim.records}
+    for req in reqs:
+        rec = by_id[req.request_id]
+        assert rec.output_tokens == req.output_tokens == len(rec.token_times_s)
+        assert list(rec.token_times_s) == sorted(rec.token_times_s)
+
+
+def test_contiguous_reserves_max_model_len():
+    reqs = _requests(40)
+    paged, contiguous = _run(reqs), _run(reqs, allocator="contiguous")
+    assert contiguous.max_running == 256 // 64  # 1024 / 16 = 64 blocks per request
+    assert paged.max_running > 2 * contiguous.max_running
+    assert contiguous.num_preemptions == 0
+
+
+def test_small_pool_preempts_and_still_finishes():
+    sim = _run(_requests(24, prompt=(200, 400), output=(200, 400)), num_gpu_blocks=80)
+    assert sim.num_preemptions > 0 and sim.first_preemption_step is not None
+    assert len(sim.records) == 24
+    assert sim.peak_kv_bytes == 80 * 32768
+
+
+def test_closed_loop_keeps_concurrency():
+    sim = _run(_requests(30), concurrency=5)
+    assert sim.max_running == 5 and len(sim.records) == 30
+
+
+def test_open_loop_waits_for_arrivals():
+    sim = _run(_requests(5, gap_s=10.0))
+    firsts = sorted(r.first_token_s for r in sim.records)
+    assert all(f >= 10.0 * i for i, f in enumerate(firsts))

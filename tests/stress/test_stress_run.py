@@ -1,0 +1,113 @@
+"""`kvplan stress` end to end on the bundled engine (CPU, tiny model)."""
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from kvplan.cli import main
+from kvplan.report.result import load_result
+from kvplan.stress.scenario import load_scenario, parse_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cli(capsys, *args):
+    with pytest.raises(SystemExit) as info:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return info.value.code, out, err
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    out = tmp_path_factory.mktemp("smoke")
+    with pytest.raises(SystemExit) as info:
+        main(["stress", "--scenario", str(ROOT / "scenarios/ci-smoke.yaml"), "--out", str(out), "--no-progress"])
+    assert info.value.code == 0
+    return out
+
+
+def test_ci_smoke_writes_a_valid_result(smoke):
+    result = load_result(smoke / "result.json")
+    assert result.complete and result.scenario_name == "ci-smoke"
+    scenario = load_scenario(ROOT / "scenarios/ci-smoke.yaml")
+    measured = [r for r in result.records() if not r.is_warmup]
+    assert len(result.records()) == scenario.num_requests
+    assert all(r.status == "ok" for r in measured)
+    assert result.metrics["completed"] == scenario.num_requests - scenario.warmup_requests
+    assert (smoke / "report.html").exists()
+
+
+def test_ci_smoke_memory_matches_prediction(smoke):
+    """Closed loop: the simulation runs the engine's scheduler on the same token counts, so the
+    pool, the peak and the preemptions must agree exactly (issue 5: peak within 2%)."""
+    r = load_result(smoke / "result.json")
+    for key in ("num_gpu_blocks", "kv_pool_bytes", "peak_kv_bytes", "max_concurrency", "num_preemptions"):
+        assert r.prediction[key] == r.metrics[key], key
+    assert r.metrics["num_gpu_blocks"] == 4 * 2**20 // r.metrics["bytes_per_block"]
+
+
+def test_requests_match_their_specs(smoke):
+    r = load_result(smoke / "result.json")
+    for rec in r.records():
+        assert rec.output_tokens == len(rec.token_times_s)
+        assert rec.first_token_s >= rec.arrival_s
+        assert rec.finish_s >= rec.first_token_s
+
+
+def test_interrupt_writes_partial_result(tmp_path, monkeypatch):
+    """Ctrl-C during the run: the partial result is written, marked incomplete, open requests aborted."""
+    import kvplan.stress.runner as runner
+
+    original = runner.run_engine
+
+    def interrupted(engine, scenario, requests, on_progress=None, **kw):
+        def progress(n):
+            if n >= 3:
+                raise KeyboardInterrupt
+        return original(engine, scenario, requests, on_progress=progress, **kw)
+
+    monkeypatch.setattr(runner, "run_engine", interrupted)
+    with pytest.raises(SystemExit) as info:
+        main(["stress", "--scenario", str(ROOT / "scenarios/ci-smoke.yaml"), "--out", str(tmp_path), "--no-progress"])
+    assert info.value.code == 0
+    result = load_result(tmp_path / "result.json")
+    assert not result.complete
+    statuses = {r.status for r in result.records()}
+    assert "aborted" in statuses and "ok" in statuses
+
+
+def test_paged_vs_contiguous_onset_of_preemption_matches(tmp_path):
+    """A reduced paged-vs-contiguous scenario (same pool, fewer requests): the step at which
+    preemption starts and the number of preemptions are predicted exactly."""
+    from kvplan.stress.command import StressOptions, run_stress
+
+    data = load_scenario(ROOT / "scenarios/paged-vs-contiguous.yaml").to_dict()
+    data["num_requests"] = 16
+    data["arrival"]["concurrency"] = 12
+    data["workload"]["classes"][0]["output_tokens"] = {"dist": "uniform", "min": 150, "max": 250}
+    path = tmp_path / "pvc.yaml"
+    import yaml
+
+    path.write_text(yaml.safe_dump(data))
+    run_stress(StressOptions(path, tmp_path / "out", allocator="both", progress=False))
+    paged = load_result(tmp_path / "out/result-paged.json")
+    contiguous = load_result(tmp_path / "out/result-contiguous.json")
+    assert paged.metrics["num_preemptions"] > 0
+    for key in ("num_preemptions", "preemption_onset_step", "peak_kv_bytes", "max_concurrency"):
+        assert paged.prediction[key] == paged.metrics[key], key
+    assert contiguous.metrics["num_preemptions"] == 0
+    assert contiguous.metrics["max_concurrency"] == contiguous.prediction["max_concurrency"] == 256 // 64
+    assert paged.metrics["max_concurrency"] > contiguous.metrics["max_concurrency"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["stress", "--scenario", "nope.yaml"], "nope.yaml"),
+    (["stress", "--scenario", "scenarios/ci-smoke.yaml", "--allocator", "buddy"], "buddy"),
+])
+def test_bad_stress_invocations(capsys, tmp_path, args, needle, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    rc, out, err = _cli(capsys, *args, "--out", str(tmp_path / "o"))
+    assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()
