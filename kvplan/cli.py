@@ -303,19 +303,25 @@ def calibrate(
     from kvplan.stress.calibrate import calibrate as run_calibrate
     from kvplan.stress.calibrate import calibration_path
 
-    config = None
+    config = engine = mix = None
     if scenario is not None:
+        from kvplan.stress.runner import build_engine
         from kvplan.stress.scenario import load_scenario
+        from kvplan.stress.workload import generate_requests
 
         sc = load_scenario(scenario)
-        name, model, config, device = sc.name, sc.model.name, sc.engine_config(), sc.engine.device
+        name, model, device = sc.name, sc.model.name, sc.engine.device
+        engine = build_engine(sc)
+        cap = min(sc.num_requests or 96, 96)
+        mix = [(list(r.prompt_token_ids), r.output_tokens)
+               for r in generate_requests(sc, vocab_size=engine.vocab_size, max_requests=cap)]
     else:
         name = model = load_model(model).name
     path = out or calibration_path(name, device)
     console = Console()
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task(f"timing {model} steps", total=None)
-        fit = run_calibrate(model, config, on_progress=lambda i, n: bar.update(task, completed=i, total=n))
+        fit = run_calibrate(model, config, engine=engine, mix=mix, on_progress=lambda i, n: bar.update(task, completed=i, total=n))
     fit.save(path)
     console.print(f"step_s = {fit.intercept_s * 1e3:.3f} ms + {fit.per_token_s * 1e6:.2f} us/token + "
                   f"{fit.per_seq_s * 1e6:.1f} us/seq + {fit.per_context_token_s * 1e9:.1f} ns/context token + "

@@ -42,33 +42,58 @@ def _grid(max_len_tokens: int, max_batched_tokens: int, max_num_seqs: int, pool_
     return rounds
 
 
-def calibrate(model: str, config: object | None = None, *, seed: int = 0,
+def calibrate(model: str, config: object | None = None, *, seed: int = 0, engine: object | None = None,
+              mix: list[tuple[list[int], int]] | None = None,
               on_progress: Callable[[int, int], None] | None = None) -> LinearCostModel:
-    """Run the grid on `model` under `config` (an `EngineConfig`; default: a 512 MiB CPU pool,
-    max_model_len 4096) and fit step seconds; returns the fitted model (not saved).
-    Calibrate with the settings you will stress: pool size and limits change step times."""
+    """Time the grid (and, when given, a replay of `mix`: (prompt ids, output tokens) pairs drawn
+    from the scenario) on `model` under `config` (an `EngineConfig`; default: a 512 MiB CPU pool,
+    max_model_len 4096), or on a ready `engine`; fit step seconds; return the fit (not saved).
+
+    Calibrate with the settings and the request mix you will stress: the pool, the limits and how
+    uneven the batched contexts are all change step times (uneven decodes pad attention)."""
     from kvplan.engine import EngineConfig, LLMEngine, SamplingParams
     from kvplan.stress.step_probe import StepProbe
 
-    config = config or EngineConfig(kv_cache_memory_bytes=512 * 2**20, max_model_len=4096, max_num_batched_tokens=2048)
-    engine = LLMEngine.from_profile(model, config, seed=seed)
+    if engine is None:
+        config = config or EngineConfig(kv_cache_memory_bytes=512 * 2**20, max_model_len=4096, max_num_batched_tokens=2048)
+        engine = LLMEngine.from_profile(model, config, seed=seed)
+    config = engine.config  # type: ignore[attr-defined]
     probe = StepProbe(engine)
     rng = np.random.default_rng(seed)
-    vocab = engine.vocab_size
+    vocab = engine.vocab_size  # type: ignore[attr-defined]
     shapes, seconds = [], []
-    rounds = _grid(engine.max_model_len, config.max_num_batched_tokens, config.max_num_seqs,
-                   engine.num_gpu_blocks * config.block_size)
-    device = str(config.device)
+    rounds = _grid(engine.max_model_len, config.max_num_batched_tokens, config.max_num_seqs,  # type: ignore[attr-defined]
+                   engine.num_gpu_blocks * config.block_size)  # type: ignore[attr-defined]
+    levels = [c for c in (4, 16, config.max_num_seqs) if c <= config.max_num_seqs] if mix else []
+    total = len(rounds) + len(levels)
+
+    def drain() -> None:
+        while engine.has_unfinished_requests():  # type: ignore[attr-defined]
+            engine.step()  # type: ignore[attr-defined]
+            shapes.append(probe.last)
+            seconds.append(engine.stats.step_time_s)  # type: ignore[attr-defined]
+
     for i, (batch, prompt, output) in enumerate(rounds):
         for _ in range(batch):
             ids = rng.integers(3, vocab, size=prompt).tolist()
-            engine.add_request(ids, SamplingParams(max_tokens=output, ignore_eos=True, temperature=0.0))
-        while engine.has_unfinished_requests():
-            engine.step()
-            shapes.append(probe.last)
-            seconds.append(engine.stats.step_time_s)
+            engine.add_request(ids, SamplingParams(max_tokens=output, ignore_eos=True, temperature=0.0))  # type: ignore[attr-defined]
+        drain()
         if on_progress:
-            on_progress(i + 1, len(rounds))
+            on_progress(i + 1, total)
+    if mix:  # closed loops over the scenario's own requests: realistic, uneven batches
+        per_level = max(1, len(mix) // len(levels))
+        for j, level in enumerate(levels):
+            todo = list(mix[j * per_level:(j + 1) * per_level])
+            while todo or engine.has_unfinished_requests():  # type: ignore[attr-defined]
+                while todo and engine.num_unfinished_requests < level:  # type: ignore[attr-defined]
+                    ids, out = todo.pop(0)
+                    engine.add_request(ids, SamplingParams(max_tokens=out, ignore_eos=True, temperature=0.0))  # type: ignore[attr-defined]
+                engine.step()  # type: ignore[attr-defined]
+                shapes.append(probe.last)
+                seconds.append(engine.stats.step_time_s)  # type: ignore[attr-defined]
+            if on_progress:
+                on_progress(len(rounds) + j + 1, total)
+    device = str(config.device)
     keep = slice(WARMUP_STEPS, None)  # first steps pay one-off costs (allocator, kernels' first use)
     return LinearCostModel.fit(shapes[keep], seconds[keep], model=model, device=device.split(":")[0],
                                host=platform.node())
