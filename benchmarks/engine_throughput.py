@@ -27,13 +27,14 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig  # noqa: E402
+from transformers import GenerationConfig  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
 from kvplan.engine import EngineConfig, LLMEngine, SamplingParams  # noqa: E402
 from kvplan.engine.attention import AttentionMetadata, torch_paged_attention  # noqa: E402
 from kvplan.engine.kv_cache import KVCache  # noqa: E402
 from kvplan.plan.kv import bytes_per_block  # noqa: E402
+from kvplan.engine.model_runner import random_model  # noqa: E402
 from kvplan.spec.profiles import load_model, model_profile  # noqa: E402
 
 Request = tuple[list[int], int]  # (prompt token ids, output tokens)
@@ -51,12 +52,8 @@ class Throughput:
 
 
 def build_model(name: str, seed: int = 0) -> torch.nn.Module:
-    cfg = dict(model_profile(name)["config"])
-    for key in ("torch_dtype", "dtype", "architectures"):
-        cfg.pop(key, None)
-    config = AutoConfig.for_model(cfg.pop("model_type"), **cfg)
-    torch.manual_seed(seed)
-    return AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+    """The HF model of a bundled profile, random weights under `torch.manual_seed(seed)`, float32."""
+    return random_model(model_profile(name)["config"], torch.float32, seed)
 
 
 def workload(n: int, prompt_range: tuple[int, int], output_range: tuple[int, int], seed: int, vocab: int) -> list[Request]:

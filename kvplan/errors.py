@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from pathlib import Path
 
 
 class KvplanError(Exception):
@@ -35,3 +36,14 @@ def check_positive(name: str, value: float | int | None) -> None:
     """Raise a KvplanError naming the flag when a size is not positive."""
     if value is not None and value <= 0:
         raise KvplanError(f"{name} must be positive, got {value}")
+
+
+def read_user_file(path: str | Path, what: str) -> str:
+    """A file the user named (scenario, result, ...), as text; any problem is one KvplanError line."""
+    p = Path(path)
+    try:
+        return p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise KvplanError(f"{p}: no such {what} file") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise KvplanError(f"{p}: cannot read the {what} ({type(exc).__name__})") from None

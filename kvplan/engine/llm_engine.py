@@ -18,12 +18,12 @@ from math import ceil
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
+from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from kvplan.engine.block_manager import BlockManager
 from kvplan.engine.config import CPU_DEFAULT_KV_CACHE_MEMORY_BYTES, EngineConfig
 from kvplan.engine.kv_cache import KVCache, kv_dtype_name
-from kvplan.engine.model_runner import ModelRunner
+from kvplan.engine.model_runner import ModelRunner, random_model
 from kvplan.engine.outputs import EngineStats, RequestOutput
 from kvplan.engine.sampler import Sampler
 from kvplan.engine.sampling_params import SamplingParams
@@ -96,12 +96,7 @@ class LLMEngine:
     def from_profile(cls, name: str, config: EngineConfig | None = None, seed: int = 0) -> LLMEngine:
         """A bundled profile (e.g. "tiny-llama") with random weights drawn under `torch.manual_seed(seed)`."""
         config = config or EngineConfig()
-        hf = dict(model_profile(name)["config"])
-        for key in ("torch_dtype", "dtype", "architectures"):
-            hf.pop(key, None)
-        hf_config = AutoConfig.for_model(hf.pop("model_type"), **hf)
-        torch.manual_seed(seed)
-        model = AutoModelForCausalLM.from_config(hf_config, dtype=_model_dtype(config))
+        model = random_model(model_profile(name)["config"], _model_dtype(config), seed)
         return cls(model, config, spec=load_model(name))
 
     @classmethod

@@ -2,14 +2,27 @@
 with paged attention plugged in, and samples the next tokens."""
 from __future__ import annotations
 
+from typing import Any
+
 import torch
-from transformers import PreTrainedModel
+from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
 from kvplan.engine.attention import ATTN_IMPLEMENTATION, AttentionMetadata
 from kvplan.engine.kv_cache import KVCache
 from kvplan.engine.sampler import Sampler
 from kvplan.engine.scheduler import ScheduledBatch
 from kvplan.engine.sequence import Sequence
+
+
+def random_model(hf_config: dict[str, Any], dtype: torch.dtype = torch.float32, seed: int = 0) -> PreTrainedModel:
+    """A transformers causal LM from a config.json dict, random weights under `torch.manual_seed(seed)`.
+    Keys that describe the checkpoint rather than the architecture are dropped."""
+    cfg = dict(hf_config)
+    for key in ("torch_dtype", "dtype", "architectures", "quantization_config"):
+        cfg.pop(key, None)
+    config = AutoConfig.for_model(cfg.pop("model_type"), **cfg)
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(config, dtype=dtype).eval()
 
 
 class ModelRunner:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, read_user_file
 from kvplan.stress.record import RequestRecord
 from kvplan.stress.scenario import format_validation_error
 
@@ -119,12 +119,7 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
 def load_result(path: str | Path) -> RunResult:
     """Read a result.json; a missing, malformed or wrong-schema file is one `KvplanError` line."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise KvplanError(f"{p}: no such result file") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-        raise KvplanError(f"{p}: cannot read the result ({type(exc).__name__})") from None
+    text = read_user_file(p, "result")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -39,9 +39,9 @@ def build_engine(scenario: Scenario, allocator: str | None = None) -> object:
     from pathlib import Path
 
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
 
     from kvplan.engine import LLMEngine
+    from kvplan.engine.model_runner import random_model
     from kvplan.spec.profiles import model_index, model_profile
 
     config = scenario.engine_config()
@@ -60,12 +60,8 @@ def build_engine(scenario: Scenario, allocator: str | None = None) -> object:
 
         hf = load_config_json(path / "config.json" if path.is_dir() else path)
     hf.update(ref.overrides or {})
-    for key in ("torch_dtype", "dtype", "architectures", "quantization_config"):
-        hf.pop(key, None)
-    hf_config = AutoConfig.for_model(hf.pop("model_type"), **hf)
-    torch.manual_seed(scenario.seed)
     dtype = torch.float32 if not config.is_cuda and config.dtype == "auto" else getattr(torch, scenario.engine.compute_dtype())
-    model = AutoModelForCausalLM.from_config(hf_config, dtype=dtype)
+    model = random_model(hf, dtype, scenario.seed)
     return LLMEngine(model, config, spec=scenario.model_spec())
 
 

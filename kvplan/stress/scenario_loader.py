@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, read_user_file
 from kvplan.stress.scenario import FieldIssue, Scenario, _short, check_against_model
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -98,12 +98,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario YAML file; any problem is one `KvplanError` line."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise KvplanError(f"{p}: no such scenario file") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-        raise KvplanError(f"{p}: cannot read the scenario ({type(exc).__name__})") from None
+    text = read_user_file(p, "scenario")
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.MarkedYAMLError as exc:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import functools
 
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
+from transformers import GenerationConfig
 
+from kvplan.engine.model_runner import random_model
 from kvplan.spec.profiles import model_profile
 
 FAMILIES = ("tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3")
@@ -16,12 +17,7 @@ MAX_TOKENS = (24, 8, 16, 30, 12, 20, 6, 26, 10, 28, 14, 18, 22, 9, 32, 11)  # re
 
 def build_model(name: str, seed: int = 0) -> torch.nn.Module:
     """The HF model of a bundled profile, random weights under `torch.manual_seed(seed)`, float32."""
-    cfg = dict(model_profile(name)["config"])
-    for key in ("torch_dtype", "dtype", "architectures"):
-        cfg.pop(key, None)
-    config = AutoConfig.for_model(cfg.pop("model_type"), **cfg)
-    torch.manual_seed(seed)
-    return AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+    return random_model(model_profile(name)["config"], torch.float32, seed)
 
 
 @functools.lru_cache(maxsize=None)
