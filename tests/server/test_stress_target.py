@@ -1,0 +1,50 @@
+"""`kvplan stress --target` against a real `kvplan serve` (issue 7 acceptance): the same pool as the
+in-process run, the server's KV curve in the result and the report, and the API key nowhere."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from server_helpers import ROOT, ServeProcess
+
+from kvplan.report.result import load_result
+from kvplan.stress.command import StressOptions, run_stress
+from kvplan.stress.scenario import load_scenario
+
+SMOKE = ROOT / "scenarios" / "ci-smoke.yaml"
+SECRET = "sk-kvplan-test-8c1f0e"
+
+
+@pytest.fixture(scope="module")
+def smoke_server() -> Iterator[ServeProcess]:
+    e = load_scenario(SMOKE).engine
+    server = ServeProcess("--model", "tiny-llama", "--served-model-name", "tiny", "--max-model-len", str(e.max_model_len),
+                          "--block-size", str(e.block_size), "--max-num-seqs", str(e.max_num_seqs),
+                          "--max-num-batched-tokens", str(e.max_num_batched_tokens), "--kv-cache-dtype", e.kv_cache_dtype,
+                          "--kv-cache-memory-bytes", str(e.kv_cache_memory_bytes))
+    try:
+        server.wait_healthy()
+        yield server
+    finally:
+        server.stop()
+
+
+def test_stress_target_matches_in_process_pool(smoke_server: ServeProcess, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("KVPLAN_TEST_KEY", SECRET)
+    written = run_stress(StressOptions(SMOKE, tmp_path, progress=False, target=smoke_server.url,
+                                       served_model_name="tiny", api_key_env="KVPLAN_TEST_KEY", timeout_s=30.0))
+    result = load_result(tmp_path / "result.json")
+    scenario = load_scenario(SMOKE)
+    assert result.complete and result.metrics["completed"] == scenario.num_requests - scenario.warmup_requests
+    assert result.metrics["failed"] == 0 and result.metrics["token_mismatches"] == 0
+    # same pool as the in-process engine and as the prediction
+    assert result.metrics["num_gpu_blocks"] == result.prediction["num_gpu_blocks"] == scenario.num_gpu_blocks()
+    assert result.server_info["num_gpu_blocks"] == scenario.num_gpu_blocks()
+    # the server's KV usage curve, scaled to bytes, never above the pool
+    used = [s.kv_bytes_used for s in result.timeline if s.kv_bytes_used is not None]
+    assert used and max(used) <= result.metrics["kv_pool_bytes"] and max(used) > 0
+    assert result.server_telemetry
+    for path in written:
+        assert SECRET not in Path(path).read_text()
+    assert "server" in (tmp_path / "report.html").read_text().lower()
