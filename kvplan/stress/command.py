@@ -49,6 +49,7 @@ def measured_memory(run: Any, engine: Any) -> dict[str, Any]:
         "prefix_hit_tokens": tl[-1].prefix_hit_tokens if tl else 0,
         "peak_rss_bytes": max((s.rss_bytes or 0 for s in tl), default=None) or None,
         "peak_cuda_allocated_bytes": max((s.cuda_max_allocated_bytes or 0 for s in tl), default=0) or None,
+        "peak_nvml_used_bytes": max((s.nvml_used_bytes or 0 for s in tl), default=0) or None,
         "num_steps": run.num_steps,
     }
 
@@ -78,6 +79,8 @@ def _run_one(scenario: Scenario, requests: list[RequestSpec], allocator: str, op
     notes = [f"cost model: {cost_source}"]
     if not run.complete:
         notes.append("interrupted: partial result")
+    if run.nvml_error:
+        notes.append(run.nvml_error)
     device_name = None
     if engine.config.is_cuda:
         import torch

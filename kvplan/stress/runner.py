@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from kvplan.report.result import TimelineSample
-from kvplan.stress.memory import cuda_bytes, rss_bytes
+from kvplan.stress.memory import NvmlSampler, cuda_bytes, rss_bytes
 from kvplan.stress.record import RequestRecord
 from kvplan.stress.scenario import Scenario
 from kvplan.stress.workload import RequestSpec, concurrency_limit
@@ -30,6 +30,7 @@ class EngineRun:
     num_steps: int = 0
     first_preemption_s: float | None = None
     first_preemption_step: int | None = None
+    nvml_error: str | None = None
 
 
 def build_engine(scenario: Scenario, allocator: str | None = None) -> object:
@@ -65,7 +66,7 @@ def build_engine(scenario: Scenario, allocator: str | None = None) -> object:
     return LLMEngine(model, config, spec=scenario.model_spec())
 
 
-def _sample(engine: object, t_s: float, shape: object) -> TimelineSample:
+def _sample(engine: object, t_s: float, shape: object, nvml: NvmlSampler | None) -> TimelineSample:
     stats = engine.stats  # type: ignore[attr-defined]
     allocated, peak = cuda_bytes()
     return TimelineSample(
@@ -74,6 +75,7 @@ def _sample(engine: object, t_s: float, shape: object) -> TimelineSample:
         swapped=stats.num_swapped, preemptions=stats.total_preemptions,
         prefix_hit_tokens=stats.total_prefix_hit_tokens, rss_bytes=rss_bytes(),
         cuda_allocated_bytes=allocated, cuda_max_allocated_bytes=peak,
+        nvml_used_bytes=nvml.samples[-1][1] if nvml is not None and nvml.samples else None,
         num_scheduled_tokens=stats.num_scheduled_tokens, step_time_s=stats.step_time_s,
         # the batch's shape, so the cost model can be checked step by step against this run
         num_scheduled_seqs=shape.num_seqs, context_tokens=shape.context_tokens,  # type: ignore[attr-defined]
@@ -105,6 +107,8 @@ def run_engine(engine: object, scenario: Scenario, requests: Iterable[RequestSpe
     live: dict[str, tuple[RequestSpec, float]] = {}  # request id -> (spec, arrival on the run clock)
     duration = max_duration_s if max_duration_s is not None else scenario.duration_s
     _warm_up(engine)
+    # device memory as the driver sees it, from a sampler thread (CUDA only; None where NVML is missing)
+    nvml = NvmlSampler().start() if engine.config.is_cuda else None  # type: ignore[attr-defined]
     t0 = time.perf_counter()
     done = 0
 
@@ -142,7 +146,7 @@ def run_engine(engine: object, scenario: Scenario, requests: Iterable[RequestSpe
             run.step_times_s.append(stats.step_time_s)
             if stats.num_preemptions and run.first_preemption_s is None:
                 run.first_preemption_s, run.first_preemption_step = stats.time_s - t0, run.num_steps
-            run.timeline.append(_sample(engine, stats.time_s - t0, probe.last))
+            run.timeline.append(_sample(engine, stats.time_s - t0, probe.last, nvml))
             for out in outputs:
                 if not out.finished:
                     continue
@@ -164,4 +168,8 @@ def run_engine(engine: object, scenario: Scenario, requests: Iterable[RequestSpe
                 request_id=request_id, class_name=spec.class_name, arrival_s=arrival_s, first_token_s=None,
                 token_times_s=(), finish_s=now(), prompt_tokens=spec.prompt_tokens, output_tokens=0,
                 status="aborted", error="interrupted (Ctrl-C)", is_warmup=spec.is_warmup))
+    finally:
+        if nvml is not None:
+            nvml.stop()
+            run.nvml_error = nvml.error
     return run

@@ -103,3 +103,18 @@ def test_open_loop_waits_for_arrivals():
     sim = _run(_requests(5, gap_s=10.0))
     firsts = sorted(r.first_token_s for r in sim.records)
     assert all(f >= 10.0 * i for i, f in enumerate(firsts))
+
+
+def test_nvml_sampler_degrades_without_a_driver():
+    """No NVIDIA driver here: the sampler records why and samples nothing, instead of failing the run."""
+    import torch
+
+    from kvplan.stress.memory import NvmlSampler, rss_bytes
+
+    sampler = NvmlSampler(interval_s=0.01).start()
+    sampler.stop()
+    if torch.cuda.is_available():
+        assert sampler.error is None and sampler.samples
+    else:
+        assert sampler.samples == [] and sampler.peak_bytes is None and sampler.error.startswith("NVML unavailable")
+    assert rss_bytes() > 0
