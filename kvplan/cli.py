@@ -48,7 +48,7 @@ def estimate(
     kv_cache_memory_bytes: Annotated[Optional[int], typer.Option(help="KV cache bytes per GPU; bypasses --gpu-memory-utilization, as in vLLM.")] = None,
     enforce_eager: Annotated[bool, typer.Option("--enforce-eager", help="No CUDA graphs (vLLM --enforce-eager).")] = False,
     vllm_version: Annotated[Optional[str], typer.Option(help="vLLM version whose behaviour to model (default: the newest modelled).")] = None,
-    target_concurrency: Annotated[Optional[int], typer.Option(help="Print the `vllm serve` line that serves N requests of max_model_len.")] = None,
+    target_concurrency: Annotated[Optional[int], typer.Option(help="Print the `vllm serve` line that serves N requests of max_model_len (default: --ctx).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
     """KV-cache bytes per token, request and batch; with a GPU, vLLM's capacity plan and whether it fits."""
@@ -71,6 +71,8 @@ def estimate(
     if dtype != "auto":
         spec = replace(spec, dtype=normalize_model_dtype(dtype))
     device = load_gpu(gpu) if gpu else (custom_gpu(gpu_memory_gib) if gpu_memory_gib is not None else None)
+    if target_concurrency and max_model_len is None:
+        max_model_len = ctx  # "N requests of --ctx tokens": serve with that context, not the model's maximum
     engine_args = _engine_args(device, gpu_memory_utilization, tp, pp, dtype, quantization, kv_cache_dtype, block_size,
                                max_model_len, max_num_seqs, max_num_batched_tokens, kv_cache_memory_bytes,
                                enforce_eager, vllm_version, target_concurrency)
