@@ -9,6 +9,17 @@ stress --target` runs) measures TTFT and ITL as usual. Reported per number of co
   err_nominal  mean measured / nominal - 1     (what a user would see against a perfect server)
   err_server   mean measured / mean server-side actual - 1   (the client's own share)
   cpu          the client process's CPU time / wall time (100% = one core: the asyncio client's ceiling)
+  srv cpu      the same for the fake server process (it shares the machine's cores with the client)
+
+Where the TTFT goes (means, ms): both processes stamp with `time.perf_counter()`, one system-wide
+monotonic clock, but the client's records are relative to its run start, so the offset is taken as
+the smallest (server receive - client send) over the run (a loopback one-way trip, ~0.05 ms).
+  send         client send stamp -> server read the request. The client stamps and writes in one
+               step (no await between on a pooled connection), so this is the server's loop lag
+               reading it, plus a TCP connect when the request opened a new connection
+  srv          server read the request -> server wrote the first token (nominal: --ttft-ms)
+  recv         server wrote the first token -> client stamped it (kernel, client's loop lag)
+send + srv + recv = the measured TTFT. A late `srv` or a large `send` is the server's share.
 
 Two load shapes: "staggered" (open loop at rate C / request duration, so about C streams are in
 flight, their tokens spread in time, as in real traffic) and "lockstep" (closed loop at C: all C
@@ -23,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -136,20 +148,34 @@ def _specs(n: int, tokens: int, arrivals_s: list[float] | None) -> list[RequestS
                         is_warmup=False) for i in range(n)]
 
 
+def _proc_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) of process `pid` so far; NaN where /proc is not there."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
 def timing_row(server: FakeServer, streams: int, shape: str, tokens: int, ttft_s: float, itl_s: float) -> dict:
     duration_s = ttft_s + (tokens - 1) * itl_s
     n = max(streams * 3, 10)
     arrivals = [i * duration_s / streams for i in range(n)] if shape == "staggered" else None
-    wall0, cpu0 = time.perf_counter(), time.process_time()
+    wall0, cpu0, srv0 = time.perf_counter(), time.process_time(), _proc_cpu_s(server.proc.pid)
     out = run_http(_specs(n, tokens, arrivals), url=server.url, timeout_s=30.0,
                    concurrency=streams if shape == "lockstep" else None, scrape_interval_s=3600.0)
-    cpu_share = (time.process_time() - cpu0) / (time.perf_counter() - wall0)
+    wall_s = time.perf_counter() - wall0
+    cpu_share = (time.process_time() - cpu0) / wall_s
+    srv_share = (_proc_cpu_s(server.proc.pid) - srv0) / wall_s
     stamps = server.stamps()
     ok = [r for r in out.records if r.status == "ok"]
     ttft = [r.first_token_s - r.arrival_s for r in ok]
     itl = [g for r in ok for g in (b - a for a, b in zip(r.token_times_s, r.token_times_s[1:]))]
     s_ttft = [stamps[r.request_id]["sends"][0] - stamps[r.request_id]["recv"] for r in ok]
     s_itl = [g for r in ok for s in [stamps[r.request_id]["sends"]] for g in (b - a for a, b in zip(s, s[1:]))]
+    offset_s = min(stamps[r.request_id]["recv"] - r.arrival_s for r in ok)  # client run clock -> perf_counter
+    send = [stamps[r.request_id]["recv"] - (r.arrival_s + offset_s) for r in ok]
+    recv = [(r.first_token_s + offset_s) - stamps[r.request_id]["sends"][0] for r in ok]
     spans = sorted((r.arrival_s, r.finish_s) for r in ok)
     peak = max(sum(1 for a, f in spans if a <= t < f) for t, _ in spans)
     p99 = lambda xs: statistics.quantiles(xs, n=100)[98]  # noqa: E731
@@ -158,7 +184,9 @@ def timing_row(server: FakeServer, streams: int, shape: str, tokens: int, ttft_s
             "ttft_err_server": statistics.fmean(ttft) / statistics.fmean(s_ttft) - 1, "ttft_p99_ms": 1e3 * p99(ttft),
             "itl_ms": 1e3 * statistics.fmean(itl), "itl_err_nominal": statistics.fmean(itl) / itl_s - 1,
             "itl_err_server": statistics.fmean(itl) / statistics.fmean(s_itl) - 1, "itl_p99_ms": 1e3 * p99(itl),
-            "server_itl_p99_ms": 1e3 * p99(s_itl), "client_cpu_share": cpu_share}
+            "server_itl_p99_ms": 1e3 * p99(s_itl), "client_cpu_share": cpu_share, "server_cpu_share": srv_share,
+            "send_ms": 1e3 * statistics.fmean(send), "srv_ttft_ms": 1e3 * statistics.fmean(s_ttft),
+            "recv_ms": 1e3 * statistics.fmean(recv)}
 
 
 def throughput_row(server: FakeServer, concurrency: int, tokens: int, n: int) -> dict:
@@ -188,14 +216,16 @@ def main() -> None:
     try:
         print(f"timing: nominal TTFT {args.ttft_ms:g} ms, ITL {args.itl_ms:g} ms, {args.tokens} tokens per request")
         print(f"{'streams':>7} {'shape':>9} {'reqs':>5} {'peak':>5} {'TTFT ms':>8} {'err nom':>8} {'err srv':>8} {'p99':>7}"
-              f" {'ITL ms':>7} {'err nom':>8} {'err srv':>8} {'p99':>7} {'srv p99':>7} {'cpu':>5}")
+              f" {'ITL ms':>7} {'err nom':>8} {'err srv':>8} {'p99':>7} {'srv p99':>7} {'cpu':>5} {'srv cpu':>7}"
+              f" | {'send':>5} {'srv':>6} {'recv':>5}")
         for streams in [int(s) for s in args.streams.split(",")]:
             for shape in ("staggered", "lockstep"):
                 r = timing_row(server, streams, shape, args.tokens, ttft_s, itl_s)
                 print(f"{r['streams']:>7} {r['shape']:>9} {r['requests']:>5} {r['peak_in_flight']:>5} {r['ttft_ms']:>8.2f}"
                       f" {r['ttft_err_nominal']:>+8.2%} {r['ttft_err_server']:>+8.2%} {r['ttft_p99_ms']:>7.2f}"
                       f" {r['itl_ms']:>7.2f} {r['itl_err_nominal']:>+8.2%} {r['itl_err_server']:>+8.2%}"
-                      f" {r['itl_p99_ms']:>7.2f} {r['server_itl_p99_ms']:>7.2f} {r['client_cpu_share']:>5.0%}", flush=True)
+                      f" {r['itl_p99_ms']:>7.2f} {r['server_itl_p99_ms']:>7.2f} {r['client_cpu_share']:>5.0%} {r['server_cpu_share']:>7.0%}"
+                      f" | {r['send_ms']:>5.2f} {r['srv_ttft_ms']:>6.2f} {r['recv_ms']:>5.2f}", flush=True)
     finally:
         server.stop()
     server = FakeServer(0.0, 0.0)

@@ -8,6 +8,13 @@ takes chunk gaps as ITL too; servers that pack several tokens into one chunk giv
 `output_tokens` is the server's `usage.completion_tokens` when it reports usage, else the chunk
 count; any request whose count differs from the one asked for is listed in `token_mismatches`.
 
+Transport: the streamed requests go through `http1` (a minimal keep-alive HTTP/1.1 client whose
+per-chunk cost is a callback, ~8 us of CPU against httpx's ~38 us), so one process follows
+hundreds of streams without its own queueing showing up as latency; httpx does the probe and the
+`/metrics` scrapes. Closed loop opens its `concurrency` connections before the clock starts (each
+simulated user holds one), so the first wave's TTFT does not include N simultaneous handshakes;
+open loop opens them as arrivals need them, and such a connect counts in that request's TTFT.
+
 Prompts: `/v1/completions` gets the token ids themselves (`prompt: [ids]`, as vLLM and SGLang
 accept). Chat has no token-id prompt in the OpenAI API, so the prompt is text: the `tokenizer`'s
 decoding of the ids when one is given (a real model's tokenizer: the server re-tokenizes and adds
@@ -17,7 +24,7 @@ that `kvplan serve` maps back to exactly those ids (other servers would see ~2-3
 Failures never raise: an HTTP error status, a timeout (`timeout_s` without a byte), a connection
 dropped mid-stream or a stream that ends without `[DONE]` becomes a record with status "error" and
 an error text starting with its kind (`http 500`, `timeout`, `disconnected`, `incomplete`,
-`server error`, `connect`). Only an unreachable server at the start raises `KvplanError`.
+`server error`, `connect`, `protocol`: bad JSON or HTTP framing). Only an unreachable server at the start raises `KvplanError`.
 
 The API key is read from the environment variable named by `api_key_env` and only ever placed in
 the `Authorization` header; error texts are scrubbed of it before they are stored.
@@ -26,15 +33,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import ssl
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -45,19 +51,13 @@ try:  # httpcore asks `import sniffio` on every pool operation; absent (anyio 4 
     import sniffio  # noqa: F401  failed import walks sys.path (~0.2 ms, 13 per request). A None
 except ImportError:  # entry makes the import fail at once, and httpcore then assumes asyncio.
     sys.modules.setdefault("sniffio", None)  # type: ignore[assignment]
-from kvplan.server.tokenizer import ids_to_words
 from kvplan.stress.record import RequestRecord
+from kvplan.stress.targets.http1 import Http1Pool
+from kvplan.stress.targets.openai_stream import ApiKind, Progress, StreamClient, make_record, one_line
 from kvplan.stress.telemetry import SCRAPE_TIMEOUT_S, MetricsScraper, cache_config
 from kvplan.stress.workload import RequestSpec
 
-ApiKind = Literal["completions", "chat"]
 PROBE_TIMEOUT_S = 10.0
-MAX_ERROR_CHARS = 300
-# httpcore's pool scans every connection it holds on each request event, so one pool serving
-# thousands of streams costs O(streams) per token. Requests are spread over this many clients
-# (independent pools sharing one TLS context): at most a few dozen connections per pool.
-MAX_POOL_SHARDS = 64
-REQUESTS_PER_SHARD = 8
 
 
 @dataclass(frozen=True)
@@ -70,24 +70,13 @@ class HttpRunOutput:
     complete: bool = True  # False when interrupted (Ctrl-C): unsent requests are missing, open ones "aborted"
 
 
-@dataclass
-class _Progress:
-    """What one request has seen so far (mutable, private: becomes a frozen RequestRecord)."""
-
-    spec: RequestSpec
-    arrival_s: float
-    token_times_s: list[float] = field(default_factory=list)
-    usage_tokens: int | None = None
-    finish_reason: str | None = None
-    done: bool = False
-
-
 def _public_url(url: str) -> str:
     """`url` without credentials or a trailing `/v1`: what may appear in output and errors."""
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise KvplanError(f"--target must be an http(s) URL like http://HOST:PORT, got {_public_url_unchecked(url)!r}")
-    netloc = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname  # IPv6 literals keep their brackets
+    netloc = host if parts.port is None else f"{host}:{parts.port}"
     path = parts.path.rstrip("/").removesuffix("/v1")
     return urlunsplit((parts.scheme, netloc, path, "", ""))
 
@@ -97,119 +86,13 @@ def _public_url_unchecked(url: str) -> str:
     return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
-def _one_line(exc: BaseException | str) -> str:
-    text = exc if isinstance(exc, str) else (str(exc) or type(exc).__name__)
-    return " ".join(text.split())[:MAX_ERROR_CHARS]
-
-
-class _Client:
-    """The request side of a run: body building, SSE parsing, error classification."""
-
-    def __init__(self, shards: list[httpx.AsyncClient], base: str, api: ApiKind, model: str | None,
-                 clock_s: Callable[[], float], secret: str | None, tokenizer: Any) -> None:
-        self.shards = shards
-        self.path = f"{base}/v1/chat/completions" if api == "chat" else f"{base}/v1/completions"
-        self.api = api
-        self.model = model
-        self.clock_s = clock_s
-        self._secret = secret
-        self.tokenizer = tokenizer
-
-    def scrub(self, text: str) -> str:
-        return text.replace(self._secret, "***") if self._secret else text
-
-    def body(self, spec: RequestSpec) -> dict[str, Any]:
-        body: dict[str, Any] = {"max_tokens": spec.output_tokens, "temperature": 0.0, "ignore_eos": True, "stream": True,
-                                "stream_options": {"include_usage": True}}
-        if self.model is not None:
-            body["model"] = self.model
-        if self.api == "chat":
-            ids = list(spec.prompt_token_ids)
-            text = self.tokenizer.decode(ids) if self.tokenizer is not None else ids_to_words(ids)
-            body["messages"] = [{"role": "user", "content": text}]
-        else:
-            body["prompt"] = list(spec.prompt_token_ids)
-        return body
-
-    def _event(self, p: _Progress, payload: bytes, t_s: float) -> None:
-        if payload == b"[DONE]":
-            p.done = True
-            return
-        obj = json.loads(payload)
-        if not isinstance(obj, dict):
-            raise ValueError("an SSE event that is not a JSON object")
-        if obj.get("error"):
-            err = obj["error"]
-            raise _ServerError(err.get("message", err) if isinstance(err, dict) else err)
-        if obj.get("usage"):
-            p.usage_tokens = int(obj["usage"].get("completion_tokens", 0))
-        for choice in obj.get("choices") or ():
-            piece = choice.get("delta", {}).get("content") if self.api == "chat" else choice.get("text")
-            if piece:
-                p.token_times_s.append(t_s)
-            if choice.get("finish_reason"):
-                p.finish_reason = choice["finish_reason"]
-
-    async def send(self, p: _Progress) -> str | None:
-        """Run one request to its end; None on success, else the error text (kind first)."""
-        spec = p.spec
-        http = self.shards[spec.index % len(self.shards)]
-        try:
-            request = http.build_request("POST", self.path, json=self.body(spec), headers={"X-Request-Id": spec.request_id})
-            p.arrival_s = self.clock_s()  # after building: the request's own encoding is not server latency
-            resp = await http.send(request, stream=True)
-            try:
-                if resp.status_code != 200:
-                    text = (await resp.aread()).decode("utf-8", "replace")
-                    return f"http {resp.status_code}: {_one_line(text)}"
-                buffer = b""
-                async for data in resp.aiter_bytes():
-                    t_s = self.clock_s()  # one stamp per socket read: when these events reached us
-                    buffer += data
-                    *lines, buffer = buffer.split(b"\n")
-                    for line in lines:
-                        line = line.rstrip(b"\r")
-                        if line.startswith(b"data:"):
-                            self._event(p, line[5:].strip(), t_s)
-            finally:
-                await resp.aclose()
-            if not p.done:
-                return "incomplete: the stream ended without [DONE]"
-            return None
-        except httpx.TimeoutException as exc:
-            return f"timeout: {type(exc).__name__} (no data for {http.timeout.read} s)"
-        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
-            return f"disconnected: {_one_line(exc)}"
-        except httpx.ConnectError as exc:
-            return f"connect: {_one_line(exc)}"
-        except httpx.HTTPError as exc:
-            return f"{type(exc).__name__}: {_one_line(exc)}"
-        except _ServerError as exc:
-            return f"server error: {_one_line(exc)}"
-        except (ValueError, TypeError, AttributeError) as exc:  # malformed JSON or event shape
-            return f"protocol: {_one_line(exc)}"
-
-
-class _ServerError(Exception):
-    pass
-
-
-def _record(p: _Progress, status: str, error: str | None, finish_s: float | None, warmup: bool) -> RequestRecord:
-    times = tuple(p.token_times_s)
-    tokens = p.usage_tokens if p.usage_tokens is not None else len(times)
-    return RequestRecord(request_id=p.spec.request_id, class_name=p.spec.class_name, arrival_s=p.arrival_s,
-                         first_token_s=times[0] if times else None, token_times_s=times, finish_s=finish_s,
-                         prompt_tokens=p.spec.prompt_tokens, output_tokens=tokens, status=status,  # type: ignore[arg-type]
-                         error=error, is_warmup=warmup)
-
-
 async def _probe(http: httpx.AsyncClient, base: str, served_model_name: str | None, api_key_env: str | None) -> str | None:
     """Check the server answers; return the model name to send (None: let the server choose)."""
     try:
         health = await http.get(f"{base}/health", timeout=PROBE_TIMEOUT_S)
         models = await http.get(f"{base}/v1/models", timeout=PROBE_TIMEOUT_S)
     except httpx.HTTPError as exc:
-        raise KvplanError(f"cannot reach {base}: {type(exc).__name__}: {_one_line(exc)}") from None
+        raise KvplanError(f"cannot reach {base}: {type(exc).__name__}: {one_line(exc)}") from None
     if models.status_code in (401, 403):
         hint = f"check ${api_key_env}" if api_key_env else "pass --api-key-env VAR naming the variable that holds the key"
         raise KvplanError(f"{base} refused the request (HTTP {models.status_code}): {hint}")
@@ -260,23 +143,26 @@ async def run_http_target(
             raise KvplanError(f"environment variable {api_key_env} (--api-key-env) is not set or empty")
     base = _public_url(url)
     headers = {"Authorization": f"Bearer {secret}"} if secret else {}
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, PROBE_TIMEOUT_S))
     tls = ssl.create_default_context()  # built once: each client would load the CA bundle again
-    width = concurrency or len(requests)
-    shards = [httpx.AsyncClient(headers=headers, limits=limits, timeout=timeout, trust_env=False, verify=tls)
-              for _ in range(max(1, min(MAX_POOL_SHARDS, -(-width // REQUESTS_PER_SHARD))))]
+    parts = urlsplit(base)
+    # the streamed requests go through http1 (cheap per chunk); httpx keeps the cold paths
+    pool = Http1Pool(parts.scheme, parts.hostname or "", parts.port, headers=headers, tls=tls,
+                     connect_timeout_s=min(timeout_s, PROBE_TIMEOUT_S), read_timeout_s=timeout_s)
     async with contextlib.AsyncExitStack() as stack:
+        stack.callback(pool.close)
         http = await stack.enter_async_context(httpx.AsyncClient(headers=headers, timeout=timeout, trust_env=False, verify=tls))
-        for shard in shards:
-            await stack.enter_async_context(shard)
         model = await _probe(http, base, served_model_name, api_key_env)
+        if any(closed):  # closed loop: each of the N users holds a connection from the start, so
+            # the first wave's TTFT is the server's, not N simultaneous TCP handshakes (~0.1-0.2 ms
+            # of CPU each, client and server, serialized: +25-45 ms at 256 streams on 2 cores)
+            await pool.open_idle(min(int(concurrency or 1), len(requests)))
         start_s = time.perf_counter()
 
         def clock_s() -> float:
             return time.perf_counter() - start_s
 
-        client = _Client(shards, base, api, model, clock_s, secret, tokenizer)
+        client = StreamClient(pool, parts.path, api, model, clock_s, start_s, secret, tokenizer)
         scraper = MetricsScraper(http, f"{base}/metrics", clock_s, interval_s=scrape_interval_s)
         stop = asyncio.Event()
         scrape_task = asyncio.create_task(scraper.run(stop))
@@ -298,21 +184,21 @@ async def run_http_target(
                          errors=dict(errors), complete=complete)
 
 
-async def _drive(client: _Client, requests: list[RequestSpec], concurrency: int | None, warmup: Iterable[str],
+async def _drive(client: StreamClient, requests: list[RequestSpec], concurrency: int | None, warmup: Iterable[str],
                  on_progress: Callable[[int], None] | None) -> tuple[list[RequestRecord], dict[str, int], bool]:
     """Send everything; returns (records in request order, requested tokens by id, complete)."""
     warmup_ids = set(warmup)
     results: dict[str, RequestRecord] = {}
-    in_flight: dict[str, _Progress] = {}
+    in_flight: dict[str, Progress] = {}
     wanted = {r.request_id: r.output_tokens for r in requests}
 
     async def one(spec: RequestSpec) -> None:
-        p = _Progress(spec, client.clock_s())
+        p = Progress(spec, client.clock_s())
         in_flight[spec.request_id] = p
         error = await client.send(p)
         del in_flight[spec.request_id]
         error = client.scrub(error) if error else None
-        results[spec.request_id] = _record(p, "error" if error else "ok", error, client.clock_s(),
+        results[spec.request_id] = make_record(p, "error" if error else "ok", error, client.clock_s(),
                                            spec.is_warmup or spec.request_id in warmup_ids)
         if on_progress is not None:
             on_progress(len(results))
@@ -353,7 +239,7 @@ async def _drive(client: _Client, requests: list[RequestSpec], concurrency: int 
         await asyncio.gather(*tasks, return_exceptions=True)
         now_s = client.clock_s()
         for request_id, p in list(in_flight.items()):
-            results[request_id] = _record(p, "aborted", "aborted: interrupted", now_s,
+            results[request_id] = make_record(p, "aborted", "aborted: interrupted", now_s,
                                           p.spec.is_warmup or request_id in warmup_ids)
     order = {r.request_id: i for i, r in enumerate(requests)}
     return sorted(results.values(), key=lambda r: order[r.request_id]), wanted, complete

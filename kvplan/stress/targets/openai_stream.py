@@ -1,0 +1,165 @@
+"""One streamed OpenAI request over `http1`: the JSON body, the SSE events, the error texts.
+
+Each SSE event carrying text is stamped with the read that brought its bytes (`http1` hands the
+body over from `data_received` with `perf_counter()`, made relative to the run start here). The
+stamp is taken once per read, before any parsing, so parsing cost never shifts a token's time.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from kvplan.server.tokenizer import ids_to_words
+from kvplan.stress.record import RequestRecord
+from kvplan.stress.targets.http1 import Http1Pool, HttpConnectError, HttpDisconnected, HttpProtocolError, HttpTimeout
+from kvplan.stress.workload import RequestSpec
+
+ApiKind = Literal["completions", "chat"]
+MAX_ERROR_CHARS = 300
+MAX_ERROR_BODY_BYTES = 64 * 1024  # of an error page, kept for the record's text (first line, 300 chars)
+
+
+@dataclass
+class Progress:
+    """What one request has seen so far (mutable, private: becomes a frozen RequestRecord)."""
+
+    spec: RequestSpec
+    arrival_s: float
+    token_times_s: list[float] = field(default_factory=list)
+    usage_tokens: int | None = None
+    finish_reason: str | None = None
+    done: bool = False
+
+
+def one_line(exc: BaseException | str) -> str:
+    text = exc if isinstance(exc, str) else (str(exc) or type(exc).__name__)
+    return " ".join(text.split())[:MAX_ERROR_CHARS]
+
+
+class StreamClient:
+    """The request side of a run: body building, SSE parsing, error classification."""
+
+    def __init__(self, pool: Http1Pool, base_path: str, api: ApiKind, model: str | None,
+                 clock_s: Callable[[], float], start_s: float, secret: str | None, tokenizer: Any) -> None:
+        self.pool = pool
+        self.path = f"{base_path}/v1/chat/completions" if api == "chat" else f"{base_path}/v1/completions"
+        self.api = api
+        self.model = model
+        self.clock_s = clock_s
+        self.start_s = start_s  # http1 stamps reads with perf_counter(); records are relative to this
+        self._secret = secret
+        self.tokenizer = tokenizer
+
+    def __repr__(self) -> str:
+        return f"StreamClient({self.path})"
+
+    def scrub(self, text: str) -> str:
+        return text.replace(self._secret, "***") if self._secret else text
+
+    def body(self, spec: RequestSpec) -> dict[str, Any]:
+        body: dict[str, Any] = {"max_tokens": spec.output_tokens, "temperature": 0.0, "ignore_eos": True, "stream": True,
+                                "stream_options": {"include_usage": True}}
+        if self.model is not None:
+            body["model"] = self.model
+        if self.api == "chat":
+            ids = list(spec.prompt_token_ids)
+            text = self.tokenizer.decode(ids) if self.tokenizer is not None else ids_to_words(ids)
+            body["messages"] = [{"role": "user", "content": text}]
+        else:
+            body["prompt"] = list(spec.prompt_token_ids)
+        return body
+
+    def _event(self, p: Progress, payload: bytes, t_s: float) -> None:
+        if payload == b"[DONE]":
+            p.done = True
+            return
+        obj = json.loads(payload)
+        if not isinstance(obj, dict):
+            raise ValueError("an SSE event that is not a JSON object")
+        if obj.get("error"):
+            err = obj["error"]
+            raise ServerError(err.get("message", err) if isinstance(err, dict) else err)
+        if obj.get("usage"):
+            p.usage_tokens = int(obj["usage"].get("completion_tokens", 0))
+        for choice in obj.get("choices") or ():
+            piece = choice.get("delta", {}).get("content") if self.api == "chat" else choice.get("text")
+            if piece:
+                p.token_times_s.append(t_s)
+            if choice.get("finish_reason"):
+                p.finish_reason = choice["finish_reason"]
+
+    def _sse_sink(self, p: Progress) -> Callable[[bytes, float], None]:
+        """The body callback of a 200 response: split SSE lines, stamp each event with its read."""
+        buffer = b""
+        start_s = self.start_s
+        event = self._event
+
+        def sink(data: bytes, read_s: float) -> None:
+            nonlocal buffer
+            t_s = read_s - start_s  # one stamp per socket read: when these events reached us
+            buffer = buffer + data if buffer else data
+            if b"\n" not in data:
+                return
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                if line.startswith(b"data:"):
+                    event(p, line[5:].strip(), t_s)
+
+        return sink
+
+    async def send(self, p: Progress) -> str | None:
+        """Run one request to its end; None on success, else the error text (kind first)."""
+        spec = p.spec
+        error_body: list[bytes] = []
+        sse = self._sse_sink(p)
+        status = 0
+
+        def sink(data: bytes, read_s: float) -> None:
+            if status == 200:
+                sse(data, read_s)
+            elif sum(map(len, error_body)) < MAX_ERROR_BODY_BYTES:  # an error page: keep its start for the record
+                error_body.append(data)
+
+        def on_status(code: int) -> None:
+            nonlocal status
+            status = code
+
+        def on_sent() -> None:  # after building: the request's own encoding is not server latency
+            p.arrival_s = self.clock_s()
+
+        try:
+            body = json.dumps(self.body(spec), separators=(",", ":"), ensure_ascii=False).encode()
+            code = await self.pool.post_stream(self.path, body, {"X-Request-Id": spec.request_id}, sink,
+                                               on_sent=on_sent, on_status=on_status)
+            if code != 200:
+                return f"http {code}: {one_line(b''.join(error_body).decode('utf-8', 'replace'))}"
+            if not p.done:
+                return "incomplete: the stream ended without [DONE]"
+            return None
+        except HttpTimeout as exc:
+            return f"timeout: {exc}"
+        except HttpDisconnected as exc:
+            return f"disconnected: {one_line(exc)}"
+        except HttpConnectError as exc:
+            return f"connect: {one_line(exc)}"
+        except HttpProtocolError as exc:
+            return f"protocol: {one_line(exc)}"
+        except ServerError as exc:
+            return f"server error: {one_line(exc)}"
+        except (ValueError, TypeError, AttributeError) as exc:  # malformed JSON or event shape
+            return f"protocol: {one_line(exc)}"
+
+
+class ServerError(Exception):
+    pass
+
+
+def make_record(p: Progress, status: str, error: str | None, finish_s: float | None, warmup: bool) -> RequestRecord:
+    times = tuple(p.token_times_s)
+    tokens = p.usage_tokens if p.usage_tokens is not None else len(times)
+    return RequestRecord(request_id=p.spec.request_id, class_name=p.spec.class_name, arrival_s=p.arrival_s,
+                         first_token_s=times[0] if times else None, token_times_s=times, finish_s=finish_s,
+                         prompt_tokens=p.spec.prompt_tokens, output_tokens=tokens, status=status,  # type: ignore[arg-type]
+                         error=error, is_warmup=warmup)
