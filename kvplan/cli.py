@@ -277,6 +277,7 @@ def stress(
     allocator: Annotated[str, typer.Option(help="paged, contiguous, or both (same KV memory, side by side).")] = "paged",
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
     calibration: Annotated[Optional[Path], typer.Option(help="Cost-model file from `kvplan calibrate` (default: profiles/calibration/).")] = None,
+    recalibrate: Annotated[bool, typer.Option("--calibrate", help="Calibrate the cost model right before the run (same machine state), and store it.")] = False,
     target: Annotated[Optional[str], typer.Option(help="An OpenAI-compatible server, e.g. http://127.0.0.1:8000.")] = None,
     api: Annotated[str, typer.Option(help="With --target: completions or chat.")] = "completions",
     served_model_name: Annotated[Optional[str], typer.Option(help="With --target: the model name the server serves.")] = None,
@@ -287,7 +288,7 @@ def stress(
     from kvplan.stress.command import StressOptions, run_stress
 
     run_stress(StressOptions(scenario, out, allocator, not no_progress, calibration, target, api,
-                             served_model_name, api_key_env, timeout_s))
+                             served_model_name, api_key_env, timeout_s, recalibrate))
 
 
 @app.command()
@@ -303,27 +304,22 @@ def calibrate(
 
     from kvplan.spec.profiles import load_model
     from kvplan.stress.calibrate import calibrate as run_calibrate
-    from kvplan.stress.calibrate import calibration_path
+    from kvplan.stress.calibrate import calibrate_scenario, calibration_path
 
-    config = engine = mix = None
     if scenario is not None:
-        from kvplan.stress.runner import build_engine
         from kvplan.stress.scenario import load_scenario
-        from kvplan.stress.workload import generate_requests
 
         sc = load_scenario(scenario)
         name, model, device = sc.name, sc.model.name, sc.engine.device
-        engine = build_engine(sc)
-        cap = min(sc.num_requests or 96, 96)
-        mix = [(list(r.prompt_token_ids), r.output_tokens)
-               for r in generate_requests(sc, vocab_size=engine.vocab_size, max_requests=cap)]
     else:
-        name = model = load_model(model).name
+        sc, name = None, load_model(model).name
+        model = name
     path = out or calibration_path(name, device)
     console = Console()
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task(f"timing {model} steps", total=None)
-        fit = run_calibrate(model, config, engine=engine, mix=mix, on_progress=lambda i, n: bar.update(task, completed=i, total=n))
+        progress = lambda i, n: bar.update(task, completed=i, total=n)  # noqa: E731
+        fit = calibrate_scenario(sc, progress) if sc is not None else run_calibrate(model, on_progress=progress)
     fit.save(path)
     console.print(f"step_s = {fit.intercept_s * 1e3:.3f} ms + {fit.per_token_s * 1e6:.2f} us/token + "
                   f"{fit.per_seq_s * 1e6:.1f} us/seq + {fit.per_context_token_s * 1e9:.1f} ns/context token + "

@@ -97,3 +97,16 @@ def calibrate(model: str, config: object | None = None, *, seed: int = 0, engine
     keep = slice(WARMUP_STEPS, None)  # first steps pay one-off costs (allocator, kernels' first use)
     return LinearCostModel.fit(shapes[keep], seconds[keep], model=model, device=device.split(":")[0],
                                host=platform.node())
+
+
+def calibrate_scenario(scenario: object, on_progress: Callable[[int, int], None] | None = None) -> LinearCostModel:
+    """Calibrate on a fresh engine with the scenario's model and settings, replaying (up to 96 of)
+    its own requests. A fresh engine keeps the replay out of the stress run's prefix cache."""
+    from kvplan.stress.runner import build_engine
+    from kvplan.stress.workload import generate_requests
+
+    engine = build_engine(scenario)  # type: ignore[arg-type]
+    cap = min(scenario.num_requests or 96, 96)  # type: ignore[attr-defined]
+    mix = [(list(r.prompt_token_ids), r.output_tokens)
+           for r in generate_requests(scenario, vocab_size=engine.vocab_size, max_requests=cap)]  # type: ignore[arg-type,attr-defined]
+    return calibrate(scenario.model.name, engine=engine, mix=mix, on_progress=on_progress)  # type: ignore[attr-defined]

@@ -6,7 +6,7 @@ incomplete.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ class StressOptions:
     served_model_name: str | None = None
     api_key_env: str | None = None
     timeout_s: float = 120.0
+    recalibrate: bool = False  # calibrate just before the run: this machine's speed drifts between runs
 
 
 def measured_memory(run: Any, engine: Any) -> dict[str, Any]:
@@ -139,6 +140,13 @@ def run_stress(opts: StressOptions, console: Console | None = None) -> list[Path
         raise KvplanError(f"--out {out_dir} exists and is not a directory")
     spec = scenario.model_spec()
     requests = _requests(scenario, spec.vocab_size)
+    if opts.recalibrate:
+        from kvplan.stress.calibrate import calibrate_scenario, calibration_path
+
+        path = opts.calibration or calibration_path(scenario.name, scenario.engine.device)
+        calibrate_scenario(scenario).save(path)
+        console.print(f"calibrated the cost model on this machine: {path}")
+        opts = replace(opts, calibration=path)
     if opts.target:
         from kvplan.stress.http_command import run_http_stress
 
