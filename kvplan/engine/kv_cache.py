@@ -127,19 +127,21 @@ class KVCache:
 
     def swap_out(self, pairs: tuple[tuple[int, int], ...]) -> None:
         """Copy device blocks to CPU blocks: pairs of (device, cpu)."""
-        if pairs:
-            dev, cpu = zip(*pairs)
-            self._copy(self._raw(self.kv), self._raw(self.cpu_kv), list(dev), list(cpu))
-            if self.scales is not None:
-                self._copy(self.scales, self.cpu_scales, list(dev), list(cpu))
+        self._swap(pairs, to_cpu=True)
 
     def swap_in(self, pairs: tuple[tuple[int, int], ...]) -> None:
         """Copy CPU blocks back to device blocks: pairs of (cpu, device)."""
-        if pairs:
-            cpu, dev = zip(*pairs)
-            self._copy(self._raw(self.cpu_kv), self._raw(self.kv), list(cpu), list(dev))
-            if self.scales is not None:
-                self._copy(self.cpu_scales, self.scales, list(cpu), list(dev))
+        self._swap(pairs, to_cpu=False)
+
+    def _swap(self, pairs: tuple[tuple[int, int], ...], *, to_cpu: bool) -> None:
+        if not pairs:
+            return
+        src_ids, dst_ids = (list(ids) for ids in zip(*pairs))
+        kv, scales = (self._raw(self.kv), self._raw(self.cpu_kv)), (self.scales, self.cpu_scales)
+        order = (0, 1) if to_cpu else (1, 0)
+        self._copy(kv[order[0]], kv[order[1]], src_ids, dst_ids)
+        if self.scales is not None:
+            self._copy(scales[order[0]], scales[order[1]], src_ids, dst_ids)
 
     @staticmethod
     def _raw(x: torch.Tensor) -> torch.Tensor:
