@@ -52,25 +52,12 @@ def estimate(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
     """KV-cache bytes per token, request and batch; with a GPU, vLLM's capacity plan and whether it fits."""
-    from dataclasses import replace
-
     from kvplan.plan.estimate import estimate as run_estimate
     from kvplan.plan.estimate import to_json
-    from kvplan.spec.dtypes import normalize_model_dtype
-    from kvplan.spec.gpu import custom_gpu, load_gpu
-    from kvplan.spec.profiles import load_model
 
-    if gpu and gpu_memory_gib is not None:
-        raise KvplanError("give either --gpu or --gpu-memory-gib, not both")
-    for flag, value in (("--ctx", ctx), ("--concurrency", concurrency), ("--block-size", block_size), ("--tp", tp), ("--pp", pp)):
-        if value <= 0:
-            raise KvplanError(f"{flag} must be positive, got {value}")
-    if max_model_len is not None and max_model_len <= 0:
-        raise KvplanError(f"--max-model-len must be positive, got {max_model_len}")
-    spec = load_model(model)
-    if dtype != "auto":
-        spec = replace(spec, dtype=normalize_model_dtype(dtype))
-    device = load_gpu(gpu) if gpu else (custom_gpu(gpu_memory_gib) if gpu_memory_gib is not None else None)
+    _check_estimate_flags(gpu, gpu_memory_gib, max_model_len, ctx=ctx, concurrency=concurrency, block_size=block_size,
+                          tp=tp, pp=pp)
+    spec, device = _estimate_model_and_gpu(model, dtype, gpu, gpu_memory_gib)
     if target_concurrency and max_model_len is None:
         max_model_len = ctx  # "N requests of --ctx tokens": serve with that context, not the model's maximum
     engine_args = _engine_args(device, gpu_memory_utilization, tp, pp, dtype, quantization, kv_cache_dtype, block_size,
@@ -91,31 +78,49 @@ def estimate(
     for warning in est.warnings:
         typer.echo(f"kvplan: warning: {warning}", err=True)
     if as_json:
-        out = to_json(est)
-        if capacity is not None:
-            out["vllm_fixes"] = [{"rank": f.rank, "fix": f.title, "flags": f.flags, "effect": f.effect, "enough": f.fits,
-                                  "risk": f.risk} for f in fixes]
-        if rec is not None:
-            out["recommended_command"] = rec.command if rec.met else None
-            out["recommendation"] = rec.note
-        typer.echo(json.dumps(out, indent=2))
+        typer.echo(json.dumps(to_json(est, fixes, rec), indent=2))
         return
+    from kvplan.report.capacity_view import render_fixes, render_recommendation
     from kvplan.report.estimate_view import render_estimate
 
     console = _console()
     render_estimate(console, est)
-    if fixes or rec:
-        from kvplan.report.capacity_view import render_fixes, render_recommendation
+    render_fixes(console, fixes)
+    if rec is not None:
+        render_recommendation(console, rec)
 
-        render_fixes(console, fixes)
-        if rec is not None:
-            render_recommendation(console, rec)
+
+def _check_estimate_flags(gpu: str | None, gpu_memory_gib: float | None, max_model_len: int | None,
+                          **sizes: int) -> None:
+    """Contradictory or non-positive flags of `estimate`, rejected before any profile is read."""
+    if gpu and gpu_memory_gib is not None:
+        raise KvplanError("give either --gpu or --gpu-memory-gib, not both")
+    for name, value in sizes.items():
+        if value <= 0:
+            raise KvplanError(f"--{name.replace('_', '-')} must be positive, got {value}")
+    if max_model_len is not None and max_model_len <= 0:
+        raise KvplanError(f"--max-model-len must be positive, got {max_model_len}")
+
+
+def _estimate_model_and_gpu(model: str, dtype: str, gpu: str | None, gpu_memory_gib: float | None):
+    """The model spec (served in `dtype`) and the GPU: a catalog name, a bare size, or none."""
+    from dataclasses import replace
+
+    from kvplan.spec.dtypes import normalize_model_dtype
+    from kvplan.spec.gpu import custom_gpu, load_gpu
+    from kvplan.spec.profiles import load_model
+
+    spec = load_model(model)
+    if dtype != "auto":
+        spec = replace(spec, dtype=normalize_model_dtype(dtype))
+    device = load_gpu(gpu) if gpu else (custom_gpu(gpu_memory_gib) if gpu_memory_gib is not None else None)
+    return spec, device
 
 
 def _engine_args(device, gpu_memory_utilization, tp, pp, dtype, quantization, kv_cache_dtype, block_size, max_model_len,
                  max_num_seqs, max_num_batched_tokens, kv_cache_memory_bytes, enforce_eager, vllm_version,
                  target_concurrency):
-    """The issue-3 vLLM engine arguments of `estimate` (None without a GPU); checks contradictions."""
+    """The vLLM engine arguments of `estimate` (None without a GPU); checks contradictions."""
     from kvplan.plan.budget import EngineArgs
     from kvplan.plan.overheads import DEFAULT_VLLM_VERSION
 
@@ -285,10 +290,12 @@ def stress(
     timeout_s: Annotated[float, typer.Option("--timeout-s", help="With --target: per-request timeout.")] = 120.0,
 ) -> None:
     """Run a scenario on the bundled engine (or a server) and compare with the prediction made first."""
-    from kvplan.stress.command import StressOptions, run_stress
+    from kvplan.report.stress_view import stress_and_report
+    from kvplan.stress.command import StressOptions
 
-    run_stress(StressOptions(scenario, out, allocator, not no_progress, calibration, target, api,
-                             served_model_name, api_key_env, timeout_s, recalibrate))
+    stress_and_report(StressOptions(scenario, out_dir=out, allocator=allocator, progress=not no_progress,  # type: ignore[arg-type]
+                                    calibration=calibration, recalibrate=recalibrate, target=target, api=api,
+                                    served_model_name=served_model_name, api_key_env=api_key_env, timeout_s=timeout_s))
 
 
 @app.command()
@@ -307,7 +314,7 @@ def calibrate(
     from kvplan.stress.calibrate import calibrate_scenario, calibration_path
 
     if scenario is not None:
-        from kvplan.stress.scenario import load_scenario
+        from kvplan.stress.scenario_loader import load_scenario
 
         sc = load_scenario(scenario)
         name, model, device = sc.name, sc.model.name, sc.engine.device
@@ -327,7 +334,7 @@ def calibrate(
     console.print(f"wrote {path}")
 
 
-# --- report, gate, baseline (issue 6); heavy imports (matplotlib, jinja2) stay inside --------------
+# --- report, gate, baseline; heavy imports (matplotlib, jinja2) stay inside --------------
 baseline_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Stored baselines that `kvplan gate` compares with.")
 app.add_typer(baseline_app, name="baseline")
 
@@ -339,7 +346,7 @@ def report(
 ) -> None:
     """Self-contained HTML report: prediction vs measurement, KV memory, load, latency CDFs, goodput."""
     from kvplan.report.html import write_report
-    from kvplan.report.result import load_result
+    from kvplan.stress.result import load_result
 
     loaded = [load_result(p) for p in results]
     path = write_report(loaded, out or results[0].parent / "report.html")
@@ -359,7 +366,7 @@ def gate(
     from kvplan.report.baseline import baseline_path
     from kvplan.report.gate import run_gate, write_gate_html, write_junit
     from kvplan.report.gate_view import render_gate
-    from kvplan.report.result import load_result
+    from kvplan.stress.result import load_result
 
     current = load_result(result)
     if baseline is None:

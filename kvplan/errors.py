@@ -20,22 +20,10 @@ class UnknownNameError(KvplanError):
         close = difflib.get_close_matches(value.lower(), choices, n=5, cutoff=0.5)
         hint = f"did you mean: {', '.join(close)}?" if close else f"choices: {', '.join(choices[:12])}{' ...' if len(choices) > 12 else ''}"
         super().__init__(f"unknown {kind} {value!r}; {hint}")
-        self.value = value
-        self.close_matches = close
 
 
 class ConfigError(KvplanError):
     """A config.json (or profile) that is malformed or misses a required field."""
-
-
-class FitError(KvplanError):
-    """The requested deployment cannot fit (used where the user asked for a hard failure)."""
-
-
-def check_positive(name: str, value: float | int | None) -> None:
-    """Raise a KvplanError naming the flag when a size is not positive."""
-    if value is not None and value <= 0:
-        raise KvplanError(f"{name} must be positive, got {value}")
 
 
 def read_user_file(path: str | Path, what: str) -> str:

@@ -1,8 +1,8 @@
-"""vLLM memory budget and KV layout (issue 3).
+"""vLLM memory budget and KV layout.
 
-References: `../shared/reference/vllm-calibration.csv` (real vLLM start-up figures) and
-`../shared/reference/vllm-capacity.md` (section 9 worked examples, section 7 error text).
-Expected values below come only from those two files.
+Expected values come only from real vLLM: the calibration rows of logged start-ups (through the
+`reference_dir` fixture; skipped when absent), a worked example logged by vLLM 0.19.0 for
+Llama-3.1-8B-Instruct on an H100-80GB, and the wording of vLLM's start-up errors.
 """
 from __future__ import annotations
 
@@ -81,9 +81,9 @@ def test_components_track_the_logged_components(rows):
         assert not plan.cudagraph_subtracted  # 0.19.0: estimate logged but not subtracted
 
 
-def _section9(**changes):
-    """vllm-capacity.md section 9: Llama-3.1-8B-Instruct bf16, total 79.19 GiB, util 0.90, with the
-    measured components of the table (weights 14.99, activation 1.89, non-torch 0.25 GiB)."""
+def _llama31_8b_h100(**changes):
+    """vLLM 0.19.0's worked example: Llama-3.1-8B-Instruct bf16, total 79.19 GiB, util 0.90, with the
+    measured components (weights 14.99, activation 1.89, non-torch 0.25 GiB)."""
     spec = load_model("llama-3.1-8b-instruct")
     total = 79.19 * GIB
     comp = {"weights": 14.99, "activation": 1.89, "non_torch": 0.25, "cudagraph": 0.0, "tp": 1, "kv": "auto"}
@@ -94,9 +94,9 @@ def _section9(**changes):
     return spec, args, available
 
 
-def test_section9_worked_example_base():
-    """vllm-capacity.md section 9: 54.14 GiB, 27,720 blocks, 443,520 tokens, 54.14x @ 8K, 3.38x @ 128K."""
-    spec, args, available = _section9()
+def test_worked_example_base():
+    """vLLM logs 54.14 GiB, 27,720 blocks, 443,520 tokens, 54.14x @ 8K, 3.38x @ 128K."""
+    spec, args, available = _llama31_8b_h100()
     plan = plan_capacity(spec, args)
     assert f"{available / GIB:.2f}" == "54.14"
     assert plan.block_bytes == 2 * 2**20
@@ -107,32 +107,32 @@ def test_section9_worked_example_base():
     assert f"{at_8k.max_concurrency:.2f}" == "54.14"
 
 
-def test_section9_variants():
-    """vllm-capacity.md section 9 variants: fp8 KV -> 55,440 blocks / 887,040 tokens; v0.21+ graph
+def test_worked_example_variants():
+    """Variants of the worked example: fp8 KV -> 55,440 blocks / 887,040 tokens; v0.21+ graph
     estimate 0.84 GiB -> 27,290 blocks / 436,640 tokens; TP=2 -> 61,236 blocks of 1 MiB / 979,776."""
-    spec, args, _ = _section9(kv="fp8")
+    spec, args, _ = _llama31_8b_h100(kv="fp8")
     fp8 = plan_capacity(spec, args)
     assert (fp8.num_gpu_blocks, fp8.kv_cache_tokens) == (55_440, 887_040)
-    spec, args, _ = _section9(cudagraph=0.84)
+    spec, args, _ = _llama31_8b_h100(cudagraph=0.84)
     g = plan_capacity(spec, args)
     assert (g.num_gpu_blocks, g.kv_cache_tokens) == (27_290, 436_640)
-    spec, args, available = _section9(tp=2, weights=7.51, non_torch=2.07)
+    spec, args, available = _llama31_8b_h100(tp=2, weights=7.51, non_torch=2.07)
     t2 = plan_capacity(spec, args)
     assert f"{available / GIB:.2f}" == "59.80"
     assert t2.block_bytes == 2**20
     assert (t2.num_gpu_blocks, t2.kv_cache_tokens) == (61_236, 979_776)
 
 
-def test_section9_end_to_end_from_the_gpu_alone():
+def test_worked_example_end_to_end_from_the_gpu_alone():
     """Same example without the measured components: kvplan's own budget (vLLM 0.19.0 behaviour)
-    must land within 1% of the section-9 figures (54.14 GiB, 27,720 blocks)."""
+    must land within 1% of the logged figures (54.14 GiB, 27,720 blocks)."""
     plan = plan_capacity(load_model("llama-3.1-8b-instruct"), EngineArgs(gpu=load_gpu("h100"), vllm_version="0.19.0"))
     assert abs(plan.num_gpu_blocks - 27_720) / 27_720 < 0.01
-    assert plan.max_num_seqs == 1024 and plan.max_num_batched_tokens == 8192  # >= 70 GiB defaults (section 3)
+    assert plan.max_num_seqs == 1024 and plan.max_num_batched_tokens == 8192  # vLLM defaults on a >= 70 GiB device
 
 
 def test_cudagraph_term_by_version_and_eager():
-    """vllm-capacity.md section 3: graphs subtracted from v0.21, never with --enforce-eager."""
+    """vLLM subtracts the CUDA-graph estimate from v0.21 on, never with --enforce-eager."""
     spec = load_model("llama-3.1-8b-instruct")
     base = EngineArgs(gpu=load_gpu("h100"))
     old = plan_capacity(spec, replace(base, vllm_version="0.19.0"))
@@ -145,7 +145,7 @@ def test_cudagraph_term_by_version_and_eager():
 
 
 def test_pool_does_not_depend_on_max_model_len():
-    """vllm-capacity.md section 6: identical pool at 2K..32K (V1); only concurrency changes."""
+    """vLLM V1 logs an identical pool at 2K..32K; only concurrency changes."""
     spec = load_model("llama-3.1-8b-instruct")
     plans = [plan_capacity(spec, EngineArgs(gpu=load_gpu("h100"), max_model_len=n, vllm_version="0.19.0"))
              for n in (2048, 8192, 32768)]
@@ -154,7 +154,7 @@ def test_pool_does_not_depend_on_max_model_len():
 
 
 def test_pre_017_activation_is_larger():
-    """vllm-capacity.md section 3: Qwen3-14B activation 5.64 GiB on v0.15-0.16, 2.23 on v0.17-0.19."""
+    """Reported Qwen3-14B activation: 5.64 GiB on vLLM 0.15-0.16, 2.23 on 0.17-0.19."""
     spec = load_model("qwen3-14b")
     new = plan_capacity(spec, EngineArgs(gpu=load_gpu("h100"), vllm_version="0.19.0"))
     old = plan_capacity(spec, EngineArgs(gpu=load_gpu("h100"), vllm_version="0.16.0"))
@@ -163,7 +163,7 @@ def test_pre_017_activation_is_larger():
 
 
 def test_hybrid_groups_and_sliding_window_need():
-    """vllm-capacity.md sections 5-6: gemma-3 (52 sliding : 10 full) -> group_size 10, 6 sliding
+    """vLLM's hybrid grouping: gemma-3 (52 sliding : 10 full) -> group_size 10, 6 sliding
     groups + 1 full; per request a full group needs cdiv(L, 16), a sliding one
     cdiv(min(window - 1 + mnbt, L), 16) + 1 blocks."""
     spec = load_model("gemma-3-27b-it")
@@ -178,8 +178,8 @@ def test_hybrid_groups_and_sliding_window_need():
 
 
 def test_llama2_7b_on_24gb_reproduces_vllm_error():
-    """Acceptance: llama-2-7b, 24 GiB card, --max-model-len 32768 -> vLLM's error (wording of
-    vllm-capacity.md section 7) with the binary-searched estimated maximum model length."""
+    """Acceptance: llama-2-7b, 24 GiB card, --max-model-len 32768 -> vLLM's error, in vLLM's
+    wording, with the binary-searched estimated maximum model length."""
     spec = load_model("llama-2-7b")
     plan = plan_capacity(spec, EngineArgs(gpu=custom_gpu(24), max_model_len=32768))
     assert not plan.fits
@@ -194,7 +194,7 @@ def test_llama2_7b_on_24gb_reproduces_vllm_error():
 
 
 def test_no_memory_error_and_free_memory_error():
-    """vllm-capacity.md sections 2 and 7: available <= 0, and utilization above free memory."""
+    """vLLM's two other start-up errors: available <= 0, and utilization above free memory."""
     spec = load_model("llama-3.1-8b-instruct")
     tiny = plan_capacity(spec, EngineArgs(gpu=custom_gpu(16)))
     assert tiny.error.startswith("ValueError: No available memory for the cache blocks.")
@@ -248,7 +248,7 @@ def test_estimate_json_has_capacity_keys(capsys):
     for key in ("weights_bytes", "activation_bytes", "non_torch_bytes", "cudagraph_bytes", "available_kv_cache_bytes",
                 "num_gpu_blocks", "kv_cache_tokens", "max_concurrency", "fits", "max_concurrency_at_ctx"):
         assert key in out
-    # the foundation issue's check: 8 x 4096 does not fit on 24 GiB, with the concurrency that does
+    # llama-2-7b: 8 x 4096 does not fit on 24 GiB, and the reported concurrency is the one that does
     assert out["fits"] is False
     assert 1 <= out["max_concurrency_at_ctx"] < 8
     assert out["kv_available_bytes_per_gpu"] == out["available_kv_cache_bytes"]

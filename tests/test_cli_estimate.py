@@ -1,4 +1,4 @@
-"""`kvplan estimate` end to end: JSON contract, the seed example, bad input, import weight."""
+"""`kvplan estimate` end to end: JSON contract, llama-2-7b on 24 GiB, bad input, import weight."""
 import json
 import subprocess
 import sys
@@ -31,7 +31,7 @@ def test_json_contract(capsys):
     assert data["weights_bytes"] == 6_738_415_616 * 2
 
 
-def test_seed_example_on_24_gib(capsys):
+def test_llama_2_7b_example_on_24_gib(capsys):
     rc, out, _ = run_cli(capsys, "estimate", "--model", "llama-2-7b", "--ctx", "4096", "--concurrency", "8",
                          "--gpu-memory-gib", "24", "--json")
     data = json.loads(out)

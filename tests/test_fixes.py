@@ -1,12 +1,10 @@
-"""Ranked, quantified fixes and the `vllm serve` recommendation (issue 3, deliverables 4-5).
+"""Ranked, quantified fixes and the `vllm serve` recommendation.
 
-Order from `../shared/seeds/000_e2886a6b22aa43e2.txt` section 5.1 (max-model-len, utilization
-headroom, max-num-seqs, then a GQA model, then KV quantization, only then more/bigger GPUs);
-semantics of the flags from `../shared/reference/vllm-capacity.md` sections 2-3 and 7.
+Cheapest first: max-model-len, utilization headroom, max-num-seqs, then a GQA model, then KV
+quantization, only then more/bigger GPUs; each flag means what it means to `vllm serve`.
 """
 from __future__ import annotations
 
-from dataclasses import replace
 
 import pytest
 
@@ -24,7 +22,7 @@ def llama2_24gb():
     return spec, args, plan_capacity(spec, args)
 
 
-def test_fixes_follow_the_seed_order(llama2_24gb):
+def test_fixes_follow_the_cheapest_first_order(llama2_24gb):
     spec, args, plan = llama2_24gb
     titles = [f.title for f in fixes_for(spec, args, plan)]
     order = ["shorter context", "more of the GPU for vLLM", "fewer concurrent sequences", "serve a GQA model",
@@ -50,7 +48,7 @@ def test_each_fix_is_quantified_by_replanning(llama2_24gb):
 
 
 def test_utilization_fix_names_its_risk():
-    """A case that fits by raising utilization (vllm-capacity.md section 2: the headroom)."""
+    """A case that fits by raising utilization (the headroom vLLM leaves unused)."""
     spec = load_model("llama-3.1-8b-instruct")
     args = EngineArgs(gpu=load_gpu("h100"), max_model_len=131072, gpu_memory_utilization=0.5)
     plan = plan_capacity(spec, args)

@@ -1,4 +1,4 @@
-"""The KV formula engine: the seed article's table, the reference's worked numbers, properties."""
+"""The KV formula engine: published per-model KV figures, worked numbers, properties."""
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,8 +13,8 @@ from kvplan.spec.profiles import load_model
 GIB, MIB = 2**30, 2**20
 
 
-# ../shared/seeds/000_e2886a6b22aa43e2.txt section 2.3: a 7B model, 32 layers, 32 heads x 128, fp16.
-def test_seed_table_llama_2_7b():
+# Llama-2-7B's KV table: 32 layers, 32 heads x 128, fp16 = 512 KiB per token.
+def test_llama_2_7b_kv_table():
     spec = load_model("llama-2-7b")
     lay = KvLayout.of(spec, "float16")
     assert lay.bytes_per_token() == 524_288  # 512 KB per token
@@ -29,7 +29,7 @@ def test_seed_table_llama_2_7b():
     assert round(spec.weights_bytes / GIB, 2) == 12.55
 
 
-def test_seed_24gb_card_does_not_fit_4k_x8():
+def test_24gb_card_does_not_fit_4k_x8():
     est = estimate(load_model("llama-2-7b"), ctx_tokens=4096, concurrency=8, gpu=custom_gpu(24))
     assert not est.fit.fits
     assert 1 <= est.fit.max_concurrency_at_ctx < 8
@@ -40,7 +40,7 @@ def test_seed_24gb_card_does_not_fit_4k_x8():
 
 
 @pytest.mark.parametrize("model,per_token", [
-    ("llama-3-8b", 131_072),  # ../shared/reference/vllm-capacity.md section 4
+    ("llama-3-8b", 131_072),  # 2 x 32 layers x 8 KV heads x 128 x 2 B
     ("qwen2.5-7b", 57_344),
     ("qwen3-0.6b", 114_688),  # head_dim 128, not 1024/16
     ("deepseek-v2-lite", 31_104),  # 27 layers x 576 x 2 B (MLA latent)
@@ -50,7 +50,7 @@ def test_other_architectures(model, per_token):
     assert KvLayout.of(load_model(model)).bytes_per_token() == per_token
 
 
-# ../shared/reference/README.md "Worked numbers": one sequence, 16-bit, windows applied.
+# Published per-sequence KV sizes: one sequence, 16-bit, sliding windows applied.
 @pytest.mark.parametrize("model,ctx,gib", [
     ("llama-2-7b", 4096, 2.0), ("llama-3.1-8b", 131_072, 16.0), ("llama-3.1-70b", 131_072, 40.0),
     ("llama-3.1-405b", 131_072, 63.0), ("mistral-7b", 32_768, 0.5), ("gemma-2-9b", 8192, 1.97),
@@ -121,7 +121,7 @@ def test_prefix_sharing_only_full_blocks():
 
 def test_bytes_per_block_is_page_times_layers():
     spec = load_model("llama-3-8b")
-    assert bytes_per_block(spec, 16) == 2 * 16 * 8 * 128 * 2 * 32  # 2 MiB: vllm-capacity.md section 4
+    assert bytes_per_block(spec, 16) == 2 * 16 * 8 * 128 * 2 * 32  # 2 MiB: a 16-token page in each of 32 layers
     assert bytes_per_block(spec, 16, layer_indices=[0, 1]) == 2 * 2 * 16 * 8 * 128 * 2
 
 

@@ -1,4 +1,5 @@
-"""Model specs: the config rules calculators get wrong, checked against ../shared/reference."""
+"""Model specs: the config rules calculators get wrong, checked against the reference model table
+(through the `reference_dir` fixture; skipped when absent) and published configs."""
 import csv
 import json
 import struct
@@ -63,7 +64,7 @@ def test_kv_bytes_per_token_match_reference(reference_dir):
 
 
 def test_explicit_head_dim_wins():
-    # Qwen3-0.6B: hidden 1024 / 16 heads = 64, but head_dim 128 (reference README, head_dim table)
+    # Qwen3-0.6B: hidden 1024 / 16 heads = 64, but its config.json sets head_dim 128
     spec = load_model("qwen3-0.6b")
     assert spec.head_dim == 128 and spec.hidden_size // spec.num_attention_heads == 64
 
@@ -89,7 +90,7 @@ def test_gemma3_text_config_and_windows():
     spec = load_model("gemma-3-27b")
     assert spec.num_layers == 62
     full = [i for i, layer in enumerate(spec.layers) if layer.kind == "full"]
-    assert full == list(range(5, 62, 6))  # reference README: globals at 5, 11, ..., 59
+    assert full == list(range(5, 62, 6))  # every 6th layer is global: 5, 11, ..., 59
     assert {layer.window_tokens for layer in spec.layers if layer.kind == "sliding"} == {1024}
 
 

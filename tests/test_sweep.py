@@ -1,9 +1,7 @@
-"""`kvplan sweep` (issue 3, deliverable 6): a vectorised grid equal, point by point, to the scalar
-plan (`plan_capacity`, whose figures are checked against ../shared/reference/vllm-calibration.csv
-in test_budget.py)."""
+"""`kvplan sweep`: a vectorised grid equal, point by point, to the scalar plan (`plan_capacity`,
+whose figures test_budget.py checks against real vLLM start-up logs)."""
 from __future__ import annotations
 
-from dataclasses import replace
 
 import pytest
 

@@ -1,7 +1,20 @@
-"""The bundled paged-attention engine (nano-vllm's shape, transformers' models)."""
-from kvplan.engine.config import EngineConfig
-from kvplan.engine.llm_engine import LLMEngine
-from kvplan.engine.outputs import EngineStats, RequestOutput
-from kvplan.engine.sampling_params import SamplingParams
+"""The bundled paged-attention engine (nano-vllm's shape, transformers' models).
 
-__all__ = ["EngineConfig", "EngineStats", "LLMEngine", "RequestOutput", "SamplingParams"]
+Names load on first use: `kvplan.engine.config` is light, while `LLMEngine` pulls in torch and
+transformers, which a process that never builds an engine (estimate, report, an HTTP target)
+must not pay for.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_HOMES = {"EngineConfig": "config", "LLMEngine": "llm_engine", "EngineStats": "outputs",
+          "RequestOutput": "outputs", "SamplingParams": "sampling_params"}
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'kvplan.engine' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"kvplan.engine.{_HOMES[name]}"), name)

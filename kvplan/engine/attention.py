@@ -58,7 +58,6 @@ class AttentionMetadata:
     query_starts_host: tuple[int, ...]
     context_lens_host: tuple[int, ...]
     max_query_len: int
-    max_context_len: int
     block_size: int
     decode_groups: tuple[DecodeGroup, ...]  # decodes (query_len == 1) batched by similar length, torch path
     prefill_seqs: tuple[int, ...]  # indices b with query_len > 1
@@ -86,7 +85,7 @@ class AttentionMetadata:
             context_lens=torch.tensor(context_lens, dtype=torch.int32, **dev),
             cu_seqlens_q=torch.tensor(cu, dtype=torch.int32, **dev),
             query_lens_host=tuple(query_lens), query_starts_host=tuple(cu[:-1]), context_lens_host=tuple(context_lens),
-            max_query_len=max(query_lens), max_context_len=max(context_lens), block_size=block_size,
+            max_query_len=max(query_lens), block_size=block_size,
             decode_groups=tuple(DecodeGroup(
                 rows=torch.tensor([cu[b] for b in g], dtype=torch.int64, **dev),
                 block_ids=bt[g, :nblocks[g[0]]].to(torch.int64).flatten().to(device),

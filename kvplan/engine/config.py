@@ -1,64 +1,120 @@
-"""`EngineConfig`: the engine's knobs, named as vLLM names them."""
+"""`EngineConfig`: the engine's knobs, named as vLLM names them, and their one set of rules.
+
+A frozen dataclass validated by pydantic when it is built, so the three ways in share one check:
+the scenario's `engine:` block (a field of `Scenario`: errors carry the field path), `kvplan serve`'s
+flags and Python callers (`EngineConfig(block_size=0)` raises `KvplanError` naming the field).
+Imports neither torch nor transformers.
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+import re
+from typing import Any, Literal, Optional
+
+from pydantic import ConfigDict, Field, ValidationError, field_validator
+from pydantic.dataclasses import dataclass
 
 from kvplan.errors import KvplanError
 from kvplan.spec.dtypes import KV_DTYPE_CHOICES, MODEL_DTYPE_ALIASES
+from kvplan.validation import FieldIssue, format_validation_error
 
 CPU_DEFAULT_KV_CACHE_MEMORY_BYTES = 256 * 2**20  # no device to measure on CPU: a fixed, documented budget
+# The engine runs these KV dtypes; int4 and fp8_e5m2 are planned only.
+ENGINE_KV_DTYPES = tuple(dict.fromkeys(d for d in (*KV_DTYPE_CHOICES, *MODEL_DTYPE_ALIASES) if d not in ("int4", "fp8_e5m2")))
+_BYTES_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|KB|MB|GB)?\s*$")
+_BYTE_UNITS = {None: 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "KB": 10**3, "MB": 10**6, "GB": 10**9}
 
 
-@dataclass(frozen=True)
+def parse_bytes(value: Any) -> Any:
+    """`"32 MiB"` -> 33554432; other values pass through (the field's type then checks them)."""
+    if isinstance(value, str):
+        m = _BYTES_RE.match(value)
+        if not m:
+            raise FieldIssue((), f"must be a byte count such as 33554432 or '32 MiB', got {value!r}")
+        return int(float(m.group(1)) * _BYTE_UNITS[m.group(2)])
+    return value
+
+
+# strict: YAML `"5"` is not silently an int, and `true` is not 1
+@dataclass(frozen=True, config=ConfigDict(strict=True, extra="forbid"))
 class EngineConfig:
-    """Engine settings. Sizes are validated here; a bad value raises `KvplanError` naming it.
+    """Engine settings.
 
     KV memory: `kv_cache_memory_bytes` when given; else on CUDA `gpu_memory_utilization` of the
     device minus what the model and a profiling forward took (as vLLM does); else on CPU
     `CPU_DEFAULT_KV_CACHE_MEMORY_BYTES`. `num_gpu_blocks_override` wins over both (vLLM's flag).
     """
 
-    block_size: int = 16
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 2048
-    max_model_len: int | None = None  # None: the model's max_position_embeddings
+    block_size: int = Field(16, gt=0)
+    max_num_seqs: int = Field(256, gt=0)
+    max_num_batched_tokens: int = Field(2048, gt=0)
+    max_model_len: Optional[int] = Field(None, gt=0)  # None: the model's max_position_embeddings
     kv_cache_dtype: str = "auto"  # auto = the model's dtype; fp8 (e4m3) or int8 quantize the pool
-    kv_cache_memory_bytes: int | None = None
-    gpu_memory_utilization: float = 0.9
+    kv_cache_memory_bytes: Optional[int] = Field(None, gt=0)
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
     enable_prefix_caching: bool = False
     allocator: Literal["paged", "contiguous"] = "paged"
-    swap_space_bytes: int = 0  # CPU pool for swap preemption; 0 = preempt by recompute
+    swap_space_bytes: int = Field(0, ge=0)  # CPU pool for swap preemption; 0 = preempt by recompute
     device: str = "cpu"
-    dtype: str = "auto"  # model dtype for from_profile/from_pretrained: auto = float32 on CPU, bfloat16 on CUDA
-    num_gpu_blocks_override: int | None = None
+    dtype: str = "auto"  # model dtype: see compute_dtype()
+    num_gpu_blocks_override: Optional[int] = Field(None, gt=0)
     seed: int = 0  # sampling generator seed (requests may carry their own)
 
-    def __post_init__(self) -> None:
-        for name in ("block_size", "max_num_seqs", "max_num_batched_tokens"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise KvplanError(f"EngineConfig.{name} must be a positive integer, got {value!r}")
-        for name in ("max_model_len", "kv_cache_memory_bytes", "num_gpu_blocks_override"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
-                raise KvplanError(f"EngineConfig.{name} must be a positive integer or None, got {value!r}")
-        if isinstance(self.swap_space_bytes, bool) or not isinstance(self.swap_space_bytes, int) or self.swap_space_bytes < 0:
-            raise KvplanError(f"EngineConfig.swap_space_bytes must be an integer >= 0, got {self.swap_space_bytes!r}")
-        if not 0.0 < float(self.gpu_memory_utilization) <= 1.0:
-            raise KvplanError(f"EngineConfig.gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization!r}")
-        if self.allocator not in ("paged", "contiguous"):
-            raise KvplanError(f"EngineConfig.allocator must be 'paged' or 'contiguous', got {self.allocator!r}")
-        if str(self.kv_cache_dtype).lower() not in KV_DTYPE_CHOICES and str(self.kv_cache_dtype).lower() not in MODEL_DTYPE_ALIASES:
-            raise KvplanError(f"EngineConfig.kv_cache_dtype {self.kv_cache_dtype!r} is unknown; choices: {', '.join(KV_DTYPE_CHOICES)}")
-        if str(self.kv_cache_dtype).lower() in ("int4", "fp8_e5m2"):
-            raise KvplanError(f"EngineConfig.kv_cache_dtype {self.kv_cache_dtype!r} is planned but not run by the engine; "
-                              "use auto, float32, float16, bfloat16, fp8 or int8")
-        if self.dtype != "auto" and str(self.dtype).lower().removeprefix("torch.") not in MODEL_DTYPE_ALIASES:
-            raise KvplanError(f"EngineConfig.dtype {self.dtype!r} is unknown; choices: auto, float32, float16, bfloat16")
-        if not (self.device == "cpu" or str(self.device).startswith("cuda")):
-            raise KvplanError(f"EngineConfig.device must be 'cpu' or 'cuda[:N]', got {self.device!r}")
+    @field_validator("kv_cache_memory_bytes", "swap_space_bytes", mode="before")
+    @classmethod
+    def _bytes(cls, v: Any) -> Any:
+        return parse_bytes(v)
+
+    @field_validator("kv_cache_dtype")
+    @classmethod
+    def _kv_dtype(cls, v: str) -> str:
+        if v.lower() in ("int4", "fp8_e5m2"):
+            raise FieldIssue((), f"{v!r} is planned but not run by the engine; choices: {', '.join(ENGINE_KV_DTYPES)}")
+        if v.lower() not in ENGINE_KV_DTYPES:
+            raise FieldIssue((), f"{v!r} is not a KV dtype the engine runs; choices: {', '.join(ENGINE_KV_DTYPES)}")
+        return v
+
+    @field_validator("dtype")
+    @classmethod
+    def _dtype(cls, v: str) -> str:
+        if v != "auto" and v.lower().removeprefix("torch.") not in MODEL_DTYPE_ALIASES:
+            raise FieldIssue((), f"{v!r} is not a model dtype; choices: auto, float32, float16, bfloat16")
+        return v
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, v: str) -> str:
+        if not re.fullmatch(r"cpu|cuda(:\d+)?", v):
+            raise FieldIssue((), f"{v!r} is not a device; choices: cpu, cuda, cuda:N")
+        return v
 
     @property
     def is_cuda(self) -> bool:
-        return str(self.device).startswith("cuda")
+        return self.device.startswith("cuda")
+
+    def compute_dtype(self) -> str:
+        """The model dtype the engine runs (the one "auto" rule): float32 on CPU, bfloat16 on CUDA."""
+        if self.dtype != "auto":
+            return MODEL_DTYPE_ALIASES[self.dtype.lower().removeprefix("torch.")]
+        return "bfloat16" if self.is_cuda else "float32"
+
+
+_validating_init = EngineConfig.__init__
+
+
+def _init(self: EngineConfig, *args: Any, **kwargs: Any) -> None:
+    # Python callers and CLI flags get the same one-line KvplanError as a scenario file
+    try:
+        _validating_init(self, *args, **kwargs)
+    except ValidationError as exc:
+        raise KvplanError(format_validation_error("EngineConfig", exc, EngineConfig)) from None
+
+
+EngineConfig.__init__ = _init  # type: ignore[method-assign]
+
+
+def engine_config_from(data: dict[str, Any]) -> EngineConfig:
+    """An `EngineConfig` from a mapping (a scenario's `engine:` block); raises pydantic's
+    `ValidationError`, whose field paths the scenario prefixes with `engine.`."""
+    config = EngineConfig.__new__(EngineConfig)
+    _validating_init(config, **data)
+    return config

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from kvplan.errors import KvplanError
-from kvplan.plan.kv import bytes_per_block
+from kvplan.plan.kv import blocks_in_budget, bytes_per_block
 from kvplan.spec.dtypes import KvDtype, resolve_kv_dtype
 from kvplan.spec.model import ModelSpec
 
@@ -28,7 +28,7 @@ def kv_dtype_name(kv_cache_dtype: str, model_dtype: torch.dtype) -> str:
 
 def num_blocks_for_budget(spec: ModelSpec, kv_cache_memory_bytes: int, block_size: int, kv_dtype: str) -> int:
     """The planner's block count for a byte budget: the engine's pool uses exactly this."""
-    return kv_cache_memory_bytes // bytes_per_block(spec, block_size, kv_dtype)
+    return blocks_in_budget(kv_cache_memory_bytes, bytes_per_block(spec, block_size, kv_dtype))
 
 
 class KVCache:
@@ -73,12 +73,6 @@ class KVCache:
     def nbytes(self) -> int:
         """Bytes of the device pool (equals `num_blocks * bytes_per_block`)."""
         return self.kv.nbytes + (self.scales.nbytes if self.scales is not None else 0)
-
-    @property
-    def cpu_nbytes(self) -> int:
-        if self.cpu_kv is None:
-            return 0
-        return self.cpu_kv.nbytes + (self.cpu_scales.nbytes if self.cpu_scales is not None else 0)
 
     # --- write / read -------------------------------------------------------------------------
     def _quantize(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Mapping
 from math import ceil
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import AutoModelForCausalLM, PreTrainedModel
@@ -30,16 +32,13 @@ from kvplan.engine.sampling_params import SamplingParams
 from kvplan.engine.scheduler import ScheduledBatch, Scheduler
 from kvplan.engine.sequence import Sequence
 from kvplan.errors import KvplanError
-from kvplan.plan.kv import bytes_per_block
-from kvplan.spec.dtypes import normalize_model_dtype
+from kvplan.plan.kv import blocks_in_budget, bytes_per_block
 from kvplan.spec.model import ModelSpec, spec_from_config
-from kvplan.spec.profiles import load_model, model_profile
+from kvplan.spec.profiles import load_model, model_config, model_index, model_profile
 
 
 def _model_dtype(config: EngineConfig) -> torch.dtype:
-    if config.dtype == "auto":
-        return torch.bfloat16 if config.is_cuda else torch.float32
-    return getattr(torch, normalize_model_dtype(config.dtype))
+    return getattr(torch, config.compute_dtype())
 
 
 class LLMEngine:
@@ -63,7 +62,7 @@ class LLMEngine:
             raise KvplanError(f"max_model_len={self.max_model_len} exceeds {self.spec.name}'s max_position_embeddings={max_pos}")
         self.kv_cache_dtype = kv_dtype_name(config.kv_cache_dtype, model.dtype)
         self.bytes_per_block = bytes_per_block(self.spec, config.block_size, self.kv_cache_dtype)
-        num_blocks = config.num_gpu_blocks_override or self._kv_budget_bytes() // self.bytes_per_block
+        num_blocks = config.num_gpu_blocks_override or blocks_in_budget(self._kv_budget_bytes(), self.bytes_per_block)
         blocks_per_request = ceil(self.max_model_len / config.block_size)
         if num_blocks < blocks_per_request:
             raise KvplanError(
@@ -71,7 +70,7 @@ class LLMEngine:
                 f"max_model_len={self.max_model_len} needs {blocks_per_request}; raise kv_cache_memory_bytes "
                 f"(>= {blocks_per_request * self.bytes_per_block} bytes) or lower max_model_len")
         self.kv_cache = KVCache(self.spec, num_blocks, config.block_size, self.kv_cache_dtype, model.dtype, self.device,
-                                num_cpu_blocks=config.swap_space_bytes // self.bytes_per_block)
+                                num_cpu_blocks=blocks_in_budget(config.swap_space_bytes, self.bytes_per_block))
         self.block_manager = BlockManager(
             num_blocks, config.block_size, enable_prefix_caching=config.enable_prefix_caching,
             reserve_blocks_per_seq=blocks_per_request if config.allocator == "contiguous" else None,
@@ -98,6 +97,23 @@ class LLMEngine:
         config = config or EngineConfig()
         model = random_model(model_profile(name)["config"], _model_dtype(config), seed)
         return cls(model, config, spec=load_model(name))
+
+    @classmethod
+    def from_model(cls, name: str, config: EngineConfig | None = None, *, seed: int = 0,
+                   overrides: Mapping[str, Any] | None = None) -> LLMEngine:
+        """What `--model` names: a bundled profile (random weights), a local model directory with
+        safetensors weights (loaded), or a config.json / weightless directory (random weights).
+        `overrides` merge config.json keys over the model's (random weights then, always)."""
+        config = config or EngineConfig()
+        spec = load_model(name, overrides)  # unknown names and bad configs fail here, in one line
+        path = Path(name).expanduser()
+        known = name.lower() in model_index()
+        if known and not overrides:
+            return cls.from_profile(name, config, seed)
+        if not known and not overrides and path.is_dir() and any(path.glob("*.safetensors")):
+            return cls.from_pretrained(path, config)
+        hf = {**model_config(name), **(overrides or {})}
+        return cls(random_model(hf, _model_dtype(config), seed), config, spec=spec)
 
     @classmethod
     def from_pretrained(cls, path: str | Path, config: EngineConfig | None = None) -> LLMEngine:

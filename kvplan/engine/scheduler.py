@@ -10,7 +10,7 @@ queue first and never skipped, so no request starves.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kvplan.engine.block_manager import BlockManager
 from kvplan.engine.sequence import Sequence, SequenceStatus
@@ -34,9 +34,29 @@ class ScheduledBatch:
     def num_tokens(self) -> int:
         return sum(self.num_new_tokens)
 
-    @property
-    def is_empty(self) -> bool:
-        return not self.seqs and not self.blocks_to_swap_out
+
+@dataclass
+class _Step:
+    """The batch being built in one `schedule()` call and the token budget it has left."""
+
+    budget: int
+    seqs: list[Sequence] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)
+    swap_out: list[tuple[int, int]] = field(default_factory=list)
+    swap_in: list[tuple[int, int]] = field(default_factory=list)
+    preempted: int = 0
+    swapped_out: int = 0
+    swapped_in: int = 0
+    hit_tokens: int = 0
+
+    def add(self, seq: Sequence, num_tokens: int) -> None:
+        self.seqs.append(seq)
+        self.counts.append(num_tokens)
+        self.budget -= num_tokens
+
+    def batch(self) -> ScheduledBatch:
+        return ScheduledBatch(tuple(self.seqs), tuple(self.counts), tuple(self.swap_out), tuple(self.swap_in),
+                              self.preempted, self.swapped_out, self.swapped_in, self.hit_tokens)
 
 
 class Scheduler:
@@ -72,67 +92,63 @@ class Scheduler:
         return False
 
     def schedule(self) -> ScheduledBatch:
-        bm = self.block_manager
-        budget = self.max_num_batched_tokens
-        seqs: list[Sequence] = []
-        counts: list[int] = []
-        swap_out: list[tuple[int, int]] = []
-        swap_in: list[tuple[int, int]] = []
-        preempted = swapped_out = swapped_in = hit_tokens = 0
+        step = _Step(self.max_num_batched_tokens)
+        self._schedule_running(step)
+        if not step.preempted:  # admitting while preempting would only evict the newcomers again
+            self._admit_swapped(step)
+            self._admit_waiting(step)
+            if step.swapped_in:
+                self.running.sort(key=lambda s: s.seq_id)
+        return step.batch()
 
-        # 1. Running sequences, oldest first; the newest running one is the preemption victim.
+    def _schedule_running(self, step: _Step) -> None:
+        """Running sequences, oldest first; the newest running one is the preemption victim."""
         i = 0
-        while i < len(self.running) and budget > 0:
+        while i < len(self.running) and step.budget > 0:
             seq = self.running[i]
-            n = min(len(seq) - seq.num_computed_tokens, budget)
-            while not bm.append_slots(seq, n):
+            n = min(len(seq) - seq.num_computed_tokens, step.budget)
+            while not self.block_manager.append_slots(seq, n):
                 victim = self.running.pop()
-                preempted += 1
-                swapped_out += self._preempt(victim, swap_out)
+                step.preempted += 1
+                step.swapped_out += self._preempt(victim, step.swap_out)
                 if victim is seq:
                     break
             else:
-                seqs.append(seq)
-                counts.append(n)
-                budget -= n
+                step.add(seq, n)
                 i += 1
 
-        # 2. Admit swapped, then waiting sequences, head first, only if nobody was preempted.
-        if not preempted:
-            while self.swapped and budget > 0 and len(self.running) < self.max_num_seqs:
-                seq = self.swapped[0]
-                n = min(len(seq) - seq.num_computed_tokens, budget)
-                if not bm.can_swap_in(seq, n):
-                    break
-                self.swapped.popleft()
-                swap_in.extend(bm.swap_in(seq))
-                bm.append_slots(seq, n)
-                swapped_in += 1
-                seq.status = SequenceStatus.RUNNING
-                self.running.append(seq)
-                seqs.append(seq)
-                counts.append(n)
-                budget -= n
-            while not self.swapped and self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
-                seq = self.waiting[0]
-                hits = bm.match_prefix(seq)
-                cached = len(hits) * bm.block_size
-                n = min(len(seq) - cached, budget)
-                if not bm.can_allocate(seq, hits, cached + n):
-                    break
-                self.waiting.popleft()
-                bm.allocate(seq, hits, cached + n)
-                hit_tokens += cached
-                seq.status = SequenceStatus.RUNNING
-                self.running.append(seq)
-                seqs.append(seq)
-                counts.append(n)
-                budget -= n
-            if swapped_in:
-                self.running.sort(key=lambda s: s.seq_id)
+    def _admit_swapped(self, step: _Step) -> None:
+        """Swapped sequences come back before any waiting one, head of the queue first."""
+        bm = self.block_manager
+        while self.swapped and step.budget > 0 and len(self.running) < self.max_num_seqs:
+            seq = self.swapped[0]
+            n = min(len(seq) - seq.num_computed_tokens, step.budget)
+            if not bm.can_swap_in(seq, n):
+                break
+            self.swapped.popleft()
+            step.swap_in.extend(bm.swap_in(seq))
+            bm.append_slots(seq, n)
+            step.swapped_in += 1
+            seq.status = SequenceStatus.RUNNING
+            self.running.append(seq)
+            step.add(seq, n)
 
-        return ScheduledBatch(tuple(seqs), tuple(counts), tuple(swap_out), tuple(swap_in), preempted,
-                              swapped_out, swapped_in, hit_tokens)
+    def _admit_waiting(self, step: _Step) -> None:
+        """Waiting sequences, head first and never skipped (so none starves), reusing cached prefix blocks."""
+        bm = self.block_manager
+        while not self.swapped and self.waiting and step.budget > 0 and len(self.running) < self.max_num_seqs:
+            seq = self.waiting[0]
+            hits = bm.match_prefix(seq)
+            cached = len(hits) * bm.block_size
+            n = min(len(seq) - cached, step.budget)
+            if not bm.can_allocate(seq, hits, cached + n):
+                break
+            self.waiting.popleft()
+            bm.allocate(seq, hits, cached + n)
+            step.hit_tokens += cached
+            seq.status = SequenceStatus.RUNNING
+            self.running.append(seq)
+            step.add(seq, n)
 
     def finish(self, seq: Sequence, reason: str) -> None:
         """Remove `seq` from whichever queue holds it and release its blocks."""

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 from enum import Enum, auto
-
-import torch
+from typing import TYPE_CHECKING
 
 from kvplan.engine.sampling_params import SamplingParams
+
+if TYPE_CHECKING:  # the scheduler and its simulation run without torch; only the engine sets a generator
+    import torch
 
 
 class SequenceStatus(Enum):

@@ -17,6 +17,17 @@ QUANT_NONE, QUANT_FP8, QUANT_INT8 = 0, 1, 2
 
 
 @triton.jit
+def _online_softmax_step(s, v, m_i, l_i, acc):
+    """Fold one block's masked scores `s` [M, N] and values `v` [N, D] into the running row max
+    `m_i`, normaliser `l_i` and output `acc`, rescaling what was summed under the old max."""
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no key yet stays empty
+    p = tl.exp(s - m_safe[:, None])
+    alpha = tl.exp(m_i - m_safe)
+    return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.dot(p, v)
+
+
+@triton.jit
 def _paged_attention_kernel(
     Q, K, V, KS, VS, Out, BlockTables, ContextLens, CuSeqlensQ,
     sm_scale, fp8_scale,
@@ -67,14 +78,7 @@ def _paged_attention_kernel(
             keep = (pos[None, :] <= q_pos[:, None]) & n_valid[None, :]
             if WINDOW > 0:
                 keep = keep & (pos[None, :] > q_pos[:, None] - WINDOW)
-            s = tl.where(keep, s, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no key yet stays empty
-            p = tl.exp(s - m_safe[:, None])
-            alpha = tl.exp(m_i - m_safe)
-            l_i = l_i * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None] + tl.dot(p, v)
-            m_i = m_new
+            m_i, l_i, acc = _online_softmax_step(tl.where(keep, s, float("-inf")), v, m_i, l_i, acc)
         out = acc / l_i[:, None]
         tl.store(Out + (q_start + offs_m)[:, None] * stride_ot + head * stride_oh + offs_d[None, :],
                  out.to(Out.dtype.element_ty), mask=m_valid[:, None] & d_valid[None, :])

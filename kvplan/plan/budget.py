@@ -1,15 +1,15 @@
 """The vLLM memory budget and KV-cache layout: what `vllm serve` prints at start-up.
 
-`plan_capacity(spec, args)` follows `../shared/reference/vllm-capacity.md`:
+`plan_capacity(spec, args)` follows vLLM V1's start-up:
 
     requested = total x gpu_memory_utilization              (or --kv-cache-memory-bytes)
     available = requested - weights - peak activation - non-torch [- CUDA graphs, v0.21+]
     num_blocks = floor(available / (page_bytes x group_size)), min over pipeline stages
-    tokens, max concurrency: the two log lines, per version (section 6)
+    tokens, max concurrency: the two capacity log lines, whose formulas changed across versions
 
 and reproduces vLLM's start-up errors, including the binary-searched estimated maximum model
-length (section 7). Overhead models live in `kvplan.plan.overheads`. Pure Python: `kvplan
-estimate` imports this module.
+length. Overhead models live in `kvplan.plan.overheads`. Pure Python: `kvplan estimate`
+imports this module.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from math import ceil
 
 from kvplan.errors import KvplanError
 from kvplan.plan import overheads as oh
-from kvplan.plan.kv import bytes_per_block, pp_layer_range, validate_parallel
+from kvplan.plan.kv import Tokens, blocks_in_budget, bytes_per_block, kept_tokens, largest_fitting, pp_layer_range, validate_parallel
 from kvplan.spec.dtypes import resolve_kv_dtype
 from kvplan.spec.gpu import GpuSpec
 from kvplan.spec.model import ModelSpec
@@ -26,7 +26,7 @@ from kvplan.spec.quant import QUANTIZATION_CHOICES
 from kvplan.units import GIB
 
 DOCS_URL = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
-HYBRID_GROUP_RATIO = 1.5  # group_size = max layer count when max < 1.5 x min (doc section 5)
+HYBRID_GROUP_RATIO = 1.5  # vLLM's hybrid grouping: group_size = max layer count when max < 1.5 x min
 
 
 @dataclass(frozen=True)
@@ -81,12 +81,13 @@ class KvGroup:
     block_size: int  # tokens per block (scaled up when page sizes are unified)
     page_bytes: int  # one block of one layer
 
-    def blocks_per_request(self, max_model_len: int, max_num_batched_tokens: int) -> int:
-        """`KVCacheSpec.max_memory_usage_bytes / page_size` for one request (doc section 6)."""
-        if self.kind == "sliding" and self.window_tokens:
-            tokens = min(self.window_tokens - 1 + max_num_batched_tokens, max_model_len)
-            return ceil(tokens / self.block_size) + 1
-        return ceil(max_model_len / self.block_size)
+    def blocks_per_request(self, max_model_len: Tokens, max_num_batched_tokens: int) -> Tokens:
+        """vLLM's `KVCacheSpec.max_memory_usage_bytes / page_size` for one request; `max_model_len`
+        may be a numpy array (the sweep)."""
+        tokens = kept_tokens(self.kind, self.window_tokens, max_model_len, chunk=max_num_batched_tokens)
+        blocks = -(-tokens // self.block_size)  # integer ceil, also elementwise
+        # the window need not start on a block boundary: vLLM reserves one block more
+        return blocks + 1 if self.kind == "sliding" and self.window_tokens else blocks
 
 
 @dataclass(frozen=True)
@@ -149,12 +150,6 @@ class CapacityPlan:
     def binding_stage(self) -> StagePlan:
         return min(self.stages, key=lambda s: s.num_blocks)
 
-    @property
-    def device_peak_bytes(self) -> int:
-        """Roughly what nvidia-smi shows once serving: init + requested (+ graphs if not budgeted)."""
-        extra = 0 if self.cudagraph_subtracted else self.cudagraph_bytes
-        return self.init_outside_budget_bytes + self.requested_bytes + extra
-
 
 def gib(n: float) -> str:
     """vLLM's `format_gib`: two decimals of GiB."""
@@ -214,31 +209,24 @@ def needed_bytes(spec: ModelSpec, layer_indices: list[int] | range, args: Engine
 def estimate_max_model_len(spec: ModelSpec, layer_indices: list[int] | range, args: EngineArgs,
                            available_bytes: int, max_model_len: int, max_num_batched_tokens: int) -> int:
     """vLLM's `estimate_max_model_len`: binary search over [1, max_model_len]; 0 if nothing fits."""
-    def fits(n: int) -> bool:
-        return needed_bytes(spec, layer_indices, args, n, max_num_batched_tokens) <= available_bytes
-
-    if not fits(1):
-        return 0
-    lo, hi, best = 1, max_model_len, 1
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        if fits(mid):
-            best, lo = mid, mid + 1
-        else:
-            hi = mid - 1
-    return best
+    # needed bytes grow with the length, so this finds what vLLM's own search finds
+    return largest_fitting(0, max_model_len, lambda n: needed_bytes(spec, layer_indices, args, n, max_num_batched_tokens)
+                           <= available_bytes)
 
 
 # --- the plan ------------------------------------------------------------------------------
-def plan_capacity(spec: ModelSpec, args: EngineArgs) -> CapacityPlan:
-    """Predict vLLM's start-up figures for `spec` served with `args` (one GPU per rank)."""
-    args.validate(spec)
-    given = args
-    # "auto" KV dtype follows the *served* dtype (--dtype float32 gives a float32 cache)
-    args = replace(args, kv_cache_dtype=resolve_kv_dtype(args.kv_cache_dtype, oh.model_dtype(spec, args.dtype)).name)
-    version = oh.parse_vllm_version(args.vllm_version)
-    tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
-    warnings: list[str] = []
+@dataclass(frozen=True)
+class _Batch:
+    """max_model_len and the batch limits in force: the user's, else vLLM's defaults."""
+
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    defaults: oh.BatchDefaults
+    defaulted: tuple[str, ...]
+
+
+def _batch(spec: ModelSpec, args: EngineArgs, version: tuple[int, int, int], warnings: list[str]) -> _Batch:
     mml = args.max_model_len or spec.max_position_embeddings
     if args.max_model_len and args.max_model_len > spec.max_position_embeddings:
         warnings.append(f"--max-model-len {args.max_model_len} exceeds {spec.name}'s max_position_embeddings "
@@ -251,30 +239,35 @@ def plan_capacity(spec: ModelSpec, args: EngineArgs) -> CapacityPlan:
                                       ("max_model_len", args.max_model_len)) if v is None)
     if mnbt < max_num_seqs:
         warnings.append(f"--max-num-batched-tokens {mnbt} < --max-num-seqs {max_num_seqs}: vLLM rejects this")
-    subtract_graphs = version >= oh.CUDAGRAPH_SUBTRACTED_SINCE and not args.enforce_eager
-    requested = int(gpu_bytes * args.gpu_memory_utilization) if gpu_bytes is not None else 0
-    init_bytes = oh.init_outside_budget_bytes(tp, pp)
-    stages = []
-    for r in range(pp):
-        idx = pp_layer_range(spec.num_layers, pp, r)
-        w = oh.weights_bytes_per_gpu(spec, dtype=args.dtype, quantization=args.quantization, tp=tp, pp=pp, pp_rank=r)
-        a = oh.activation_bytes(spec, dtype=args.dtype, max_num_batched_tokens=mnbt, max_num_seqs=max_num_seqs,
-                                tp=tp, last_stage=r == pp - 1, version=version)
-        nt = oh.non_torch_bytes(tp, pp)
-        cg = oh.cudagraph_bytes(spec, dtype=args.dtype, tp=tp, pp=pp, pp_rank=r, max_num_seqs=max_num_seqs,
-                                enforce_eager=args.enforce_eager)
-        if args.kv_cache_memory_bytes is not None:
-            avail = args.kv_cache_memory_bytes
-        else:
-            avail = requested - w - a - nt - (cg if subtract_graphs else 0)
-        groups, group_size, block_bytes = kv_groups(spec, idx, args.block_size, args.kv_cache_dtype, tp)
-        blocks = max(0, avail // block_bytes) if block_bytes else 0
-        stages.append(StagePlan(r, len(idx), w, a, nt, cg, avail, groups, group_size, block_bytes, blocks))
-    bind = min(stages, key=lambda s: s.num_blocks)
-    num_blocks = bind.num_blocks
-    per_req = sum(g.count * g.blocks_per_request(mml, mnbt) for g in bind.groups)
-    v1 = version >= oh.V1_SINCE
-    if v1:
+    return _Batch(mml, max_num_seqs, mnbt, d, defaulted)
+
+
+def _stage(spec: ModelSpec, args: EngineArgs, pp_rank: int, batch: _Batch, version: tuple[int, int, int],
+           requested: int, subtract_graphs: bool) -> StagePlan:
+    """One pipeline stage: what is subtracted from its budget and how many blocks the rest holds."""
+    tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
+    idx = pp_layer_range(spec.num_layers, pp, pp_rank)
+    w = oh.weights_bytes_per_gpu(spec, dtype=args.dtype, quantization=args.quantization, tp=tp, pp=pp, pp_rank=pp_rank)
+    a = oh.activation_bytes(spec, dtype=args.dtype, max_num_batched_tokens=batch.max_num_batched_tokens,
+                            max_num_seqs=batch.max_num_seqs, tp=tp, last_stage=pp_rank == pp - 1, version=version)
+    nt = oh.non_torch_bytes(tp, pp)
+    cg = oh.cudagraph_bytes(spec, dtype=args.dtype, tp=tp, pp=pp, pp_rank=pp_rank, max_num_seqs=batch.max_num_seqs,
+                            enforce_eager=args.enforce_eager)
+    if args.kv_cache_memory_bytes is not None:
+        avail = args.kv_cache_memory_bytes
+    else:
+        avail = requested - w - a - nt - (cg if subtract_graphs else 0)
+    groups, group_size, block_bytes = kv_groups(spec, idx, args.block_size, args.kv_cache_dtype, tp)
+    return StagePlan(pp_rank, len(idx), w, a, nt, cg, avail, groups, group_size, block_bytes,
+                     blocks_in_budget(avail, block_bytes))
+
+
+def _log_lines(bind: StagePlan, args: EngineArgs, version: tuple[int, int, int], batch: _Batch) -> tuple[int, float, int]:
+    """(blocks per request, max concurrency, KV tokens): the two capacity log lines, whose
+    formulas changed across vLLM versions."""
+    mml, num_blocks = batch.max_model_len, bind.num_blocks
+    per_req = sum(g.count * g.blocks_per_request(mml, batch.max_num_batched_tokens) for g in bind.groups)
+    if version >= oh.V1_SINCE:
         max_conc = num_blocks / per_req if per_req else 0.0
     else:
         max_conc = num_blocks * args.block_size / mml
@@ -285,63 +278,96 @@ def plan_capacity(spec: ModelSpec, args: EngineArgs) -> CapacityPlan:
         tokens = (num_blocks // num_groups) * args.block_size
     else:
         tokens = num_blocks * args.block_size
+    return per_req, max_conc, tokens
 
-    # start-up errors, checked per worker as vLLM does
-    error = None
+
+@dataclass(frozen=True)
+class _Startup:
+    error: str | None
+    needed_bytes: int  # one max_model_len request on the failing (else the binding) stage
+    estimated_max_model_len: int
+
+
+def _startup_error(spec: ModelSpec, args: EngineArgs, version: tuple[int, int, int], batch: _Batch,
+                   stages: list[StagePlan], bind: StagePlan, requested: int, init_bytes: int) -> _Startup:
+    """vLLM's start-up errors, checked per worker in vLLM's order (the first one wins)."""
+    pp, mml, mnbt = args.pipeline_parallel_size, batch.max_model_len, batch.max_num_batched_tokens
     need = needed_bytes(spec, pp_layer_range(spec.num_layers, pp, bind.pp_rank), args, mml, mnbt)
-    est_len = mml
+    gpu_bytes = args.gpu.memory_bytes if args.gpu is not None else None
     if args.kv_cache_memory_bytes is None and gpu_bytes is not None and requested > gpu_bytes - init_bytes:
         free = gpu_bytes - init_bytes
-        error = (f"ValueError: Free memory on device ({gib(free)}/{gib(gpu_bytes)} GiB) on startup is less than desired "
-                 f"GPU memory utilization ({args.gpu_memory_utilization}, {gib(requested)} GiB). Decrease GPU memory "
-                 f"utilization or reduce GPU memory used by other processes.")
+        return _Startup(f"ValueError: Free memory on device ({gib(free)}/{gib(gpu_bytes)} GiB) on startup is less than "
+                        f"desired GPU memory utilization ({args.gpu_memory_utilization}, {gib(requested)} GiB). Decrease GPU "
+                        f"memory utilization or reduce GPU memory used by other processes.", need, mml)
     for st in stages:
-        if error:
-            break
-        idx = pp_layer_range(spec.num_layers, pp, st.pp_rank)
         if st.available_kv_cache_bytes <= 0:
-            est_len = 0
-            error = ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
-                     f"when initializing the engine. See {DOCS_URL} for more details.")
-            break
+            return _Startup("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+                            f"when initializing the engine. See {DOCS_URL} for more details.", need, 0)
+        if version < oh.V1_SINCE:  # V0 checks the pool's token count once, against max_model_len
+            pool_tokens = bind.num_blocks * args.block_size
+            if pool_tokens >= mml:
+                break
+            return _Startup(f"ValueError: The model's max seq len ({mml}) is larger than the maximum number of tokens "
+                            f"that can be stored in KV cache ({pool_tokens}). Try increasing "
+                            "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
+                            need, pool_tokens)
+        idx = pp_layer_range(spec.num_layers, pp, st.pp_rank)
         stage_need = needed_bytes(spec, idx, args, mml, mnbt)
-        if not v1:
-            if num_blocks * args.block_size < mml:
-                est_len = num_blocks * args.block_size
-                error = (f"ValueError: The model's max seq len ({mml}) is larger than the maximum number of tokens "
-                         f"that can be stored in KV cache ({num_blocks * args.block_size}). Try increasing "
-                         "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
-            break
         if stage_need > st.available_kv_cache_bytes:
-            need = stage_need
             est_len = estimate_max_model_len(spec, idx, args, st.available_kv_cache_bytes, mml, mnbt)
-            hint = (f"Based on the available memory, the estimated maximum model length is {est_len}. "
-                    if est_len > 0 else "")
+            hint = f"Based on the available memory, the estimated maximum model length is {est_len}. " if est_len > 0 else ""
             owner = "model's" if version >= oh.MODEL_S_WORDING_SINCE else "models's"
-            error = (f"ValueError: To serve at least one request with the {owner} max seq len ({mml}), "
-                     f"({gib(stage_need)} GiB KV cache is needed, which is larger than the available KV cache memory "
-                     f"({gib(st.available_kv_cache_bytes)} GiB). {hint}Try increasing `gpu_memory_utilization` or "
-                     f"decreasing `max_model_len` when initializing the engine. See {DOCS_URL} for more details.")
-            break
-    if gpu_bytes is not None and not subtract_graphs and bind.cudagraph_bytes:
-        peak = init_bytes + requested + bind.cudagraph_bytes
-        if peak > gpu_bytes:
-            warnings.append(f"CUDA graphs (~{gib(bind.cudagraph_bytes)} GiB) are captured after the KV cache and are not "
-                            f"budgeted before vLLM 0.21: about {gib(peak)} GiB would be used of {gib(gpu_bytes)} GiB, "
-                            "so capture will likely OOM; lower --gpu-memory-utilization or add --enforce-eager")
+            return _Startup(f"ValueError: To serve at least one request with the {owner} max seq len ({mml}), "
+                            f"({gib(stage_need)} GiB KV cache is needed, which is larger than the available KV cache "
+                            f"memory ({gib(st.available_kv_cache_bytes)} GiB). {hint}Try increasing "
+                            "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine. "
+                            f"See {DOCS_URL} for more details.", stage_need, est_len)
+    return _Startup(None, need, mml)
+
+
+def _cudagraph_warning(args: EngineArgs, bind: StagePlan, requested: int, init_bytes: int, subtract_graphs: bool) -> str | None:
+    """Before v0.21 vLLM captures CUDA graphs after sizing the pool: warn when they cannot fit."""
+    gpu_bytes = args.gpu.memory_bytes if args.gpu is not None else None
+    if gpu_bytes is None or subtract_graphs or not bind.cudagraph_bytes:
+        return None
+    peak = init_bytes + requested + bind.cudagraph_bytes
+    if peak <= gpu_bytes:
+        return None
+    return (f"CUDA graphs (~{gib(bind.cudagraph_bytes)} GiB) are captured after the KV cache and are not "
+            f"budgeted before vLLM 0.21: about {gib(peak)} GiB would be used of {gib(gpu_bytes)} GiB, "
+            "so capture will likely OOM; lower --gpu-memory-utilization or add --enforce-eager")
+
+
+def plan_capacity(spec: ModelSpec, args: EngineArgs) -> CapacityPlan:
+    """Predict vLLM's start-up figures for `spec` served with `args` (one GPU per rank)."""
+    args.validate(spec)
+    given = args
+    # "auto" KV dtype follows the *served* dtype (--dtype float32 gives a float32 cache)
+    args = replace(args, kv_cache_dtype=resolve_kv_dtype(args.kv_cache_dtype, oh.model_dtype(spec, args.dtype)).name)
+    version = oh.parse_vllm_version(args.vllm_version)
+    warnings: list[str] = []
+    batch = _batch(spec, args, version, warnings)
+    gpu_bytes = args.gpu.memory_bytes if args.gpu is not None else None
+    subtract_graphs = version >= oh.CUDAGRAPH_SUBTRACTED_SINCE and not args.enforce_eager
+    requested = int(gpu_bytes * args.gpu_memory_utilization) if gpu_bytes is not None else 0
+    init_bytes = oh.init_outside_budget_bytes(args.tensor_parallel_size, args.pipeline_parallel_size)
+    stages = [_stage(spec, args, r, batch, version, requested, subtract_graphs) for r in range(args.pipeline_parallel_size)]
+    bind = min(stages, key=lambda s: s.num_blocks)
+    per_req, max_conc, tokens = _log_lines(bind, args, version, batch)
+    startup = _startup_error(spec, args, version, batch, stages, bind, requested, init_bytes)
+    graphs = _cudagraph_warning(args, bind, requested, init_bytes, subtract_graphs)
+    if graphs:
+        warnings.append(graphs)
     return CapacityPlan(
-        spec_name=spec.name, args=given, version=version, max_model_len=mml, max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=mnbt, defaults_rule=d.rule, defaulted=defaulted, gpu_memory_bytes=gpu_bytes,
+        spec_name=spec.name, args=given, version=version, max_model_len=batch.max_model_len,
+        max_num_seqs=batch.max_num_seqs, max_num_batched_tokens=batch.max_num_batched_tokens,
+        defaults_rule=batch.defaults.rule, defaulted=batch.defaulted, gpu_memory_bytes=gpu_bytes,
         requested_bytes=requested if args.kv_cache_memory_bytes is None else args.kv_cache_memory_bytes,
         weights_bytes=bind.weights_bytes, activation_bytes=bind.activation_bytes, non_torch_bytes=bind.non_torch_bytes,
         cudagraph_bytes=bind.cudagraph_bytes, cudagraph_subtracted=subtract_graphs,
-        available_kv_cache_bytes=bind.available_kv_cache_bytes, block_bytes=bind.block_bytes, num_gpu_blocks=num_blocks,
-        kv_cache_tokens=tokens, max_concurrency=max_conc, blocks_per_request=per_req, kv_bytes_per_request=need,
-        estimated_max_model_len=est_len, fits=error is None, error=error, stages=tuple(stages),
+        available_kv_cache_bytes=bind.available_kv_cache_bytes, block_bytes=bind.block_bytes,
+        num_gpu_blocks=bind.num_blocks, kv_cache_tokens=tokens, max_concurrency=max_conc, blocks_per_request=per_req,
+        kv_bytes_per_request=startup.needed_bytes, estimated_max_model_len=startup.estimated_max_model_len,
+        fits=startup.error is None, error=startup.error, stages=tuple(stages),
         init_outside_budget_bytes=init_bytes, warnings=tuple(warnings),
     )
-
-
-def with_args(args: EngineArgs, **changes: object) -> EngineArgs:
-    """A copy of `args` with some fields changed (what-if plans)."""
-    return replace(args, **changes)

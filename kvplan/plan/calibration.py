@@ -1,4 +1,5 @@
-"""Read `../shared/reference/vllm-calibration.csv` and replay each row through `plan_capacity`
+"""Read a vLLM calibration CSV (one row per logged `vllm serve` start-up: GPU, utilization, TP,
+dtypes, max_model_len and the logged KV figures) and replay each row through `plan_capacity`
 (used by `tests/test_budget.py` and `benchmarks/vllm_accuracy.py`)."""
 from __future__ import annotations
 

@@ -5,11 +5,13 @@ stable interface (other tools and CI parse them).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kvplan.errors import KvplanError
 from kvplan.plan.budget import CapacityPlan, EngineArgs, plan_capacity
+from kvplan.plan.fixes import Fix, Recommendation
 from kvplan.plan.kv import KvLayout
 from kvplan.spec.gpu import GpuSpec
 from kvplan.spec.model import ModelSpec
@@ -29,14 +31,13 @@ class Variant:
 class Fit:
     gpu: GpuSpec
     gpu_memory_utilization: float
-    budget_bytes_per_gpu: int  # total x utilization
     weights_bytes_per_gpu: int
     kv_available_bytes_per_gpu: int
     kv_needed_bytes_per_gpu: int
     fits: bool
     max_concurrency_at_ctx: int
     max_ctx_at_concurrency: int
-    capacity: CapacityPlan | None = None  # the vLLM memory budget (issue 3) behind the figures above
+    capacity: CapacityPlan  # vLLM's memory budget, which the figures above are taken from
 
 
 @dataclass(frozen=True)
@@ -58,24 +59,15 @@ class Estimate:
     warnings: tuple[str, ...] = field(default=())
 
 
-def weights_bytes_per_gpu(spec: ModelSpec, tp: int, pp: int) -> int:
-    """Linear layers and embeddings split across TP; stages split the layers (busiest stage approx.)."""
-    return -(-spec.weights_bytes // (tp * pp))
-
-
 def _fit(layout: KvLayout, spec: ModelSpec, ctx: int, n: int, prefix: int, gpu: GpuSpec, util: float,
          max_model_len: int, engine: EngineArgs | None = None) -> Fit:
-    from dataclasses import replace
-
     # vLLM's budget (kvplan.plan.budget): requested - weights - activation - non-torch [- graphs]
     args = replace(engine or EngineArgs(gpu_memory_utilization=util), gpu=gpu, kv_cache_dtype=layout.kv_dtype.name,
                    block_size=layout.block_size, tensor_parallel_size=layout.tp, pipeline_parallel_size=layout.pp)
     plan = plan_capacity(layout.spec, args)
-    budget = plan.requested_bytes
-    weights = plan.weights_bytes
     available = max(0, plan.available_kv_cache_bytes)
     needed = layout.batch_bytes_per_gpu(ctx, n, prefix_tokens=prefix)
-    return Fit(gpu, util, budget, weights, available, needed, needed <= available,
+    return Fit(gpu, util, plan.weights_bytes, available, needed, needed <= available,
                layout.max_concurrency(ctx, available, prefix_tokens=prefix), layout.max_tokens(n, available, max_model_len),
                plan)
 
@@ -136,8 +128,9 @@ def estimate(spec: ModelSpec, *, ctx_tokens: int, concurrency: int, kv_cache_dty
     )
 
 
-def to_json(est: Estimate) -> dict[str, Any]:
-    """Stable keys; bytes are integers."""
+def to_json(est: Estimate, fixes: Sequence[Fix] = (), rec: Recommendation | None = None) -> dict[str, Any]:
+    """Stable keys; bytes are integers. With a GPU: vLLM's capacity keys and `fixes`; with a
+    recommendation: the `vllm serve` line that meets the target."""
     lay, spec = est.layout, est.spec
     out: dict[str, Any] = {
         "model": spec.name, "hf_id": spec.hf_id, "ctx": est.ctx_tokens, "concurrency": est.concurrency,
@@ -162,14 +155,18 @@ def to_json(est: Estimate) -> dict[str, Any]:
             "kv_needed_bytes_per_gpu": f.kv_needed_bytes_per_gpu, "fits": f.fits,
             "max_concurrency_at_ctx": f.max_concurrency_at_ctx, "max_ctx_at_concurrency": f.max_ctx_at_concurrency,
         })
-        if f.capacity is not None:
-            out.update(capacity_json(f.capacity))
+        out.update(capacity_json(f.capacity))
+        out["vllm_fixes"] = [{"rank": x.rank, "fix": x.title, "flags": x.flags, "effect": x.effect, "enough": x.fits,
+                              "risk": x.risk} for x in fixes]
+    if rec is not None:
+        out["recommended_command"] = rec.command if rec.met else None
+        out["recommendation"] = rec.note
     return out
 
 
 def capacity_json(plan: CapacityPlan) -> dict[str, Any]:
-    """Issue-3 keys of `kvplan estimate --json` (per GPU; bytes are integers). The per-GPU weights
-    as vLLM loads them are `weights_bytes_per_gpu`; the existing `weights_bytes` (whole model) is kept."""
+    """The vLLM capacity keys of `kvplan estimate --json` (per GPU; bytes are integers). The per-GPU
+    weights as vLLM loads them are `weights_bytes_per_gpu`; `weights_bytes` is the whole model."""
     return {
         "activation_bytes": plan.activation_bytes,
         "non_torch_bytes": plan.non_torch_bytes, "cudagraph_bytes": plan.cudagraph_bytes,

@@ -1,7 +1,7 @@
-"""When a plan does not fit (or misses `--target-concurrency`): the ordered, quantified fixes of
-`../shared/seeds/000_e2886a6b22aa43e2.txt` section 5.1 (first --max-model-len, then the
---gpu-memory-utilization headroom, then --max-num-seqs; then a GQA model; then KV quantization;
-only then more or bigger GPUs), and the `vllm serve` command that meets a target.
+"""When a plan does not fit (or misses `--target-concurrency`): the quantified fixes, cheapest
+first (first --max-model-len, then the --gpu-memory-utilization headroom, then --max-num-seqs;
+then a GQA model; then KV quantization; only then more or bigger GPUs), and the `vllm serve`
+command that meets a target.
 """
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ from dataclasses import dataclass, replace
 from kvplan.errors import KvplanError
 from kvplan.plan import overheads as oh
 from kvplan.plan.budget import CapacityPlan, EngineArgs, plan_capacity
+from kvplan.plan.kv import largest_fitting
 from kvplan.spec.dtypes import resolve_kv_dtype
 from kvplan.spec.gpu import GpuSpec, gpu_catalog
 from kvplan.spec.model import ModelSpec
 from kvplan.units import GIB
 
 UTIL_STEP = 0.01
-SAFETY_MARGIN_BYTES = 150 * 2**20  # vLLM's own suggestion keeps 150 MiB spare (doc section 3)
+SAFETY_MARGIN_BYTES = 150 * 2**20  # vLLM's own utilization suggestion keeps 150 MiB spare
 
 
 @dataclass(frozen=True)
@@ -70,15 +71,12 @@ def _max_len_for(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, target: 
     """Longest max_model_len that fits (vLLM's estimate) and, with a target, serves `target` requests."""
     if target is None:
         return plan.estimated_max_model_len if not plan.fits else plan.max_model_len
-    lo, hi = 0, plan.max_model_len
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        p = _try(spec, args, max_model_len=mid)
-        if p is not None and _ok(p, target):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+
+    def fits(length: int) -> bool:
+        p = _try(spec, args, max_model_len=length)
+        return p is not None and _ok(p, target)
+
+    return largest_fitting(0, plan.max_model_len, fits)
 
 
 def min_utilization(spec: ModelSpec, args: EngineArgs, target: int | None, upto: float = 1.0) -> tuple[float, CapacityPlan] | None:
@@ -92,90 +90,115 @@ def min_utilization(spec: ModelSpec, args: EngineArgs, target: int | None, upto:
     return None
 
 
-def fixes_for(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, target_concurrency: int | None = None) -> tuple[Fix, ...]:
-    """Ranked fixes, each quantified by re-planning with the one change."""
-    if _ok(plan, target_concurrency) or plan.gpu_memory_bytes is None:
-        return ()
-    out: list[Fix] = []
-    goal = f"{target_concurrency} requests of {plan.max_model_len:,}" if target_concurrency else f"one {plan.max_model_len:,}-token request"
+def _fix(title: str, flags: str, effect: str, p: CapacityPlan | None, target: int | None, risk: str = "") -> Fix:
+    """A fix whose `fits` says whether the re-planned `p` alone is enough; `fixes_for` ranks it."""
+    return Fix(0, title, flags, effect, p is not None and _ok(p, target), risk, p)
 
-    def add(title: str, flags: str, effect: str, p: CapacityPlan | None, risk: str = "") -> None:
-        out.append(Fix(len(out) + 1, title, flags, effect, p is not None and _ok(p, target_concurrency), risk, p))
 
-    # 1. --max-model-len
-    length = _max_len_for(spec, args, plan, target_concurrency)
-    if length > 0:
-        p = _try(spec, args, max_model_len=length)
-        add("shorter context", f"--max-model-len {length}",
-            f"{plan.max_model_len:,} -> {length:,} tokens per request" + (f": {_tokens(p)}" if p else ""), p)
-    else:
-        add("shorter context", "", "no max_model_len fits: the weights and activations leave no KV memory", None)
-    # 2. --gpu-memory-utilization headroom
+def _fix_max_model_len(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, target: int | None) -> Fix:
+    length = _max_len_for(spec, args, plan, target)
+    if length <= 0:
+        return _fix("shorter context", "", "no max_model_len fits: the weights and activations leave no KV memory", None, target)
+    p = _try(spec, args, max_model_len=length)
+    return _fix("shorter context", f"--max-model-len {length}",
+                f"{plan.max_model_len:,} -> {length:,} tokens per request" + (f": {_tokens(p)}" if p else ""), p, target)
+
+
+def _fix_utilization(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, target: int | None, goal: str) -> Fix:
+    """The headroom vLLM leaves unused; above the safe limit the risk says what no longer fits."""
     safe = safe_max_utilization(plan)
-    found = min_utilization(spec, args, target_concurrency, upto=1.0)
-    if found:
-        util, p = found
-        risk = (f"above ~{safe:.2f} the CUDA context ({oh.CUDA_CONTEXT_BYTES / GIB:.2f} GiB)"
-                + (", NCCL set-up" if plan.tp > 1 else "")
-                + ("" if plan.cudagraph_subtracted else f" and CUDA graphs ({plan.cudagraph_bytes / GIB:.2f} GiB, not budgeted before vLLM 0.21)")
-                + " no longer fit: OOM at start-up or graph capture, and nothing is left for other processes")
-        add("more of the GPU for vLLM", f"--gpu-memory-utilization {util:.2f}",
-            f"{args.gpu_memory_utilization:g} -> {util:.2f} (+{(util - args.gpu_memory_utilization) * plan.gpu_memory_bytes / GIB:.2f} GiB): {_tokens(p)}",
-            p, risk if util > safe else f"safe: stays below ~{safe:.2f}")
-    else:
+    found = min_utilization(spec, args, target, upto=1.0)
+    if not found:
         p = _try(spec, args, gpu_memory_utilization=round(min(max(safe, args.gpu_memory_utilization), 1.0), 2))
-        add("more of the GPU for vLLM", "",
-            f"even {max(safe, args.gpu_memory_utilization):.2f} is not enough for {goal}" + (f" ({_tokens(p)})" if p and p.fits else ""), None)
-    # 3. --max-num-seqs (shrinks the sampler's share of the activation peak)
-    candidates = sorted({n for n in (target_concurrency or 0, 256, 128, 64, 32, 16) if 0 < n < plan.max_num_seqs}, reverse=True)
+        return _fix("more of the GPU for vLLM", "", f"even {max(safe, args.gpu_memory_utilization):.2f} is not enough for "
+                    f"{goal}" + (f" ({_tokens(p)})" if p and p.fits else ""), None, target)
+    util, p = found
+    risk = (f"above ~{safe:.2f} the CUDA context ({oh.CUDA_CONTEXT_BYTES / GIB:.2f} GiB)"
+            + (", NCCL set-up" if plan.tp > 1 else "")
+            + ("" if plan.cudagraph_subtracted else f" and CUDA graphs ({plan.cudagraph_bytes / GIB:.2f} GiB, not budgeted before vLLM 0.21)")
+            + " no longer fit: OOM at start-up or graph capture, and nothing is left for other processes")
+    return _fix("more of the GPU for vLLM", f"--gpu-memory-utilization {util:.2f}",
+                f"{args.gpu_memory_utilization:g} -> {util:.2f} (+{(util - args.gpu_memory_utilization) * plan.gpu_memory_bytes / GIB:.2f} GiB): {_tokens(p)}",
+                p, target, risk if util > safe else f"safe: stays below ~{safe:.2f}")
+
+
+def _fix_max_num_seqs(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, target: int | None) -> Fix | None:
+    """Fewer sequences shrink the sampler's share of the activation peak (not the forward pass)."""
+    candidates = sorted({n for n in (target or 0, 256, 128, 64, 32, 16) if 0 < n < plan.max_num_seqs}, reverse=True)
     best = None
     for n in candidates:
         p = _try(spec, args, max_num_seqs=n)
-        if p is not None and _ok(p, target_concurrency):
+        if p is not None and _ok(p, target):
             best = (n, p)
             break
     if best is None and candidates:
         n = candidates[-1]
         best = (n, _try(spec, args, max_num_seqs=n))
-    if best and best[1]:
-        n, p = best
-        freed = plan.activation_bytes - p.activation_bytes
-        if freed > 0:
-            add("fewer concurrent sequences", f"--max-num-seqs {n}",
-                f"{plan.max_num_seqs} -> {n}: sampler activation -{freed / GIB:.2f} GiB, {_tokens(p)}", p)
-        else:
-            add("fewer concurrent sequences", "", f"no gain: the forward pass over {plan.max_num_batched_tokens:,} batched tokens, "
-                "not the sampler, sets the activation peak", None)
-    # 4. a GQA model
-    if not spec.is_mla and spec.num_kv_heads == spec.num_attention_heads and spec.num_kv_heads >= 8:
-        heads = max(spec.num_kv_heads // 4, args.tensor_parallel_size)
-        p = _try(spec.with_kv_heads(heads), args)
-        if p is not None:
-            add("serve a GQA model", "--model <a GQA sibling>",
-                f"{spec.num_kv_heads} -> {heads} KV heads (e.g. Llama-2 -> Llama-3 style): KV per token /{spec.num_kv_heads // heads}, {_tokens(p)}", p)
-    # 5. fp8 KV cache
+    if not (best and best[1]):
+        return None
+    n, p = best
+    freed = plan.activation_bytes - p.activation_bytes
+    if freed <= 0:
+        return _fix("fewer concurrent sequences", "", f"no gain: the forward pass over {plan.max_num_batched_tokens:,} "
+                    "batched tokens, not the sampler, sets the activation peak", None, target)
+    return _fix("fewer concurrent sequences", f"--max-num-seqs {n}",
+                f"{plan.max_num_seqs} -> {n}: sampler activation -{freed / GIB:.2f} GiB, {_tokens(p)}", p, target)
+
+
+def _fix_gqa(spec: ModelSpec, args: EngineArgs, target: int | None) -> Fix | None:
+    """Only for a multi-head model with enough heads that a GQA sibling is plausible."""
+    if spec.is_mla or spec.num_kv_heads != spec.num_attention_heads or spec.num_kv_heads < 8:
+        return None
+    heads = max(spec.num_kv_heads // 4, args.tensor_parallel_size)
+    p = _try(spec.with_kv_heads(heads), args)
+    if p is None:
+        return None
+    return _fix("serve a GQA model", "--model <a GQA sibling>",
+                f"{spec.num_kv_heads} -> {heads} KV heads (e.g. Llama-2 -> Llama-3 style): KV per token "
+                f"/{spec.num_kv_heads // heads}, {_tokens(p)}", p, target)
+
+
+def _fix_fp8_kv(spec: ModelSpec, args: EngineArgs, target: int | None) -> Fix | None:
     kv = resolve_kv_dtype(args.kv_cache_dtype, oh.model_dtype(spec, args.dtype))
-    if kv.bits > 8:
-        p = _try(spec, args, kv_cache_dtype="fp8")
-        if p is not None:
-            add("quantize the KV cache", "--kv-cache-dtype fp8",
-                f"{kv.bits // 8} -> 1 byte per element: tokens x{kv.bits // 8}, {_tokens(p)}", p,
-                "small accuracy loss; check extraction of exact numbers/dates (seed section 2.4)")
-    # 6. more GPUs
+    p = _try(spec, args, kv_cache_dtype="fp8") if kv.bits > 8 else None
+    if p is None:
+        return None
+    return _fix("quantize the KV cache", "--kv-cache-dtype fp8",
+                f"{kv.bits // 8} -> 1 byte per element: tokens x{kv.bits // 8}, {_tokens(p)}", p, target,
+                "small accuracy loss; check extraction of exact numbers/dates")
+
+
+def _fix_tensor_parallel(spec: ModelSpec, args: EngineArgs, target: int | None) -> Fix | None:
     tp2 = args.tensor_parallel_size * 2
     p = _try(spec, args, tensor_parallel_size=tp2)
-    if p is not None:
-        add("tensor parallelism", f"--tensor-parallel-size {tp2}",
-            f"weights and KV heads split over {tp2} GPUs (+NCCL buffers): {_tokens(p)} per GPU pool", p)
-    # 7. a bigger GPU
+    if p is None:
+        return None
+    return _fix("tensor parallelism", f"--tensor-parallel-size {tp2}",
+                f"weights and KV heads split over {tp2} GPUs (+NCCL buffers): {_tokens(p)} per GPU pool", p, target)
+
+
+def _fix_bigger_gpu(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, target: int | None) -> Fix | None:
+    """The smallest catalog GPU larger than this one that serves the goal."""
     for gpu in sorted((g for g in gpu_catalog().values() if g.cuda_total_bytes), key=lambda g: g.memory_bytes):
         if gpu.memory_bytes <= plan.gpu_memory_bytes:
             continue
         p = _try(spec, args, gpu=gpu)
-        if p is not None and _ok(p, target_concurrency):
-            add("a bigger GPU", f"--gpu {gpu.name}", f"{gpu.display_name or gpu.name} ({gpu.memory_gib:.2f} GiB): {_tokens(p)}", p)
-            break
-    return tuple(out)
+        if p is not None and _ok(p, target):
+            return _fix("a bigger GPU", f"--gpu {gpu.name}", f"{gpu.display_name or gpu.name} ({gpu.memory_gib:.2f} GiB): {_tokens(p)}",
+                        p, target)
+    return None
+
+
+def fixes_for(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, target_concurrency: int | None = None) -> tuple[Fix, ...]:
+    """Ranked fixes, cheapest first, each quantified by re-planning with the one change."""
+    target = target_concurrency
+    if _ok(plan, target) or plan.gpu_memory_bytes is None:
+        return ()
+    goal = f"{target} requests of {plan.max_model_len:,}" if target else f"one {plan.max_model_len:,}-token request"
+    found = (_fix_max_model_len(spec, args, plan, target), _fix_utilization(spec, args, plan, target, goal),
+             _fix_max_num_seqs(spec, args, plan, target), _fix_gqa(spec, args, target), _fix_fp8_kv(spec, args, target),
+             _fix_tensor_parallel(spec, args, target), _fix_bigger_gpu(spec, args, plan, target))
+    return tuple(replace(f, rank=rank) for rank, f in enumerate((f for f in found if f is not None), start=1))
 
 
 def _command(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, target: int) -> str:

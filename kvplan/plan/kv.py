@@ -14,14 +14,54 @@ Conventions
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from math import ceil
+from typing import TypeVar
 
 from kvplan.errors import KvplanError
 from kvplan.spec.dtypes import KvDtype, resolve_kv_dtype
 from kvplan.spec.model import LayerAttention, ModelSpec
 
 DEFAULT_BLOCK_SIZE = 16
+
+Tokens = TypeVar("Tokens")  # an int, or a numpy integer array (the vectorised sweep)
+
+
+def kept_tokens(kind: str, window: int | None, tokens: Tokens, *, chunk: int = 1) -> Tokens:
+    """Tokens of a `tokens`-long request that one layer of `kind` holds at once.
+
+    A sliding layer keeps at most its `window` (older tokens left it and their blocks are freed);
+    vLLM sizes its pool for `window - 1 + chunk` because a prefill chunk of `chunk` new tokens is
+    written before the tokens that slide out are dropped. Every other kind keeps all tokens.
+    Works elementwise on numpy arrays, without importing numpy (the planner stays pure Python).
+    """
+    if kind != "sliding" or not window:
+        return tokens
+    cap = window - 1 + chunk
+    return tokens.clip(max=cap) if hasattr(tokens, "clip") else min(tokens, cap)
+
+
+def blocks_in_budget(budget_bytes: int, bytes_per_block: int) -> int:
+    """Whole blocks that fit in `budget_bytes` (floor; 0 for a negative budget or an empty block)."""
+    if bytes_per_block <= 0:
+        return 0
+    return max(0, budget_bytes // bytes_per_block)
+
+
+def largest_fitting(lo: int, hi: int, fits: Callable[[int], bool]) -> int:
+    """Largest n in (lo, hi] with `fits(n)`, else `lo`, by binary search.
+
+    `fits` must be monotone (true up to some n, false beyond): every caller asks whether a
+    byte count that grows with n stays within a budget. `fits(lo)` is never evaluated.
+    """
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def kv_heads_per_rank(layer: LayerAttention, tp: int) -> int:
@@ -88,8 +128,7 @@ def layer_blocks(layer: LayerAttention, tokens: int, block_size: int) -> int:
     """Blocks one request of `tokens` holds in one layer (paged, window-capped)."""
     if layer.kind == "none" or tokens <= 0:
         return 0
-    kept = min(tokens, layer.window_tokens) if layer.kind == "sliding" and layer.window_tokens else tokens
-    return ceil(kept / block_size)
+    return ceil(kept_tokens(layer.kind, layer.window_tokens, tokens) / block_size)
 
 
 @dataclass(frozen=True)
@@ -134,8 +173,7 @@ class KvLayout:
             if paged:
                 total += layer_blocks(layer, tokens, self.block_size) * self.block_size * per_token
             else:
-                kept = min(tokens, layer.window_tokens) if layer.kind == "sliding" and layer.window_tokens else tokens
-                total += kept * per_token
+                total += kept_tokens(layer.kind, layer.window_tokens, tokens) * per_token
         return total
 
     def request_bytes(self, tokens: int, *, paged: bool = True) -> int:
@@ -153,10 +191,6 @@ class KvLayout:
         """Traditional preallocation: every request reserves `max_model_len` tokens up front."""
         return self.request_bytes(max_model_len, paged=True)
 
-    def request_blocks_per_gpu(self, tokens: int) -> int:
-        """Blocks (of `bytes_per_block` size) a request occupies: max over layers on the busiest stage."""
-        return max(max((layer_blocks(l, tokens, self.block_size) for l in self.stage_layers(r)), default=0) for r in range(self.pp))
-
     # --- per batch -------------------------------------------------------------------------
     def shared_prefix_saving_bytes(self, tokens: int, concurrency: int, prefix_tokens: int) -> int:
         """Bytes saved when `concurrency` requests share a `prefix_tokens` prefix (only full blocks
@@ -166,8 +200,8 @@ class KvLayout:
         shared_blocks = min(prefix_tokens, tokens) // self.block_size
         saved = 0
         for layer in self.spec.layers:
-            if layer.kind == "none" or (layer.kind == "sliding" and layer.window_tokens and tokens > layer.window_tokens):
-                continue
+            if layer.kind == "none" or kept_tokens(layer.kind, layer.window_tokens, tokens) < tokens:
+                continue  # a window that already slid has dropped the prefix blocks
             saved += shared_blocks * self.block_size * layer_bytes_per_token(layer, self.kv_dtype, self.tp)
         return self.tp * (concurrency - 1) * saved
 
@@ -186,22 +220,11 @@ class KvLayout:
         per = self.request_bytes_per_gpu(tokens)
         if not per:
             return 0
-        lo, hi = 0, kv_budget_bytes_per_gpu // max(1, per - per * min(prefix_tokens, tokens) // tokens) + 1
-        while lo < hi:  # batch bytes grow with N: binary search
-            mid = (lo + hi + 1) // 2
-            if self.batch_bytes_per_gpu(tokens, mid, prefix_tokens=prefix_tokens) <= kv_budget_bytes_per_gpu:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
+        # upper bound: every request after the first costs at least its unshared part
+        hi = kv_budget_bytes_per_gpu // max(1, per - per * min(prefix_tokens, tokens) // tokens) + 1
+        return largest_fitting(0, hi, lambda n: self.batch_bytes_per_gpu(tokens, n, prefix_tokens=prefix_tokens)
+                               <= kv_budget_bytes_per_gpu)
 
     def max_tokens(self, concurrency: int, kv_budget_bytes_per_gpu: int, limit: int) -> int:
         """Longest context (a multiple of block_size, at most `limit`) whose N requests fit."""
-        lo, hi = 0, limit
-        while lo < hi:  # request bytes are monotone in tokens: binary search
-            mid = (lo + hi + 1) // 2
-            if concurrency * self.request_bytes_per_gpu(mid) <= kv_budget_bytes_per_gpu:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
+        return largest_fitting(0, limit, lambda t: concurrency * self.request_bytes_per_gpu(t) <= kv_budget_bytes_per_gpu)

@@ -1,10 +1,11 @@
 """What vLLM subtracts before the KV cache: weights as loaded, peak activation of the profiling
 run, non-torch growth and (v0.21+) the CUDA-graph estimate. Modelled, not tabulated.
 
-Every coefficient below is global (no per-model constant) and was fitted on
-`../shared/reference/vllm-calibration.csv` (vLLM 0.19.0, H100-80GB, Llama-3.1-8B and Qwen2.5-7B,
-TP 1/2/4, bf16/fp16/fp32); `benchmarks/vllm_accuracy.py` re-derives and checks them. Sources
-for the structure: `../shared/reference/vllm-capacity.md` sections 2-3 and 10.
+Every coefficient below is global (no per-model constant) and was fitted on real vLLM start-up
+logs (vLLM 0.19.0, H100-80GB, Llama-3.1-8B and Qwen2.5-7B, TP 1/2/4, bf16/fp16/fp32);
+`benchmarks/vllm_accuracy.py` replays those logs and checks them. The structure follows vLLM's
+own accounting: `gpu_memory_utilization` caps what the engine may use, and the profiling run
+measures what is taken before the KV cache.
 
 Pure Python (no numpy): `kvplan estimate` imports it.
 """
@@ -22,9 +23,9 @@ from kvplan.spec.quant import make_quant
 from kvplan.units import GIB
 
 # --- vLLM versions -------------------------------------------------------------------------
-DEFAULT_VLLM_VERSION = "0.28.0"  # newest behaviour modelled (doc section 3: >=160 GiB batch tier)
+DEFAULT_VLLM_VERSION = "0.28.0"  # newest behaviour modelled (it added the >= 160 GiB batch tier)
 V1_SINCE = (0, 8, 0)  # V1 engine default; earlier: V0 block accounting, V0 batch defaults
-NEW_ACTIVATION_SINCE = (0, 17, 0)  # sampler/profile peak dropped ~2.5x (doc section 3)
+NEW_ACTIVATION_SINCE = (0, 17, 0)  # the sampler/profile-run peak dropped ~2.5x in vLLM 0.17
 CUDAGRAPH_SUBTRACTED_SINCE = (0, 21, 0)  # PR #30515 estimate on by default
 TOKENS_FROM_CONCURRENCY_SINCE = (0, 20, 0)  # `int(max_concurrency x max_model_len)` token line (after 0.19)
 MODEL_S_WORDING_SINCE = (0, 12, 0)  # "model's" instead of "models's" in the max-seq-len error
@@ -45,7 +46,7 @@ def parse_vllm_version(version: str) -> tuple[int, int, int]:
 #     sort values/int64 indices and softmax temporaries), or the forward pass if larger.
 ACTIVATION_C0_BYTES = int(0.1026 * GIB)
 SAMPLER_BYTES_PER_LOGIT = 12.15  # v0.17+; least squares on the three 0.19.0 activation figures
-# Before 0.17: the same structure reproduces Qwen3-14B's 5.64 GiB (llm-d-planner, doc section 3)
+# Before 0.17: the same structure reproduces Qwen3-14B's reported 5.64 GiB (llm-d-planner)
 # with 35.7 B per logit; the 0.17+ coefficient predicts its 2.23 GiB on 0.17-0.19 (a check).
 SAMPLER_BYTES_PER_LOGIT_PRE_017 = 35.7
 # Non-torch growth inside the budget: cuBLAS/attention workspaces (0.24-0.25 GiB at TP1) and,
@@ -74,7 +75,7 @@ class BatchDefaults:
 
 def batch_defaults(gpu_memory_bytes: int | None, gpu_name: str, version: tuple[int, int, int],
                    max_model_len: int) -> BatchDefaults:
-    """vLLM's `EngineArgs` defaults for `vllm serve` (doc section 3, "get_batch_defaults")."""
+    """vLLM's `EngineArgs` defaults for `vllm serve` (its `get_batch_defaults`), by device memory."""
     if version < V1_SINCE:
         mnbt = max(max_model_len, 2048) if max_model_len <= 32768 else 2048  # V0: chunked prefill above 32K
         return BatchDefaults(256, mnbt, "V0: 256 seqs, max(max_model_len, 2048) tokens (chunked prefill above 32K)")
@@ -181,7 +182,7 @@ def non_torch_bytes(tp: int = 1, pp: int = 1) -> int:
     if tp > 1:
         out += COMM_BUFFER_BYTES + COMM_PER_PEER_BYTES * (tp - 1)
     if pp > 1:
-        out += COMM_PER_PEER_BYTES  # p2p send/recv buffers (not calibrated: no PP rows)
+        out += COMM_PER_PEER_BYTES  # p2p send/recv buffers (not calibrated: no PP start-up logs)
     return out
 
 

@@ -1,7 +1,7 @@
 """`kvplan sweep`: capacity over a grid of ctx x concurrency x KV dtype x block size x GPU.
 
 The memory budget (`plan_capacity`) depends only on (KV dtype, block size, GPU) in vLLM V1 (the
-pool does not depend on max_model_len, doc section 6), so it is computed once per such
+pool is sized from memory, so it does not depend on max_model_len), so it is computed once per such
 combination; everything that depends on ctx and concurrency is numpy broadcasting. Imports
 numpy/pandas at module level: only the `sweep` command imports this module.
 """
@@ -26,26 +26,12 @@ COLUMNS = ("gpu", "kv_cache_dtype", "block_size", "ctx", "concurrency", "availab
 
 def _blocks_per_request(groups, ctx: np.ndarray, mnbt: int) -> np.ndarray:
     """Sum over groups of vLLM's per-request block need, vectorised over ctx."""
-    out = np.zeros_like(ctx)
-    for g in groups:
-        if g.kind == "sliding" and g.window_tokens:
-            tokens = np.minimum(g.window_tokens - 1 + mnbt, ctx)
-            out += g.count * (-(-tokens // g.block_size) + 1)
-        else:
-            out += g.count * (-(-ctx // g.block_size))
-    return out
+    return sum((g.count * g.blocks_per_request(ctx, mnbt) for g in groups), np.zeros_like(ctx))
 
 
 def _one_request_bytes(groups, ctx: np.ndarray, mnbt: int) -> np.ndarray:
     """vLLM's "KV cache is needed" for one request of ctx tokens, summed over layers."""
-    out = np.zeros(ctx.shape, dtype=np.int64)
-    for g in groups:
-        if g.kind == "sliding" and g.window_tokens:
-            blocks = -(-np.minimum(g.window_tokens - 1 + mnbt, ctx) // g.block_size) + 1
-        else:
-            blocks = -(-ctx // g.block_size)
-        out += g.layers * blocks * g.page_bytes
-    return out
+    return sum((g.layers * g.blocks_per_request(ctx, mnbt) * g.page_bytes for g in groups), np.zeros(ctx.shape, dtype=np.int64))
 
 
 def sweep(spec: ModelSpec, *, ctx_tokens: Sequence[int], concurrency: Sequence[int], kv_cache_dtypes: Sequence[str],

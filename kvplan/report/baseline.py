@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvplan.errors import KvplanError
-from kvplan.report.result import RunResult, load_result, write_text_atomic
+from kvplan.files import write_text_atomic
+from kvplan.stress.result import RunResult, load_result
 
 BASELINES_DIR = Path("reports") / "baselines"
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a scenario name is user text: no paths

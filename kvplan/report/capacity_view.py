@@ -61,7 +61,7 @@ def render_capacity(console: Console, plan: CapacityPlan) -> None:
 def render_fixes(console: Console, fixes: Sequence[Fix], title: str = "fixes, in the order to try them") -> None:
     if not fixes:
         return
-    console.print(f"[bold]{title}[/bold] (seed section 5.1 order; each re-planned alone):")
+    console.print(f"[bold]{title}[/bold] (each re-planned alone):")
     for f in fixes:
         mark = "[green]enough[/green]" if f.fits else "[dim]not enough alone[/dim]"
         flag = f" [cyan]{f.flags}[/cyan]" if f.flags else ""

@@ -4,8 +4,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from kvplan.plan.estimate import Estimate
-from kvplan.plan.kv import layer_bytes_per_token
+from kvplan.plan.estimate import Estimate, Fit
+from kvplan.plan.kv import kept_tokens, layer_bytes_per_token
+from kvplan.report.capacity_view import render_capacity
 from kvplan.units import fmt_bytes
 
 
@@ -22,7 +23,7 @@ def _window_lines(est: Estimate) -> list[str]:
     L = est.ctx_tokens
     for (kind, window), count in groups.items():
         if kind == "sliding":
-            lines.append(f"{count} sliding layers (window {window:,}): keep min({L:,}, {window:,}) = {min(L, window):,} tokens")
+            lines.append(f"{count} sliding layers (window {window:,}): keep min({L:,}, {window:,}) = {kept_tokens(kind, window, L):,} tokens")
         elif kind == "mla":
             lines.append(f"{count} MLA layers: one {est.spec.layers[0].head_dim_k}-element latent per token (no separate V, not split by TP)")
         else:
@@ -30,10 +31,10 @@ def _window_lines(est: Estimate) -> list[str]:
     return lines
 
 
-def render_estimate(console: Console, est: Estimate) -> None:
+def _kv_table(est: Estimate) -> Table:
+    """The KV bill: per token, block, request and batch, paged and contiguous, and the weights."""
     spec, lay = est.spec, est.layout
-    first = spec.layers[0]
-    per_layer = layer_bytes_per_token(first, lay.kv_dtype, lay.tp)
+    per_layer = layer_bytes_per_token(spec.layers[0], lay.kv_dtype, lay.tp)
     title = (f"{spec.name}" + (f" ({spec.hf_id})" if spec.hf_id else "") +
              f" · {lay.kv_dtype.name} KV · block {lay.block_size} · tp {lay.tp} pp {lay.pp}")
     t = Table(title=title, show_header=True, header_style="bold")
@@ -43,7 +44,7 @@ def render_estimate(console: Console, est: Estimate) -> None:
     heads = "1 latent" if spec.is_mla else f"{spec.num_kv_heads} KV heads × {spec.head_dim}"
     t.add_row("KV per token (all layers)", _b(lay.bytes_per_token()),
               f"{'1' if spec.is_mla else '2'} × {spec.num_layers} layers × {heads} × {lay.kv_dtype.bits / 8:g} B"
-              + (f" + scales" if lay.kv_dtype.scale_bytes_per_token_head else ""))
+              + (" + scales" if lay.kv_dtype.scale_bytes_per_token_head else ""))
     if lay.tp > 1 or lay.pp > 1:
         t.add_row("KV per token per GPU", _b(lay.bytes_per_token_per_gpu()), f"busiest of tp {lay.tp} × pp {lay.pp}")
     t.add_row(f"KV per block ({lay.block_size} tokens, per GPU)", _b(lay.bytes_per_block()),
@@ -58,30 +59,24 @@ def render_estimate(console: Console, est: Estimate) -> None:
               "traditional preallocation reserves max_model_len per request")
     t.add_row("weights", _b(est.weights_bytes),
               f"{spec.params.total:,} params" + (f", {spec.quant.method}" if spec.quant.method != "none" else f" × {spec.dtype_bytes} B ({spec.dtype})"))
-    console.print(t)
-    for line in _window_lines(est):
-        console.print(f"  [dim]{line}[/dim]")
+    return t
 
-    if est.fit:
-        f = est.fit
-        if f.capacity is not None:  # the vLLM budget: components, blocks, error and fixes
-            from kvplan.report.capacity_view import render_capacity
 
-            render_capacity(console, f.capacity)
-        verdict = "[green]fits[/green]" if f.fits else "[bold red]does not fit[/bold red]"
-        g = Table(title=f"{est.concurrency} × {est.ctx_tokens:,} tokens on {f.gpu.display_name or f.gpu.name}: {verdict}",
-                  show_header=True, header_style="bold")
-        g.add_column("per GPU")
-        g.add_column("value", justify="right")
-        if f.capacity is None:
-            g.add_row(f"GPU memory (CUDA total) × {f.gpu_memory_utilization:g}", fmt_bytes(f.budget_bytes_per_gpu))
-            g.add_row("− weights", fmt_bytes(f.weights_bytes_per_gpu))
-        g.add_row("KV cache available", fmt_bytes(f.kv_available_bytes_per_gpu))
-        g.add_row(f"KV needed for {est.concurrency} × {est.ctx_tokens:,}", fmt_bytes(f.kv_needed_bytes_per_gpu))
-        g.add_row(f"largest concurrency at {est.ctx_tokens:,} tokens", f"{f.max_concurrency_at_ctx:,}")
-        g.add_row(f"longest context at concurrency {est.concurrency}", f"{f.max_ctx_at_concurrency:,} tokens")
-        console.print(g)
+def _fit_table(est: Estimate, f: Fit) -> Table:
+    """Whether the batch fits the GPU's KV budget, and the largest concurrency and context that do."""
+    verdict = "[green]fits[/green]" if f.fits else "[bold red]does not fit[/bold red]"
+    g = Table(title=f"{est.concurrency} × {est.ctx_tokens:,} tokens on {f.gpu.display_name or f.gpu.name}: {verdict}",
+              show_header=True, header_style="bold")
+    g.add_column("per GPU")
+    g.add_column("value", justify="right")
+    g.add_row("KV cache available", fmt_bytes(f.kv_available_bytes_per_gpu))
+    g.add_row(f"KV needed for {est.concurrency} × {est.ctx_tokens:,}", fmt_bytes(f.kv_needed_bytes_per_gpu))
+    g.add_row(f"largest concurrency at {est.ctx_tokens:,} tokens", f"{f.max_concurrency_at_ctx:,}")
+    g.add_row(f"longest context at concurrency {est.concurrency}", f"{f.max_ctx_at_concurrency:,} tokens")
+    return g
 
+
+def _variants_table(est: Estimate) -> Table:
     v = Table(title="variants", show_header=True, header_style="bold")
     for col in ("variant", "KV / token", "KV / request", f"total × {est.concurrency}"):
         v.add_column(col, justify="right" if col != "variant" else "left")
@@ -93,4 +88,14 @@ def render_estimate(console: Console, est: Estimate) -> None:
         if est.fit:
             row += ["yes" if var.fits else "no", f"{var.max_concurrency_at_ctx:,}"]
         v.add_row(*row)
-    console.print(v)
+    return v
+
+
+def render_estimate(console: Console, est: Estimate) -> None:
+    console.print(_kv_table(est))
+    for line in _window_lines(est):
+        console.print(f"  [dim]{line}[/dim]")
+    if est.fit:
+        render_capacity(console, est.fit.capacity)  # vLLM's budget: components, blocks, start-up error
+        console.print(_fit_table(est, est.fit))
+    console.print(_variants_table(est))

@@ -16,9 +16,8 @@ interrupted run) is a `KvplanError`: exit 2, distinct from a regression's exit 1
 from __future__ import annotations
 
 import difflib
-import math
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -26,18 +25,15 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from kvplan.errors import KvplanError
-from kvplan.report.result import RunResult, write_text_atomic
-from kvplan.stress.scenario import Gate, Scenario, Tolerance, format_validation_error, known_gate_keys
+from kvplan.files import write_text_atomic
+from kvplan.report.jinja import render_template
+from kvplan.stress.result import RunResult
+from kvplan.stress.figures import default_gate, figure_value
+from kvplan.stress.scenario import Gate, Scenario, Tolerance, known_gate_keys
+from kvplan.validation import format_validation_error
 
 CheckKind = Literal["exact", "relative", "prediction", "health"]
 EXACT = "exact"  # the word a --tolerance flag uses for an exact check
-
-# Used only when a scenario's gate block names nothing to compare with the baseline: a gate with
-# no checks would pass anything. Memory exact, latency and throughput loose.
-DEFAULT_EXACT: tuple[str, ...] = ("num_gpu_blocks", "kv_pool_bytes", "bytes_per_block")
-DEFAULT_RELATIVE: dict[str, str] = {"peak_kv_bytes": "+5%", "p99_ttft_ms": "+50%", "p99_itl_ms": "+50%",
-                                    "output_throughput": "-30%"}
-
 
 @dataclass(frozen=True)
 class GateCheck:
@@ -77,22 +73,6 @@ class GateVerdict:
     @property
     def exit_code(self) -> int:
         return 0 if self.passed else 1
-
-
-# --- metric lookup ----------------------------------------------------------------------------
-def metric_value(source: Mapping[str, Any], key: str) -> float | None:
-    """`source[key]` as a number; `p50_X` and `median_X` stand for each other (the prediction
-    stores medians, scenarios may gate on p50). bools count as 0/1; NaN counts as missing."""
-    value = source.get(key)
-    if value is None and key.startswith("p50_"):
-        value = source.get("median_" + key.removeprefix("p50_"))
-    elif value is None and key.startswith("median_"):
-        value = source.get("p50_" + key.removeprefix("median_"))
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value)):
-        return value
-    return None
 
 
 def _delta(reference: float | None, current: float | None) -> float | None:
@@ -189,7 +169,8 @@ class GatePlan:
 def gate_plan(gate: Gate, tolerance: Sequence[str] = (), prediction_tolerance: Sequence[str] = ()) -> GatePlan:
     exact, relative, notes = list(gate.exact), dict(gate.relative), []
     if not exact and not relative:
-        exact, relative = list(DEFAULT_EXACT), {k: Tolerance.model_validate(v) for k, v in DEFAULT_RELATIVE.items()}
+        default_exact, default_relative = default_gate()  # the registry's memory-exact, latency-loose defaults
+        exact, relative = list(default_exact), {k: Tolerance.model_validate(v) for k, v in default_relative.items()}
         notes.append("the scenario's gate block compares nothing with the baseline; using the default checks")
     for name, tol in parse_overrides(tolerance, "--tolerance", allow_exact=True).items():
         relative.pop(name, None)
@@ -244,12 +225,12 @@ def run_gate(baseline: RunResult, current: RunResult, *, tolerance: Sequence[str
     plan = gate_plan(scenario_of(current, result_where).gate, tolerance, prediction_tolerance)
     checks: list[GateCheck] = []
     for name in plan.exact:
-        checks.append(check_exact(name, metric_value(baseline.metrics, name), metric_value(current.metrics, name)))
+        checks.append(check_exact(name, figure_value(baseline.metrics, name), figure_value(current.metrics, name)))
     for name, tol in plan.relative.items():
-        checks.append(check_relative(name, tol, metric_value(baseline.metrics, name), metric_value(current.metrics, name)))
+        checks.append(check_relative(name, tol, figure_value(baseline.metrics, name), figure_value(current.metrics, name)))
     for name, tol in plan.prediction.items():
-        checks.append(check_prediction(name, tol, metric_value(current.prediction, name), metric_value(current.metrics, name)))
-    b_failed, c_failed = metric_value(baseline.metrics, "failed"), metric_value(current.metrics, "failed")
+        checks.append(check_prediction(name, tol, figure_value(current.prediction, name), figure_value(current.metrics, name)))
+    b_failed, c_failed = figure_value(baseline.metrics, "failed"), figure_value(current.metrics, "failed")
     if b_failed is not None or c_failed is not None:
         ok = c_failed is not None and (b_failed is None or c_failed <= b_failed)
         checks.append(GateCheck("failed", b_failed, c_failed, _delta(b_failed, c_failed), "<= baseline", ok, "health",
@@ -290,8 +271,6 @@ def write_junit(verdict: GateVerdict, path: str | Path) -> Path:
 
 def write_gate_html(verdict: GateVerdict, path: str | Path, *, baseline_where: str = "", result_where: str = "") -> Path:
     """A one-table HTML page of the verdict (jinja2, autoescaped; no network)."""
-    from kvplan.report.html import render_template
-
     text = render_template("gate.html.j2", verdict=verdict, baseline_where=baseline_where, result_where=result_where,
                            fmt=_num)
     return write_text_atomic(path, text)

@@ -7,7 +7,6 @@ Content-Security-Policy that forbids loading anything from anywhere, so it rende
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -17,93 +16,19 @@ from typing import Any
 from pydantic import ValidationError
 
 from kvplan.errors import KvplanError
-from kvplan.report.gate import metric_value
-from kvplan.report.result import RunResult, write_text_atomic
-from kvplan.stress.metrics import LATENCIES, percentile_word
+from kvplan.files import write_text_atomic
+from kvplan.report.formatting import describe, error_pct, fmt, fmt_pct, setting_text
+from kvplan.report.jinja import render_template
+from kvplan.stress.figures import (FIGURES, LATENCIES, LATENCY_TITLES, SLO_TO_METRIC, figure_value,
+                                   percentile_word, prediction_key, unit_of)
+from kvplan.stress.result import RunResult
 from kvplan.stress.scenario import Scenario
 
-TEMPLATES = Path(__file__).resolve().parent / "templates"
 MIB = 2**20
-
-# prediction vs measurement rows, in reading order (anything else the two share is appended)
-COMPARED: tuple[str, ...] = (
-    "num_gpu_blocks", "kv_pool_bytes", "bytes_per_block", "peak_kv_bytes", "max_concurrency", "num_preemptions",
-    "preemption_onset_s", "median_ttft_ms", "p99_ttft_ms", "median_itl_ms", "p99_itl_ms", "mean_tpot_ms",
-)
-ALLOCATOR_ROWS: tuple[str, ...] = (
-    "num_gpu_blocks", "max_concurrency", "peak_kv_bytes", "num_preemptions", "preemption_onset_s", "request_throughput",
-    "output_throughput", "median_ttft_ms", "p99_ttft_ms", "p99_itl_ms", "mean_tpot_ms", "goodput_ratio", "duration",
-)
-PREDICTION_ALIASES = {"duration": "duration_s"}  # metrics key -> the planner's name for it
-LATENCY_TITLES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2E latency"}
-THROUGHPUT_KEYS = ("duration", "num_requests", "completed", "failed", "errored", "aborted", "total_input_tokens",
-                   "total_output_tokens", "request_throughput", "output_throughput", "total_token_throughput",
-                   "max_concurrent_requests")
-
-
-# --- formatting -------------------------------------------------------------------------------
-def unit_of(key: str) -> str:
-    if key.endswith("_bytes"):
-        return "bytes"
-    if key.endswith("_ms"):
-        return "ms"
-    if key.endswith("_s") or key == "duration":
-        return "s"
-    if key in ("request_throughput", "request_goodput"):
-        return "req/s"
-    if key.endswith("_throughput"):
-        return "tok/s"
-    if key.endswith("_ratio"):
-        return "ratio"
-    return ""
-
-
-def fmt(value: Any, unit: str = "") -> str:
-    """Human text for a figure; `—` for missing (never a misleading 0)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "—"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if not isinstance(value, (int, float)):
-        return str(value)
-    if unit == "bytes":
-        return f"{value / MIB:,.2f} MiB" if abs(value) >= MIB / 8 else f"{int(value):,} B"
-    if unit == "ratio":
-        return f"{100 * value:.1f}%"
-    if unit == "ms":
-        return f"{value:,.1f} ms" if abs(value) >= 10 else f"{value:,.2f} ms"
-    if unit in ("s", "req/s", "tok/s"):
-        return f"{value:,.2f} {unit}" if abs(value) < 1000 else f"{value:,.0f} {unit}"
-    return f"{value:,}" if isinstance(value, int) or float(value).is_integer() else f"{value:,.3g}"
-
-
-def fmt_pct(value: float | None) -> str:
-    return "—" if value is None else f"{value:+.1f}%"
-
-
-def error_pct(predicted: float | None, measured: float | None) -> float | None:
-    """The prediction's error, (predicted - measured) / measured in percent, as `kvplan stress`
-    prints it; None when undefined (0 of 0 is 0%)."""
-    if predicted is None or measured is None:
-        return None
-    if measured == 0:
-        return 0.0 if predicted == 0 else None
-    return 100.0 * (predicted - measured) / abs(measured)
-
-
-def _setting(key: str, value: Any) -> str:
-    if key.endswith("_bytes") and isinstance(value, int) and not isinstance(value, bool) and value:
-        return f"{fmt(value, 'bytes')} ({value:,} B)"
-    return _describe(value)
-
-
-def _describe(value: Any) -> str:
-    """Compact text for scenario sub-mappings: `{dist: uniform, min: 32, max: 160}`."""
-    if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{k}: {_describe(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list):
-        return "[" + ", ".join(_describe(v) for v in value) + "]"
-    return str(value)
+# prediction vs measurement rows: the registry's predicted figures, in its order
+COMPARED: tuple[str, ...] = tuple(f.name for f in FIGURES.values() if f.predicted)
+ALLOCATOR_ROWS: tuple[str, ...] = tuple(f.name for f in FIGURES.values() if f.in_allocator_table)
+THROUGHPUT_KEYS: tuple[str, ...] = tuple(f.name for f in FIGURES.values() if f.group in ("throughput", "requests"))
 
 
 # --- view data --------------------------------------------------------------------------------
@@ -151,12 +76,11 @@ def _prediction_table(result: RunResult, scenario: Scenario | None) -> tuple[Tab
                   for k, v in (scenario.gate.prediction.items() if scenario else ())}
     skip = {"timeline", "cost_model"}
     keys = list(COMPARED) + [k for k in result.prediction if k not in COMPARED and k not in skip
-                             and metric_value(result.metrics, k) is not None and metric_value(result.prediction, k) is not None]
+                             and figure_value(result.metrics, k) is not None and figure_value(result.prediction, k) is not None]
     keys += [k for k in tolerances if k not in keys]
-    keys += [k for k in PREDICTION_ALIASES if k not in keys]
     rows, bars = [], []
     for key in keys:
-        p, m = metric_value(result.prediction, PREDICTION_ALIASES.get(key, key)), metric_value(result.metrics, key)
+        p, m = figure_value(result.prediction, prediction_key(key)), figure_value(result.metrics, key)
         if p is None and m is None:
             continue
         unit, tol = unit_of(key), tolerances.get(key)
@@ -202,11 +126,10 @@ def _goodput_table(result: RunResult, scenario: Scenario | None) -> Table:
         return Table("Goodput against the SLO", ("",), (), "The scenario sets no SLO: goodput is undefined.")
     slo = scenario.slo
     word = percentile_word(slo.percentile)
-    metric_key = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2e": "e2el"}
     rows = []
     for name, limit in slo.limits_ms.items():
-        key = f"p{word}_{metric_key[name]}_ms"
-        value = metric_value(result.metrics, key)
+        key = f"p{word}_{SLO_TO_METRIC[name]}_ms"
+        value = figure_value(result.metrics, key)
         ok = None if value is None else value <= limit
         rows.append(Row((f"{name} at p{word}", fmt(limit, "ms"), fmt(value, "ms"), {None: "—", True: "met", False: "MISSED"}[ok]),
                         "" if ok is None else ("pass" if ok else "fail")))
@@ -222,22 +145,22 @@ def _goodput_table(result: RunResult, scenario: Scenario | None) -> Table:
 def _settings_tables(result: RunResult, scenario: Scenario | None) -> dict[str, Table]:
     sc = result.scenario
     engine = sc.get("engine") or {}
-    settings = Table("Engine settings", ("setting", "value"), tuple(Row((k, _setting(k, v))) for k, v in engine.items()))
+    settings = Table("Engine settings", ("setting", "value"), tuple(Row((k, setting_text(k, v))) for k, v in engine.items()))
     classes = (sc.get("workload") or {}).get("classes") or []
     workload = Table("Workload", ("class", "weight", "prompt tokens", "output tokens", "shared prefix"),
-                     tuple(Row((str(c.get("name", "")), _describe(c.get("weight", "")), _describe(c.get("prompt_tokens", "")),
-                                _describe(c.get("output_tokens", "")), _describe(c.get("shared_prefix", "—"))))
+                     tuple(Row((str(c.get("name", "")), describe(c.get("weight", "")), describe(c.get("prompt_tokens", "")),
+                                describe(c.get("output_tokens", "")), describe(c.get("shared_prefix", "—"))))
                            for c in classes if isinstance(c, Mapping)),
-                     " · ".join(f"{k}: {_describe(sc[k])}" for k in ("arrival", "num_requests", "duration_s",
+                     " · ".join(f"{k}: {describe(sc[k])}" for k in ("arrival", "num_requests", "duration_s",
                                                                        "warmup_requests", "seed", "slo") if k in sc))
     env = result.environment.model_dump()
     environment = Table("Environment", ("", ""), tuple(Row((k, fmt(v))) for k, v in env.items() if v is not None))
     tables = {"settings": settings, "workload": workload, "environment": environment}
     cost = result.prediction.get("cost_model")
     if isinstance(cost, Mapping) and cost:
-        tables["cost_model"] = Table("Cost model of the prediction", ("", ""), tuple(Row((str(k), _describe(v))) for k, v in cost.items()))
+        tables["cost_model"] = Table("Cost model of the prediction", ("", ""), tuple(Row((str(k), describe(v))) for k, v in cost.items()))
     if result.server_info:
-        tables["server"] = Table("Server", ("", ""), tuple(Row((str(k), _describe(v))) for k, v in result.server_info.items()))
+        tables["server"] = Table("Server", ("", ""), tuple(Row((str(k), describe(v))) for k, v in result.server_info.items()))
     return tables
 
 
@@ -245,7 +168,7 @@ def _model_text(result: RunResult) -> str:
     model = result.scenario.get("model")
     if isinstance(model, Mapping):
         name = str(model.get("name", ""))
-        return name + (f" (overrides: {_describe(model['overrides'])})" if model.get("overrides") else "")
+        return name + (f" (overrides: {describe(model['overrides'])})" if model.get("overrides") else "")
     return str(model or "")
 
 
@@ -286,7 +209,7 @@ def build_comparison(paged: RunResult, contiguous: RunResult, anchor: str) -> Co
     rows = []
     for key in ALLOCATOR_ROWS:
         unit = unit_of(key)
-        vals = [metric_value(r.prediction, PREDICTION_ALIASES.get(key, key)) for r in (paged, contiguous)] + [metric_value(r.metrics, key) for r in (paged, contiguous)]
+        vals = [figure_value(r.prediction, prediction_key(key)) for r in (paged, contiguous)] + [figure_value(r.metrics, key) for r in (paged, contiguous)]
         if all(v is None for v in vals):
             continue
         pp, cp, pm, cm = vals
@@ -296,15 +219,6 @@ def build_comparison(paged: RunResult, contiguous: RunResult, anchor: str) -> Co
                   ("figure", "paged predicted", "paged measured", "contiguous predicted", "contiguous measured", "paged / contiguous"),
                   tuple(rows), "Contiguous preallocation reserves max_model_len per request; paged allocates blocks as tokens arrive.")
     return ComparisonView(anchor, paged.scenario_name, table, allocator_figure({"paged": paged, "contiguous": contiguous}))
-
-
-# --- rendering --------------------------------------------------------------------------------
-def render_template(name: str, **context: Any) -> str:
-    import jinja2
-
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    return env.get_template(name).render(**context)
 
 
 def _group(results: Sequence[RunResult]) -> list[tuple[str, dict[str, RunResult]]]:

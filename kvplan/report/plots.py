@@ -20,7 +20,7 @@ import numpy as np
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 
-from kvplan.report.result import RunResult
+from kvplan.stress.result import RunResult
 from kvplan.stress.record import RequestRecord
 
 MAX_POINTS = 1200  # per line; min+max bucketing keeps the peaks

@@ -2,21 +2,12 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from kvplan.engine import EngineConfig, LLMEngine
 from kvplan.server.app import ServeContext, create_app
 from kvplan.server.engine_loop import EngineLoop
 from kvplan.server.metrics import CacheConfigInfo, ServerMetrics
 from kvplan.server.tokenizer import load_tokenizer
-from kvplan.spec.profiles import model_index
-
-
-def build_engine(model: str, config: EngineConfig, seed: int = 0) -> LLMEngine:
-    """A bundled profile (random weights) or a local model directory."""
-    if model.lower() in model_index() or not Path(model).expanduser().is_dir():
-        return LLMEngine.from_profile(model, config, seed=seed)  # unknown names raise a one-line error
-    return LLMEngine.from_pretrained(model, config)
 
 
 def build_context(engine: LLMEngine, model: str, served_model_name: str | None) -> ServeContext:
@@ -39,7 +30,7 @@ def serve(model: str, config: EngineConfig, *, host: str, port: int, served_mode
     import uvicorn
 
     prometheus_client.disable_created_metrics()  # no `_created` series: vLLM's /metrics has none either; this process only serves
-    engine = build_engine(model, config, seed)
+    engine = LLMEngine.from_model(model, config, seed=seed)  # unknown names raise a one-line error
     ctx = build_context(engine, model, served_model_name)
     ctx.loop.start()
     print(f"kvplan: serving {ctx.served_model_name!r} on http://{host}:{port} (num_gpu_blocks={engine.num_gpu_blocks}, "

@@ -9,23 +9,16 @@ non-empty text piece. A model directory with tokenizer files uses its transforme
 (chat template when it has one); pieces are decoded token by token, which is fine for counting
 tokens but not byte-exact for multi-token characters.
 
-This module imports nothing heavy: the HTTP client imports `ids_to_words` from here.
+The word form itself (`ids_to_words`) lives in `kvplan.spec.words`, shared with the HTTP client.
 """
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-WORD_PREFIX = "t"
-FIRST_ORDINARY_ID = 3  # ids 0..2 are pad/bos/eos in the tiny profiles; hashed words never map there
-
-
-def ids_to_words(token_ids: Iterable[int]) -> str:
-    """`[5, 17]` -> `"t5 t17"`: a text prompt the word tokenizer maps back to the same ids."""
-    return " ".join(f"{WORD_PREFIX}{int(t)}" for t in token_ids)
-
+from kvplan.spec.words import FIRST_ORDINARY_ID, WORD_PREFIX
 
 def messages_text(messages: Sequence[dict[str, Any]]) -> str:
     """The text of chat messages, contents joined by spaces (no template: the word tokenizer has none)."""

@@ -7,12 +7,6 @@ from pathlib import Path
 
 from kvplan.errors import ConfigError
 
-_SAFETENSORS_DTYPE_BYTES = {
-    "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
-    "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "U32": 4, "U16": 2, "F4": 1,
-}
-
-
 def _header_bytes(path: Path) -> int:
     """Sum of tensor byte ranges from a .safetensors header (8-byte length + JSON)."""
     with path.open("rb") as fh:

@@ -1,4 +1,4 @@
-"""`GpuSpec` and the catalog in `profiles/gpus.yaml` (built from ../shared/reference/gpus.csv)."""
+"""`GpuSpec` and the catalog in `profiles/gpus.yaml` (marketed and CUDA-visible memory, bandwidth, throughput)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

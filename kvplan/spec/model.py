@@ -56,10 +56,6 @@ class LayerAttention:
     head_dim_v: int  # elements per V vector; MLA: 0 (V is not cached separately)
     window_tokens: int | None = None  # sliding layers only
 
-    @property
-    def elements_per_token(self) -> int:
-        return self.num_kv_heads * (self.head_dim_k + self.head_dim_v)
-
 
 @dataclass(frozen=True)
 class ModelSpec:

@@ -32,7 +32,7 @@ class ParamCount:
 
     @property
     def active(self) -> int:
-        """Parameters touched by one token (input embedding included, as models.csv does)."""
+        """Parameters touched by one token (input embedding included, as published active counts do)."""
         return self.total - self.experts + self.experts_active
 
     @property

@@ -5,6 +5,7 @@ Loading is lazy and cached; `kvplan estimate` reads one small YAML file per call
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import yaml
 
 from kvplan.errors import ConfigError, UnknownNameError
-from kvplan.spec.model import ModelSpec, spec_from_config, spec_from_path
+from kvplan.spec.model import ModelSpec, load_config_json, spec_from_config, spec_from_path
 
 
 def profiles_dir() -> Path:
@@ -76,8 +77,25 @@ def model_profile(name: str) -> dict[str, Any]:
     return data
 
 
-def load_model(name_or_path: str) -> ModelSpec:
-    """A bundled profile name or alias, a config.json path, or a local model directory."""
+def model_config(name_or_path: str) -> dict[str, Any]:
+    """The config.json dict behind a bundled profile, a config.json path or a model directory."""
+    if name_or_path.lower() in model_index():
+        return dict(model_profile(name_or_path)["config"])
+    path = Path(name_or_path).expanduser()
+    return load_config_json(path / "config.json" if path.is_dir() else path)
+
+
+def load_model(name_or_path: str, overrides: Mapping[str, Any] | None = None) -> ModelSpec:
+    """A bundled profile name or alias, a config.json path, or a local model directory; `overrides`
+    (config.json keys) are merged over its config and the spec rebuilt."""
+    spec = _load_model(name_or_path)
+    if not overrides:
+        return spec
+    merged = {**model_config(name_or_path), **overrides}
+    return spec_from_config(merged, spec.name, where=f"{name_or_path} with overrides", hf_id=spec.hf_id, source=spec.source)
+
+
+def _load_model(name_or_path: str) -> ModelSpec:
     candidate = Path(name_or_path).expanduser()
     looks_like_path = os.sep in name_or_path or name_or_path.endswith(".json") or candidate.exists()
     if looks_like_path and name_or_path.lower() not in model_index():

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kvplan.plan.cost import LinearCostModel
+from kvplan.stress.cost import LinearCostModel
 
 WARMUP_STEPS = 6
 
@@ -102,7 +102,7 @@ def calibrate(model: str, config: object | None = None, *, seed: int = 0, engine
 def calibrate_scenario(scenario: object, on_progress: Callable[[int, int], None] | None = None) -> LinearCostModel:
     """Calibrate on a fresh engine with the scenario's model and settings, replaying (up to 96 of)
     its own requests. A fresh engine keeps the replay out of the stress run's prefix cache."""
-    from kvplan.stress.runner import build_engine
+    from kvplan.stress.targets.engine_target import build_engine
     from kvplan.stress.workload import generate_requests
 
     engine = build_engine(scenario)  # type: ignore[arg-type]

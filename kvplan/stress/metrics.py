@@ -19,48 +19,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kvplan.stress.figures import LATENCIES, PERCENTILES, SLO_TO_METRIC, percentile_word
 from kvplan.stress.record import RequestRecord
 
-if TYPE_CHECKING:  # scenario.py imports this module; only the type is needed here
+if TYPE_CHECKING:
     import pandas as pd
 
     from kvplan.stress.scenario import Slo
-
-PERCENTILES: tuple[float, ...] = (50, 90, 95, 99)
-LATENCIES: tuple[str, ...] = ("ttft", "tpot", "itl", "e2el")  # vLLM's metric attribute names
-SLO_TO_METRIC = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2e": "e2el"}
-
-# Figures the runner and the planner report next to these metrics (memory and engine counters);
-# gate tolerances may name them too. Extend this tuple when the runner reports a new figure.
-GATE_FIGURES: tuple[str, ...] = (
-    "num_gpu_blocks", "kv_pool_bytes", "bytes_per_block", "peak_kv_bytes", "peak_kv_blocks",
-    "max_concurrency", "num_preemptions", "preemption_onset_s", "num_swaps", "prefix_hit_tokens",
-    "peak_rss_bytes", "peak_cuda_allocated_bytes", "peak_cuda_reserved_bytes",
-)
-COUNT_KEYS: tuple[str, ...] = (
-    "num_requests", "completed", "failed", "errored", "aborted", "duration", "total_input_tokens",
-    "total_output_tokens", "request_throughput", "output_throughput", "total_token_throughput",
-    "request_goodput", "good_requests", "goodput_ratio", "max_concurrent_requests", "slo_met",
-)
-
-
-def percentile_word(p: float) -> str:
-    """99 -> '99', 99.9 -> '99.9' (vLLM's key spelling)."""
-    return str(int(p)) if float(p).is_integer() else f"{p:g}"
 
 
 def _percentiles(slo: Slo | None, percentiles: Sequence[float]) -> tuple[float, ...]:
     extra = (slo.percentile,) if slo is not None and slo.percentile not in percentiles else ()
     return tuple(sorted({*percentiles, *extra}))
-
-
-def metric_names(percentiles: Sequence[float] = PERCENTILES) -> list[str]:
-    """Every key `compute_metrics` can return for these percentiles."""
-    names = list(COUNT_KEYS)
-    for m in LATENCIES:
-        names += [f"mean_{m}_ms", f"median_{m}_ms", f"std_{m}_ms"]
-        names += [f"p{percentile_word(p)}_{m}_ms" for p in percentiles]
-    return names
 
 
 def summarize_ms(values_s: Iterable[float], name: str, percentiles: Sequence[float] = PERCENTILES) -> dict[str, float | None]:

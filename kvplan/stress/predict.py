@@ -1,5 +1,5 @@
 """The prediction made before a stress run: pool size from the planner, then the scenario
-simulated on the engine's scheduler with a per-step cost model (`plan/simulate.py`).
+simulated on the engine's scheduler with a per-step cost model (`simulate.py`).
 
 Predicted latency figures go through the same metric code as measured ones, so the two tables
 line up key for key.
@@ -11,38 +11,36 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanError
-from kvplan.plan.simulate import SimRequest, SimResult, simulate
+from kvplan.plan.kv import KvLayout, blocks_in_budget
+from kvplan.spec.gpu import load_gpu
+from kvplan.stress.calibrate import calibration_path
+from kvplan.stress.cost import LinearCostModel, roofline_for
+from kvplan.stress.figures import FIGURES
+from kvplan.stress.simulate import SimRequest, SimResult, simulate
 from kvplan.stress.metrics import compute_metrics
 from kvplan.stress.record import RequestRecord
 from kvplan.stress.scenario import Scenario
 from kvplan.stress.workload import RequestSpec
 
-LATENCY_KEYS = ("median_ttft_ms", "p99_ttft_ms", "mean_ttft_ms", "median_itl_ms", "p99_itl_ms", "mean_tpot_ms",
-                "median_e2el_ms", "output_throughput")
-MEMORY_KEYS = ("num_gpu_blocks", "kv_pool_bytes", "bytes_per_block", "peak_kv_bytes", "peak_kv_blocks",
-               "max_concurrency", "num_preemptions", "preemption_onset_step", "preemption_onset_s", "prefix_hit_tokens",
-               "num_steps")
+# predicted figures that come out of the simulated requests' records (the rest: from the simulation)
+PREDICTED_FROM_RECORDS = tuple(f.name for f in FIGURES.values() if f.predicted and f.group != "memory" and not f.prediction_key)
 
 
-def load_cost_model(scenario: Scenario, calibration: Path | None = None) -> tuple[object | None, str]:
-    """(cost model, how it was chosen). CPU: the calibration file; CUDA: a roofline of the GPU."""
-    from kvplan.plan.cost import LinearCostModel, roofline_for
-    from kvplan.stress.calibrate import calibration_path
-
+def load_cost_model(scenario: Scenario, calibration: Path | None = None,
+                    device_name: str | None = None) -> tuple[object | None, str]:
+    """(cost model, how it was chosen). CPU: the calibration file; CUDA: a roofline of the GPU
+    named `device_name` (as `torch.cuda.get_device_name` gives it; the target knows it)."""
     device = scenario.engine.device
     if calibration is not None:
         return LinearCostModel.load(calibration), f"calibrated: {calibration}"
     if device.startswith("cuda"):
-        import torch
-
-        from kvplan.plan.kv import KvLayout
-        from kvplan.spec.gpu import load_gpu
-
-        name = torch.cuda.get_device_name(device).lower().replace(" ", "-")
+        if device_name is None:
+            return None, "no roofline: the GPU's name is unknown"
+        name = device_name.lower().replace(" ", "-")
         try:
             gpu = load_gpu(name)
         except KvplanError:
-            return None, f"no roofline: GPU {name!r} is not in profiles/gpus.yaml"
+            return None, f"no roofline: GPU {name!r} is not in the GPU catalog"
         spec = scenario.model_spec()
         kv = KvLayout.of(spec, scenario.kv_cache_dtype_name(), scenario.engine.block_size).bytes_per_token_per_gpu()
         return roofline_for(spec, gpu, kv), f"roofline: {gpu.name}"
@@ -68,8 +66,6 @@ def _records(sim: SimResult, requests: list[RequestSpec]) -> list[RequestRecord]
 def predict(scenario: Scenario, requests: list[RequestSpec], *, num_gpu_blocks: int, bytes_per_block: int,
             cost_model: object | None, cost_source: str, allocator: str) -> dict[str, Any]:
     """The stored prediction: memory figures always; latency figures when a cost model exists."""
-    from kvplan.plan.cost import LinearCostModel
-
     engine = scenario.engine
     closed = scenario.arrival.type == "concurrency"
     # memory and preemption do not depend on the clock for closed loops or bursts; a unit cost
@@ -80,7 +76,7 @@ def predict(scenario: Scenario, requests: list[RequestSpec], *, num_gpu_blocks: 
                    max_num_batched_tokens=engine.max_num_batched_tokens, cost_model=model, allocator=allocator,
                    enable_prefix_caching=engine.enable_prefix_caching,
                    concurrency=scenario.arrival.concurrency if closed else None,
-                   num_cpu_blocks=engine.swap_space_bytes // bytes_per_block)
+                   num_cpu_blocks=blocks_in_budget(engine.swap_space_bytes, bytes_per_block))
     out: dict[str, Any] = {
         "allocator": allocator, "num_gpu_blocks": num_gpu_blocks, "kv_pool_bytes": num_gpu_blocks * bytes_per_block,
         "bytes_per_block": bytes_per_block, "peak_kv_bytes": sim.peak_kv_bytes,
@@ -92,7 +88,7 @@ def predict(scenario: Scenario, requests: list[RequestSpec], *, num_gpu_blocks: 
     }
     if cost_model is not None:
         metrics = compute_metrics(_records(sim, requests), scenario.slo)
-        out.update({k: metrics.get(k) for k in LATENCY_KEYS})
+        out.update({k: metrics.get(k) for k in PREDICTED_FROM_RECORDS})
         out["preemption_onset_s"] = sim.first_preemption_s
         out["duration_s"] = sim.duration_s
     out["timeline"] = [asdict(s) for s in _thin(sim.timeline)]

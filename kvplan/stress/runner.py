@@ -12,8 +12,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
-from kvplan.report.result import TimelineSample
+from kvplan.stress.result import TimelineSample
 from kvplan.stress.memory import NvmlSampler, cuda_bytes, rss_bytes
 from kvplan.stress.record import RequestRecord
 from kvplan.stress.scenario import Scenario
@@ -31,39 +32,6 @@ class EngineRun:
     first_preemption_s: float | None = None
     first_preemption_step: int | None = None
     nvml_error: str | None = None
-
-
-def build_engine(scenario: Scenario, allocator: str | None = None) -> object:
-    """An `LLMEngine` for the scenario's model and engine settings (random weights for profiles,
-    real weights for a local model directory)."""
-    from dataclasses import replace
-    from pathlib import Path
-
-    import torch
-
-    from kvplan.engine import LLMEngine
-    from kvplan.engine.model_runner import random_model
-    from kvplan.spec.profiles import model_index, model_profile
-
-    config = scenario.engine_config()
-    if allocator:
-        config = replace(config, allocator=allocator)
-    ref = scenario.model
-    known = ref.name.lower() in model_index()
-    if known and not ref.overrides:
-        return LLMEngine.from_profile(ref.name, config, seed=scenario.seed)
-    path = Path(ref.name).expanduser()
-    if not known and path.is_dir() and any(path.glob("*.safetensors")) and not ref.overrides:
-        return LLMEngine.from_pretrained(path, config)
-    hf = dict(model_profile(ref.name)["config"]) if known else {}
-    if not known:
-        from kvplan.spec.model import load_config_json
-
-        hf = load_config_json(path / "config.json" if path.is_dir() else path)
-    hf.update(ref.overrides or {})
-    dtype = torch.float32 if not config.is_cuda and config.dtype == "auto" else getattr(torch, scenario.engine.compute_dtype())
-    model = random_model(hf, dtype, scenario.seed)
-    return LLMEngine(model, config, spec=scenario.model_spec())
 
 
 def _sample(engine: object, t_s: float, shape: object, nvml: NvmlSampler | None) -> TimelineSample:
@@ -93,81 +61,100 @@ def _warm_up(engine: object) -> None:
                     SamplingParams(max_tokens=2, ignore_eos=True, temperature=0.0))
 
 
-def run_engine(engine: object, scenario: Scenario, requests: Iterable[RequestSpec], *,
+class _Session:
+    """One run's bookkeeping: which request is next, which are live, what finished."""
+
+    def __init__(self, engine: Any, scenario: Scenario, requests: Iterable[RequestSpec],
+                 on_progress: Callable[[int], None] | None, t0: float) -> None:
+        self.engine, self.scenario, self.on_progress, self.t0 = engine, scenario, on_progress, t0
+        self.closed = scenario.arrival.type == "concurrency"
+        self.stream: Iterator[RequestSpec] = iter(requests)
+        self.upcoming: RequestSpec | None = next(self.stream, None)
+        self.live: dict[str, tuple[RequestSpec, float]] = {}  # request id -> (spec, arrival on the run clock)
+        self.done = 0
+
+    def now(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def _submit(self, spec: RequestSpec, arrival_s: float) -> None:
+        from kvplan.engine.sampling_params import SamplingParams
+
+        self.engine.add_request(list(spec.prompt_token_ids),
+                                SamplingParams(max_tokens=spec.output_tokens, ignore_eos=True, temperature=0.0, seed=spec.index),
+                                request_id=spec.request_id, arrival_time_s=self.t0 + arrival_s)
+        self.live[spec.request_id] = (spec, arrival_s)
+        self.upcoming = next(self.stream, None)
+
+    def admit(self, t: float, stop_arrivals: bool) -> None:
+        """Submit what is due at `t`: open loop by arrival time, closed loop up to the allowed level."""
+        if stop_arrivals:
+            self.upcoming = None
+        while self.upcoming is not None:
+            if self.closed and len(self.live) < concurrency_limit(self.scenario.arrival, t):
+                self._submit(self.upcoming, t)
+            elif not self.closed and (self.upcoming.arrival_s or 0.0) <= t:
+                self._submit(self.upcoming, self.upcoming.arrival_s or 0.0)
+            else:
+                break
+
+    def finish(self, out: Any) -> RequestRecord:
+        spec, arrival_s = self.live.pop(out.request_id)
+        times = tuple(x - self.t0 for x in out.token_times_s)
+        self.done += 1
+        if self.on_progress:
+            self.on_progress(self.done)
+        return RequestRecord(
+            request_id=spec.request_id, class_name=spec.class_name, arrival_s=arrival_s,
+            first_token_s=times[0] if times else None, token_times_s=times, finish_s=times[-1] if times else self.now(),
+            prompt_tokens=spec.prompt_tokens, output_tokens=len(out.output_token_ids), status="ok",
+            is_warmup=spec.is_warmup, num_preemptions=out.num_preemptions)
+
+    def abort_live(self) -> list[RequestRecord]:
+        records = []
+        for request_id, (spec, arrival_s) in list(self.live.items()):
+            self.engine.abort(request_id)
+            records.append(RequestRecord(
+                request_id=request_id, class_name=spec.class_name, arrival_s=arrival_s, first_token_s=None,
+                token_times_s=(), finish_s=self.now(), prompt_tokens=spec.prompt_tokens, output_tokens=0,
+                status="aborted", error="interrupted (Ctrl-C)", is_warmup=spec.is_warmup))
+        return records
+
+
+def _step(engine: Any, session: _Session, run: EngineRun, probe: Any, nvml: NvmlSampler | None) -> None:
+    outputs = engine.step()
+    run.num_steps += 1
+    stats = engine.stats
+    run.step_shapes.append(probe.last)
+    run.step_times_s.append(stats.step_time_s)
+    if stats.num_preemptions and run.first_preemption_s is None:
+        run.first_preemption_s, run.first_preemption_step = stats.time_s - session.t0, run.num_steps
+    run.timeline.append(_sample(engine, stats.time_s - session.t0, probe.last, nvml))
+    run.records.extend(session.finish(out) for out in outputs if out.finished)
+
+
+def run_engine(engine: Any, scenario: Scenario, requests: Iterable[RequestSpec], *,
                on_progress: Callable[[int], None] | None = None, max_duration_s: float | None = None) -> EngineRun:
     """Run `requests` through `engine` by the wall clock; see the module doc."""
-    from kvplan.engine import SamplingParams
     from kvplan.stress.step_probe import StepProbe
 
     probe = StepProbe(engine)
     run = EngineRun()
-    closed = scenario.arrival.type == "concurrency"
-    stream: Iterator[RequestSpec] = iter(requests)
-    upcoming: RequestSpec | None = next(stream, None)
-    live: dict[str, tuple[RequestSpec, float]] = {}  # request id -> (spec, arrival on the run clock)
     duration = max_duration_s if max_duration_s is not None else scenario.duration_s
     _warm_up(engine)
     # device memory as the driver sees it, from a sampler thread (CUDA only; None where NVML is missing)
-    nvml = NvmlSampler().start() if engine.config.is_cuda else None  # type: ignore[attr-defined]
-    t0 = time.perf_counter()
-    done = 0
-
-    def now() -> float:
-        return time.perf_counter() - t0
-
-    def submit(spec: RequestSpec, arrival_s: float) -> None:
-        engine.add_request(list(spec.prompt_token_ids),  # type: ignore[attr-defined]
-                           SamplingParams(max_tokens=spec.output_tokens, ignore_eos=True, temperature=0.0, seed=spec.index),
-                           request_id=spec.request_id, arrival_time_s=t0 + arrival_s)
-        live[spec.request_id] = (spec, arrival_s)
-
+    nvml = NvmlSampler().start() if engine.config.is_cuda else None
+    session = _Session(engine, scenario, requests, on_progress, time.perf_counter())
     try:
-        while upcoming is not None or engine.has_unfinished_requests():  # type: ignore[attr-defined]
-            t = now()
-            stop_arrivals = duration is not None and t >= duration
-            if closed:
-                while upcoming is not None and not stop_arrivals and len(live) < concurrency_limit(scenario.arrival, t):
-                    submit(upcoming, t)
-                    upcoming = next(stream, None)
-            else:
-                while upcoming is not None and not stop_arrivals and (upcoming.arrival_s or 0.0) <= t:
-                    submit(upcoming, upcoming.arrival_s or 0.0)
-                    upcoming = next(stream, None)
-            if stop_arrivals:
-                upcoming = None
-            if not engine.has_unfinished_requests():  # type: ignore[attr-defined]
-                if upcoming is not None and not closed:
-                    time.sleep(max(0.0, min((upcoming.arrival_s or 0.0) - now(), 0.05)))
-                continue
-            outputs = engine.step()  # type: ignore[attr-defined]
-            run.num_steps += 1
-            stats = engine.stats  # type: ignore[attr-defined]
-            run.step_shapes.append(probe.last)
-            run.step_times_s.append(stats.step_time_s)
-            if stats.num_preemptions and run.first_preemption_s is None:
-                run.first_preemption_s, run.first_preemption_step = stats.time_s - t0, run.num_steps
-            run.timeline.append(_sample(engine, stats.time_s - t0, probe.last, nvml))
-            for out in outputs:
-                if not out.finished:
-                    continue
-                spec, arrival_s = live.pop(out.request_id)
-                times = tuple(x - t0 for x in out.token_times_s)
-                run.records.append(RequestRecord(
-                    request_id=spec.request_id, class_name=spec.class_name, arrival_s=arrival_s,
-                    first_token_s=times[0] if times else None, token_times_s=times, finish_s=times[-1] if times else now(),
-                    prompt_tokens=spec.prompt_tokens, output_tokens=len(out.output_token_ids), status="ok",
-                    is_warmup=spec.is_warmup, num_preemptions=out.num_preemptions))
-                done += 1
-                if on_progress:
-                    on_progress(done)
+        while session.upcoming is not None or engine.has_unfinished_requests():
+            t = session.now()
+            session.admit(t, stop_arrivals=duration is not None and t >= duration)
+            if engine.has_unfinished_requests():
+                _step(engine, session, run, probe, nvml)
+            elif session.upcoming is not None and not session.closed:
+                time.sleep(max(0.0, min((session.upcoming.arrival_s or 0.0) - session.now(), 0.05)))
     except KeyboardInterrupt:
         run.complete = False
-        for request_id, (spec, arrival_s) in list(live.items()):
-            engine.abort(request_id)  # type: ignore[attr-defined]
-            run.records.append(RequestRecord(
-                request_id=request_id, class_name=spec.class_name, arrival_s=arrival_s, first_token_s=None,
-                token_times_s=(), finish_s=now(), prompt_tokens=spec.prompt_tokens, output_tokens=0,
-                status="aborted", error="interrupted (Ctrl-C)", is_warmup=spec.is_warmup))
+        run.records.extend(session.abort_live())
     finally:
         if nvml is not None:
             nvml.stop()

@@ -17,33 +17,21 @@ from __future__ import annotations
 
 import difflib
 import re
-from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator,
                       model_serializer, model_validator)
 
+from kvplan.engine.config import EngineConfig, engine_config_from
 from kvplan.errors import KvplanError
-from kvplan.spec.dtypes import KV_DTYPE_CHOICES, MODEL_DTYPE_ALIASES
-from kvplan.stress.metrics import GATE_FIGURES, metric_names
+from kvplan.plan.kv import blocks_in_budget, bytes_per_block
+from kvplan.spec.dtypes import resolve_kv_dtype
+from kvplan.spec.profiles import load_model
+from kvplan.stress.figures import metric_names, names
+from kvplan.validation import FieldIssue, first_error
+from kvplan.validation import short_repr as _short
 
-# The engine runs these KV dtypes; int4 and fp8_e5m2 are planned only (see EngineConfig).
-ENGINE_KV_DTYPES = tuple(d for d in (*KV_DTYPE_CHOICES, *MODEL_DTYPE_ALIASES) if d not in ("int4", "fp8_e5m2"))
 SPECIAL_TOKEN_IDS = 3  # ids 0..2 (pad/bos/eos in the tiny models) never appear in prompts
-
-
-class FieldIssue(ValueError):
-    """A validator's complaint about a sub-field: `subpath` is appended to pydantic's location."""
-
-    def __init__(self, subpath: tuple[str | int, ...], message: str) -> None:
-        super().__init__(message)
-        self.subpath = subpath
-        self.message = message
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 class _Strict(BaseModel):
@@ -55,72 +43,6 @@ class _Strict(BaseModel):
 class ModelRef(_Strict):
     name: str = Field(min_length=1)  # bundled profile, alias, config.json path or model directory
     overrides: dict[str, Any] = Field(default_factory=dict)  # config.json keys, merged over the base
-
-
-# --- engine -----------------------------------------------------------------------------------
-_BYTES_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|KB|MB|GB)?\s*$")
-_BYTE_UNITS = {None: 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "KB": 10**3, "MB": 10**6, "GB": 10**9}
-
-
-def parse_bytes(value: Any) -> Any:
-    """`"32 MiB"` -> 33554432; ints pass through (pydantic then checks them)."""
-    if isinstance(value, str):
-        m = _BYTES_RE.match(value)
-        if not m:
-            raise FieldIssue((), f"must be a byte count such as 33554432 or '32 MiB', got {value!r}")
-        return int(float(m.group(1)) * _BYTE_UNITS[m.group(2)])
-    return value
-
-
-class EngineSettings(_Strict):
-    """`EngineConfig`'s fields, names and defaults (a test keeps them in step)."""
-
-    block_size: int = Field(16, gt=0)
-    max_num_seqs: int = Field(256, gt=0)
-    max_num_batched_tokens: int = Field(2048, gt=0)
-    max_model_len: int | None = Field(None, gt=0)  # None: the model's max_position_embeddings
-    kv_cache_dtype: str = "auto"
-    kv_cache_memory_bytes: int | None = Field(None, gt=0)
-    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
-    enable_prefix_caching: bool = False
-    allocator: Literal["paged", "contiguous"] = "paged"
-    swap_space_bytes: int = Field(0, ge=0)
-    device: str = "cpu"
-    dtype: str = "auto"
-    num_gpu_blocks_override: int | None = Field(None, gt=0)
-    seed: int = 0
-
-    @field_validator("kv_cache_memory_bytes", "swap_space_bytes", mode="before")
-    @classmethod
-    def _bytes(cls, v: Any) -> Any:
-        return parse_bytes(v)
-
-    @field_validator("kv_cache_dtype")
-    @classmethod
-    def _kv_dtype(cls, v: str) -> str:
-        if v.lower() not in ENGINE_KV_DTYPES:
-            raise FieldIssue((), f"{v!r} is not a KV dtype the engine runs; choices: {', '.join(dict.fromkeys(ENGINE_KV_DTYPES))}")
-        return v
-
-    @field_validator("dtype")
-    @classmethod
-    def _dtype(cls, v: str) -> str:
-        if v != "auto" and v.lower().removeprefix("torch.") not in MODEL_DTYPE_ALIASES:
-            raise FieldIssue((), f"{v!r} is not a model dtype; choices: auto, float32, float16, bfloat16")
-        return v
-
-    @field_validator("device")
-    @classmethod
-    def _device(cls, v: str) -> str:
-        if not re.fullmatch(r"cpu|cuda(:\d+)?", v):
-            raise FieldIssue((), f"{v!r} is not a device; choices: cpu, cuda, cuda:N")
-        return v
-
-    def compute_dtype(self) -> str:
-        """The model dtype the engine runs: `auto` is float32 on CPU, bfloat16 on CUDA."""
-        if self.dtype != "auto":
-            return MODEL_DTYPE_ALIASES[self.dtype.lower().removeprefix("torch.")]
-        return "float32" if self.device == "cpu" else "bfloat16"
 
 
 # --- workload ---------------------------------------------------------------------------------
@@ -300,14 +222,14 @@ class Tolerance(BaseModel):
 
 
 def known_gate_keys() -> list[str]:
-    return sorted({*metric_names(), *GATE_FIGURES})
+    return sorted({*metric_names(), *names("memory")})
 
 
 def _check_gate_key(where: tuple[str | int, ...], key: str) -> None:
     known = known_gate_keys()
     if key not in known:
         close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
-        hint = f"did you mean: {', '.join(close)}?" if close else f"choices include: {', '.join(GATE_FIGURES)}, p99_itl_ms, mean_ttft_ms, ..."
+        hint = f"did you mean: {', '.join(close)}?" if close else f"choices include: {', '.join(names('memory'))}, p99_itl_ms, mean_ttft_ms, ..."
         raise FieldIssue(where, f"unknown metric {key!r}; {hint}")
 
 
@@ -334,7 +256,7 @@ class Scenario(_Strict):
     name: str = Field(min_length=1)
     description: str = ""
     model: ModelRef
-    engine: EngineSettings = Field(default_factory=EngineSettings)
+    engine: EngineConfig = Field(default_factory=EngineConfig)
     workload: Workload
     arrival: Arrival
     num_requests: int | None = Field(None, gt=0)
@@ -351,6 +273,19 @@ class Scenario(_Strict):
     def _model_name(cls, v: Any) -> Any:
         return {"name": v} if isinstance(v, str) else v
 
+    @field_validator("engine", mode="before")
+    @classmethod
+    def _engine(cls, v: Any) -> Any:
+        """A YAML mapping becomes an `EngineConfig` by the config's own (strict) rules."""
+        if isinstance(v, EngineConfig):
+            return v
+        if not isinstance(v, dict):
+            raise FieldIssue((), f"must be a mapping of engine settings, got {_short(v)}")
+        try:
+            return engine_config_from(v)
+        except ValidationError as exc:
+            raise FieldIssue(*first_error(exc, EngineConfig)) from None
+
     @model_validator(mode="after")
     def _check(self) -> Scenario:
         if (self.num_requests is None) == (self.duration_s is None):
@@ -364,7 +299,7 @@ class Scenario(_Strict):
     def model_spec(self) -> Any:
         """The `ModelSpec` (with overrides applied); resolved once."""
         if self._spec is None:
-            self._spec = resolve_model(self.model)
+            self._spec = load_model(self.model.name, self.model.overrides)
         return self._spec
 
     @property
@@ -372,13 +307,9 @@ class Scenario(_Strict):
         return self.engine.max_model_len or self.model_spec().max_position_embeddings
 
     def kv_cache_dtype_name(self) -> str:
-        from kvplan.spec.dtypes import resolve_kv_dtype
-
         return resolve_kv_dtype(self.engine.kv_cache_dtype, self.engine.compute_dtype()).name
 
     def bytes_per_block(self) -> int:
-        from kvplan.plan.kv import bytes_per_block
-
         return bytes_per_block(self.model_spec(), self.engine.block_size, self.kv_cache_dtype_name())
 
     def num_gpu_blocks(self) -> int | None:
@@ -386,35 +317,12 @@ class Scenario(_Strict):
         if self.engine.num_gpu_blocks_override is not None:
             return self.engine.num_gpu_blocks_override
         if self.engine.kv_cache_memory_bytes is not None:
-            return self.engine.kv_cache_memory_bytes // self.bytes_per_block()
+            return blocks_in_budget(self.engine.kv_cache_memory_bytes, self.bytes_per_block())
         return None
-
-    def engine_config(self) -> Any:
-        """An `EngineConfig` with these settings (imported here: the engine package pulls in torch)."""
-        from kvplan.engine.config import EngineConfig
-
-        return EngineConfig(**self.engine.model_dump())
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form for result.json; `parse_scenario` accepts it back."""
         return self.model_dump(mode="json", exclude_none=True)
-
-
-def resolve_model(ref: ModelRef) -> Any:
-    """Load the model spec; with overrides, merge them into its config and rebuild the spec."""
-    from kvplan.spec.model import load_config_json, spec_from_config
-    from kvplan.spec.profiles import load_model, model_index, model_profile
-
-    spec = load_model(ref.name)
-    if not ref.overrides:
-        return spec
-    if ref.name.lower() in model_index():
-        base = dict(model_profile(ref.name)["config"])
-    else:
-        p = Path(ref.name).expanduser()
-        base = load_config_json(p / "config.json" if p.is_dir() else p)
-    merged = {**base, **ref.overrides}
-    return spec_from_config(merged, spec.name, where=f"{ref.name} with overrides", hf_id=spec.hf_id, source=spec.source)
 
 
 def check_against_model(scenario: Scenario) -> None:
@@ -441,6 +349,3 @@ def check_against_model(scenario: Scenario) -> None:
         raise FieldIssue(("engine", field), f"a pool of {blocks} blocks ({blocks * engine.block_size} tokens) cannot hold one "
                          f"max_model_len {limit} request; raise it or lower engine.max_model_len")
 
-
-# Loading lives in scenario_loader.py (kept short); re-exported here, the module users import.
-from kvplan.stress.scenario_loader import format_validation_error, load_scenario, parse_scenario  # noqa: E402,F401

@@ -7,7 +7,7 @@ in the engine changes.
 """
 from __future__ import annotations
 
-from kvplan.plan.cost import StepShape
+from kvplan.stress.cost import StepShape
 
 
 class StepProbe:

@@ -13,10 +13,10 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from kvplan.report.result import Environment, RunResult, TimelineSample
+from kvplan.stress.result import Environment, RunResult, TimelineSample
 from kvplan.stress.metrics import compute_metrics, compute_per_class_metrics
 from kvplan.stress.record import RequestRecord
-from kvplan.stress.scenario import load_scenario
+from kvplan.stress.scenario_loader import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 BYTES_PER_BLOCK = 32_768  # tiny-llama, float32 KV, block 16 (as ci-smoke and mixed)

@@ -9,8 +9,9 @@ import pytest
 from kvplan.cli import main
 from kvplan.errors import KvplanError
 from kvplan.report.baseline import update_baseline
-from kvplan.report.gate import GateCheck, junit_xml, metric_value, run_gate
-from kvplan.report.result import RunResult, load_result
+from kvplan.report.gate import GateCheck, junit_xml, run_gate
+from kvplan.stress.figures import figure_value as metric_value
+from kvplan.stress.result import RunResult
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

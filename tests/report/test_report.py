@@ -14,7 +14,7 @@ from kvplan.cli import main
 from kvplan.errors import KvplanError
 from kvplan.report.html import error_pct, fmt, render_report, write_report
 from kvplan.report.plots import decimate
-from kvplan.report.result import RunResult
+from kvplan.stress.result import RunResult
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 IMG_SRC = re.compile(r'<img src="([^"]*)"')

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from server_helpers import ROOT, ServeProcess
 
-from kvplan.report.result import load_result
-from kvplan.stress.command import StressOptions, run_stress
-from kvplan.stress.scenario import load_scenario
+from kvplan.stress.result import load_result
+from kvplan.report.stress_view import stress_and_report
+from kvplan.stress.command import StressOptions
+from kvplan.stress.scenario_loader import load_scenario
 
 SMOKE = ROOT / "scenarios" / "ci-smoke.yaml"
 SECRET = "sk-kvplan-test-8c1f0e"
@@ -32,7 +33,7 @@ def smoke_server() -> Iterator[ServeProcess]:
 
 def test_stress_target_matches_in_process_pool(smoke_server: ServeProcess, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("KVPLAN_TEST_KEY", SECRET)
-    written = run_stress(StressOptions(SMOKE, tmp_path, progress=False, target=smoke_server.url,
+    written = stress_and_report(StressOptions(SMOKE, tmp_path, progress=False, target=smoke_server.url,
                                        served_model_name="tiny", api_key_env="KVPLAN_TEST_KEY", timeout_s=30.0))
     result = load_result(tmp_path / "result.json")
     scenario = load_scenario(SMOKE)

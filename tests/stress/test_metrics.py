@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kvplan.stress.metrics import (compute_metrics, compute_per_class_metrics, meets_slo, metric_names,
+from kvplan.stress.figures import metric_names
+from kvplan.stress.metrics import (compute_metrics, compute_per_class_metrics, meets_slo,
                                    request_frame, summarize_ms)
 from kvplan.stress.record import RequestRecord
 from kvplan.stress.scenario import Slo

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,7 +15,9 @@ import yaml
 from kvplan.errors import KvplanError
 from kvplan.plan.kv import bytes_per_block
 from kvplan.spec.profiles import load_model
-from kvplan.stress.scenario import EngineSettings, Scenario, Tolerance, load_scenario, parse_scenario
+from kvplan.engine.config import EngineConfig
+from kvplan.stress.scenario import Scenario, Tolerance
+from kvplan.stress.scenario_loader import load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 BAD = Path(__file__).parent / "bad_scenarios"
@@ -209,19 +211,17 @@ def test_ci_smoke_is_small() -> None:
     assert 24 <= s.num_requests <= 40 and s.model.name == "tiny-llama"
 
 
-def _engine_config_fields() -> dict[str, Any]:
-    """EngineConfig's defaults, loaded from its file alone (the engine package imports torch)."""
-    spec = importlib.util.spec_from_file_location("_kvplan_engine_config", ROOT / "kvplan" / "engine" / "config.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolves annotations through sys.modules
-    spec.loader.exec_module(module)
-    return {f.name: f.default for f in dataclasses.fields(module.EngineConfig)}
-
-
-def test_engine_settings_mirror_engine_config() -> None:
-    expected = _engine_config_fields()
-    defaults = EngineSettings().model_dump()
-    assert defaults == expected
+def test_engine_block_is_the_engine_config() -> None:
+    """One engine configuration type: the scenario's engine block is an `EngineConfig`, validated
+    by the same rules as `EngineConfig(...)` in Python, without importing torch."""
+    data = copy.deepcopy(BASE)
+    data["engine"] = {"kv_cache_memory_bytes": "32 MiB", "allocator": "contiguous"}
+    s = parse_scenario(data)
+    assert isinstance(s.engine, EngineConfig) and dataclasses.is_dataclass(s.engine)
+    assert s.engine == EngineConfig(kv_cache_memory_bytes=32 * 2**20, allocator="contiguous")
+    code = "import sys, kvplan.stress.scenario_loader; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_defaults_and_parsing() -> None:

@@ -3,8 +3,8 @@ import random
 
 import pytest
 
-from kvplan.plan.cost import LinearCostModel, RooflineCostModel, StepShape, roofline_for
-from kvplan.plan.simulate import SimRequest, simulate
+from kvplan.stress.cost import LinearCostModel, RooflineCostModel, StepShape, roofline_for
+from kvplan.stress.simulate import SimRequest, simulate
 from kvplan.spec.gpu import load_gpu
 from kvplan.spec.profiles import load_model
 

@@ -1,13 +1,11 @@
 """`kvplan stress` end to end on the bundled engine (CPU, tiny model)."""
-import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from kvplan.cli import main
-from kvplan.report.result import load_result
-from kvplan.stress.scenario import load_scenario, parse_scenario
+from kvplan.stress.result import load_result
+from kvplan.stress.scenario_loader import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,7 +56,7 @@ def test_requests_match_their_specs(smoke):
 
 def test_interrupt_writes_partial_result(tmp_path, monkeypatch):
     """Ctrl-C during the run: the partial result is written, marked incomplete, open requests aborted."""
-    import kvplan.stress.runner as runner
+    import kvplan.stress.targets.engine_target as runner  # where the engine target calls run_engine
 
     original = runner.run_engine
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from kvplan.errors import KvplanError
-from kvplan.stress.scenario import Arrival, load_scenario, parse_scenario
+from kvplan.stress.scenario import Arrival
+from kvplan.stress.scenario_loader import load_scenario, parse_scenario
 from kvplan.stress.workload import arrival_times, concurrency_limit, generate_requests, iter_requests, sample_length
 from kvplan.stress.scenario import LengthSpec
 

@@ -125,22 +125,8 @@ async def run_http_target(
     `decode(ids) -> str` for chat prompts to servers other than `kvplan serve`.
     Raises `KvplanError` only before the run (bad arguments, unreachable server, refused key).
     """
-    if api not in ("completions", "chat"):
-        raise KvplanError(f"--api must be 'completions' or 'chat', got {api!r}")
-    if timeout_s <= 0:
-        raise KvplanError(f"the request timeout must be positive, got {timeout_s}")
-    closed = [r.arrival_s is None for r in requests]
-    if any(closed) and not all(closed):
-        raise KvplanError("requests mix open-loop arrival times with closed-loop (None) ones")
-    if any(closed) and not concurrency:
-        raise KvplanError("closed-loop requests (no arrival times) need a concurrency")
-    if concurrency is not None and concurrency <= 0:
-        raise KvplanError(f"concurrency must be positive, got {concurrency}")
-    secret = None
-    if api_key_env:
-        secret = os.environ.get(api_key_env)
-        if not secret:
-            raise KvplanError(f"environment variable {api_key_env} (--api-key-env) is not set or empty")
+    closed = _check_args(requests, api, timeout_s, concurrency)
+    secret = _api_key(api_key_env)
     base = _public_url(url)
     headers = {"Authorization": f"Bearer {secret}"} if secret else {}
     timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, PROBE_TIMEOUT_S))
@@ -153,7 +139,7 @@ async def run_http_target(
         stack.callback(pool.close)
         http = await stack.enter_async_context(httpx.AsyncClient(headers=headers, timeout=timeout, trust_env=False, verify=tls))
         model = await _probe(http, base, served_model_name, api_key_env)
-        if any(closed):  # closed loop: each of the N users holds a connection from the start, so
+        if closed:  # closed loop: each of the N users holds a connection from the start, so
             # the first wave's TTFT is the server's, not N simultaneous TCP handshakes (~0.1-0.2 ms
             # of CPU each, client and server, serialized: +25-45 ms at 256 streams on 2 cores)
             await pool.open_idle(min(int(concurrency or 1), len(requests)))
@@ -172,13 +158,42 @@ async def run_http_target(
             await asyncio.wait_for(scrape_task, timeout=2 * SCRAPE_TIMEOUT_S)
         except (asyncio.TimeoutError, asyncio.CancelledError):
             scrape_task.cancel()
+    return _output(records, wanted, complete, scraper, {"url": base, "api": api, "model": model})
+
+
+def _check_args(requests: list[RequestSpec], api: str, timeout_s: float, concurrency: int | None) -> bool:
+    """Refuse arguments that cannot make a run; True for a closed loop (no arrival times)."""
+    if api not in ("completions", "chat"):
+        raise KvplanError(f"--api must be 'completions' or 'chat', got {api!r}")
+    if timeout_s <= 0:
+        raise KvplanError(f"the request timeout must be positive, got {timeout_s}")
+    closed = [r.arrival_s is None for r in requests]
+    if any(closed) and not all(closed):
+        raise KvplanError("requests mix open-loop arrival times with closed-loop (None) ones")
+    if any(closed) and not concurrency:
+        raise KvplanError("closed-loop requests (no arrival times) need a concurrency")
+    if concurrency is not None and concurrency <= 0:
+        raise KvplanError(f"concurrency must be positive, got {concurrency}")
+    return any(closed)
+
+
+def _api_key(api_key_env: str | None) -> str | None:
+    if not api_key_env:
+        return None
+    secret = os.environ.get(api_key_env)
+    if not secret:
+        raise KvplanError(f"environment variable {api_key_env} (--api-key-env) is not set or empty")
+    return secret
+
+
+def _output(records: list[RequestRecord], wanted: dict[str, int], complete: bool, scraper: MetricsScraper,
+            info: dict[str, Any]) -> HttpRunOutput:
     errors = Counter((r.error or "").split(":", 1)[0] for r in records if r.status == "error")
-    mismatches = [f"{r.request_id}: asked for {want} tokens, got {r.output_tokens}"
-                  for r, want in ((r, wanted[r.request_id]) for r in records)
-                  if r.status == "ok" and r.output_tokens != want]
+    mismatches = [f"{r.request_id}: asked for {wanted[r.request_id]} tokens, got {r.output_tokens}"
+                  for r in records if r.status == "ok" and r.output_tokens != wanted[r.request_id]]
     labels = cache_config(scraper.cache_labels)
-    info = {"url": base, "api": api, "model": model, "num_gpu_blocks": labels["num_gpu_blocks"],
-            "block_size": labels["block_size"], "cache_config": labels["labels"], "metrics_available": scraper.available,
+    info = {**info, "num_gpu_blocks": labels["num_gpu_blocks"], "block_size": labels["block_size"],
+            "cache_config": labels["labels"], "metrics_available": scraper.available,
             "metrics_scrape_errors": scraper.num_errors, "metrics_last_error": scraper.last_error}
     return HttpRunOutput(records=records, telemetry=scraper.samples, server_info=info, token_mismatches=mismatches,
                          errors=dict(errors), complete=complete)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from kvplan.server.tokenizer import ids_to_words
+from kvplan.spec.words import ids_to_words
 from kvplan.stress.record import RequestRecord
 from kvplan.stress.targets.http1 import Http1Pool, HttpConnectError, HttpDisconnected, HttpProtocolError, HttpTimeout
 from kvplan.stress.workload import RequestSpec

@@ -8,9 +8,7 @@ from __future__ import annotations
 import json
 import os
 import platform
-import stat
 import sys
-import tempfile
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -19,8 +17,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kvplan.errors import KvplanError, read_user_file
+from kvplan.files import write_text_atomic
 from kvplan.stress.record import RequestRecord
-from kvplan.stress.scenario import format_validation_error
+from kvplan.validation import format_validation_error
 
 SCHEMA_VERSION = 1
 
@@ -75,7 +74,7 @@ class RunResult(BaseModel):
     timeline: list[TimelineSample] = Field(default_factory=list)
     complete: bool = True  # False: interrupted (Ctrl-C) or failed; what is here is what was measured
     notes: list[str] = Field(default_factory=list)
-    # HTTP targets (issue 7): the server's own /metrics samples ({t_s, kv_cache_usage_perc,
+    # HTTP targets: the server's own /metrics samples ({t_s, kv_cache_usage_perc,
     # num_requests_running, num_requests_waiting, ...}) and what it says about itself
     server_telemetry: list[dict[str, Any]] = Field(default_factory=list)
     server_info: dict[str, Any] = Field(default_factory=dict)
@@ -96,26 +95,6 @@ class RunResult(BaseModel):
         return write_text_atomic(path, self.to_json())
 
 
-def write_text_atomic(path: str | Path, text: str) -> Path:
-    """Temp file beside `path`, fsync, `os.replace`: readers see the old file or the whole new one.
-    Shared by result.json, report.html, JUnit XML and baselines."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        # mkstemp makes 0600 files; reports and baselines are shared, so keep the old file's mode or use 0644
-        os.chmod(tmp, stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
-
-
 def load_result(path: str | Path) -> RunResult:
     """Read a result.json; a missing, malformed or wrong-schema file is one `KvplanError` line."""
     p = Path(path)
@@ -132,7 +111,7 @@ def load_result(path: str | Path) -> RunResult:
     try:
         return RunResult.model_validate(data)
     except ValidationError as exc:
-        raise KvplanError(format_validation_error(f"{p}: not a valid kvplan result", exc)) from None
+        raise KvplanError(format_validation_error(f"{p}: not a valid kvplan result", exc, RunResult)) from None
 
 
 # --- environment ------------------------------------------------------------------------------

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from kvplan.errors import ConfigError
 
-FEATURES = ("tokens", "seqs", "context_tokens", "attention_pairs")
 
 
 @dataclass(frozen=True)
@@ -40,7 +39,7 @@ class StepShape:
 
 @dataclass(frozen=True)
 class LinearCostModel:
-    """step_s = intercept + Σ coefficient x feature (see FEATURES); fitted on timed steps."""
+    """step_s = intercept + Σ coefficient x feature (tokens, seqs, context_tokens, attention_pairs); fitted on timed steps."""
 
     intercept_s: float
     per_token_s: float

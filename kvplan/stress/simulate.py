@@ -1,5 +1,5 @@
 """Predict a stress run without running the model: the engine's own `Scheduler` and
-`BlockManager` on a simulated clock, each step timed by a cost model (`plan/cost.py`).
+`BlockManager` on a simulated clock, each step timed by a cost model (`cost.py`).
 
 Because the scheduling code is the engine's, block counts, admission, preemption and prefix hits
 follow the same rules as the real run; only the clock is modelled. With every request arriving at
@@ -16,7 +16,7 @@ from kvplan.engine.block_manager import BlockManager
 from kvplan.engine.sampling_params import SamplingParams
 from kvplan.engine.scheduler import Scheduler
 from kvplan.engine.sequence import Sequence
-from kvplan.plan.cost import StepShape
+from kvplan.stress.cost import StepShape
 
 
 @dataclass(frozen=True)
@@ -67,11 +67,61 @@ class SimResult:
     num_preemptions: int = 0
     first_preemption_step: int | None = None
     first_preemption_s: float | None = None
-    first_preemption_request_index: int | None = None  # admissions before the first preemption
 
     @property
     def duration_s(self) -> float:
         return self.timeline[-1].t_s if self.timeline else 0.0
+
+
+class _Simulation:
+    """The engine's scheduler on a simulated clock; one `step()` is one engine step."""
+
+    def __init__(self, sched: Scheduler, bm: BlockManager, result: SimResult, cost_model: object,
+                 max_model_len: int) -> None:
+        self.sched, self.bm, self.result, self.cost_model = sched, bm, result, cost_model
+        self.max_model_len = max_model_len
+        self.seqs: dict[int, tuple[Sequence, SimRequest]] = {}
+        self.clock = 0.0
+        self.admitted = self.in_flight = self.preemptions = self.hits = 0
+
+    def admit(self, req: SimRequest, at_s: float) -> None:
+        seq = Sequence(self.admitted, req.request_id, list(req.prompt_token_ids),
+                       SamplingParams(max_tokens=req.output_tokens, ignore_eos=True, temperature=0.0), at_s)
+        self.seqs[seq.seq_id] = (seq, req)
+        self.sched.add(seq)
+        self.admitted += 1
+        self.in_flight += 1
+
+    def step(self) -> None:
+        result, batch = self.result, self.sched.schedule()
+        shape = StepShape.from_counts([s.num_computed_tokens for s in batch.seqs], list(batch.num_new_tokens))
+        self.clock += self.cost_model.step_s(shape)  # type: ignore[attr-defined]
+        result.num_steps += 1
+        if batch.num_preempted and result.first_preemption_step is None:
+            result.first_preemption_step, result.first_preemption_s = result.num_steps, self.clock
+        self.preemptions += batch.num_preempted
+        self.hits += batch.num_prefix_hit_tokens
+        for seq, n in zip(batch.seqs, batch.num_new_tokens):
+            seq.num_computed_tokens += n
+            self.bm.cache_full_blocks(seq)
+        for seq in batch.seqs:
+            if seq.num_computed_tokens == len(seq):  # a prefill chunk short of the last prompt token samples nothing
+                self._sample(seq)
+        used = self.bm.num_used_blocks * result.bytes_per_block
+        result.peak_kv_bytes = max(result.peak_kv_bytes, used)
+        result.max_running = max(result.max_running, len(self.sched.running))
+        result.timeline.append(SimSample(self.clock, used, len(self.sched.running), len(self.sched.waiting),
+                                         self.preemptions, self.hits))
+
+    def _sample(self, seq: Sequence) -> None:
+        # a stand-in token: distinct per sequence so generated blocks never alias in the prefix cache
+        seq.append_token((seq.seq_id * 7919 + len(seq)) % 1_000_003, self.clock)
+        if seq.num_output_tokens >= seq.params.max_tokens or len(seq) >= self.max_model_len:
+            self.sched.finish(seq, "length")
+            self.in_flight -= 1
+            req = self.seqs[seq.seq_id][1]
+            self.result.records.append(SimRecord(req.request_id, req.class_name, seq.arrival_time_s,
+                                                 tuple(seq.token_times_s), seq.num_prompt_tokens, seq.num_output_tokens))
 
 
 def simulate(requests: list[SimRequest], *, num_gpu_blocks: int, bytes_per_block: int, block_size: int,
@@ -85,62 +135,22 @@ def simulate(requests: list[SimRequest], *, num_gpu_blocks: int, bytes_per_block
     sched = Scheduler(bm, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                       enable_swap=num_cpu_blocks > 0)
     result = SimResult(num_gpu_blocks, num_gpu_blocks * bytes_per_block, bytes_per_block)
+    sim = _Simulation(sched, bm, result, cost_model, max_model_len)
     closed = concurrency is not None
     pending = deque(sorted(requests, key=lambda r: r.arrival_s or 0.0) if not closed else requests)
-    seqs: dict[int, tuple[Sequence, SimRequest]] = {}
-    clock = 0.0
-    admitted = preemptions = hits = 0
-    in_flight = 0
-
-    def admit(req: SimRequest, at_s: float) -> None:
-        nonlocal admitted, in_flight
-        seq = Sequence(admitted, req.request_id, list(req.prompt_token_ids),
-                       SamplingParams(max_tokens=req.output_tokens, ignore_eos=True, temperature=0.0), at_s)
-        seqs[seq.seq_id] = (seq, req)
-        sched.add(seq)
-        admitted += 1
-        in_flight += 1
-
     while pending or sched.has_unfinished():
         if closed:
-            while pending and in_flight < concurrency:  # type: ignore[operator]
-                admit(pending.popleft(), clock)
+            while pending and sim.in_flight < concurrency:  # type: ignore[operator]
+                sim.admit(pending.popleft(), sim.clock)
         else:
-            while pending and (pending[0].arrival_s or 0.0) <= clock:
+            while pending and (pending[0].arrival_s or 0.0) <= sim.clock:
                 req = pending.popleft()
-                admit(req, req.arrival_s or 0.0)
+                sim.admit(req, req.arrival_s or 0.0)
             if not sched.has_unfinished():
-                clock = pending[0].arrival_s or 0.0  # idle until the next arrival
+                sim.clock = pending[0].arrival_s or 0.0  # idle until the next arrival
                 continue
         if result.num_steps >= max_steps:
             raise RuntimeError("simulation did not converge")  # internal invariant: the scheduler must progress
-        batch = sched.schedule()
-        shape = StepShape.from_counts([s.num_computed_tokens for s in batch.seqs], list(batch.num_new_tokens))
-        clock += cost_model.step_s(shape)  # type: ignore[attr-defined]
-        result.num_steps += 1
-        if batch.num_preempted and result.first_preemption_step is None:
-            result.first_preemption_step = result.num_steps
-            result.first_preemption_s = clock
-            result.first_preemption_request_index = admitted
-        preemptions += batch.num_preempted
-        hits += batch.num_prefix_hit_tokens
-        for seq, n in zip(batch.seqs, batch.num_new_tokens):
-            seq.num_computed_tokens += n
-            bm.cache_full_blocks(seq)
-        for seq in batch.seqs:
-            if seq.num_computed_tokens != len(seq):
-                continue  # a prefill chunk that has not reached the last prompt token samples nothing
-            # a stand-in token: distinct per sequence so generated blocks never alias in the prefix cache
-            seq.append_token((seq.seq_id * 7919 + len(seq)) % 1_000_003, clock)
-            if seq.num_output_tokens >= seq.params.max_tokens or len(seq) >= max_model_len:
-                sched.finish(seq, "length")
-                in_flight -= 1
-                req = seqs[seq.seq_id][1]
-                result.records.append(SimRecord(req.request_id, req.class_name, seq.arrival_time_s,
-                                                tuple(seq.token_times_s), seq.num_prompt_tokens, seq.num_output_tokens))
-        used = bm.num_used_blocks * bytes_per_block
-        result.peak_kv_bytes = max(result.peak_kv_bytes, used)
-        result.max_running = max(result.max_running, len(sched.running))
-        result.timeline.append(SimSample(clock, used, len(sched.running), len(sched.waiting), preemptions, hits))
-    result.num_preemptions = preemptions
+        sim.step()
+    result.num_preemptions = sim.preemptions
     return result

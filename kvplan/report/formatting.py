@@ -1,0 +1,57 @@
+"""Human text for figures: units, missing values as an em dash (never a misleading 0), and the
+prediction's error the way `kvplan stress` prints it."""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+MIB = 2**20
+
+
+def fmt(value: Any, unit: str = "") -> str:
+    """Human text for a figure; `—` for missing (never a misleading 0)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if not isinstance(value, (int, float)):
+        return str(value)
+    if unit == "bytes":
+        return f"{value / MIB:,.2f} MiB" if abs(value) >= MIB / 8 else f"{int(value):,} B"
+    if unit == "ratio":
+        return f"{100 * value:.1f}%"
+    if unit == "ms":
+        return f"{value:,.1f} ms" if abs(value) >= 10 else f"{value:,.2f} ms"
+    if unit in ("s", "req/s", "tok/s"):
+        return f"{value:,.2f} {unit}" if abs(value) < 1000 else f"{value:,.0f} {unit}"
+    return f"{value:,}" if isinstance(value, int) or float(value).is_integer() else f"{value:,.3g}"
+
+
+def fmt_pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:+.1f}%"
+
+
+def error_pct(predicted: float | None, measured: float | None) -> float | None:
+    """The prediction's error, (predicted - measured) / measured in percent, as `kvplan stress`
+    prints it; None when undefined (0 of 0 is 0%)."""
+    if predicted is None or measured is None:
+        return None
+    if measured == 0:
+        return 0.0 if predicted == 0 else None
+    return 100.0 * (predicted - measured) / abs(measured)
+
+
+def setting_text(key: str, value: Any) -> str:
+    if key.endswith("_bytes") and isinstance(value, int) and not isinstance(value, bool) and value:
+        return f"{fmt(value, 'bytes')} ({value:,} B)"
+    return describe(value)
+
+
+def describe(value: Any) -> str:
+    """Compact text for scenario sub-mappings: `{dist: uniform, min: 32, max: 160}`."""
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}: {describe(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(describe(v) for v in value) + "]"
+    return str(value)

@@ -1,0 +1,55 @@
+"""What `kvplan stress` shows: the predicted-vs-measured table per run, the paged-vs-contiguous
+line, and the HTML report beside the result files."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from kvplan.report.formatting import error_pct, fmt, fmt_pct
+from kvplan.stress.command import StressOptions, run_stress
+from kvplan.stress.figures import FIGURES, figure_value, prediction_key, unit_of
+from kvplan.stress.result import RunResult
+
+
+def render_comparison(console: Console, result: RunResult) -> None:
+    """Every predicted figure of the registry, predicted vs measured, with the prediction's error."""
+    t = Table(title=f"{result.scenario_name} ({result.allocator}): predicted vs measured", header_style="bold")
+    for col in ("metric", "predicted", "measured", "error"):
+        t.add_column(col, justify="left" if col == "metric" else "right")
+    for f in FIGURES.values():
+        if not f.predicted:
+            continue
+        p, m = figure_value(result.prediction, prediction_key(f.name)), figure_value(result.metrics, f.name)
+        if p is None and m is None:
+            continue
+        t.add_row(f.name, fmt(p, unit_of(f.name)), fmt(m, unit_of(f.name)), fmt_pct(error_pct(p, m)))
+    console.print(t)
+    for note in result.notes:
+        console.print(f"  [dim]{note}[/dim]")
+
+
+def render_allocators(console: Console, paged: RunResult, contiguous: RunResult) -> None:
+    pc, cc = paged.metrics["max_concurrency"], contiguous.metrics["max_concurrency"]
+    pt, ct = paged.metrics.get("output_throughput"), contiguous.metrics.get("output_throughput")
+    console.print(f"[bold]paged vs contiguous on the same {paged.metrics['kv_pool_bytes']:,} B pool:[/bold] "
+                  f"max concurrency {pc} vs {cc} ({pc / max(cc, 1):.1f}x; predicted "
+                  f"{paged.prediction['max_concurrency']} vs {contiguous.prediction['max_concurrency']}), "
+                  f"output throughput {fmt(pt, 'tok/s')} vs {fmt(ct, 'tok/s')}" + (f" ({pt / ct:.2f}x)" if pt and ct else ""))
+
+
+def stress_and_report(opts: StressOptions, console: Console | None = None) -> list[Path]:
+    """`kvplan stress`: run, print the comparison, write report.html; returns the files written."""
+    from kvplan.report.html import write_report
+
+    console = console or Console()
+    run = run_stress(opts, console)
+    for result in run.results:
+        render_comparison(console, result)
+    if len(run.results) == 2:
+        render_allocators(console, *run.results)
+    written = [*run.written, write_report(run.results, run.out_dir / "report.html")]
+    for path in written:
+        console.print(f"wrote {path}")
+    return written

@@ -1,0 +1,57 @@
+"""One stress run, whatever the target: predict first, run, then measure against the prediction.
+
+    pool  = target.pool()                         # blocks x bytes the prediction is made for
+    prediction = predict(scenario, requests, pool) # before anything runs (no model forward)
+    run   = target.run(scenario, requests)         # TargetRun: records, timeline, memory figures
+    metrics = compute_metrics(run.records) + run.memory
+    -> RunResult (result.json)
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from kvplan.stress.metrics import compute_metrics, compute_per_class_metrics
+from kvplan.stress.predict import load_cost_model, predict
+from kvplan.stress.result import RunResult
+from kvplan.stress.scenario import Scenario
+from kvplan.stress.target import Target, TargetRun
+from kvplan.stress.workload import RequestSpec
+
+
+def _prediction(scenario: Scenario, requests: list[RequestSpec], target: Target,
+                calibration: Path | None) -> tuple[dict[str, Any], list[str]]:
+    pool = target.pool()
+    if pool.num_gpu_blocks is None:
+        return {}, ["no prediction: the scenario does not fix the server's KV pool (kv_cache_memory_bytes)"]
+    cost_model, source = load_cost_model(scenario, calibration, target.device_name)
+    prediction = predict(scenario, requests, num_gpu_blocks=pool.num_gpu_blocks, bytes_per_block=pool.bytes_per_block,
+                         cost_model=cost_model, cost_source=source, allocator=target.allocator)
+    return prediction, [f"cost model: {source}"]
+
+
+def _measure(scenario: Scenario, target: Target, requests: list[RequestSpec], console: Console,
+             progress: bool) -> TargetRun:
+    with Progress(TextColumn(f"[bold]{scenario.name}[/bold] {target.label}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console, disable=not progress, transient=True) as bar:
+        task = bar.add_task("requests", total=len(requests))
+        return target.run(scenario, requests, lambda n: bar.update(task, completed=n))
+
+
+def run_target(scenario: Scenario, requests: list[RequestSpec], target: Target, *, calibration: Path | None = None,
+               console: Console | None = None, progress: bool = True) -> RunResult:
+    """Predict, run `requests` on `target`, measure; the result of one allocator / server."""
+    prediction, notes = _prediction(scenario, requests, target, calibration)
+    run = _measure(scenario, target, requests, console or Console(), progress)
+    metrics = {**compute_metrics(run.records, scenario.slo), **run.memory}
+    if not run.complete:
+        notes.append("interrupted: partial result")
+    return RunResult(
+        scenario=scenario.to_dict(), allocator=target.allocator, environment=run.environment,  # type: ignore[arg-type]
+        prediction=prediction, requests=[r.to_dict() for r in run.records], metrics=metrics,
+        per_class=compute_per_class_metrics(run.records, scenario.slo), timeline=run.timeline,
+        complete=run.complete, notes=[*run.notes, *notes], server_telemetry=run.server_telemetry,
+        server_info=run.server_info)

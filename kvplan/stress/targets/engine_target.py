@@ -1,0 +1,66 @@
+"""The in-process target: the bundled engine, built from the scenario's model and settings.
+
+The engine is built when the target is made, so its pool (blocks measured on the device on CUDA)
+is known before the prediction; `run` drives it by the wall clock (`runner.run_engine`).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from kvplan.stress.result import collect_environment
+from kvplan.stress.runner import EngineRun, run_engine
+from kvplan.stress.scenario import Scenario
+from kvplan.stress.target import Pool, TargetRun
+from kvplan.stress.workload import RequestSpec
+
+
+def build_engine(scenario: Scenario, allocator: str | None = None) -> Any:
+    """An `LLMEngine` for the scenario's model (with its overrides) and engine settings."""
+    from kvplan.engine.llm_engine import LLMEngine
+
+    config = replace(scenario.engine, allocator=allocator) if allocator else scenario.engine
+    return LLMEngine.from_model(scenario.model.name, config, seed=scenario.seed, overrides=scenario.model.overrides)
+
+
+def measured_memory(run: EngineRun, engine: Any) -> dict[str, Any]:
+    """The run's memory and scheduling figures, named as the prediction names them."""
+    tl = run.timeline
+    peak = max((s.kv_bytes_used or 0 for s in tl), default=0)
+    return {
+        "num_gpu_blocks": engine.num_gpu_blocks, "kv_pool_bytes": engine.num_gpu_blocks * engine.bytes_per_block,
+        "bytes_per_block": engine.bytes_per_block, "peak_kv_bytes": peak, "peak_kv_blocks": peak // engine.bytes_per_block,
+        "max_concurrency": max((s.running or 0 for s in tl), default=0),
+        "num_preemptions": tl[-1].preemptions if tl else 0, "preemption_onset_s": run.first_preemption_s,
+        "preemption_onset_step": run.first_preemption_step,
+        "prefix_hit_tokens": tl[-1].prefix_hit_tokens if tl else 0,
+        "peak_rss_bytes": max((s.rss_bytes or 0 for s in tl), default=None) or None,
+        "peak_cuda_allocated_bytes": max((s.cuda_max_allocated_bytes or 0 for s in tl), default=0) or None,
+        "peak_nvml_used_bytes": max((s.nvml_used_bytes or 0 for s in tl), default=0) or None,
+        "num_steps": run.num_steps,
+    }
+
+
+class EngineTarget:
+    """The bundled engine with one allocator (paged or contiguous)."""
+
+    def __init__(self, scenario: Scenario, allocator: str = "paged") -> None:
+        self.allocator = allocator
+        self.label = f"({allocator})"
+        self.engine = build_engine(scenario, allocator)
+        self.device_name: str | None = None
+        if self.engine.config.is_cuda:
+            import torch
+
+            self.device_name = torch.cuda.get_device_name(self.engine.config.device)
+
+    def pool(self) -> Pool:
+        return Pool(self.engine.num_gpu_blocks, self.engine.bytes_per_block)
+
+    def run(self, scenario: Scenario, requests: list[RequestSpec], on_progress: Callable[[int], None]) -> TargetRun:
+        run = run_engine(self.engine, scenario, requests, on_progress=on_progress)
+        config = self.engine.config
+        return TargetRun(records=run.records, timeline=run.timeline, memory=measured_memory(run, self.engine),
+                         environment=collect_environment(device=config.device, device_name=self.device_name),
+                         complete=run.complete, notes=[run.nvml_error] if run.nvml_error else [])

@@ -1,0 +1,85 @@
+"""The HTTP target: a scenario against any OpenAI-compatible server (`kvplan stress --target`).
+
+The prediction is made from the scenario's own engine settings (pool size from the planner); the
+server's `cache_config_info` is then checked against it. Memory is measured from the server's
+`/metrics` (KV usage x pool), sampled about twice a second, so its peak is a lower bound of the
+true one.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kvplan.stress.metrics import max_in_flight
+from kvplan.stress.result import TimelineSample, collect_environment
+from kvplan.stress.scenario import Scenario
+from kvplan.stress.target import Pool, TargetRun
+from kvplan.stress.workload import RequestSpec
+
+
+@dataclass(frozen=True)
+class HttpOptions:
+    url: str
+    api: str = "completions"
+    served_model_name: str | None = None
+    api_key_env: str | None = None
+    timeout_s: float = 120.0
+
+
+def _int(v: Any) -> int | None:
+    return None if v is None else int(v)
+
+
+def _timeline(samples: list[dict[str, Any]], pool_bytes: int | None) -> list[TimelineSample]:
+    out = []
+    for s in samples:
+        usage = s.get("kv_cache_usage_perc")
+        out.append(TimelineSample(
+            t_s=float(s["t_s"]), kv_bytes_used=int(round(usage * pool_bytes)) if usage is not None and pool_bytes else None,
+            kv_pool_bytes=pool_bytes, running=_int(s.get("num_requests_running")), waiting=_int(s.get("num_requests_waiting")),
+            preemptions=_int(s.get("num_preemptions_total")), prefix_hit_tokens=_int(s.get("prefix_cache_hits_total"))))
+    return out
+
+
+class HttpTarget:
+    allocator = "paged"  # the server's own; kvplan cannot choose it
+    device_name = None  # the server's GPU is not visible from the client
+
+    def __init__(self, scenario: Scenario, options: HttpOptions) -> None:
+        self.options = options
+        self.label = f"-> {options.url}"
+        self._pool = Pool(scenario.num_gpu_blocks(), scenario.bytes_per_block())
+
+    def pool(self) -> Pool:
+        return self._pool
+
+    def run(self, scenario: Scenario, requests: list[RequestSpec], on_progress: Callable[[int], None]) -> TargetRun:
+        from kvplan.stress.targets.openai_http import run_http
+
+        o = self.options
+        closed = scenario.arrival.type == "concurrency"
+        out = run_http(requests, url=o.url, api=o.api, served_model_name=o.served_model_name, api_key_env=o.api_key_env,
+                       timeout_s=o.timeout_s, concurrency=scenario.arrival.concurrency if closed else None,
+                       warmup_request_ids=frozenset(r.request_id for r in requests if r.is_warmup), on_progress=on_progress)
+        notes = [f"target: {o.url} ({o.api} API); memory from /metrics (sampled; peak is a lower bound)"]
+        info = dict(out.server_info)
+        blocks, server_blocks = self._pool.num_gpu_blocks, info.get("num_gpu_blocks")
+        if blocks is not None and server_blocks is not None and int(server_blocks) != blocks:
+            notes.append(f"the server's pool has {server_blocks} blocks; the scenario's settings give {blocks}")
+        pool_blocks = int(server_blocks) if server_blocks is not None else blocks
+        pool_bytes = pool_blocks * self._pool.bytes_per_block if pool_blocks is not None else None
+        timeline = _timeline(out.telemetry, pool_bytes)
+        memory = {
+            "num_gpu_blocks": pool_blocks, "kv_pool_bytes": pool_bytes, "bytes_per_block": self._pool.bytes_per_block,
+            "peak_kv_bytes": max((s.kv_bytes_used or 0 for s in timeline), default=None),
+            "max_concurrency": max((s.running or 0 for s in timeline), default=None),
+            "num_preemptions": timeline[-1].preemptions if timeline else None,
+            "max_concurrent_requests": max_in_flight(out.records),
+            "token_mismatches": len(out.token_mismatches), "errors_by_kind": dict(out.errors),
+        }
+        if out.token_mismatches:
+            notes.append(f"{len(out.token_mismatches)} requests got a different number of tokens than asked: "
+                         + "; ".join(out.token_mismatches[:5]))
+        return TargetRun(records=out.records, timeline=timeline, memory=memory, environment=collect_environment(),
+                         complete=out.complete, notes=notes, server_telemetry=list(out.telemetry), server_info=info)

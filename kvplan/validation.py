@@ -1,0 +1,97 @@
+"""Pydantic at the edges: one readable line for a validation problem.
+
+Scenario files, result files and the engine configuration are validated by pydantic; a validator
+that wants to name a sub-field raises `FieldIssue`, and `format_validation_error` turns the first
+error into `WHERE: field.path[2].name: what is wrong, got VALUE`.
+"""
+from __future__ import annotations
+
+import typing
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+
+class FieldIssue(ValueError):
+    """A validator's complaint about a sub-field: `subpath` is appended to pydantic's location."""
+
+    def __init__(self, subpath: tuple[str | int, ...], message: str) -> None:
+        super().__init__(message)
+        self.subpath = subpath
+        self.message = message
+
+
+def short_repr(value: Any) -> str:
+    """`repr(value)`, cut to 60 characters (a message names the bad value, not a whole document)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def path_text(loc: tuple[str | int, ...]) -> str:
+    """('workload', 'classes', 1, 'name') -> 'workload.classes[1].name'."""
+    out = ""
+    for seg in loc:
+        out += f"[{seg}]" if isinstance(seg, int) else (f".{seg}" if out else str(seg))
+    return out or "(top level)"
+
+
+def _fields_of(cls: Any) -> dict[str, Any]:
+    """Field annotations of a pydantic model or a pydantic dataclass (for listing valid keys)."""
+    if isinstance(cls, type) and issubclass(cls, BaseModel):
+        return {k: f.annotation for k, f in cls.model_fields.items()}
+    fields = getattr(cls, "__pydantic_fields__", None)
+    return {k: f.annotation for k, f in fields.items()} if fields else {}
+
+
+def _model_at(root: Any, loc: tuple[str | int, ...]) -> Any:
+    """The model class that holds the field at `loc` below `root`, or None."""
+    cls: Any = root
+    for seg in loc:
+        fields = _fields_of(cls)
+        if isinstance(seg, int) or not fields:
+            continue
+        if seg not in fields:
+            return None
+        ann = fields[seg]
+        while typing.get_args(ann):  # unwrap Optional / list / dict down to a model class
+            ann = next((a for a in typing.get_args(ann) if _fields_of(a)), typing.get_args(ann)[-1])
+        cls = ann
+    return cls if _fields_of(cls) else None
+
+
+_TYPE_WORDS = {"model_type": "a mapping", "model_attributes_type": "a mapping", "dict_type": "a mapping",
+               "dataclass_type": "a mapping", "list_type": "a list", "int_type": "an integer", "int_parsing": "an integer",
+               "int_from_float": "an integer", "float_type": "a number", "float_parsing": "a number",
+               "bool_type": "true or false", "bool_parsing": "true or false", "string_type": "a string"}
+
+
+def format_validation_error(where: str, exc: ValidationError, root: Any = None) -> str:
+    """One line for the first error of `exc`; `root` (the validated class) lets an unknown key
+    list the valid ones."""
+    loc, text = first_error(exc, root)
+    errors = exc.errors(include_url=False)
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where}: {path_text(loc)}: {text}{more}".replace("\n", " ")
+
+
+def first_error(exc: ValidationError, root: Any = None) -> tuple[tuple[str | int, ...], str]:
+    """(field path, what is wrong) of the first error of `exc`."""
+    err = exc.errors(include_url=False)[0]
+    loc = tuple(err["loc"])
+    kind = err["type"]
+    cause = (err.get("ctx") or {}).get("error")
+    if isinstance(cause, FieldIssue):
+        loc, text = loc + cause.subpath, cause.message
+    elif kind == "missing":
+        text = "is required"
+    elif kind in ("extra_forbidden", "unexpected_keyword_argument"):
+        holder = _model_at(root, loc[:-1]) if root is not None else None
+        valid = f"; valid keys: {', '.join(_fields_of(holder))}" if holder else ""
+        text = f"unknown key {loc[-1]!r}{valid}"
+    elif kind == "literal_error":
+        text = f"{short_repr(err['input'])} is not a valid choice; choices: {err['ctx']['expected']}"
+    elif kind in _TYPE_WORDS:
+        text = f"must be {_TYPE_WORDS[kind]}, got {short_repr(err['input'])}"
+    else:
+        text = f"{err['msg'].removeprefix('Value error, ').replace('Input should be', 'must be')}, got {short_repr(err['input'])}"
+    return loc, text
