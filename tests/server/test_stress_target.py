@@ -1,4 +1,4 @@
-"""`kvplan stress --target` against a real `kvplan serve` (issue 7 acceptance): the same pool as the
+"""`kvplan stress --target` against a real `kvplan serve`: the same pool as the
 in-process run, the server's KV curve in the result and the report, and the API key nowhere."""
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ def test_ci_smoke_writes_a_valid_result(smoke):
 
 def test_ci_smoke_memory_matches_prediction(smoke):
     """Closed loop: the simulation runs the engine's scheduler on the same token counts, so the
-    pool, the peak and the preemptions must agree exactly (issue 5: peak within 2%)."""
+    pool, the peak and the preemptions must agree exactly (stricter than the 2% the gate allows)."""
     r = load_result(smoke / "result.json")
     for key in ("num_gpu_blocks", "kv_pool_bytes", "peak_kv_bytes", "max_concurrency", "num_preemptions"):
         assert r.prediction[key] == r.metrics[key], key
