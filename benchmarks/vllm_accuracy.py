@@ -1,5 +1,5 @@
 """Predicted vs reported vLLM start-up figures for every row of
-../shared/reference/vllm-calibration.csv, end to end (only GPU total, utilization, TP, dtype, KV
+tests/data/reference/vllm-calibration.csv, end to end (only GPU total, utilization, TP, dtype, KV
 dtype, max_model_len and version are given), with the median and worst |error| of KV tokens.
 
     .venv/bin/python benchmarks/vllm_accuracy.py [path/to/vllm-calibration.csv]
@@ -13,7 +13,7 @@ from pathlib import Path
 from kvplan.plan.calibration import load_calibration
 from kvplan.units import GIB
 
-DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "reference" / "vllm-calibration.csv"
+DEFAULT = Path(__file__).resolve().parents[1] / "tests" / "data" / "reference" / "vllm-calibration.csv"
 
 
 def main(path: Path = DEFAULT) -> int:

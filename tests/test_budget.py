@@ -1,7 +1,7 @@
 """vLLM memory budget and KV layout.
 
 Expected values come only from real vLLM: the calibration rows of logged start-ups (through the
-`reference_dir` fixture; skipped when absent), a worked example logged by vLLM 0.19.0 for
+`reference_dir` fixture: copies in tests/data/reference), a worked example logged by vLLM 0.19.0 for
 Llama-3.1-8B-Instruct on an H100-80GB, and the wording of vLLM's start-up errors.
 """
 from __future__ import annotations

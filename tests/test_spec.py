@@ -1,5 +1,5 @@
 """Model specs: the config rules calculators get wrong, checked against the reference model table
-(through the `reference_dir` fixture; skipped when absent) and published configs."""
+(through the `reference_dir` fixture: copies in tests/data/reference) and published configs."""
 import csv
 import json
 import struct

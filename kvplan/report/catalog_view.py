@@ -17,7 +17,7 @@ def _n(x: float | None, fmt: str = "{:,.0f}") -> str:
 
 
 def render_gpus(console: Console, gpus: list[GpuSpec]) -> None:
-    t = Table(title="GPU catalog (profiles/gpus.yaml)", header_style="bold")
+    t = Table(title="GPU catalog (bundled)", header_style="bold")
     for col in ("name", "aliases", "marketed GB", "CUDA total GiB", "BW GB/s", "BF16 TFLOPS", "FP8 TFLOPS", "interconnect"):
         t.add_column(col)
     for g in gpus:
@@ -29,7 +29,7 @@ def render_gpus(console: Console, gpus: list[GpuSpec]) -> None:
 
 
 def render_profiles(console: Console, specs: list[ModelSpec]) -> None:
-    t = Table(title="model profiles (profiles/models/)", header_style="bold")
+    t = Table(title="model profiles (bundled)", header_style="bold")
     for col in ("name", "hf id", "layers", "attention", "KV heads × dim", "KV/token (auto)", "params"):
         t.add_column(col)
     for s in specs:

@@ -1,4 +1,4 @@
-"""`GpuSpec` and the catalog in `profiles/gpus.yaml` (marketed and CUDA-visible memory, bandwidth, throughput)."""
+"""`GpuSpec` and the catalog in `kvplan/data/gpus.yaml` (marketed and CUDA-visible memory, bandwidth, throughput)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,4 +1,4 @@
-"""The bundled catalog: `profiles/models/*.yaml` and `profiles/gpus.yaml`.
+"""The bundled catalog: `kvplan/data/models/*.yaml` (and `gpus.yaml`, read by `gpu.py`).
 
 Loading is lazy and cached; `kvplan estimate` reads one small YAML file per call.
 """
@@ -13,13 +13,13 @@ from typing import Any
 import yaml
 
 from kvplan.errors import ConfigError, UnknownNameError
+from kvplan.spec.catalog_files import bundled_dir
 from kvplan.spec.model import ModelSpec, load_config_json, spec_from_config, spec_from_path
 
 
 def profiles_dir() -> Path:
-    """`$KVPLAN_PROFILES`, else the repository's `profiles/` next to the package."""
-    env = os.environ.get("KVPLAN_PROFILES")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "profiles"
+    """The bundled data folder holding `models/` and `gpus.yaml`."""
+    return bundled_dir()
 
 
 def _read_yaml(path: Path) -> Any:

@@ -2,8 +2,8 @@
 
 A fixed grid of batches (decode batch sizes x context lengths, and prefill chunks of several
 sizes) runs through the engine; each step's shape (from `StepProbe`) and wall time feed a
-non-negative least-squares fit (`LinearCostModel.fit`). The fit is stored as a YAML file under
-`profiles/calibration/` and `kvplan stress` uses it to predict latencies.
+non-negative least-squares fit (`LinearCostModel.fit`). The fit is stored as a YAML file in the
+user's data folder (`catalog_files.user_dir()`) and `kvplan stress` uses it to predict latencies.
 """
 from __future__ import annotations
 
@@ -13,16 +13,25 @@ from pathlib import Path
 
 import numpy as np
 
+from kvplan.spec.catalog_files import bundled_dir, user_dir
 from kvplan.stress.cost import LinearCostModel
 
 WARMUP_STEPS = 6
 
 
 def calibration_path(name: str, device: str, root: Path | None = None) -> Path:
-    """`profiles/calibration/NAME-DEVICE.yaml`; NAME is a scenario name or a model name."""
-    from kvplan.spec.profiles import profiles_dir
+    """Where `kvplan calibrate` writes `NAME-DEVICE.yaml` (NAME: a scenario or a model): the
+    user's data folder, never the bundled files."""
+    return (root or user_dir() / "calibration") / f"{name}-{device.split(':')[0]}.yaml"
 
-    return (root or profiles_dir() / "calibration") / f"{name}-{device.split(':')[0]}.yaml"
+
+def find_calibration(name: str, device: str) -> Path | None:
+    """The user's calibration for NAME on DEVICE, else the bundled one, else None."""
+    for root in (user_dir() / "calibration", bundled_dir() / "calibration"):
+        path = calibration_path(name, device, root)
+        if path.exists():
+            return path
+    return None
 
 
 def _grid(max_len_tokens: int, max_batched_tokens: int, max_num_seqs: int, pool_tokens: int) -> list[tuple[int, int, int]]:

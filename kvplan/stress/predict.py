@@ -13,7 +13,7 @@ from typing import Any
 from kvplan.errors import KvplanError
 from kvplan.plan.kv import KvLayout, blocks_in_budget
 from kvplan.spec.gpu import load_gpu
-from kvplan.stress.calibrate import calibration_path
+from kvplan.stress.calibrate import find_calibration
 from kvplan.stress.cost import LinearCostModel, roofline_for
 from kvplan.stress.figures import FIGURES
 from kvplan.stress.simulate import SimRequest, SimResult, simulate
@@ -44,8 +44,9 @@ def load_cost_model(scenario: Scenario, calibration: Path | None = None,
         spec = scenario.model_spec()
         kv = KvLayout.of(spec, scenario.kv_cache_dtype_name(), scenario.engine.block_size).bytes_per_token_per_gpu()
         return roofline_for(spec, gpu, kv), f"roofline: {gpu.name}"
-    for path in (calibration_path(scenario.name, device), calibration_path(scenario.model_spec().name, device)):
-        if path.exists():
+    for name in (scenario.name, scenario.model_spec().name):
+        path = find_calibration(name, device)
+        if path is not None:
             return LinearCostModel.load(path), f"calibrated: {path.name}"
     return None, (f"no calibration for scenario {scenario.name} or model {scenario.model_spec().name} on {device}; "
                   f"run `kvplan calibrate --scenario ...`")

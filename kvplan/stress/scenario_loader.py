@@ -9,6 +9,7 @@ import yaml
 from pydantic import ValidationError
 
 from kvplan.errors import KvplanError, read_user_file
+from kvplan.spec.catalog_files import bundled_dir
 from kvplan.stress.scenario import Scenario, check_against_model
 from kvplan.validation import FieldIssue, format_validation_error, path_text, short_repr
 
@@ -41,9 +42,29 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     return scenario
 
 
+def bundled_scenarios() -> dict[str, Path]:
+    """Name -> file of every scenario shipped with kvplan."""
+    return {p.stem: p for p in sorted((bundled_dir() / "scenarios").glob("*.yaml"))}
+
+
+def scenario_file(name_or_path: str | Path) -> Path:
+    """A path to a scenario file, or a bundled scenario's name (`mixed`, `mixed.yaml`; also
+    `scenarios/mixed.yaml`, the name it had in the source tree, when no such file is here)."""
+    path = Path(name_or_path).expanduser()
+    if path.exists():
+        return path
+    bundled = bundled_scenarios()
+    stem = path.name.removesuffix(".yaml").removesuffix(".yml")
+    if stem in bundled and (path.parent == Path(".") or path.parent.name == "scenarios"):
+        return bundled[stem]
+    raise KvplanError(f"{name_or_path}: no such scenario file, and not a bundled scenario; bundled: "
+                      f"{', '.join(bundled)} (`kvplan scenarios` lists them)")
+
+
 def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario YAML file; any problem is one `KvplanError` line."""
-    p = Path(path)
+    """Read and validate a scenario YAML file (a path or a bundled name); any problem is one
+    `KvplanError` line."""
+    p = scenario_file(path)
     text = read_user_file(p, "scenario")
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)

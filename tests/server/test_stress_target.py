@@ -13,7 +13,7 @@ from kvplan.report.stress_view import stress_and_report
 from kvplan.stress.command import StressOptions
 from kvplan.stress.scenario_loader import load_scenario
 
-SMOKE = ROOT / "scenarios" / "ci-smoke.yaml"
+SMOKE = ROOT / "kvplan" / "data" / "scenarios" / "ci-smoke.yaml"
 SECRET = "sk-kvplan-test-8c1f0e"
 
 

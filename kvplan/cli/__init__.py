@@ -1,0 +1,41 @@
+"""The `kvplan` command line. Commands stay thin; heavy modules (torch, transformers) are
+imported inside the commands that need them so `kvplan --help` and `kvplan estimate` stay fast.
+
+Every user mistake is a `KvplanError` (or a click usage error): one line on stderr, exit code 2,
+no traceback unless `--debug`.
+"""
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from kvplan.cli import plan_commands, prove_commands  # noqa: F401  (they register the commands)
+from kvplan.cli.app import app
+from kvplan.errors import KvplanError
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the app, turning user mistakes into one line and exit code 2."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    if debug:
+        args.remove("--debug")
+    command = typer.main.get_command(app)
+    try:
+        rc = command.main(args=args, prog_name="kvplan", standalone_mode=False)
+    except KvplanError as exc:
+        if debug:
+            raise
+        typer.echo(f"kvplan: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        typer.echo("kvplan: aborted", err=True)
+        sys.exit(130)
+    except typer.TyperException as exc:  # usage errors: bad option value, missing option, unknown command
+        if debug:
+            raise
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        typer.echo(f"kvplan: error: {' '.join(message.split())}", err=True)
+        sys.exit(2)
+    sys.exit(rc if isinstance(rc, int) else 0)

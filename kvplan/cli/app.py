@@ -1,0 +1,17 @@
+"""The typer apps the commands attach to (the commands live in plan_commands.py and prove_commands.py)."""
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Plan and prove KV-cache memory for LLM serving.")
+profiles_app = typer.Typer(add_completion=False, help="Bundled model profiles.", invoke_without_command=True)
+app.add_typer(profiles_app, name="profiles")
+baseline_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Stored baselines that `kvplan gate` compares with.")
+app.add_typer(baseline_app, name="baseline")
+
+
+def make_console():
+    from rich.console import Console
+
+    return Console()
