@@ -29,6 +29,7 @@ def serve(
     device: Annotated[str, typer.Option(help="cpu or cuda[:N].")] = "cpu",
     dtype: Annotated[str, typer.Option(help="Model dtype: auto, float32, float16, bfloat16.")] = "auto",
     seed: Annotated[int, typer.Option(help="Seed of the random weights (profiles) and of sampling.")] = 0,
+    access_log: Annotated[bool, typer.Option("--access-log/--no-access-log", help="One log line per request on stderr.")] = True,
 ) -> None:
     """Serve the bundled engine behind an OpenAI-compatible API (/v1/completions, /v1/chat/completions,
     /v1/models, /health, /metrics with vLLM's names)."""
@@ -45,13 +46,15 @@ def serve(
                           kv_cache_memory_bytes=kv_cache_memory_bytes, gpu_memory_utilization=gpu_memory_utilization,
                           enable_prefix_caching=enable_prefix_caching, device=device, dtype=dtype,
                           num_gpu_blocks_override=num_gpu_blocks_override, seed=seed)
-    run_serve(model, config, host=host, port=port, served_model_name=served_model_name, seed=seed)
+    run_serve(model, config, host=host, port=port, served_model_name=served_model_name, seed=seed,
+              access_log=access_log)
 
 
 @app.command()
 def stress(
     scenario: Annotated[Path, typer.Option("--scenario", "-s", help="A scenario YAML file, or a bundled scenario by name (`kvplan scenarios` lists them).")],
-    out: Annotated[Optional[Path], typer.Option("--out", help="Output directory (default reports/<scenario name>).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Output folder (default: a new reports/<scenario>/<UTC time>, linked as reports/<scenario>/latest).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace the run already in --out.")] = False,
     allocator: Annotated[str, typer.Option(help="paged, contiguous, or both (same KV memory, side by side).")] = "paged",
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
     calibration: Annotated[Optional[Path], typer.Option(help="Cost-model file from `kvplan calibrate` (default: profiles/calibration/).")] = None,
@@ -68,7 +71,25 @@ def stress(
 
     stress_and_report(StressOptions(scenario, out_dir=out, allocator=allocator, progress=not no_progress,  # type: ignore[arg-type]
                                     calibration=calibration, recalibrate=recalibrate, target=target, api=api,
-                                    served_model_name=served_model_name, api_key_env=api_key_env, timeout_s=timeout_s))
+                                    served_model_name=served_model_name, api_key_env=api_key_env, timeout_s=timeout_s,
+                                    force=force))
+
+
+@app.command()
+def scenarios() -> None:
+    """List the bundled scenarios (`kvplan stress --scenario NAME` runs one)."""
+    from rich.table import Table
+
+    from kvplan.stress.scenario_loader import bundled_scenarios, load_scenario
+
+    t = Table(title="bundled scenarios", header_style="bold")
+    for col in ("name", "model", "requests", "description"):
+        t.add_column(col)
+    for name in bundled_scenarios():
+        s = load_scenario(name)
+        n = str(s.num_requests) if s.num_requests is not None else f"{s.duration_s:g} s"
+        t.add_row(name, s.model.name, n, s.description)
+    make_console().print(t)
 
 
 @app.command()
@@ -159,11 +180,12 @@ def gate(
 def baseline_update(
     result: Annotated[Path, typer.Argument(help="A complete result.json to make the baseline of its scenario.")],
     baselines_dir: Annotated[Path, typer.Option("--dir", help="Baselines directory.")] = Path("reports/baselines"),
+    force: Annotated[bool, typer.Option("--force", help="Store it even if it fails its gate against the current baseline.")] = False,
 ) -> None:
-    """Copy RESULT.json to reports/baselines/SCENARIO.json (validated, atomic); commit it afterwards."""
+    """Copy RESULT.json to reports/baselines/SCENARIO.json (validated, gated, atomic); commit it afterwards."""
     from kvplan.report.baseline import update_baseline
 
-    done = update_baseline(result, baselines_dir)
+    done = update_baseline(result, baselines_dir, force=force)
     was = f" (replaced the baseline of commit {done.previous_commit[:12]})" if done.previous_commit else (" (replaced)" if done.replaced else "")
     typer.echo(f"kvplan: baseline {done.path}{was}; commit it to make it the reference", err=True)
 

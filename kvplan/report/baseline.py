@@ -1,7 +1,8 @@
 """`kvplan baseline update RESULT.json`: store a result as its scenario's baseline, to be committed.
 
 The file is validated first (a broken or interrupted result must never become the reference) and
-copied byte for byte, atomically, to `reports/baselines/<scenario>.json`; contiguous-allocator
+gated: against the baseline it would replace (or, for a first baseline, against its own prediction);
+a result that fails its gate is refused unless `force`. It is then copied byte for byte, atomically, to `reports/baselines/<scenario>.json`; contiguous-allocator
 results go to `<scenario>.contiguous.json` so `--allocator both` keeps one baseline per allocator.
 """
 from __future__ import annotations
@@ -33,17 +34,35 @@ def baseline_path(result: RunResult, baselines_dir: Path = BASELINES_DIR) -> Pat
     return Path(baselines_dir) / f"{name}{suffix}.json"
 
 
-def update_baseline(result_path: str | Path, baselines_dir: str | Path = BASELINES_DIR) -> BaselineUpdate:
+def _refuse_failing(source: Path, result: RunResult, old: RunResult | None, target: Path) -> None:
+    """A result that fails the gate it would have to pass never silently becomes the reference."""
+    from kvplan.report.gate import run_gate
+
+    against = old if old is not None and old.scenario_name == result.scenario_name else result
+    verdict = run_gate(against, result, baseline_where=str(target) if against is old else "its own prediction",
+                       result_where=str(source))
+    if not verdict.passed:
+        failed = ", ".join(c.metric for c in verdict.failures[:5])
+        where = f"the current baseline {target}" if against is old else "its own prediction"
+        raise KvplanError(f"{source} fails its gate against {where} ({failed}); rerun it, or pass --force to make it "
+                          "the baseline anyway")
+
+
+def update_baseline(result_path: str | Path, baselines_dir: str | Path = BASELINES_DIR, *,
+                    force: bool = False) -> BaselineUpdate:
     source = Path(result_path)
     result = load_result(source)  # one-line KvplanError on a missing or malformed file
     if not result.complete:
         raise KvplanError(f"{source} is incomplete (interrupted or failed run); a baseline must be a complete run")
     target = baseline_path(result, Path(baselines_dir))
-    previous, existed = None, target.exists()
+    old, existed = None, target.exists()
     if existed:
         try:
-            previous = load_result(target).environment.git_commit
+            old = load_result(target)
         except KvplanError:
-            previous = None  # a broken old baseline is simply replaced
+            old = None  # a broken old baseline is simply replaced
+    if not force:
+        _refuse_failing(source, result, old, target)
+    previous = old.environment.git_commit if old is not None else None
     write_text_atomic(target, source.read_text(encoding="utf-8"))
     return BaselineUpdate(target, existed, previous)

@@ -23,8 +23,20 @@ def build_context(engine: LLMEngine, model: str, served_model_name: str | None) 
                         vocab_size=engine.vocab_size)
 
 
+def _log_config(access_log: bool) -> dict:
+    """uvicorn's logging, quiet but for one access line per request (as `vllm serve` logs them)."""
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    cfg = copy.deepcopy(LOGGING_CONFIG)
+    cfg["loggers"]["uvicorn.error"]["level"] = "WARNING"
+    cfg["loggers"]["uvicorn.access"]["level"] = "INFO" if access_log else "WARNING"
+    return cfg
+
+
 def serve(model: str, config: EngineConfig, *, host: str, port: int, served_model_name: str | None = None,
-          seed: int = 0) -> None:
+          seed: int = 0, access_log: bool = True) -> None:
     """Blocks until interrupted (Ctrl-C / SIGTERM): uvicorn then stops the engine loop via the lifespan."""
     import prometheus_client
     import uvicorn
@@ -36,6 +48,6 @@ def serve(model: str, config: EngineConfig, *, host: str, port: int, served_mode
     print(f"kvplan: serving {ctx.served_model_name!r} on http://{host}:{port} (num_gpu_blocks={engine.num_gpu_blocks}, "
           f"block_size={config.block_size}, max_model_len={engine.max_model_len}, tokenizer={ctx.tokenizer.name})",
           file=sys.stderr, flush=True)
-    # No access log: one line per request would cost more than the request at thousands per second.
-    uvicorn.run(create_app(ctx), host=host, port=port, log_level="warning", access_log=False,
-                timeout_graceful_shutdown=2, backlog=4096)
+    # --no-access-log for load tests: at thousands of requests a second the line costs more than the request
+    uvicorn.run(create_app(ctx), host=host, port=port, log_config=_log_config(access_log), log_level=None,
+                access_log=access_log, timeout_graceful_shutdown=2, backlog=4096)

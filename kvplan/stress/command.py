@@ -8,7 +8,9 @@ incomplete.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
@@ -22,6 +24,7 @@ from kvplan.stress.scenario_loader import load_scenario
 from kvplan.stress.target import Target
 from kvplan.stress.workload import RequestSpec, generate_requests
 
+RUN_FILES = ("result.json", "result-*.json", "report.html")  # what a run writes into its folder
 CLOSED_LOOP_DURATION_CAP = 100_000  # requests generated for a closed-loop duration_s scenario
 ALLOCATOR_CHOICES = ("paged", "contiguous", "both")
 
@@ -39,6 +42,7 @@ class StressOptions:
     served_model_name: str | None = None
     api_key_env: str | None = None
     timeout_s: float = 120.0
+    force: bool = False  # write into an --out folder that holds an earlier run's files (they are removed)
 
 
 @dataclass(frozen=True)
@@ -54,15 +58,48 @@ def _requests(scenario: Scenario) -> list[RequestSpec]:
     return generate_requests(scenario, vocab_size=scenario.model_spec().vocab_size, max_requests=cap)
 
 
-def _check(opts: StressOptions, scenario: Scenario) -> Path:
+def _earlier_run_files(out_dir: Path) -> list[Path]:
+    return sorted(p for pattern in RUN_FILES for p in out_dir.glob(pattern)) if out_dir.is_dir() else []
+
+
+def _out_dir(opts: StressOptions, scenario: Scenario) -> Path:
+    """`--out`, refused when it holds an earlier run unless --force; by default a new folder per
+    run, `reports/<scenario>/<UTC time>[-target]`, so no run ever overwrites another."""
+    if opts.out_dir is not None:
+        if opts.out_dir.exists() and not opts.out_dir.is_dir():
+            raise KvplanError(f"--out {opts.out_dir} exists and is not a directory")
+        earlier = _earlier_run_files(opts.out_dir)
+        if earlier and not opts.force:
+            raise KvplanError(f"--out {opts.out_dir} already holds a run ({', '.join(p.name for p in earlier[:3])}); "
+                              "choose another folder, leave --out out (a new folder per run), or pass --force to replace it")
+        return opts.out_dir
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + ("-target" if opts.target else "")
+    base = Path("reports") / scenario.name
+    out_dir, n = base / stamp, 1
+    while out_dir.exists():
+        n += 1
+        out_dir = base / f"{stamp}-{n}"
+    return out_dir
+
+
+def _point_latest(out_dir: Path) -> None:
+    """`reports/<scenario>/latest` -> the newest run folder (best effort: some filesystems have no links)."""
+    link = out_dir.parent / "latest"
+    try:
+        if link.is_symlink() or not link.exists():
+            tmp = out_dir.parent / f".latest.{os.getpid()}"
+            tmp.unlink(missing_ok=True)
+            tmp.symlink_to(out_dir.name)
+            os.replace(tmp, link)
+    except OSError:
+        pass
+
+
+def _check(opts: StressOptions) -> None:
     if opts.allocator not in ALLOCATOR_CHOICES:
         raise KvplanError(f"--allocator {opts.allocator!r}: choose paged, contiguous or both")
     if opts.target and opts.allocator != "paged":
         raise KvplanError("--allocator applies to the bundled engine; a --target server uses its own allocator")
-    out_dir = opts.out_dir or Path("reports") / scenario.name
-    if out_dir.exists() and not out_dir.is_dir():
-        raise KvplanError(f"--out {out_dir} exists and is not a directory")
-    return out_dir
 
 
 def _recalibrate(opts: StressOptions, scenario: Scenario, console: Console) -> StressOptions:
@@ -88,8 +125,9 @@ def _make_target(allocator: str, opts: StressOptions, scenario: Scenario) -> Tar
 def run_stress(opts: StressOptions, console: Console | None = None) -> StressRun:
     """Every run the options ask for; returns the results and the result files written."""
     console = console or Console()
+    _check(opts)
     scenario = load_scenario(opts.scenario_path)
-    out_dir = _check(opts, scenario)
+    out_dir = _out_dir(opts, scenario)
     requests = _requests(scenario)
     if opts.recalibrate:
         opts = _recalibrate(opts, scenario, console)
@@ -102,6 +140,10 @@ def run_stress(opts: StressOptions, console: Console | None = None) -> StressRun
             raise KvplanError("interrupted before any request ran; nothing written") from None
         if not results[-1].complete:
             break
+    for stale in _earlier_run_files(out_dir):  # --force: no file of the earlier run stays beside this one
+        stale.unlink()
     written = tuple(res.write_atomic(out_dir / ("result.json" if len(results) == 1 else f"result-{res.allocator}.json"))
                     for res in results)
+    if opts.out_dir is None:
+        _point_latest(out_dir)
     return StressRun(scenario, out_dir, tuple(results), written)

@@ -253,7 +253,8 @@ class Gate(_Strict):
 
 # --- the scenario -----------------------------------------------------------------------------
 class Scenario(_Strict):
-    name: str = Field(min_length=1)
+    # a file-name-safe name: it names the output folder and the calibration file
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     description: str = ""
     model: ModelRef
     engine: EngineConfig = Field(default_factory=EngineConfig)

@@ -205,6 +205,24 @@ def test_baseline_refuses_bad_results(tmp_path: Path, smoke_result: RunResult) -
     assert update_baseline(contiguous.write_atomic(tmp_path / "c.json"), tmp_path / "b").path.name == "ci-smoke.contiguous.json"
 
 
+def test_baseline_update_refuses_a_result_that_fails_its_gate(tmp_path: Path, capsys, smoke_result: RunResult) -> None:
+    baselines = tmp_path / "b"
+    update_baseline(smoke_result.write_atomic(tmp_path / "good.json"), baselines)
+    m = smoke_result.metrics
+    worse = _variant(smoke_result, peak_kv_bytes=m["peak_kv_bytes"] + m["bytes_per_block"])  # exact check fails
+    bad = worse.write_atomic(tmp_path / "bad.json")
+    rc, _, err = cli(capsys, "baseline", "update", str(bad), "--dir", str(baselines))
+    assert rc == 2 and "fails its gate" in err and "peak_kv_bytes" in err and "--force" in err
+    assert (baselines / "ci-smoke.json").read_bytes() == (tmp_path / "good.json").read_bytes()  # untouched
+    rc, _, _ = cli(capsys, "baseline", "update", str(bad), "--dir", str(baselines), "--force")
+    assert rc == 0 and (baselines / "ci-smoke.json").read_bytes() == bad.read_bytes()
+    # a first baseline is gated against its own prediction
+    off = smoke_result.model_copy(deep=True)
+    off.prediction["peak_kv_bytes"] = int(m["peak_kv_bytes"] * 1.05)  # outside gate.prediction's 2%
+    with pytest.raises(KvplanError, match="own prediction"):
+        update_baseline(off.write_atomic(tmp_path / "off.json"), tmp_path / "fresh")
+
+
 def test_gate_and_report_commands_stay_light() -> None:
     """`kvplan --help` must not import matplotlib or jinja2 now that report/gate exist."""
     import subprocess

@@ -119,3 +119,16 @@ def test_client_disconnect_aborts_the_request(kvplan_server) -> None:
     samples = {(s.name, s.labels.get("le")): s.value for f in text_string_to_metric_families(text) for s in f.samples
                if s.name.startswith("vllm:request_generation_tokens")}
     assert samples[("vllm:request_generation_tokens_bucket", "100.0")] == samples[("vllm:request_generation_tokens_count", None)]
+
+
+def test_access_log_line_per_request(kvplan_server) -> None:
+    """`kvplan serve` logs one line per request (like `vllm serve`); `--no-access-log` silences it."""
+    from kvplan.server.serve import _log_config
+
+    httpx.get(f"{kvplan_server.url}/v1/models", timeout=10.0)
+    deadline = time.monotonic() + 5.0
+    while '"GET /v1/models HTTP/1.1" 200' not in kvplan_server.log_path.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert '"GET /v1/models HTTP/1.1" 200' in kvplan_server.log_path.read_text()
+    assert _log_config(False)["loggers"]["uvicorn.access"]["level"] == "WARNING"
+    assert _log_config(True)["loggers"]["uvicorn.error"]["level"] == "WARNING"  # no start-up chatter either way

@@ -1,0 +1,59 @@
+"""The built wheel works on its own: model profiles, the GPU catalog, scenarios and calibrations
+travel inside it, and kvplan runs from a directory that is not the checkout."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """`pip wheel .` then the wheel installed (not editable) into a folder of its own."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(tmp / "dist")], check=True, cwd=tmp, capture_output=True)
+    (wheel,) = (tmp / "dist").glob("kvplan-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    for needed in ("kvplan/py.typed", "kvplan/data/gpus.yaml", "kvplan/data/models/llama-2-7b.yaml",
+                   "kvplan/data/scenarios/ci-smoke.yaml", "kvplan/data/calibration/ci-smoke-cpu.yaml",
+                   "kvplan/report/templates/report.html.j2"):
+        assert needed in names, needed
+    site = tmp / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
+                   check=True, capture_output=True)
+    return site
+
+
+def _kvplan(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    # the installed copy first on sys.path, ahead of the editable checkout; run from outside the checkout
+    code = (f"import sys; sys.path.insert(0, {str(site)!r}); import kvplan; "
+            f"assert kvplan.__file__.startswith({str(site)!r}), kvplan.__file__; "
+            f"from kvplan.cli import main; main({list(args)!r})")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "KVPLAN_HOME": str(cwd / "home")}
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_wheel_estimate_and_gpus(installed: Path, tmp_path: Path) -> None:
+    out = _kvplan(installed, tmp_path, "estimate", "--model", "llama-2-7b", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["kv_bytes_per_token"] == 524_288  # 2 x 32 layers x 32 heads x 128 x 2 B
+    out = _kvplan(installed, tmp_path, "gpus", "--json")
+    assert out.returncode == 0, out.stderr
+    assert "h100-sxm-80gb" in out.stdout and len(json.loads(out.stdout)) > 10
+
+
+def test_wheel_runs_a_bundled_scenario(installed: Path, tmp_path: Path) -> None:
+    out = _kvplan(installed, tmp_path, "stress", "--scenario", "ci-smoke", "--no-progress", "--out", str(tmp_path / "run"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["metrics"]["num_gpu_blocks"] == result["prediction"]["num_gpu_blocks"] == 128
+    assert "calibrated: ci-smoke-cpu.yaml" in result["prediction"]["cost_model_source"]  # the bundled calibration
+    assert (tmp_path / "run" / "report.html").exists()
