@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import difflib
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -26,12 +27,19 @@ class ConfigError(KvplanError):
     """A config.json (or profile) that is malformed or misses a required field."""
 
 
-def read_user_file(path: str | Path, what: str) -> str:
-    """A file the user named (scenario, result, ...), as text; any problem is one KvplanError line."""
+def read_user_file(path: str | Path, what: str, max_bytes: int = 64 * 2**20) -> str:
+    """A file the user named (scenario, result, ...), as text; any problem is one KvplanError line.
+    Only regular files up to `max_bytes`: a FIFO would block forever and /dev/zero never ends."""
     p = Path(path)
     try:
+        info = p.stat()
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+            raise KvplanError(f"{p}: cannot read the {what}: {kind}")
+        if info.st_size > max_bytes:
+            raise KvplanError(f"{p}: the {what} is {info.st_size:,} bytes; the limit is {max_bytes:,}")
         return p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise KvplanError(f"{p}: no such {what} file") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+    except (PermissionError, UnicodeDecodeError, OSError) as exc:
         raise KvplanError(f"{p}: cannot read the {what} ({type(exc).__name__})") from None

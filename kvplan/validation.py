@@ -6,6 +6,7 @@ error into `WHERE: field.path[2].name: what is wrong, got VALUE`.
 """
 from __future__ import annotations
 
+import reprlib
 import typing
 from typing import Any
 
@@ -21,9 +22,15 @@ class FieldIssue(ValueError):
         self.message = message
 
 
+_REPR = reprlib.Repr()  # attributes, not keywords: Python 3.10 and 3.11 take none
+_REPR.maxlevel, _REPR.maxdict, _REPR.maxlist, _REPR.maxtuple, _REPR.maxset = 3, 4, 4, 4, 4
+_REPR.maxstring, _REPR.maxother, _REPR.maxlong = 50, 50, 40
+
+
 def short_repr(value: Any) -> str:
-    """`repr(value)`, cut to 60 characters (a message names the bad value, not a whole document)."""
-    text = repr(value)
+    """A bounded excerpt of `value` (at most 60 characters, computed without rendering the whole
+    value: a message names the bad value, never a whole, possibly huge, document)."""
+    text = _REPR.repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 

@@ -1,6 +1,6 @@
 """Architecture checks: import layers, no import cycles, short functions, and no torch where none is needed.
 
-Layers, lowest first: errors | units (| files | validation) < spec < plan < engine < server; stress
+Layers, lowest first: errors | units < files | validation < spec < plan < engine < server; stress
 sits beside server (engine and below; not server, report or cli); report is above stress (stress and
 below, but not engine, server or cli); cli and __main__ on top. The contracts live in pyproject.toml
 ([tool.importlinter]); `lint-imports` from the repo root checks them alone.

@@ -35,7 +35,7 @@ def parse_bytes(value: Any) -> Any:
 
 
 # strict: YAML `"5"` is not silently an int, and `true` is not 1
-@dataclass(frozen=True, config=ConfigDict(strict=True, extra="forbid"))
+@dataclass(frozen=True, config=ConfigDict(strict=True, extra="forbid", allow_inf_nan=False))
 class EngineConfig:
     """Engine settings.
 

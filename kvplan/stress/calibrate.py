@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kvplan.files import child_path
 from kvplan.spec.catalog_files import bundled_dir, user_dir
 from kvplan.stress.cost import LinearCostModel
 
@@ -22,7 +23,7 @@ WARMUP_STEPS = 6
 def calibration_path(name: str, device: str, root: Path | None = None) -> Path:
     """Where `kvplan calibrate` writes `NAME-DEVICE.yaml` (NAME: a scenario or a model): the
     user's data folder, never the bundled files."""
-    return (root or user_dir() / "calibration") / f"{name}-{device.split(':')[0]}.yaml"
+    return child_path(root or user_dir() / "calibration", f"{name}-{device.split(':')[0]}.yaml")
 
 
 def find_calibration(name: str, device: str) -> Path | None:

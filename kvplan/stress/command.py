@@ -17,6 +17,7 @@ from typing import Literal
 from rich.console import Console
 
 from kvplan.errors import KvplanError
+from kvplan.files import child_path
 from kvplan.stress.driver import run_target
 from kvplan.stress.result import RunResult
 from kvplan.stress.scenario import Scenario
@@ -74,7 +75,7 @@ def _out_dir(opts: StressOptions, scenario: Scenario) -> Path:
                               "choose another folder, leave --out out (a new folder per run), or pass --force to replace it")
         return opts.out_dir
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + ("-target" if opts.target else "")
-    base = Path("reports") / scenario.name
+    base = child_path("reports", scenario.name)
     out_dir, n = base / stamp, 1
     while out_dir.exists():
         n += 1

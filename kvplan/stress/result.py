@@ -22,6 +22,7 @@ from kvplan.stress.record import RequestRecord
 from kvplan.validation import format_validation_error
 
 SCHEMA_VERSION = 1
+MAX_RESULT_BYTES = 1 << 30  # a million-request run is a few hundred MB
 
 
 class Environment(BaseModel):
@@ -98,11 +99,13 @@ class RunResult(BaseModel):
 def load_result(path: str | Path) -> RunResult:
     """Read a result.json; a missing, malformed or wrong-schema file is one `KvplanError` line."""
     p = Path(path)
-    text = read_user_file(p, "result")
+    text = read_user_file(p, "result", max_bytes=MAX_RESULT_BYTES)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise KvplanError(f"{p}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise KvplanError(f"{p}: JSON nested too deeply to be a kvplan result") from None
     if not isinstance(data, dict) or "schema_version" not in data:
         raise KvplanError(f"{p}: not a kvplan result (no schema_version)")
     if data["schema_version"] != SCHEMA_VERSION:
@@ -110,6 +113,8 @@ def load_result(path: str | Path) -> RunResult:
                           f"(this kvplan reads {SCHEMA_VERSION})")
     try:
         return RunResult.model_validate(data)
+    except RecursionError:
+        raise KvplanError(f"{p}: JSON nested too deeply to be a kvplan result") from None
     except ValidationError as exc:
         raise KvplanError(format_validation_error(f"{p}: not a valid kvplan result", exc, RunResult)) from None
 

@@ -26,23 +26,31 @@ from kvplan.engine.config import EngineConfig, engine_config_from
 from kvplan.errors import KvplanError
 from kvplan.plan.kv import blocks_in_budget, bytes_per_block
 from kvplan.spec.dtypes import resolve_kv_dtype
-from kvplan.spec.profiles import load_model
+from kvplan.spec.profiles import load_model, model_config
+from kvplan.stress.overrides import check_overrides
 from kvplan.stress.figures import metric_names, names
 from kvplan.validation import FieldIssue, first_error
 from kvplan.validation import short_repr as _short
 
+# Bounds that keep a scenario's cost finite: a typo such as 1e-300 req/s or 2**64 requests is an
+# error naming the limit, not a run that never ends or eats the machine's memory.
+MAX_REQUESTS = 1_000_000
+MAX_DURATION_S = 7 * 86_400.0
+MIN_RATE_PER_S, MAX_RATE_PER_S = 1e-3, 1e6
+MAX_TOKENS = 10_000_000
 SPECIAL_TOKEN_IDS = 3  # ids 0..2 (pad/bos/eos in the tiny models) never appear in prompts
 
 
 class _Strict(BaseModel):
     # strict: YAML `"5"` is not silently an int, and `true` is not 1
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    # no inf/nan: `.inf` in YAML is a float, and an infinite ramp or duration never ends
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
 # --- model ------------------------------------------------------------------------------------
 class ModelRef(_Strict):
-    name: str = Field(min_length=1)  # bundled profile, alias, config.json path or model directory
-    overrides: dict[str, Any] = Field(default_factory=dict)  # config.json keys, merged over the base
+    name: str = Field(min_length=1, max_length=4096)  # bundled profile, alias, HF id, config.json path or model directory
+    overrides: dict[str, Any] = Field(default_factory=dict, max_length=64)  # config.json keys, merged over the base
 
 
 # --- workload ---------------------------------------------------------------------------------
@@ -50,10 +58,10 @@ class LengthSpec(_Strict):
     """Tokens per request: fixed, uniform [min, max], normal or lognormal (mean, std), clipped."""
 
     dist: Literal["fixed", "uniform", "normal", "lognormal"] = "fixed"
-    mean: float | None = Field(None, gt=0)
-    std: float | None = Field(None, gt=0)
-    min: int | None = Field(None, gt=0)
-    max: int | None = Field(None, gt=0)
+    mean: float | None = Field(None, gt=0, le=MAX_TOKENS)
+    std: float | None = Field(None, gt=0, le=MAX_TOKENS)
+    min: int | None = Field(None, gt=0, le=MAX_TOKENS)
+    max: int | None = Field(None, gt=0, le=MAX_TOKENS)
 
     @model_validator(mode="before")
     @classmethod
@@ -98,13 +106,13 @@ class LengthSpec(_Strict):
 
 
 class SharedPrefix(_Strict):
-    id: str = Field(min_length=1)  # one id names one prefix: same id, same token ids
-    tokens: int = Field(gt=0)
+    id: str = Field(min_length=1, max_length=200)  # one id names one prefix: same id, same token ids
+    tokens: int = Field(gt=0, le=MAX_TOKENS)
 
 
 class RequestClass(_Strict):
-    name: str = Field(min_length=1)
-    weight: float = Field(1.0, ge=0)
+    name: str = Field(min_length=1, max_length=200)
+    weight: float = Field(1.0, ge=0, le=1e9)
     prompt_tokens: LengthSpec
     output_tokens: LengthSpec
     shared_prefix: SharedPrefix | None = None
@@ -119,7 +127,7 @@ class RequestClass(_Strict):
 
 
 class Workload(_Strict):
-    classes: list[RequestClass] = Field(min_length=1)
+    classes: list[RequestClass] = Field(min_length=1, max_length=256)
 
     @model_validator(mode="after")
     def _check(self) -> Workload:
@@ -142,10 +150,10 @@ class Workload(_Strict):
 # --- arrivals, SLO, gate ----------------------------------------------------------------------
 class Arrival(_Strict):
     type: Literal["poisson", "constant", "concurrency"]
-    rate_per_s: float | None = Field(None, gt=0)
-    burstiness: float | None = Field(None, gt=0)  # poisson only: gamma shape (default 1 = Poisson); < 1 burstier
-    concurrency: int | None = Field(None, gt=0)
-    ramp_s: float = Field(0.0, ge=0)  # rate (or concurrency) grows linearly from 0 over ramp_s
+    rate_per_s: float | None = Field(None, ge=MIN_RATE_PER_S, le=MAX_RATE_PER_S)
+    burstiness: float | None = Field(None, ge=1e-3, le=1e3)  # poisson only: gamma shape (default 1 = Poisson); < 1 burstier
+    concurrency: int | None = Field(None, gt=0, le=MAX_REQUESTS)
+    ramp_s: float = Field(0.0, ge=0, le=MAX_DURATION_S)  # rate (or concurrency) grows linearly from 0 over ramp_s
 
     @model_validator(mode="after")
     def _check(self) -> Arrival:
@@ -255,15 +263,15 @@ class Gate(_Strict):
 class Scenario(_Strict):
     # a file-name-safe name: it names the output folder and the calibration file
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    description: str = ""
+    description: str = Field("", max_length=10_000)
     model: ModelRef
     engine: EngineConfig = Field(default_factory=EngineConfig)
     workload: Workload
     arrival: Arrival
-    num_requests: int | None = Field(None, gt=0)
-    duration_s: float | None = Field(None, gt=0)
-    warmup_requests: int = Field(0, ge=0)
-    seed: int = Field(0, ge=0)
+    num_requests: int | None = Field(None, gt=0, le=MAX_REQUESTS)
+    duration_s: float | None = Field(None, gt=0, le=MAX_DURATION_S)
+    warmup_requests: int = Field(0, ge=0, le=MAX_REQUESTS)
+    seed: int = Field(0, ge=0, lt=2**63)
     slo: Slo = Field(default_factory=Slo)
     gate: Gate = Field(default_factory=Gate)
 
@@ -327,7 +335,16 @@ class Scenario(_Strict):
 
 
 def check_against_model(scenario: Scenario) -> None:
-    """Checks that need the model: unknown models, lengths that cannot fit, a pool too small."""
+    """Checks that need the model: unknown models, overrides, lengths that cannot fit, a pool too small."""
+    if scenario.model.overrides:
+        try:
+            base = model_config(scenario.model.name)
+        except KvplanError as exc:
+            raise FieldIssue(("model",), str(exc)) from None
+        try:
+            check_overrides(scenario.model.overrides, base, scenario.model.name)
+        except FieldIssue as issue:
+            raise FieldIssue(("model", "overrides", *issue.subpath), issue.message) from None
     try:
         spec = scenario.model_spec()
     except KvplanError as exc:

@@ -14,8 +14,36 @@ from kvplan.stress.scenario import Scenario, check_against_model
 from kvplan.validation import FieldIssue, format_validation_error, path_text, short_repr
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys (PyYAML keeps the last one silently)."""
+# A scenario is a page of YAML: these bounds refuse alias bombs ("billion laughs") and deep nesting
+# before anything is built, at a cost proportional to the file, not to its expansion.
+MAX_SCENARIO_BYTES = 1 << 20
+MAX_ALIASES = 200
+MAX_DEPTH = 32
+MAX_EXPANDED_NODES = 200_000
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys (PyYAML keeps the last one silently), more than
+    MAX_ALIASES aliases and nesting deeper than MAX_DEPTH."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.num_aliases = 0
+        self.depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self.num_aliases += 1
+            if self.num_aliases > MAX_ALIASES:
+                raise yaml.composer.ComposerError(None, None, f"more than {MAX_ALIASES} aliases", self.peek_event().start_mark)
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels",
+                                                  self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -25,6 +53,42 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+
+def _expanded_nodes(node: yaml.Node, memo: dict[int, int], active: set[int]) -> int:
+    """Nodes in the document once every alias is expanded (shared nodes counted once each time
+    they are reached, computed once thanks to `memo`)."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    if key in active:
+        raise yaml.composer.ComposerError(None, None, "a recursive alias", node.start_mark)
+    active.add(key)
+    children: list[yaml.Node] = []
+    if isinstance(node, yaml.SequenceNode):
+        children = list(node.value)
+    elif isinstance(node, yaml.MappingNode):
+        children = [n for pair in node.value for n in pair]
+    total = 1 + sum(_expanded_nodes(c, memo, active) for c in children)
+    active.discard(key)
+    memo[key] = total
+    return total
+
+
+def load_yaml(text: str) -> Any:
+    """Parse one YAML document within the bounds above (raises `yaml.YAMLError`)."""
+    loader = _BoundedLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        size = _expanded_nodes(node, {}, set())
+        if size > MAX_EXPANDED_NODES:
+            raise yaml.composer.ComposerError(None, None, f"{size:,} values once aliases are expanded "
+                                              f"(the limit is {MAX_EXPANDED_NODES:,})", node.start_mark)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
@@ -65,9 +129,9 @@ def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario YAML file (a path or a bundled name); any problem is one
     `KvplanError` line."""
     p = scenario_file(path)
-    text = read_user_file(p, "scenario")
+    text = read_user_file(p, "scenario", max_bytes=MAX_SCENARIO_BYTES)
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)
+        data = load_yaml(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         at = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark else str(p)

@@ -78,7 +78,7 @@ def test_failed_write_keeps_the_old_file(tmp_path: Path, monkeypatch: pytest.Mon
 
     monkeypatch.setattr(os, "replace", boom)
     changed = _result(complete=False)
-    with pytest.raises(OSError):
+    with pytest.raises(KvplanError, match="disk full"):  # one line for the user, exit 2
         changed.write_atomic(target)
     assert target.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
