@@ -32,12 +32,12 @@ def installed(tmp_path_factory) -> Path:
     return site
 
 
-def _kvplan(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+def _kvplan(site: Path, cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     # the installed copy first on sys.path, ahead of the editable checkout; run from outside the checkout
     code = (f"import sys; sys.path.insert(0, {str(site)!r}); import kvplan; "
             f"assert kvplan.__file__.startswith({str(site)!r}), kvplan.__file__; "
             f"from kvplan.cli import main; main({list(args)!r})")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "KVPLAN_HOME": str(cwd / "home")}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "KVPLAN_HOME": str(cwd / "home"), **(env or {})}
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -57,3 +57,17 @@ def test_wheel_runs_a_bundled_scenario(installed: Path, tmp_path: Path) -> None:
     assert result["metrics"]["num_gpu_blocks"] == result["prediction"]["num_gpu_blocks"] == 128
     assert "calibrated: ci-smoke-cpu.yaml" in result["prediction"]["cost_model_source"]  # the bundled calibration
     assert (tmp_path / "run" / "report.html").exists()
+
+
+def test_wheel_resolves_hugging_face_ids(installed: Path, tmp_path: Path) -> None:
+    """A bundled profile by the id users type into `vllm serve`, and a model only in a (fake) HF cache."""
+    from test_hub import FAKE_ID, MAIN_SHA, QWEN3_8B, QWEN3_8B_KV_BYTES_PER_TOKEN, put
+
+    by_id = _kvplan(installed, tmp_path, "estimate", "--model", "meta-llama/Llama-2-7b-hf", "--json")
+    assert by_id.returncode == 0, by_id.stderr
+    assert json.loads(by_id.stdout)["kv_bytes_per_token"] == 524_288
+    cache = tmp_path / "hf-cache"
+    put(cache, FAKE_ID, MAIN_SHA, {"config.json": QWEN3_8B.read_text()})
+    cached = _kvplan(installed, tmp_path, "estimate", "--model", FAKE_ID, "--json", env={"HF_HUB_CACHE": str(cache)})
+    assert cached.returncode == 0, cached.stderr
+    assert json.loads(cached.stdout)["kv_bytes_per_token"] == QWEN3_8B_KV_BYTES_PER_TOKEN
