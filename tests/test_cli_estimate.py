@@ -47,9 +47,11 @@ def test_table_output_shows_window_math(capsys):
     assert "if every layer were" in out
 
 
-def test_ctx_beyond_max_position_warns(capsys):
+def test_ctx_beyond_max_position_is_an_error(capsys):
+    """A context the model was not built for is a user mistake (vLLM refuses it too), not a plan."""
     rc, out, err = run_cli(capsys, "estimate", "--model", "llama-2-7b", "--ctx", "8192", "--json")
-    assert rc == 0 and "max_position_embeddings" in err and json.loads(out)["ctx"] == 8192
+    assert rc == 2 and out == ""
+    assert "--ctx 8192" in err and "4096" in err and len(err.strip().splitlines()) == 1
 
 
 BAD = [

@@ -24,11 +24,15 @@ def llama2_24gb():
 
 def test_fixes_follow_the_cheapest_first_order(llama2_24gb):
     spec, args, plan = llama2_24gb
-    titles = [f.title for f in fixes_for(spec, args, plan)]
+    fixes = fixes_for(spec, args, plan)
+    titles = [f.title for f in fixes]
     order = ["shorter context", "more of the GPU for vLLM", "fewer concurrent sequences", "serve a GQA model",
-             "quantize the KV cache", "tensor parallelism", "a bigger GPU"]
+             "quantize the KV cache", "quantize the weights", "a 4-bit weight checkpoint",
+             "combined: fp8 KV + fp8 weights", "tensor parallelism", "pipeline parallelism", "a bigger GPU"]
     assert titles == order
-    assert [f.rank for f in fixes_for(spec, args, plan)] == list(range(1, 8))
+    assert [f.rank for f in fixes] == list(range(1, len(order) + 1))
+    # on the GPU asked about: fewest GPUs first; another GPU last
+    assert [f.gpus for f in fixes if not f.gpu_name] == sorted(f.gpus for f in fixes if not f.gpu_name)
 
 
 def test_each_fix_is_quantified_by_replanning(llama2_24gb):
@@ -88,7 +92,7 @@ def test_recommend_moves_to_tp_or_a_bigger_gpu():
     spec = load_model("llama-3.1-8b-instruct")
     rec = recommend(spec, EngineArgs(gpu=load_gpu("l4"), max_model_len=131072), 8)
     assert rec.met
-    assert rec.tensor_parallel_size > 1 or rec.gpu.name != "l4"
+    assert rec.gpus > 1 or rec.gpu.name != "l4"  # more GPUs (TP or PP) or another GPU
     assert rec.plan.max_concurrency >= 8
 
 
@@ -102,10 +106,10 @@ def test_recommend_with_kv_cache_memory_bytes_sizes_the_pool():
 
 def test_cli_prints_error_fixes_and_command(capsys):
     with pytest.raises(SystemExit) as exc:
-        main(["estimate", "--model", "llama-2-7b", "--gpu-memory-gib", "24", "--max-model-len", "32768",
+        main(["estimate", "--model", "llama-3.1-8b-instruct", "--gpu", "4090", "--max-model-len", "131072",
               "--target-concurrency", "2"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    assert "To serve at least one request with the model's max seq len (32768)" in out
+    assert "To serve at least one request with the model's max seq len (131072)" in out
     assert "estimated maximum model length is" in out
     assert "shorter context" in out and "vllm serve" in out

@@ -98,9 +98,11 @@ def test_tensor_parallel_split_and_replication():
     # tp 16 > 8 KV heads: each rank keeps one (replicated) head
     wide = KvLayout.of(spec.with_kv_heads(4), tp=8)
     assert wide.bytes_per_token_per_gpu() == 2 * 32 * 1 * 128 * 2
-    assert wide.bytes_per_token() == 8 * wide.bytes_per_token_per_gpu()
+    assert wide.bytes_per_token_all_gpus() == 8 * wide.bytes_per_token_per_gpu()
+    assert wide.bytes_per_token() == 4 * wide.bytes_per_token_per_gpu()  # whole model: one replica of each head
     mla = load_model("deepseek-v2-lite")  # MLA latent is not split by TP
     assert KvLayout.of(mla, tp=2).bytes_per_token_per_gpu() == KvLayout.of(mla).bytes_per_token_per_gpu()
+    assert KvLayout.of(mla, tp=2).bytes_per_token() == KvLayout.of(mla).bytes_per_token()  # whole model: TP-independent
     with pytest.raises(KvplanError, match="does not divide"):
         KvLayout.of(spec, tp=3)
 

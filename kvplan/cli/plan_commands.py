@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Annotated, Optional
 
 import typer
@@ -13,15 +14,15 @@ from kvplan.errors import KvplanError
 @app.command()
 def estimate(
     model: Annotated[str, typer.Option("--model", "-m", help="Profile name or alias, a config.json, or a model directory.")],
-    ctx: Annotated[int, typer.Option(help="Tokens per request (prompt + output).")] = 4096,
+    ctx: Annotated[Optional[int], typer.Option(help="Tokens per request (prompt + output); default: --max-model-len, else 4096.")] = None,
     concurrency: Annotated[int, typer.Option(help="Concurrent requests.")] = 1,
-    kv_cache_dtype: Annotated[str, typer.Option(help="auto, float16, bfloat16, float32, fp8, fp8_e4m3, fp8_e5m2, int8, int4.")] = "auto",
+    kv_cache_dtype: Annotated[str, typer.Option(help="auto, float16, bfloat16, float32, fp8, fp8_e4m3, fp8_e5m2; int8, int4 (planned only: no vLLM flag).")] = "auto",
     block_size: Annotated[int, typer.Option(help="Tokens per KV block (vLLM default 16).")] = 16,
     tp: Annotated[int, typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel size.")] = 1,
     pp: Annotated[int, typer.Option("--pp", "--pipeline-parallel-size", help="Pipeline-parallel size.")] = 1,
     dtype: Annotated[str, typer.Option(help="Model dtype: auto (the checkpoint's), float16, bfloat16, float32.")] = "auto",
     prefix_tokens: Annotated[int, typer.Option(help="Tokens of a prefix shared by all requests.")] = 0,
-    max_model_len: Annotated[Optional[int], typer.Option(help="Context each contiguous request reserves (default: the model's).")] = None,
+    max_model_len: Annotated[Optional[int], typer.Option(help="vLLM --max-model-len (default: --ctx; vLLM's own default is the model's maximum).")] = None,
     gpu: Annotated[Optional[str], typer.Option(help="GPU from the catalog (see `kvplan gpus`).")] = None,
     gpu_memory_gib: Annotated[Optional[float], typer.Option(help="Total GPU memory as CUDA reports it, in GiB.")] = None,
     gpu_memory_utilization: Annotated[Optional[float], typer.Option(help="Fraction of GPU memory the engine may use (vLLM default 0.9).")] = None,
@@ -31,7 +32,7 @@ def estimate(
     kv_cache_memory_bytes: Annotated[Optional[int], typer.Option(help="KV cache bytes per GPU; bypasses --gpu-memory-utilization, as in vLLM.")] = None,
     enforce_eager: Annotated[bool, typer.Option("--enforce-eager", help="No CUDA graphs (vLLM --enforce-eager).")] = False,
     vllm_version: Annotated[Optional[str], typer.Option(help="vLLM version whose behaviour to model (default: the newest modelled).")] = None,
-    target_concurrency: Annotated[Optional[int], typer.Option(help="Print the `vllm serve` line that serves N requests of max_model_len (default: --ctx).")] = None,
+    target_concurrency: Annotated[Optional[int], typer.Option(help="Print the `vllm serve` line that serves N requests of max_model_len.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
     """KV-cache bytes per token, request and batch; with a GPU, vLLM's capacity plan and whether it fits."""
@@ -41,8 +42,6 @@ def estimate(
     _check_estimate_flags(gpu, gpu_memory_gib, max_model_len, ctx=ctx, concurrency=concurrency, block_size=block_size,
                           tp=tp, pp=pp)
     spec, device = _estimate_model_and_gpu(model, dtype, gpu, gpu_memory_gib)
-    if target_concurrency and max_model_len is None:
-        max_model_len = ctx  # "N requests of --ctx tokens": serve with that context, not the model's maximum
     engine_args = _engine_args(device, gpu_memory_utilization, tp, pp, dtype, quantization, kv_cache_dtype, block_size,
                                max_model_len, max_num_seqs, max_num_batched_tokens, kv_cache_memory_bytes,
                                enforce_eager, vllm_version, target_concurrency)
@@ -56,6 +55,7 @@ def estimate(
     if capacity is not None and engine_args is not None:
         from kvplan.plan.fixes import fixes_for, recommend
 
+        engine_args = replace(engine_args, max_model_len=est.max_model_len)  # as planned: --ctx when not given
         fixes = fixes_for(spec, engine_args, capacity, target_concurrency)
         rec = recommend(spec, engine_args, target_concurrency) if target_concurrency else None
     for warning in est.warnings:
@@ -74,12 +74,12 @@ def estimate(
 
 
 def _check_estimate_flags(gpu: str | None, gpu_memory_gib: float | None, max_model_len: int | None,
-                          **sizes: int) -> None:
+                          **sizes: int | None) -> None:
     """Contradictory or non-positive flags of `estimate`, rejected before any profile is read."""
     if gpu and gpu_memory_gib is not None:
         raise KvplanError("give either --gpu or --gpu-memory-gib, not both")
     for name, value in sizes.items():
-        if value <= 0:
+        if value is not None and value <= 0:
             raise KvplanError(f"--{name.replace('_', '-')} must be positive, got {value}")
     if max_model_len is not None and max_model_len <= 0:
         raise KvplanError(f"--max-model-len must be positive, got {max_model_len}")
@@ -192,7 +192,11 @@ def gpus(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
 
     catalog = gpu_catalog()
     if as_json:
-        typer.echo(json.dumps([g.__dict__ for g in catalog.values()], indent=2, default=list))
+        from kvplan.report.catalog_view import public_source
+
+        rows = [{**g.__dict__, "source": public_source(g.source, "kvplan/data/gpus.yaml"),
+                 "cuda_total_source": public_source(g.cuda_total_source, "kvplan/data/gpus.yaml")} for g in catalog.values()]
+        typer.echo(json.dumps(rows, indent=2, default=list))
         return
     render_gpus(make_console(), list(catalog.values()))
 
@@ -216,7 +220,11 @@ def profiles_show(name: str, as_json: Annotated[bool, typer.Option("--json")] = 
 
     spec = load_model(name)
     if as_json:
-        typer.echo(json.dumps(model_profile(spec.name), indent=2))
+        from kvplan.report.catalog_view import public_source
+
+        profile = dict(model_profile(spec.name))
+        profile["source"] = public_source(str(profile.get("source", "")), f"kvplan/data/models/{spec.name}.yaml")
+        typer.echo(json.dumps(profile, indent=2))
         return
     render_profile(make_console(), spec)
 

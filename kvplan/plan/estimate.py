@@ -11,10 +11,15 @@ from typing import Any
 
 from kvplan.errors import KvplanError
 from kvplan.plan.budget import CapacityPlan, EngineArgs, plan_capacity
+from kvplan.plan.explain import concurrency_note, length_note, memory_shortfall, vllm_default_note, weights_fit
 from kvplan.plan.fixes import Fix, Recommendation
 from kvplan.plan.kv import KvLayout
 from kvplan.spec.gpu import GpuSpec
 from kvplan.spec.model import ModelSpec
+
+DEFAULT_CTX_TOKENS = 4096  # --ctx when neither --ctx nor --max-model-len is given
+NO_GPU_HINT = ("no fit answer without a GPU: add --gpu NAME (kvplan gpus lists them) or --gpu-memory-gib N "
+               "for whether it fits and the largest concurrency")
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,37 @@ class Fit:
     max_concurrency_at_ctx: int
     max_ctx_at_concurrency: int
     capacity: CapacityPlan  # vLLM's memory budget, which the figures above are taken from
+    weights_fit: bool = True  # do the weights alone fit in what vLLM may use of one GPU?
+    shortfall: str | None = None  # why no KV memory is left (weights alone, or weights + overheads)
+    vllm_concurrency_note: str | None = None  # why vLLM's "Maximum concurrency" differs from kvplan's
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """--ctx and max_model_len as planned, and which of them the user gave."""
+
+    ctx_tokens: int
+    max_model_len: int
+    ctx_given: bool
+    max_model_len_given: bool
+    model_max_tokens: int  # max_position_embeddings: vLLM's default max_model_len
+
+
+def resolve_lengths(spec: ModelSpec, ctx_tokens: int | None, max_model_len: int | None) -> Lengths:
+    """--ctx defaults to --max-model-len, and max_model_len to --ctx (not to the model's maximum, so
+    the plan and the `vllm serve` line are for the requests asked about); neither may pass the
+    model's maximum context."""
+    limit = spec.max_position_embeddings
+    for flag, value in (("--ctx", ctx_tokens), ("--max-model-len", max_model_len)):
+        if value is not None and value <= 0:
+            raise KvplanError(f"{flag} must be a positive number of tokens, got {value}")
+        if value is not None and value > limit:
+            raise KvplanError(f"{flag} {value} is beyond {spec.name}'s maximum context of {limit} tokens "
+                              f"(max_position_embeddings); give {flag} of at most {limit}")
+    if ctx_tokens and max_model_len and ctx_tokens > max_model_len:
+        raise KvplanError(f"--ctx {ctx_tokens} is longer than --max-model-len {max_model_len}")
+    ctx = ctx_tokens or max_model_len or min(DEFAULT_CTX_TOKENS, limit)
+    return Lengths(ctx, max_model_len or ctx, ctx_tokens is not None, max_model_len is not None, limit)
 
 
 @dataclass(frozen=True)
@@ -48,36 +84,36 @@ class Estimate:
     concurrency: int
     max_model_len: int
     prefix_tokens: int
-    kv_bytes_per_request: int
+    kv_bytes_per_request: int  # whole model (one replica of each layer's cache), paged
     kv_bytes_per_request_exact: int
     kv_bytes_per_request_all_full: int
-    kv_bytes_total: int
-    kv_bytes_total_contiguous: int
-    weights_bytes: int
+    kv_bytes_total: int  # whole model
+    kv_bytes_total_contiguous: int  # whole model
+    weights_bytes: int  # whole model
     fit: Fit | None
     variants: tuple[Variant, ...]
     warnings: tuple[str, ...] = field(default=())
+    lengths: Lengths | None = None
+    notes: tuple[str, ...] = field(default=())  # on-screen lines: the max_model_len planned, vLLM's default
+    hint: str | None = None  # how to get a fit answer when there is none (no GPU)
 
 
 def _fit(layout: KvLayout, spec: ModelSpec, ctx: int, n: int, prefix: int, gpu: GpuSpec, util: float,
          max_model_len: int, engine: EngineArgs | None = None) -> Fit:
     # vLLM's budget (kvplan.plan.budget): requested - weights - activation - non-torch [- graphs]
     args = replace(engine or EngineArgs(gpu_memory_utilization=util), gpu=gpu, kv_cache_dtype=layout.kv_dtype.name,
-                   block_size=layout.block_size, tensor_parallel_size=layout.tp, pipeline_parallel_size=layout.pp)
+                   block_size=layout.block_size, tensor_parallel_size=layout.tp, pipeline_parallel_size=layout.pp,
+                   max_model_len=max_model_len)
     plan = plan_capacity(layout.spec, args)
     available = max(0, plan.available_kv_cache_bytes)
     needed = layout.batch_bytes_per_gpu(ctx, n, prefix_tokens=prefix)
-    return Fit(gpu, util, plan.weights_bytes, available, needed, needed <= available,
-               layout.max_concurrency(ctx, available, prefix_tokens=prefix), layout.max_tokens(n, available, max_model_len),
-               plan)
+    most = layout.max_concurrency(ctx, available, prefix_tokens=prefix)
+    return Fit(gpu, util, plan.weights_bytes, available, needed, plan.fits and needed <= available,
+               most, layout.max_tokens(n, available, max_model_len), plan, weights_fit(plan), memory_shortfall(plan),
+               concurrency_note(layout, plan, ctx, prefix, most))
 
 
-def estimate(spec: ModelSpec, *, ctx_tokens: int, concurrency: int, kv_cache_dtype: str = "auto", block_size: int = 16,
-             tp: int = 1, pp: int = 1, prefix_tokens: int = 0, max_model_len: int | None = None,
-             gpu: GpuSpec | None = None, gpu_memory_utilization: float = 0.9,
-             engine_args: EngineArgs | None = None) -> Estimate:
-    if ctx_tokens <= 0:
-        raise KvplanError(f"--ctx must be a positive number of tokens, got {ctx_tokens}")
+def _check(concurrency: int, prefix_tokens: int, ctx_tokens: int, gpu_memory_utilization: float) -> None:
     if concurrency <= 0:
         raise KvplanError(f"--concurrency must be positive, got {concurrency}")
     if prefix_tokens < 0:
@@ -86,78 +122,134 @@ def estimate(spec: ModelSpec, *, ctx_tokens: int, concurrency: int, kv_cache_dty
         raise KvplanError(f"--prefix-tokens {prefix_tokens} is longer than --ctx {ctx_tokens}")
     if not 0 < gpu_memory_utilization <= 1:
         raise KvplanError(f"--gpu-memory-utilization must be in (0, 1], got {gpu_memory_utilization}")
+
+
+def _notes(spec: ModelSpec, lengths: Lengths, fit: Fit | None) -> tuple[str, ...]:
+    """The max_model_len planned and, with a GPU, what vLLM would do at its own default."""
+    note = length_note(spec.name, lengths.model_max_tokens, lengths.ctx_tokens, lengths.max_model_len,
+                       lengths.ctx_given, lengths.max_model_len_given)
+    notes = [note] if note else []
+    if fit is not None and not lengths.max_model_len_given and lengths.max_model_len != lengths.model_max_tokens:
+        try:
+            default = plan_capacity(spec, replace(fit.capacity.args, max_model_len=None))
+        except KvplanError:
+            default = None
+        if default is not None:
+            notes.append(vllm_default_note(default, lengths.max_model_len))
+    return tuple(notes)
+
+
+def estimate(spec: ModelSpec, *, ctx_tokens: int | None = None, concurrency: int = 1, kv_cache_dtype: str = "auto",
+             block_size: int = 16, tp: int = 1, pp: int = 1, prefix_tokens: int = 0, max_model_len: int | None = None,
+             gpu: GpuSpec | None = None, gpu_memory_utilization: float = 0.9,
+             engine_args: EngineArgs | None = None) -> Estimate:
+    """The KV bill of `concurrency` requests of `ctx_tokens` and, with a GPU, whether they fit.
+    Lengths follow `resolve_lengths`: a missing --ctx is --max-model-len, a missing max_model_len is --ctx."""
+    lengths = resolve_lengths(spec, ctx_tokens, max_model_len)
+    ctx, mml = lengths.ctx_tokens, lengths.max_model_len
+    _check(concurrency, prefix_tokens, ctx, gpu_memory_utilization)
     layout = KvLayout.of(spec, kv_cache_dtype, block_size, tp, pp)
-    mml = max_model_len or max(spec.max_position_embeddings, ctx_tokens)
-    warnings = []
-    if ctx_tokens > spec.max_position_embeddings:
-        warnings.append(f"--ctx {ctx_tokens} exceeds {spec.name}'s max_position_embeddings "
-                        f"({spec.max_position_embeddings}); the model was not trained for it")
-    if max_model_len and ctx_tokens > max_model_len:
-        raise KvplanError(f"--ctx {ctx_tokens} is longer than --max-model-len {max_model_len}")
 
     def variant(label: str, lay: KvLayout, prefix: int = 0) -> Variant:
-        total = lay.batch_bytes(ctx_tokens, concurrency, prefix_tokens=prefix)
+        total = lay.batch_bytes(ctx, concurrency, prefix_tokens=prefix)
         fits = maxc = None
         if gpu is not None:
-            f = _fit(lay, spec, ctx_tokens, concurrency, prefix, gpu, gpu_memory_utilization, mml, engine_args)
+            f = _fit(lay, spec, ctx, concurrency, prefix, gpu, gpu_memory_utilization, mml, engine_args)
             fits, maxc = f.fits, f.max_concurrency_at_ctx
-        return Variant(label, lay.bytes_per_token(), lay.request_bytes(ctx_tokens), total, fits, maxc)
+        return Variant(label, lay.bytes_per_token(), lay.request_bytes(ctx), total, fits, maxc)
 
     variants = [variant(f"as asked ({layout.kv_dtype.name} KV)", layout)]
     for alt in ("fp8", "int4"):
         if layout.kv_dtype.name != alt:
-            variants.append(variant(f"{alt} KV", KvLayout.of(spec, alt, block_size, tp, pp)))
+            variants.append(variant(f"{alt} KV" + (" (planned only: no vLLM flag)" if alt == "int4" else ""),
+                                    KvLayout.of(spec, alt, block_size, tp, pp)))
     if not spec.is_mla and spec.num_kv_heads == spec.num_attention_heads and spec.num_kv_heads % 2 == 0:
         gqa = spec.with_kv_heads(spec.num_kv_heads // 2)
         variants.append(variant(f"GQA: KV heads halved ({spec.num_kv_heads} -> {spec.num_kv_heads // 2})",
                                 KvLayout.of(gqa, kv_cache_dtype, block_size, tp, pp)))
-    share = prefix_tokens or min(ctx_tokens // 2, 1024)
+    share = prefix_tokens or min(ctx // 2, 1024)
     if concurrency > 1 and share >= block_size:
         variants.append(variant(f"shared {share}-token prefix", layout, share))
-
+    fit = _fit(layout, spec, ctx, concurrency, prefix_tokens, gpu, gpu_memory_utilization, mml, engine_args) if gpu else None
     return Estimate(
-        spec=spec, layout=layout, ctx_tokens=ctx_tokens, concurrency=concurrency, max_model_len=mml,
-        prefix_tokens=prefix_tokens, kv_bytes_per_request=layout.request_bytes(ctx_tokens),
-        kv_bytes_per_request_exact=layout.request_bytes(ctx_tokens, paged=False),
-        kv_bytes_per_request_all_full=layout.request_bytes_all_full(ctx_tokens),
-        kv_bytes_total=layout.batch_bytes(ctx_tokens, concurrency, prefix_tokens=prefix_tokens),
+        spec=spec, layout=layout, ctx_tokens=ctx, concurrency=concurrency, max_model_len=mml,
+        prefix_tokens=prefix_tokens, kv_bytes_per_request=layout.request_bytes(ctx),
+        kv_bytes_per_request_exact=layout.request_bytes(ctx, paged=False),
+        kv_bytes_per_request_all_full=layout.request_bytes_all_full(ctx),
+        kv_bytes_total=layout.batch_bytes(ctx, concurrency, prefix_tokens=prefix_tokens),
         kv_bytes_total_contiguous=concurrency * layout.contiguous_request_bytes(mml),
-        weights_bytes=spec.weights_bytes,
-        fit=_fit(layout, spec, ctx_tokens, concurrency, prefix_tokens, gpu, gpu_memory_utilization, mml, engine_args) if gpu else None,
-        variants=tuple(variants), warnings=tuple(warnings),
+        weights_bytes=spec.weights_bytes, fit=fit, variants=tuple(variants), lengths=lengths,
+        notes=_notes(spec, lengths, fit), hint=None if fit else NO_GPU_HINT,
     )
 
 
+FIGURE_SCOPES = {
+    "whole model": "one replica of each layer's cache, the same at any TP/PP: kv_bytes_per_token, "
+                   "kv_bytes_per_request*, kv_bytes_total, kv_bytes_total_contiguous, weights_bytes, variants",
+    "per GPU": "what one GPU of the busiest pipeline stage holds (KV heads split by TP, replicated when tp > KV heads; "
+               "MLA latent replicated on every TP rank; PP splits layers): *_per_gpu, kv_bytes_per_block and "
+               "vLLM's capacity keys",
+    "all GPUs": "every TP rank and PP stage together, replicas included: kv_bytes_per_token_all_gpus",
+}
+
+
+def _kv_json(est: Estimate) -> dict[str, Any]:
+    """The KV bill, each key named by its scope (FIGURE_SCOPES)."""
+    lay = est.layout
+    return {
+        "kv_bytes_per_token": lay.bytes_per_token(), "kv_bytes_per_token_per_gpu": lay.bytes_per_token_per_gpu(),
+        "kv_bytes_per_token_all_gpus": lay.bytes_per_token_all_gpus(),
+        "kv_bytes_per_block": lay.bytes_per_block(), "kv_bytes_per_block_per_gpu": lay.bytes_per_block(),
+        "kv_bytes_per_request": est.kv_bytes_per_request,
+        "kv_bytes_per_request_per_gpu": lay.request_bytes_per_gpu(est.ctx_tokens),
+        "kv_bytes_per_request_exact": est.kv_bytes_per_request_exact,
+        "kv_bytes_per_request_all_layers_full": est.kv_bytes_per_request_all_full,
+        "kv_bytes_total": est.kv_bytes_total,
+        "kv_bytes_total_per_gpu": lay.batch_bytes_per_gpu(est.ctx_tokens, est.concurrency, prefix_tokens=est.prefix_tokens),
+        "kv_bytes_total_contiguous": est.kv_bytes_total_contiguous,
+    }
+
+
+def _fit_json(f: Fit, fixes: Sequence[Fix]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "gpu": f.gpu.name, "gpu_memory_bytes": f.gpu.memory_bytes, "gpu_memory_utilization": f.gpu_memory_utilization,
+        "weights_bytes_per_gpu": f.weights_bytes_per_gpu, "kv_available_bytes_per_gpu": f.kv_available_bytes_per_gpu,
+        "kv_needed_bytes_per_gpu": f.kv_needed_bytes_per_gpu, "fits": f.fits, "weights_fit": f.weights_fit,
+        "memory_shortfall": f.shortfall,
+        "max_concurrency_at_ctx": f.max_concurrency_at_ctx, "max_ctx_at_concurrency": f.max_ctx_at_concurrency,
+        "max_concurrency_note": f.vllm_concurrency_note,
+    }
+    out.update(capacity_json(f.capacity))
+    out["vllm_fixes"] = [{"rank": x.rank, "fix": x.title, "flags": x.flags, "effect": x.effect, "enough": x.fits,
+                          "risk": x.risk, "gpus": x.gpus, "gpu": x.gpu_name or f.gpu.name,
+                          "max_concurrency": round(x.plan.max_concurrency, 4) if x.plan is not None and x.plan.fits else None,
+                          "kv_cache_tokens": x.plan.kv_cache_tokens if x.plan is not None and x.plan.fits else None}
+                         for x in fixes]
+    return out
+
+
 def to_json(est: Estimate, fixes: Sequence[Fix] = (), rec: Recommendation | None = None) -> dict[str, Any]:
-    """Stable keys; bytes are integers. With a GPU: vLLM's capacity keys and `fixes`; with a
-    recommendation: the `vllm serve` line that meets the target."""
+    """Stable keys; bytes are integers; each KV key's scope is in `figure_scopes`. With a GPU: vLLM's
+    capacity keys and `vllm_fixes`; without one `fits` is null and `hint` says how to get an answer;
+    with a recommendation: the `vllm serve` line that meets the target."""
     lay, spec = est.layout, est.spec
+    lengths = est.lengths
     out: dict[str, Any] = {
         "model": spec.name, "hf_id": spec.hf_id, "ctx": est.ctx_tokens, "concurrency": est.concurrency,
         "kv_cache_dtype": lay.kv_dtype.name, "block_size": lay.block_size, "tp": lay.tp, "pp": lay.pp,
-        "max_model_len": est.max_model_len, "prefix_tokens": est.prefix_tokens,
+        "max_model_len": est.max_model_len, "max_model_len_given": bool(lengths and lengths.max_model_len_given),
+        "model_max_tokens": spec.max_position_embeddings, "prefix_tokens": est.prefix_tokens,
         "num_layers": spec.num_layers, "attention_layers": spec.attention_kinds,
-        "kv_bytes_per_token": lay.bytes_per_token(), "kv_bytes_per_token_per_gpu": lay.bytes_per_token_per_gpu(),
-        "kv_bytes_per_block": lay.bytes_per_block(),
-        "kv_bytes_per_request": est.kv_bytes_per_request,
-        "kv_bytes_per_request_exact": est.kv_bytes_per_request_exact,
-        "kv_bytes_per_request_all_layers_full": est.kv_bytes_per_request_all_full,
-        "kv_bytes_total": est.kv_bytes_total, "kv_bytes_total_contiguous": est.kv_bytes_total_contiguous,
+        **_kv_json(est),
         "weights_bytes": est.weights_bytes, "num_parameters": spec.params.total, "dtype": spec.dtype,
         "weight_quantization": spec.quant.method,
-        "variants": [v.__dict__ for v in est.variants], "warnings": list(est.warnings),
+        "variants": [v.__dict__ for v in est.variants], "warnings": list(est.warnings), "notes": list(est.notes),
+        "figure_scopes": FIGURE_SCOPES,
     }
     if est.fit:
-        f = est.fit
-        out.update({
-            "gpu": f.gpu.name, "gpu_memory_bytes": f.gpu.memory_bytes, "gpu_memory_utilization": f.gpu_memory_utilization,
-            "weights_bytes_per_gpu": f.weights_bytes_per_gpu, "kv_available_bytes_per_gpu": f.kv_available_bytes_per_gpu,
-            "kv_needed_bytes_per_gpu": f.kv_needed_bytes_per_gpu, "fits": f.fits,
-            "max_concurrency_at_ctx": f.max_concurrency_at_ctx, "max_ctx_at_concurrency": f.max_ctx_at_concurrency,
-        })
-        out.update(capacity_json(f.capacity))
-        out["vllm_fixes"] = [{"rank": x.rank, "fix": x.title, "flags": x.flags, "effect": x.effect, "enough": x.fits,
-                              "risk": x.risk} for x in fixes]
+        out.update(_fit_json(est.fit, fixes))
+    else:
+        out.update({"fits": None, "max_concurrency_at_ctx": None, "hint": est.hint})
     if rec is not None:
         out["recommended_command"] = rec.command if rec.met else None
         out["recommendation"] = rec.note

@@ -6,9 +6,11 @@ allocator both call it, so their block counts agree by construction.
 
 Conventions
 - A *page* is one block of one layer: `block_size` tokens x kv heads on this rank x (K + V).
-- Per-GPU figures are for the busiest pipeline stage; "deployment" figures add all TP ranks and
-  PP stages (TP ranks hold their own KV heads; heads are replicated when tp > kv heads; MLA's
-  latent is replicated on every rank, as in vLLM).
+- Three scopes, named in every method: *whole model* figures (`bytes_per_token`, `request_bytes`,
+  `batch_bytes`) count one replica of each layer's cache and do not depend on TP or PP; *per GPU*
+  figures (`..._per_gpu`) are what one GPU of the busiest pipeline stage holds (KV heads split by
+  TP, replicated when tp > KV heads; MLA's latent replicated on every TP rank, as in vLLM; PP
+  splits the layers); *all GPUs* (`bytes_per_token_all_gpus`) adds every rank, replicas included.
 - Sliding-window layers keep at most `window` tokens (a rolling window that frees blocks that
   left it); full and MLA layers keep every token.
 """
@@ -154,11 +156,15 @@ class KvLayout:
         return [self.spec.layers[i] for i in pp_layer_range(self.spec.num_layers, self.pp, pp_rank)]
 
     def bytes_per_token_per_gpu(self) -> int:
-        """Busiest stage, one TP rank, every layer holding the token (no window cap)."""
+        """Per GPU: busiest stage, one TP rank, every layer holding the token (no window cap)."""
         return max(sum(layer_bytes_per_token(l, self.kv_dtype, self.tp) for l in self.stage_layers(r)) for r in range(self.pp))
 
     def bytes_per_token(self) -> int:
-        """Whole deployment (all TP ranks and PP stages), every layer holding the token."""
+        """Whole model: one replica of every layer's cache (the same at any TP and PP)."""
+        return sum(layer_bytes_per_token(l, self.kv_dtype) for l in self.spec.layers)
+
+    def bytes_per_token_all_gpus(self) -> int:
+        """All GPUs together: every TP rank of every stage, replicated heads and MLA latents included."""
         return self.tp * sum(layer_bytes_per_token(l, self.kv_dtype, self.tp) for l in self.spec.layers)
 
     def bytes_per_block(self) -> int:
@@ -166,10 +172,10 @@ class KvLayout:
         return bytes_per_block(self.spec, self.block_size, self.kv_dtype.name, self.tp, self.pp)
 
     # --- per request -----------------------------------------------------------------------
-    def _layers_bytes(self, layers: list[LayerAttention], tokens: int, paged: bool) -> int:
+    def _layers_bytes(self, layers: list[LayerAttention], tokens: int, paged: bool, tp: int) -> int:
         total = 0
         for layer in layers:
-            per_token = layer_bytes_per_token(layer, self.kv_dtype, self.tp)
+            per_token = layer_bytes_per_token(layer, self.kv_dtype, tp)
             if paged:
                 total += layer_blocks(layer, tokens, self.block_size) * self.block_size * per_token
             else:
@@ -177,43 +183,48 @@ class KvLayout:
         return total
 
     def request_bytes(self, tokens: int, *, paged: bool = True) -> int:
-        """Whole deployment, one request of `tokens` (paged: rounded up to blocks; else exact)."""
-        return self.tp * self._layers_bytes(list(self.spec.layers), tokens, paged)
+        """Whole model, one request of `tokens` (paged: rounded up to blocks; else exact)."""
+        return self._layers_bytes(list(self.spec.layers), tokens, paged, 1)
 
     def request_bytes_per_gpu(self, tokens: int, *, paged: bool = True) -> int:
-        return max(self._layers_bytes(self.stage_layers(r), tokens, paged) for r in range(self.pp))
+        """Per GPU (busiest stage, one TP rank), one request of `tokens`."""
+        return max(self._layers_bytes(self.stage_layers(r), tokens, paged, self.tp) for r in range(self.pp))
 
     def request_bytes_all_full(self, tokens: int) -> int:
-        """What a calculator that ignores sliding windows would say (exact tokens)."""
-        return self.tp * tokens * sum(layer_bytes_per_token(l, self.kv_dtype, self.tp) for l in self.spec.layers)
+        """Whole model, as a calculator that ignores sliding windows would say (exact tokens)."""
+        return tokens * self.bytes_per_token()
 
     def contiguous_request_bytes(self, max_model_len: int) -> int:
         """Traditional preallocation: every request reserves `max_model_len` tokens up front."""
         return self.request_bytes(max_model_len, paged=True)
 
     # --- per batch -------------------------------------------------------------------------
-    def shared_prefix_saving_bytes(self, tokens: int, concurrency: int, prefix_tokens: int) -> int:
-        """Bytes saved when `concurrency` requests share a `prefix_tokens` prefix (only full blocks
-        are shared; a sliding layer shares only while the request still fits in its window)."""
+    def _prefix_saving(self, layers: list[LayerAttention], tokens: int, concurrency: int, prefix_tokens: int,
+                       tp: int) -> int:
         if prefix_tokens <= 0 or concurrency <= 1:
             return 0
         shared_blocks = min(prefix_tokens, tokens) // self.block_size
         saved = 0
-        for layer in self.spec.layers:
+        for layer in layers:
             if layer.kind == "none" or kept_tokens(layer.kind, layer.window_tokens, tokens) < tokens:
                 continue  # a window that already slid has dropped the prefix blocks
-            saved += shared_blocks * self.block_size * layer_bytes_per_token(layer, self.kv_dtype, self.tp)
-        return self.tp * (concurrency - 1) * saved
+            saved += shared_blocks * self.block_size * layer_bytes_per_token(layer, self.kv_dtype, tp)
+        return (concurrency - 1) * saved
+
+    def shared_prefix_saving_bytes(self, tokens: int, concurrency: int, prefix_tokens: int) -> int:
+        """Whole model: bytes saved when `concurrency` requests share a `prefix_tokens` prefix (only
+        full blocks are shared; a sliding layer shares only while the request still fits in its window)."""
+        return self._prefix_saving(list(self.spec.layers), tokens, concurrency, prefix_tokens, 1)
 
     def batch_bytes(self, tokens: int, concurrency: int, *, prefix_tokens: int = 0) -> int:
-        """Whole deployment, `concurrency` paged requests of `tokens` each."""
+        """Whole model, `concurrency` paged requests of `tokens` each."""
         return concurrency * self.request_bytes(tokens) - self.shared_prefix_saving_bytes(tokens, concurrency, prefix_tokens)
 
     def batch_bytes_per_gpu(self, tokens: int, concurrency: int, *, prefix_tokens: int = 0) -> int:
-        """Busiest GPU's share of `batch_bytes` (prefix savings pro rata to the stage's share)."""
-        per_gpu, whole = self.request_bytes_per_gpu(tokens), self.request_bytes(tokens)
-        saving = self.shared_prefix_saving_bytes(tokens, concurrency, prefix_tokens)
-        return concurrency * per_gpu - (saving * per_gpu // whole if whole else 0)
+        """Per GPU (busiest stage, one TP rank): `concurrency` paged requests, a shared prefix counted once."""
+        return max(concurrency * self._layers_bytes(self.stage_layers(r), tokens, True, self.tp)
+                   - self._prefix_saving(self.stage_layers(r), tokens, concurrency, prefix_tokens, self.tp)
+                   for r in range(self.pp))
 
     def max_concurrency(self, tokens: int, kv_budget_bytes_per_gpu: int, *, prefix_tokens: int = 0) -> int:
         """Largest N whose paged KV (with a shared prefix, if any) fits the per-GPU budget."""

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kvplan.plan.budget import CapacityPlan
+from kvplan.plan.explain import memory_shortfall
 from kvplan.plan.fixes import Fix, Recommendation
 from kvplan.units import GIB
 
@@ -18,6 +19,9 @@ def _g(n: int) -> str:
 
 def render_capacity(console: Console, plan: CapacityPlan) -> None:
     a = plan.args
+    shortfall = memory_shortfall(plan)
+    if shortfall:  # first: the reason, before the components and vLLM's own error
+        console.print(f"[bold red]{shortfall}[/bold red]", soft_wrap=True)
     gpu = a.gpu.display_name or a.gpu.name if a.gpu else "GPU"
     v = ".".join(map(str, plan.version))
     t = Table(title=f"vLLM {v} capacity on {gpu} (per GPU, tp {a.tensor_parallel_size} pp {a.pipeline_parallel_size})",
@@ -38,8 +42,10 @@ def render_capacity(console: Console, plan: CapacityPlan) -> None:
               "estimated and subtracted (v0.21+)" if plan.cudagraph_subtracted else
               ("--enforce-eager" if a.enforce_eager else "captured after the KV cache: from the headroom, not subtracted"))
     t.add_row("= available KV cache", _g(plan.available_kv_cache_bytes), "")
+    bind = plan.binding_stage
     t.add_row("block (all layers of a group)", f"{plan.block_bytes / 2**20:,.3f} MiB",
-              f"{a.block_size} tokens × page × {plan.binding_stage.group_size} layers")
+              f"{a.block_size}-token page {plan.block_bytes // max(1, bind.group_size):,} B × {bind.group_size} layers"
+              + (" (one KV group; kvplan's 'KV per block' spans every layer)" if len(bind.groups) > 1 else ""))
     t.add_row("num_gpu_blocks", f"{plan.num_gpu_blocks:,}", "floor(available / block), min over stages")
     console.print(t)
     if plan.defaulted:
@@ -58,14 +64,16 @@ def render_capacity(console: Console, plan: CapacityPlan) -> None:
         console.print(f"[yellow]warning:[/yellow] {w}", soft_wrap=True)
 
 
-def render_fixes(console: Console, fixes: Sequence[Fix], title: str = "fixes, in the order to try them") -> None:
+def render_fixes(console: Console, fixes: Sequence[Fix],
+                 title: str = "fixes, in the order to try them (fewest GPUs first, then least invasive)") -> None:
     if not fixes:
         return
-    console.print(f"[bold]{title}[/bold] (each re-planned alone):")
+    console.print(f"[bold]{title}[/bold], each re-planned:")
     for f in fixes:
         mark = "[green]enough[/green]" if f.fits else "[dim]not enough alone[/dim]"
         flag = f" [cyan]{f.flags}[/cyan]" if f.flags else ""
-        console.print(f" {f.rank}. {f.title}{flag}: {f.effect} ({mark})", soft_wrap=True)
+        where = f" on {f.gpus} x {f.gpu_name}" if f.gpu_name else (f" on {f.gpus} GPUs" if f.gpus > 1 else "")
+        console.print(f" {f.rank}. {f.title}{flag}{where}: {f.effect} ({mark})", soft_wrap=True, highlight=False)
         if f.risk:
             console.print(f"    [yellow]risk:[/yellow] {f.risk}", soft_wrap=True)
 

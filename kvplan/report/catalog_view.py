@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from rich.console import Console
 from rich.table import Table
@@ -10,6 +11,16 @@ from kvplan.plan.kv import KvLayout
 from kvplan.spec.gpu import GpuSpec
 from kvplan.spec.model import ModelSpec
 from kvplan.units import GIB, fmt_bytes
+
+
+def public_source(text: str, bundled_file: str) -> str:
+    """A provenance note for the screen: one that cites files only kvplan's authors have (the
+    reference set it was built from) becomes the bundled file the user does have."""
+    text = re.sub(r"\s*\([^()]*reference set[^()]*\)", "", text or "")  # a parenthesised citation goes
+    lowered = text.lower()
+    if not text or "reference set" in lowered or "../" in lowered or "seed" in lowered:
+        return f"bundled with kvplan ({bundled_file})"
+    return text
 
 
 def _n(x: float | None, fmt: str = "{:,.0f}") -> str:
@@ -45,7 +56,8 @@ def render_profile(console: Console, s: ModelSpec) -> None:
     t.add_column("field")
     t.add_column("value")
     rows = {
-        "hf_id": s.hf_id, "aliases": ", ".join(s.aliases), "source": s.source, "architecture": s.architecture,
+        "hf_id": s.hf_id, "aliases": ", ".join(s.aliases), "source": public_source(s.source, f"kvplan/data/models/{s.name}.yaml"),
+        "architecture": s.architecture,
         "layers": s.num_layers, "attention": ", ".join(f"{n} {k}" for k, n in s.attention_kinds.items()),
         "windows": ", ".join(sorted({str(l.window_tokens) for l in s.layers if l.window_tokens})) or "none",
         "hidden / heads / kv heads / head_dim": f"{s.hidden_size} / {s.num_attention_heads} / {s.num_kv_heads} / {s.head_dim}",

@@ -1,12 +1,15 @@
-"""Rich tables for `kvplan estimate`."""
+"""Rich tables for `kvplan estimate`. Every KV row says its scope, (whole model) or (per GPU), and
+its "how" text multiplies out to the value."""
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from kvplan.plan.estimate import Estimate, Fit
-from kvplan.plan.kv import kept_tokens, layer_bytes_per_token
+from kvplan.plan.kv import KvLayout, kept_tokens, kv_heads_per_rank, layer_blocks, layer_bytes_per_token, pp_layer_range
 from kvplan.report.capacity_view import render_capacity
+from kvplan.spec.model import LayerAttention
 from kvplan.units import fmt_bytes
 
 
@@ -25,64 +28,168 @@ def _window_lines(est: Estimate) -> list[str]:
         if kind == "sliding":
             lines.append(f"{count} sliding layers (window {window:,}): keep min({L:,}, {window:,}) = {kept_tokens(kind, window, L):,} tokens")
         elif kind == "mla":
-            lines.append(f"{count} MLA layers: one {est.spec.layers[0].head_dim_k}-element latent per token (no separate V, not split by TP)")
+            lines.append(f"{count} MLA layers: one {est.spec.layers[0].head_dim_k}-element latent per token "
+                         "(no separate V; the same latent on every TP rank)")
         else:
             lines.append(f"{count} {kind}-attention layers: keep all {L:,} tokens")
     return lines
 
 
+def _stage_layers(lay: KvLayout) -> list[LayerAttention]:
+    """The layers of the busiest pipeline stage (what one GPU holds)."""
+    stages = [[lay.spec.layers[i] for i in pp_layer_range(lay.spec.num_layers, lay.pp, r)] for r in range(lay.pp)]
+    return max(stages, key=lambda ls: sum(layer_bytes_per_token(x, lay.kv_dtype, lay.tp) for x in ls))
+
+
+def _elements(layer: LayerAttention, lay: KvLayout) -> str:
+    """Bytes of one cached vector, as a product: '128 × 2 B', '(128 × 0.5 B + 2 B scale)'."""
+    d = lay.kv_dtype
+    text = f"{layer.head_dim_k} × {d.bits / 8:g} B"
+    return f"({text} + {d.scale_bytes_per_token_head} B scale)" if d.scale_bytes_per_token_head else text
+
+
+def _heads(layer: LayerAttention, tp: int) -> str:
+    if layer.kind == "mla":
+        return "1 latent" + (f" (replicated on each of {tp} TP ranks)" if tp > 1 else "")
+    h = kv_heads_per_rank(layer, tp)
+    if tp == 1:
+        return f"{h} KV heads"
+    if tp > layer.num_kv_heads:
+        return f"{h} KV head (replicated: tp {tp} > {layer.num_kv_heads} KV heads)"
+    return f"{h} KV heads ({layer.num_kv_heads} / tp {tp})"
+
+
+def _per_token_how(layers: list[LayerAttention], lay: KvLayout, tp: int) -> str:
+    """'2 (K, V) × 32 layers × 8 KV heads × 128 × 2 B', one term per kind of layer."""
+    terms: dict[str, int] = {}
+    for layer in layers:
+        if layer.kind == "none":
+            continue
+        if layer.kind == "mla" or layer.head_dim_v == layer.head_dim_k:
+            key = ("" if layer.kind == "mla" else "2 (K, V) × ") + "{n} layers × " + f"{_heads(layer, tp)} × {_elements(layer, lay)}"
+        else:
+            key = "{n} layers × " + f"{_heads(layer, tp)} × ({layer.head_dim_k} + {layer.head_dim_v}) × {lay.kv_dtype.bits / 8:g} B"
+        terms[key] = terms.get(key, 0) + 1
+    return " + ".join(k.format(n=n) for k, n in terms.items())
+
+
+def _request_how(layers: list[LayerAttention], lay: KvLayout, tokens: int, tp: int) -> str:
+    """'256 blocks (4,096/16 rounded up) × 16 tokens × 32 layers × 4,096 B', window-capped per kind."""
+    bs = lay.block_size
+    groups: dict[tuple[str, int, int], int] = {}
+    for layer in layers:
+        if layer.kind == "none":
+            continue
+        key = (layer.kind, layer_blocks(layer, tokens, bs), layer_bytes_per_token(layer, lay.kv_dtype, tp))
+        groups[key] = groups.get(key, 0) + 1
+    if len(groups) == 1:
+        (kind, blocks, b), n = next(iter(groups.items()))
+        kept = f"{tokens:,}" if blocks * bs >= tokens else "window"
+        return f"{blocks:,} blocks ({kept}/{bs} rounded up) × {bs} tokens × {n} layers × {b:,} B"
+    return " + ".join(f"{n} {kind} layers × {blocks:,} blocks × {bs} × {b:,} B" for (kind, blocks, b), n in groups.items())
+
+
+def _token_rows(t: Table, est: Estimate) -> None:
+    lay, spec = est.layout, est.spec
+    t.add_row("KV per token (whole model)", _b(lay.bytes_per_token()), _per_token_how(list(spec.layers), lay, 1))
+    if lay.tp > 1 or lay.pp > 1:
+        stage = f" (busiest of {lay.pp} pipeline stages)" if lay.pp > 1 else ""
+        t.add_row("KV per token (per GPU)", _b(lay.bytes_per_token_per_gpu()), _per_token_how(_stage_layers(lay), lay, lay.tp) + stage)
+    everywhere = lay.bytes_per_token_all_gpus()
+    if everywhere != lay.bytes_per_token():
+        per_rank = everywhere // lay.tp
+        t.add_row(f"KV per token (all {lay.tp * lay.pp} GPUs)", _b(everywhere),
+                  f"{lay.tp} TP ranks × {per_rank:,} B: each rank keeps its own copy of the replicated "
+                  + ("MLA latent" if spec.is_mla else "KV heads"))
+    t.add_row(f"KV per block ({lay.block_size} tokens, per GPU)", _b(lay.bytes_per_block()),
+              f"{lay.block_size} tokens × {lay.bytes_per_token_per_gpu():,} B (KV per token per GPU)")
+
+
+def _request_rows(t: Table, est: Estimate) -> None:
+    lay, L, n = est.layout, est.ctx_tokens, est.concurrency
+    t.add_row(f"KV per request @ {L:,} tokens (paged, whole model)", _b(est.kv_bytes_per_request),
+              _request_how(list(est.spec.layers), lay, L, 1))
+    per_gpu = lay.request_bytes_per_gpu(L)
+    if lay.tp > 1 or lay.pp > 1:
+        t.add_row(f"KV per request @ {L:,} tokens (paged, per GPU)", _b(per_gpu), _request_how(_stage_layers(lay), lay, L, lay.tp))
+    if est.kv_bytes_per_request_all_full != est.kv_bytes_per_request_exact:
+        t.add_row("  if every layer were full attention", _b(est.kv_bytes_per_request_all_full),
+                  f"{L:,} tokens × {lay.bytes_per_token():,} B: what window-blind calculators say")
+    saving = n * est.kv_bytes_per_request - est.kv_bytes_total
+    prefix = f", {est.prefix_tokens:,}-token shared prefix" if est.prefix_tokens else ""
+    t.add_row(f"KV total {n} × {L:,} (paged{prefix}, whole model)", _b(est.kv_bytes_total),
+              f"{n} × {est.kv_bytes_per_request:,} B" + (f" − {saving:,} B of prefix blocks stored once" if saving else ""))
+    contiguous = lay.contiguous_request_bytes(est.max_model_len)
+    t.add_row(f"KV total contiguous {n} × max_model_len {est.max_model_len:,} (whole model)", _b(est.kv_bytes_total_contiguous),
+              f"{n} × {contiguous:,} B: traditional preallocation reserves max_model_len per request")
+
+
+def _weights_how(est: Estimate) -> str:
+    spec = est.spec
+    if spec.checkpoint_weights_bytes and spec.checkpoint_weights_bytes != spec.params.total * spec.dtype_bytes:
+        return f"bytes of the checkpoint's weight files ({spec.params.total:,} params)"
+    if spec.quant.method != "none":
+        return f"{spec.params.total:,} params, {spec.quant.method}: linear layers at {spec.quant.linear_bits_x100 / 100:g} bits, the rest × {spec.dtype_bytes} B"
+    return f"{spec.params.total:,} params × {spec.dtype_bytes} B ({spec.dtype})"
+
+
 def _kv_table(est: Estimate) -> Table:
     """The KV bill: per token, block, request and batch, paged and contiguous, and the weights."""
     spec, lay = est.spec, est.layout
-    per_layer = layer_bytes_per_token(spec.layers[0], lay.kv_dtype, lay.tp)
     title = (f"{spec.name}" + (f" ({spec.hf_id})" if spec.hf_id else "") +
              f" · {lay.kv_dtype.name} KV · block {lay.block_size} · tp {lay.tp} pp {lay.pp}")
     t = Table(title=title, show_header=True, header_style="bold")
     t.add_column("quantity")
     t.add_column("value", justify="right")
     t.add_column("how", style="dim")
-    heads = "1 latent" if spec.is_mla else f"{spec.num_kv_heads} KV heads × {spec.head_dim}"
-    t.add_row("KV per token (all layers)", _b(lay.bytes_per_token()),
-              f"{'1' if spec.is_mla else '2'} × {spec.num_layers} layers × {heads} × {lay.kv_dtype.bits / 8:g} B"
-              + (" + scales" if lay.kv_dtype.scale_bytes_per_token_head else ""))
-    if lay.tp > 1 or lay.pp > 1:
-        t.add_row("KV per token per GPU", _b(lay.bytes_per_token_per_gpu()), f"busiest of tp {lay.tp} × pp {lay.pp}")
-    t.add_row(f"KV per block ({lay.block_size} tokens, per GPU)", _b(lay.bytes_per_block()),
-              f"{lay.block_size} × {per_layer:,} B × layers on the stage")
-    t.add_row(f"KV per request @ {est.ctx_tokens:,} tokens (paged)", _b(est.kv_bytes_per_request),
-              f"ceil({est.ctx_tokens:,}/{lay.block_size}) blocks per layer, window-capped")
-    if est.kv_bytes_per_request_all_full != est.kv_bytes_per_request_exact:
-        t.add_row("  if every layer were full attention", _b(est.kv_bytes_per_request_all_full), "what window-blind calculators say")
-    prefix = f", {est.prefix_tokens:,}-token shared prefix" if est.prefix_tokens else ""
-    t.add_row(f"KV total {est.concurrency} × {est.ctx_tokens:,} (paged{prefix})", _b(est.kv_bytes_total), "")
-    t.add_row(f"KV total contiguous {est.concurrency} × max_model_len {est.max_model_len:,}", _b(est.kv_bytes_total_contiguous),
-              "traditional preallocation reserves max_model_len per request")
-    t.add_row("weights", _b(est.weights_bytes),
-              f"{spec.params.total:,} params" + (f", {spec.quant.method}" if spec.quant.method != "none" else f" × {spec.dtype_bytes} B ({spec.dtype})"))
+    _token_rows(t, est)
+    _request_rows(t, est)
+    t.add_row("weights (whole model)", _b(est.weights_bytes), _weights_how(est))
     return t
+
+
+def _verdict(est: Estimate, f: Fit) -> str:
+    if f.fits:
+        return "[green]fits[/green]"
+    if not f.weights_fit:
+        return "[bold red]does not fit: the weights alone exceed the GPU[/bold red]"
+    if not f.capacity.fits and f.kv_needed_bytes_per_gpu <= f.kv_available_bytes_per_gpu:
+        return f"[bold red]does not fit: vLLM would not start at max_model_len {est.max_model_len:,}[/bold red]"
+    return "[bold red]does not fit[/bold red]"
 
 
 def _fit_table(est: Estimate, f: Fit) -> Table:
     """Whether the batch fits the GPU's KV budget, and the largest concurrency and context that do."""
-    verdict = "[green]fits[/green]" if f.fits else "[bold red]does not fit[/bold red]"
-    g = Table(title=f"{est.concurrency} × {est.ctx_tokens:,} tokens on {f.gpu.display_name or f.gpu.name}: {verdict}",
+    g = Table(title=f"{est.concurrency} × {est.ctx_tokens:,} tokens on {f.gpu.display_name or f.gpu.name}: {_verdict(est, f)}",
               show_header=True, header_style="bold")
     g.add_column("per GPU")
     g.add_column("value", justify="right")
-    g.add_row("KV cache available", fmt_bytes(f.kv_available_bytes_per_gpu))
-    g.add_row(f"KV needed for {est.concurrency} × {est.ctx_tokens:,}", fmt_bytes(f.kv_needed_bytes_per_gpu))
-    g.add_row(f"largest concurrency at {est.ctx_tokens:,} tokens", f"{f.max_concurrency_at_ctx:,}")
-    g.add_row(f"longest context at concurrency {est.concurrency}", f"{f.max_ctx_at_concurrency:,} tokens")
+    g.add_column("how", style="dim")
+    per = est.layout.request_bytes_per_gpu(est.ctx_tokens)
+    g.add_row("KV cache available", fmt_bytes(f.kv_available_bytes_per_gpu),
+              escape(f.shortfall) if f.shortfall else "vLLM's available KV cache memory (above)")
+    shared = est.concurrency * per - f.kv_needed_bytes_per_gpu
+    g.add_row(f"KV needed for {est.concurrency} × {est.ctx_tokens:,}", fmt_bytes(f.kv_needed_bytes_per_gpu),
+              f"{est.concurrency} × {per:,} B (one request's share of a GPU)"
+              + (f" − {shared:,} B of prefix blocks stored once" if shared else ""))
+    g.add_row(f"largest concurrency at {est.ctx_tokens:,} tokens", f"{f.max_concurrency_at_ctx:,}",
+              f"whole requests: floor({f.kv_available_bytes_per_gpu:,} B / {per:,} B)" if not est.prefix_tokens
+              else "whole requests whose blocks fit, the shared prefix stored once")
+    if f.vllm_concurrency_note:
+        g.add_row(f"vLLM 'Maximum concurrency' at {f.capacity.max_model_len:,}", f"{f.capacity.max_concurrency:.2f}x",
+                  escape(f.vllm_concurrency_note))
+    g.add_row(f"longest context at concurrency {est.concurrency}", f"{f.max_ctx_at_concurrency:,} tokens",
+              f"at most max_model_len {est.max_model_len:,}")
     return g
 
 
 def _variants_table(est: Estimate) -> Table:
-    v = Table(title="variants", show_header=True, header_style="bold")
+    v = Table(title="variants (KV figures for the whole model)", show_header=True, header_style="bold")
     for col in ("variant", "KV / token", "KV / request", f"total × {est.concurrency}"):
         v.add_column(col, justify="right" if col != "variant" else "left")
     if est.fit:
         v.add_column("fits")
-        v.add_column("max concurrency", justify="right")
+        v.add_column("largest concurrency", justify="right")
     for var in est.variants:
         row = [var.label, fmt_bytes(var.kv_bytes_per_token), fmt_bytes(var.kv_bytes_per_request), fmt_bytes(var.kv_bytes_total)]
         if est.fit:
@@ -92,6 +199,8 @@ def _variants_table(est: Estimate) -> Table:
 
 
 def render_estimate(console: Console, est: Estimate) -> None:
+    for note in est.notes:
+        console.print(f"[bold]note:[/bold] {escape(note)}", soft_wrap=True)
     console.print(_kv_table(est))
     for line in _window_lines(est):
         console.print(f"  [dim]{line}[/dim]")
@@ -99,3 +208,5 @@ def render_estimate(console: Console, est: Estimate) -> None:
         render_capacity(console, est.fit.capacity)  # vLLM's budget: components, blocks, start-up error
         console.print(_fit_table(est, est.fit))
     console.print(_variants_table(est))
+    if est.hint:
+        console.print(f"[bold yellow]{escape(est.hint)}[/bold yellow]", soft_wrap=True)

@@ -44,6 +44,9 @@ KV_DTYPES: dict[str, KvDtype] = {
     "int4": KvDtype("int4", 4, 2, "uint8"),
 }
 KV_DTYPE_CHOICES = ("auto", *KV_DTYPES)
+# What `vllm serve --kv-cache-dtype` accepts (newer versions add bfloat16 and hardware-specific
+# fp8 variants): int8 and int4 are planned by kvplan but have no vLLM flag.
+VLLM_KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
 
 
 def normalize_model_dtype(name: str) -> str:
@@ -64,3 +67,26 @@ def resolve_kv_dtype(kv_cache_dtype: str, model_dtype: str) -> KvDtype:
     if key not in KV_DTYPES:
         raise KvplanError(f"unknown kv cache dtype {kv_cache_dtype!r}; choices: {', '.join(KV_DTYPE_CHOICES)}")
     return KV_DTYPES[key]
+
+
+def vllm_kv_cache_dtype(kv: KvDtype, model_dtype: str) -> str | None:
+    """The `vllm serve --kv-cache-dtype` value that gives `kv`, or None when vLLM has none.
+
+    vLLM's "auto" follows the served model dtype, so a 16/32-bit KV cache in that dtype is "auto";
+    the fp8 variants keep their names; int8/int4 (and a 16-bit KV cache in another dtype than the
+    model's) cannot be asked of vLLM.
+    """
+    if kv.name in VLLM_KV_CACHE_DTYPES:
+        return kv.name
+    if kv.name == normalize_model_dtype(model_dtype):
+        return "auto"
+    return None
+
+
+def no_vllm_kv_flag_reason(kv: KvDtype, model_dtype: str) -> str:
+    """Why `kv` has no `--kv-cache-dtype` in vLLM (one phrase)."""
+    if kv.bits > 8:
+        return (f"vLLM's KV cache follows the model dtype ({normalize_model_dtype(model_dtype)}): "
+                f"{kv.name} KV needs --dtype {kv.name}")
+    return (f"{kv.name} KV is planned only: vLLM has no {kv.name} --kv-cache-dtype "
+            f"(its choices: {', '.join(VLLM_KV_CACHE_DTYPES)})")

@@ -72,3 +72,7 @@ def weight_quant_from_config(config: dict[str, Any]) -> WeightQuant:
     if method in ("fp8", "fbgemm_fp8", "mxfp4", "bitsandbytes"):
         return make_quant(method)
     return WeightQuant()
+
+# `vllm serve --quantization` values among QUANTIZATION_CHOICES; int8 / w8a8 / w4a16 checkpoints are
+# compressed-tensors ones, whose method vLLM reads from the checkpoint (no flag to pass).
+VLLM_QUANTIZATION_FLAGS = ("fp8", "gptq", "awq", "mxfp4", "bitsandbytes")
