@@ -87,13 +87,18 @@ def _prediction_table(result: RunResult, scenario: Scenario | None) -> tuple[Tab
         within = tol.allows(p, m) if tol is not None and p is not None and m is not None else None
         status = "" if tol is None else ("pass" if within else "fail")
         rows.append(Row((key, fmt(p, unit), fmt(m, unit), fmt_pct(error_pct(p, m)),
+                         fmt_pct(result.normalized_error_pct.get(key)),
                          "—" if tol is None else f"±{tol.percent:g}%", {None: "", True: "within", False: "OUT"}[within]), status))
         if p is not None and m is not None and unit in ("bytes", "ms") and key not in ("kv_pool_bytes", "bytes_per_block"):
             scale = MIB if unit == "bytes" else 1.0
             bars.append(BarRow(key.removesuffix("_bytes").removesuffix("_ms"), p / scale, m / scale, "MiB" if unit == "bytes" else "ms"))
-    note = ("error % = (predicted − measured) / measured, as `kvplan stress` prints it. Tolerances (the scenario's "
-            "gate.prediction) are percents of the predicted value, as the gate applies them.")
-    return Table("Prediction vs measurement", ("figure", "predicted", "measured", "error %", "tolerance", ""), tuple(rows), note), bars
+    speed = figure_value(result.metrics, "machine_speed_ratio")
+    note = ("error % = (predicted − measured) / measured, as `kvplan stress` prints it. "
+            + (f"At measured speed: the predicted times scaled by this run's machine speed ({speed:.2f}x the calibrated "
+               "step time; rates divided by it), separating a slow machine from a wrong model. " if speed else "")
+            + "Tolerances (the scenario's gate.prediction) are percents of the predicted value, as the gate applies them.")
+    header = ("figure", "predicted", "measured", "error %", "error % at measured speed", "tolerance", "")
+    return Table("Prediction vs measurement", header, tuple(rows), note), bars
 
 
 def _latency_tables(result: RunResult, scenario: Scenario | None) -> tuple[Table, ...]:

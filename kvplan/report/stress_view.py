@@ -16,7 +16,9 @@ from kvplan.stress.result import RunResult
 def render_comparison(console: Console, result: RunResult) -> None:
     """Every predicted figure of the registry, predicted vs measured, with the prediction's error."""
     t = Table(title=f"{result.scenario_name} ({result.allocator}): predicted vs measured", header_style="bold")
-    for col in ("metric", "predicted", "measured", "error"):
+    normalized = result.normalized_error_pct
+    cols = ("metric", "predicted", "measured", "error") + (("error at measured speed",) if normalized else ())
+    for col in cols:
         t.add_column(col, justify="left" if col == "metric" else "right")
     for f in FIGURES.values():
         if not f.predicted:
@@ -24,7 +26,8 @@ def render_comparison(console: Console, result: RunResult) -> None:
         p, m = figure_value(result.prediction, prediction_key(f.name)), figure_value(result.metrics, f.name)
         if p is None and m is None:
             continue
-        t.add_row(f.name, fmt(p, unit_of(f.name)), fmt(m, unit_of(f.name)), fmt_pct(error_pct(p, m)))
+        row = [f.name, fmt(p, unit_of(f.name)), fmt(m, unit_of(f.name)), fmt_pct(error_pct(p, m))]
+        t.add_row(*row, *((fmt_pct(normalized.get(f.name)),) if normalized else ()))
     console.print(t)
     for note in result.notes:
         console.print(f"  [dim]{note}[/dim]")

@@ -15,7 +15,6 @@ from pathlib import Path
 from kvplan.errors import ConfigError
 
 
-
 @dataclass(frozen=True)
 class StepShape:
     """A scheduled batch reduced to the numbers its cost depends on."""

@@ -4,7 +4,8 @@
     prediction = predict(scenario, requests, pool) # before anything runs (no model forward)
     run   = target.run(scenario, requests)         # TargetRun: records, timeline, memory figures
     metrics = compute_metrics(run.records) + run.memory
-    -> RunResult (result.json)
+    speed = median(measured step time / modelled step time)  # how fast this machine ran today
+    -> RunResult (result.json), with the prediction's error also after rescaling by that speed
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from kvplan.stress.machine_speed import machine_speed, normalized_errors
 from kvplan.stress.metrics import compute_metrics, compute_per_class_metrics
 from kvplan.stress.predict import load_cost_model, predict
 from kvplan.stress.result import RunResult
@@ -23,14 +25,14 @@ from kvplan.stress.workload import RequestSpec
 
 
 def _prediction(scenario: Scenario, requests: list[RequestSpec], target: Target,
-                calibration: Path | None) -> tuple[dict[str, Any], list[str]]:
+                calibration: Path | None) -> tuple[dict[str, Any], object | None, list[str]]:
     pool = target.pool()
     if pool.num_gpu_blocks is None:
-        return {}, ["no prediction: the scenario does not fix the server's KV pool (kv_cache_memory_bytes)"]
+        return {}, None, ["no prediction: the scenario does not fix the server's KV pool (kv_cache_memory_bytes)"]
     cost_model, source = load_cost_model(scenario, calibration, target.device_name)
     prediction = predict(scenario, requests, num_gpu_blocks=pool.num_gpu_blocks, bytes_per_block=pool.bytes_per_block,
                          cost_model=cost_model, cost_source=source, allocator=target.allocator)
-    return prediction, [f"cost model: {source}"]
+    return prediction, cost_model, [f"cost model: {source}"]
 
 
 def _measure(scenario: Scenario, target: Target, requests: list[RequestSpec], console: Console,
@@ -44,9 +46,15 @@ def _measure(scenario: Scenario, target: Target, requests: list[RequestSpec], co
 def run_target(scenario: Scenario, requests: list[RequestSpec], target: Target, *, calibration: Path | None = None,
                console: Console | None = None, progress: bool = True) -> RunResult:
     """Predict, run `requests` on `target`, measure; the result of one allocator / server."""
-    prediction, notes = _prediction(scenario, requests, target, calibration)
+    prediction, cost_model, notes = _prediction(scenario, requests, target, calibration)
     run = _measure(scenario, target, requests, console or Console(), progress)
     metrics = {**compute_metrics(run.records, scenario.slo), **run.memory}
+    speed = machine_speed(cost_model, run.step_shapes, run.step_times_s, run.cpu_s, run.wall_s)
+    normalized: dict[str, float] = {}
+    if speed is not None:
+        metrics.update(speed.figures())
+        normalized = normalized_errors(prediction, metrics, speed.ratio)
+        notes.append(speed.sentence())
     if not run.complete:
         notes.append("interrupted: partial result")
     return RunResult(
@@ -54,4 +62,4 @@ def run_target(scenario: Scenario, requests: list[RequestSpec], target: Target, 
         prediction=prediction, requests=[r.to_dict() for r in run.records], metrics=metrics,
         per_class=compute_per_class_metrics(run.records, scenario.slo), timeline=run.timeline,
         complete=run.complete, notes=[*run.notes, *notes], server_telemetry=run.server_telemetry,
-        server_info=run.server_info)
+        server_info=run.server_info, normalized_error_pct=normalized)

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Group = Literal["memory", "latency", "throughput", "requests", "slo"]
+Group = Literal["memory", "latency", "throughput", "requests", "slo", "machine"]
 
 PERCENTILES: tuple[float, ...] = (50, 90, 95, 99)
 LATENCIES: tuple[str, ...] = ("ttft", "tpot", "itl", "e2el")  # vLLM's metric attribute names
@@ -26,7 +26,7 @@ _LATENCY_RE = re.compile(r"^(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el
 @dataclass(frozen=True)
 class Figure:
     name: str
-    unit: str  # bytes, blocks, tokens, count, s, ms, tok/s, req/s, ratio, bool
+    unit: str  # bytes, blocks, tokens, count, s, ms, tok/s, req/s, ratio, bool, x (a speed multiple), cores
     group: Group
     predicted: bool = False  # the prediction carries it: shown predicted vs measured
     default_gate: str | None = None  # "exact" or a tolerance such as "+50%": the gate's checks when a scenario names none
@@ -77,6 +77,12 @@ _THROUGHPUT = (
     Figure("goodput_ratio", "ratio", "slo", False, None, True),
     Figure("slo_met", "bool", "slo"),
 )
+_MACHINE = (  # measured in the run against the cost model (machine_speed.py); engine targets only
+    Figure("machine_speed_ratio", "x", "machine"),
+    Figure("machine_speed_p10", "x", "machine"),
+    Figure("machine_speed_p90", "x", "machine"),
+    Figure("cpu_busy_cores", "cores", "machine"),
+)
 
 
 def _latency_stats(percentiles: Sequence[float]) -> list[Figure]:
@@ -96,7 +102,7 @@ def percentile_word(p: float) -> str:
 
 def all_figures(percentiles: Sequence[float] = PERCENTILES) -> tuple[Figure, ...]:
     """Every figure a run can report, in reading order: memory, latency, throughput, SLO."""
-    return (*_MEMORY, *_latency_stats(percentiles), *_THROUGHPUT)
+    return (*_MEMORY, *_latency_stats(percentiles), *_THROUGHPUT, *_MACHINE)
 
 
 FIGURES: dict[str, Figure] = {f.name: f for f in all_figures()}
@@ -116,7 +122,7 @@ def names(group: Group | None = None, *, predicted: bool | None = None) -> tuple
 
 def metric_names(percentiles: Sequence[float] = PERCENTILES) -> list[str]:
     """Every key `compute_metrics` returns for these percentiles (memory figures come from the target)."""
-    return [f.name for f in all_figures(percentiles) if f.group != "memory"]
+    return [f.name for f in all_figures(percentiles) if f.group not in ("memory", "machine")]
 
 
 def unit_of(name: str) -> str:

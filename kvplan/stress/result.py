@@ -71,6 +71,8 @@ class RunResult(BaseModel):
     prediction: dict[str, Any] = Field(default_factory=dict)
     requests: list[dict[str, Any]] = Field(default_factory=list)  # RequestRecord.to_dict()
     metrics: dict[str, Any] = Field(default_factory=dict)  # stress.metrics.compute_metrics + memory figures
+    # the prediction's error after rescaling it by the measured machine speed (machine_speed.py)
+    normalized_error_pct: dict[str, float] = Field(default_factory=dict)
     per_class: dict[str, dict[str, Any]] = Field(default_factory=dict)
     timeline: list[TimelineSample] = Field(default_factory=list)
     complete: bool = True  # False: interrupted (Ctrl-C) or failed; what is here is what was measured

@@ -32,6 +32,8 @@ class EngineRun:
     first_preemption_s: float | None = None
     first_preemption_step: int | None = None
     nvml_error: str | None = None
+    cpu_s: float | None = None  # process CPU time during the run (all threads)
+    wall_s: float | None = None
 
 
 def _sample(engine: object, t_s: float, shape: object, nvml: NvmlSampler | None) -> TimelineSample:
@@ -144,6 +146,7 @@ def run_engine(engine: Any, scenario: Scenario, requests: Iterable[RequestSpec],
     # device memory as the driver sees it, from a sampler thread (CUDA only; None where NVML is missing)
     nvml = NvmlSampler().start() if engine.config.is_cuda else None
     session = _Session(engine, scenario, requests, on_progress, time.perf_counter())
+    cpu0 = time.process_time()
     try:
         while session.upcoming is not None or engine.has_unfinished_requests():
             t = session.now()
@@ -156,6 +159,7 @@ def run_engine(engine: Any, scenario: Scenario, requests: Iterable[RequestSpec],
         run.complete = False
         run.records.extend(session.abort_live())
     finally:
+        run.cpu_s, run.wall_s = time.process_time() - cpu0, session.now()
         if nvml is not None:
             nvml.stop()
             run.nvml_error = nvml.error

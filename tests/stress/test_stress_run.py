@@ -35,6 +35,9 @@ def test_ci_smoke_writes_a_valid_result(smoke):
     assert all(r.status == "ok" for r in measured)
     assert result.metrics["completed"] == scenario.num_requests - scenario.warmup_requests
     assert (smoke / "report.html").exists()
+    # the machine's speed was measured against the bundled calibration, step by step
+    assert result.metrics["machine_speed_ratio"] > 0 and result.metrics["machine_speed_p10"] <= result.metrics["machine_speed_p90"]
+    assert set(result.normalized_error_pct) >= {"median_ttft_ms", "median_itl_ms", "output_throughput"}
 
 
 def test_ci_smoke_memory_matches_prediction(smoke):

@@ -63,4 +63,5 @@ class EngineTarget:
         config = self.engine.config
         return TargetRun(records=run.records, timeline=run.timeline, memory=measured_memory(run, self.engine),
                          environment=collect_environment(device=config.device, device_name=self.device_name),
-                         complete=run.complete, notes=[run.nvml_error] if run.nvml_error else [])
+                         complete=run.complete, notes=[run.nvml_error] if run.nvml_error else [],
+                         step_shapes=run.step_shapes, step_times_s=run.step_times_s, cpu_s=run.cpu_s, wall_s=run.wall_s)
