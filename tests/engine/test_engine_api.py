@@ -135,3 +135,20 @@ def test_cuda_engine_agrees_with_transformers(kv_dtype: str) -> None:
     agree = sum(a == b for o, x in zip(out, expected) for a, b in zip(o, x)) / sum(map(len, expected))
     print(f"CUDA engine ({kv_dtype}) vs transformers on CPU: token agreement {agree:.3f}")
     assert agree >= 0.9
+
+
+@pytest.mark.parametrize("temperature", [1e-40, 5e-324, 1e-6])
+def test_a_tiny_temperature_is_greedy_not_a_crash(temperature: float) -> None:
+    """Dividing logits by 1e-40 gives inf/nan and made `torch.multinomial` fail the whole step;
+    below vLLM's floor (1e-5) sampling is greedy."""
+    model = tiny_model("tiny-llama")
+    prompts = [[5, 6, 7, 8]]
+    tiny = LLMEngine(model, EngineConfig(**SMALL)).generate(prompts, SamplingParams(max_tokens=6, temperature=temperature, ignore_eos=True))
+    assert tiny == LLMEngine(model, EngineConfig(**SMALL)).generate(prompts, greedy(6))
+
+
+@pytest.mark.parametrize("kwargs", [dict(temperature=float("nan")), dict(temperature=float("inf")), dict(top_p=float("nan")),
+                                    dict(seed=-1), dict(seed=2**64), dict(stop_token_ids=(1.5,)), dict(temperature=True)])
+def test_sampling_params_refuse_non_finite_and_odd_values(kwargs: dict) -> None:
+    with pytest.raises(KvplanError):
+        SamplingParams(**kwargs)
