@@ -69,10 +69,12 @@ def stress(
     from kvplan.report.stress_view import stress_and_report
     from kvplan.stress.command import StressOptions
 
-    stress_and_report(StressOptions(scenario, out_dir=out, allocator=allocator, progress=not no_progress,  # type: ignore[arg-type]
+    outcome = stress_and_report(StressOptions(scenario, out_dir=out, allocator=allocator, progress=not no_progress,  # type: ignore[arg-type]
                                     calibration=calibration, recalibrate=recalibrate, target=target, api=api,
                                     served_model_name=served_model_name, api_key_env=api_key_env, timeout_s=timeout_s,
                                     force=force))
+    if outcome.failed:
+        raise typer.Exit(1)  # written, but failed: CI must see it
 
 
 @app.command()

@@ -59,6 +59,7 @@ class ResultView:
     tables: dict[str, Table]  # settings, workload, environment, prediction, throughput, goodput, latency_*
     figures: dict[str, Any]  # InlineFigure by key
     latency_tables: tuple[Table, ...] = field(default_factory=tuple)
+    failed: str = ""  # the failure line of a run that failed its max_error_rate, else empty
 
 
 def _scenario(result: RunResult) -> Scenario | None:
@@ -86,7 +87,7 @@ def _prediction_table(result: RunResult, scenario: Scenario | None) -> tuple[Tab
         unit, tol = unit_of(key), tolerances.get(key)
         within = tol.allows(p, m) if tol is not None and p is not None and m is not None else None
         status = "" if tol is None else ("pass" if within else "fail")
-        rows.append(Row((key, fmt(p, unit), fmt(m, unit), fmt_pct(error_pct(p, m)),
+        rows.append(Row((key, fmt(p, unit), "not measured" if m is None else fmt(m, unit), fmt_pct(error_pct(p, m)),
                          fmt_pct(result.normalized_error_pct.get(key)),
                          "—" if tol is None else f"±{tol.percent:g}%", {None: "", True: "within", False: "OUT"}[within]), status))
         if p is not None and m is not None and unit in ("bytes", "ms") and key not in ("kv_pool_bytes", "bytes_per_block"):
@@ -177,6 +178,14 @@ def _model_text(result: RunResult) -> str:
     return str(model or "")
 
 
+def _status_text(result: RunResult) -> str:
+    if result.verdict == "failed":
+        errors = "; ".join(result.errors[:3])
+        return (f"FAILED: {result.metrics.get('failed')} of {result.metrics.get('num_requests')} requests failed"
+                + (f" (first errors: {errors})" if errors else ""))
+    return "complete" if result.complete else "INCOMPLETE: interrupted; figures cover what ran"
+
+
 def build_view(result: RunResult, anchor: str) -> ResultView:
     from kvplan.report import plots
 
@@ -189,7 +198,7 @@ def build_view(result: RunResult, anchor: str) -> ResultView:
              ("device", f"{env.device}" + (f" ({env.device_name})" if env.device_name else "")),
              ("git commit", env.git_commit or "unknown"), ("run at", result.created_at),
              ("requests", f"{len(records):,} recorded ({sum(r.is_warmup for r in records)} warmup)"),
-             ("status", "complete" if result.complete else "INCOMPLETE: interrupted or failed; figures cover what ran"))
+             ("status", _status_text(result)))
     slo_ms = scenario.slo.limits_ms if scenario else {}
     figures = {f.key: f for f in (plots.kv_memory_figure(result), plots.engine_load_figure(result),
                                   plots.latency_cdf_figure(records, slo_ms), plots.prediction_bars_figure(bars))
@@ -197,7 +206,8 @@ def build_view(result: RunResult, anchor: str) -> ResultView:
     tables = {**_settings_tables(result, scenario), "prediction": prediction, "throughput": _throughput_table(result),
               "goodput": _goodput_table(result, scenario)}
     return ResultView(anchor, f"{result.scenario_name} · {result.allocator}", result.allocator, result.complete,
-                      tuple(result.notes), facts, tables, figures, _latency_tables(result, scenario))
+                      tuple(result.notes), facts, tables, figures, _latency_tables(result, scenario),
+                      _status_text(result) if result.verdict == "failed" else "")
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 line, and the HTML report beside the result files."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -42,8 +43,24 @@ def render_allocators(console: Console, paged: RunResult, contiguous: RunResult)
                   f"output throughput {fmt(pt, 'tok/s')} vs {fmt(ct, 'tok/s')}" + (f" ({pt / ct:.2f}x)" if pt and ct else ""))
 
 
-def stress_and_report(opts: StressOptions, console: Console | None = None) -> list[Path]:
-    """`kvplan stress`: run, print the comparison, write report.html; returns the files written."""
+def render_failure(console: Console, result: RunResult) -> None:
+    """A failed run says so last, in red, with its first distinct errors: it must never read as a success."""
+    m = result.metrics
+    console.print(f"[bold red]FAILED[/bold red] ({result.allocator}): {m.get('failed')} of {m.get('num_requests')} "
+                  f"requests failed; first errors:")
+    for error in result.errors:
+        console.print(f"  [red]{error}[/red]", highlight=False, markup=False)
+
+
+@dataclass(frozen=True)
+class StressOutcome:
+    written: list[Path]
+    failed: bool  # a run failed its scenario's max_error_rate: `kvplan stress` exits 1
+
+
+def stress_and_report(opts: StressOptions, console: Console | None = None) -> StressOutcome:
+    """`kvplan stress`: run, print the comparison, write report.html; the files written and whether
+    a run failed (written all the same: a failed run's result is evidence)."""
     from kvplan.report.html import write_report
 
     console = console or Console()
@@ -55,4 +72,7 @@ def stress_and_report(opts: StressOptions, console: Console | None = None) -> li
     written = [*run.written, write_report(run.results, run.out_dir / "report.html")]
     for path in written:
         console.print(f"wrote {path}")
-    return written
+    failed = [r for r in run.results if r.verdict == "failed"]
+    for result in failed:
+        render_failure(console, result)
+    return StressOutcome(written, bool(failed))

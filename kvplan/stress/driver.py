@@ -43,6 +43,16 @@ def _measure(scenario: Scenario, target: Target, requests: list[RequestSpec], co
         return target.run(scenario, requests, lambda n: bar.update(task, completed=n))
 
 
+def _verdict(scenario: Scenario, run: TargetRun, metrics: dict[str, Any]) -> tuple[str, list[str]]:
+    """("failed", first distinct errors) when more requests failed than the scenario allows; an
+    interrupted run's aborted requests are the user's doing, not the target's failure."""
+    errored = [r for r in run.records if r.status == "error" and not r.is_warmup]
+    total = metrics.get("num_requests") or 0
+    distinct = list(dict.fromkeys((r.error or "unknown error")[:300] for r in errored))[:5]
+    failed = bool(total) and len(errored) / total > scenario.max_error_rate
+    return ("failed" if failed else "ok"), distinct
+
+
 def run_target(scenario: Scenario, requests: list[RequestSpec], target: Target, *, calibration: Path | None = None,
                console: Console | None = None, progress: bool = True) -> RunResult:
     """Predict, run `requests` on `target`, measure; the result of one allocator / server."""
@@ -57,9 +67,13 @@ def run_target(scenario: Scenario, requests: list[RequestSpec], target: Target, 
         notes.append(speed.sentence())
     if not run.complete:
         notes.append("interrupted: partial result")
+    verdict, errors = _verdict(scenario, run, metrics)
+    if verdict == "failed":
+        notes.insert(0, f"FAILED: {metrics.get('failed')} of {metrics.get('num_requests')} requests failed "
+                        f"(max_error_rate {scenario.max_error_rate:g})")
     return RunResult(
         scenario=scenario.to_dict(), allocator=target.allocator, environment=run.environment,  # type: ignore[arg-type]
         prediction=prediction, requests=[r.to_dict() for r in run.records], metrics=metrics,
         per_class=compute_per_class_metrics(run.records, scenario.slo), timeline=run.timeline,
         complete=run.complete, notes=[*run.notes, *notes], server_telemetry=run.server_telemetry,
-        server_info=run.server_info, normalized_error_pct=normalized)
+        server_info=run.server_info, normalized_error_pct=normalized, verdict=verdict, errors=errors)

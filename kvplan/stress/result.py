@@ -76,6 +76,10 @@ class RunResult(BaseModel):
     per_class: dict[str, dict[str, Any]] = Field(default_factory=dict)
     timeline: list[TimelineSample] = Field(default_factory=list)
     complete: bool = True  # False: interrupted (Ctrl-C) or failed; what is here is what was measured
+    # "failed": more requests errored than the scenario's max_error_rate allows (exit 1); `errors`
+    # holds the first distinct error messages (already scrubbed of secrets by the target)
+    verdict: Literal["ok", "failed"] = "ok"
+    errors: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     # HTTP targets: the server's own /metrics samples ({t_s, kv_cache_usage_perc,
     # num_requests_running, num_requests_waiting, ...}) and what it says about itself

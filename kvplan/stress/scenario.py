@@ -271,6 +271,7 @@ class Scenario(_Strict):
     num_requests: int | None = Field(None, gt=0, le=MAX_REQUESTS)
     duration_s: float | None = Field(None, gt=0, le=MAX_DURATION_S)
     warmup_requests: int = Field(0, ge=0, le=MAX_REQUESTS)
+    max_error_rate: float = Field(0.0, ge=0, le=1)  # more errored requests than this fraction: the run failed (exit 1)
     seed: int = Field(0, ge=0, lt=2**63)
     slo: Slo = Field(default_factory=Slo)
     gate: Gate = Field(default_factory=Gate)

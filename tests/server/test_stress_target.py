@@ -33,7 +33,7 @@ def smoke_server() -> Iterator[ServeProcess]:
 
 def test_stress_target_matches_in_process_pool(smoke_server: ServeProcess, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("KVPLAN_TEST_KEY", SECRET)
-    written = stress_and_report(StressOptions(SMOKE, tmp_path, progress=False, target=smoke_server.url,
+    outcome = stress_and_report(StressOptions(SMOKE, tmp_path, progress=False, target=smoke_server.url,
                                        served_model_name="tiny", api_key_env="KVPLAN_TEST_KEY", timeout_s=30.0))
     result = load_result(tmp_path / "result.json")
     scenario = load_scenario(SMOKE)
@@ -46,6 +46,7 @@ def test_stress_target_matches_in_process_pool(smoke_server: ServeProcess, tmp_p
     used = [s.kv_bytes_used for s in result.timeline if s.kv_bytes_used is not None]
     assert used and max(used) <= result.metrics["kv_pool_bytes"] and max(used) > 0
     assert result.server_telemetry
-    for path in written:
+    assert not outcome.failed
+    for path in outcome.written:
         assert SECRET not in Path(path).read_text()
     assert "server" in (tmp_path / "report.html").read_text().lower()

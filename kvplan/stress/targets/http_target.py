@@ -67,12 +67,17 @@ class HttpTarget:
         blocks, server_blocks = self._pool.num_gpu_blocks, info.get("num_gpu_blocks")
         if blocks is not None and server_blocks is not None and int(server_blocks) != blocks:
             notes.append(f"the server's pool has {server_blocks} blocks; the scenario's settings give {blocks}")
-        pool_blocks = int(server_blocks) if server_blocks is not None else blocks
-        pool_bytes = pool_blocks * self._pool.bytes_per_block if pool_blocks is not None else None
+        # measured means told by the server: without its cache_config_info the pool is not measured,
+        # and the scenario's own figures are never passed off as measurements
+        pool_blocks = int(server_blocks) if server_blocks is not None else None
+        per_block = self._pool.bytes_per_block if pool_blocks is not None else None
+        pool_bytes = pool_blocks * per_block if pool_blocks is not None and per_block else None
+        if pool_blocks is None:
+            notes.append("the server reports no KV pool (no vllm:cache_config_info in /metrics): memory not measured")
         timeline = _timeline(out.telemetry, pool_bytes)
         memory = {
-            "num_gpu_blocks": pool_blocks, "kv_pool_bytes": pool_bytes, "bytes_per_block": self._pool.bytes_per_block,
-            "peak_kv_bytes": max((s.kv_bytes_used or 0 for s in timeline), default=None),
+            "num_gpu_blocks": pool_blocks, "kv_pool_bytes": pool_bytes, "bytes_per_block": per_block,
+            "peak_kv_bytes": max((s.kv_bytes_used for s in timeline if s.kv_bytes_used is not None), default=None),
             "max_concurrency": max((s.running or 0 for s in timeline), default=None),
             "num_preemptions": timeline[-1].preemptions if timeline else None,
             "max_concurrent_requests": max_in_flight(out.records),
