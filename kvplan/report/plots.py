@@ -52,16 +52,27 @@ def _inline(fig: Figure, key: str, alt: str, caption: str = "", wide: bool = Tru
     return InlineFigure(key, uri, alt, caption, wide)
 
 
-def decimate(t_s: Sequence[float], values: Sequence[float], max_points: int = MAX_POINTS) -> tuple[np.ndarray, np.ndarray]:
-    """At most ~max_points points: each bucket keeps its min and its max sample, in time order."""
+def time_buckets(t_s: Sequence[float], values: Sequence[float], max_points: int = MAX_POINTS) -> list[int]:
+    """Indices of at most ~max_points samples: the time axis cut into equal buckets, each keeping
+    its lowest and highest sample (in time order), so no peak, dip or queue burst is lost however
+    unevenly the samples fall in time (an engine samples every step, and steps vary 100x)."""
     t, y = np.asarray(t_s, dtype=float), np.asarray(values, dtype=float)
     if t.size <= max_points:
-        return t, y
-    buckets = np.array_split(np.arange(t.size), max(1, max_points // 2))
-    keep: list[int] = []
-    for idx in buckets:
-        lo, hi = idx[np.argmin(y[idx])], idx[np.argmax(y[idx])]
-        keep.extend(sorted({int(lo), int(hi)}))
+        return list(range(t.size))
+    n = max(1, max_points // 2)
+    edges = np.linspace(t.min(), t.max(), n + 1)
+    bucket = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, n - 1)
+    keep: set[int] = {0, t.size - 1}
+    order = np.argsort(bucket, kind="stable")
+    for idx in np.split(order, np.flatnonzero(np.diff(bucket[order])) + 1):
+        keep.update((int(idx[np.argmin(y[idx])]), int(idx[np.argmax(y[idx])])))
+    return sorted(keep)
+
+
+def decimate(t_s: Sequence[float], values: Sequence[float], max_points: int = MAX_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """At most ~max_points points, min and max per time bucket (see `time_buckets`)."""
+    t, y = np.asarray(t_s, dtype=float), np.asarray(values, dtype=float)
+    keep = time_buckets(t, y, max_points)
     return t[keep], y[keep]
 
 

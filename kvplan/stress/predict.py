@@ -97,9 +97,18 @@ def predict(scenario: Scenario, requests: list[RequestSpec], *, num_gpu_blocks: 
 
 
 def _thin(samples: list, limit: int = 2000) -> list:
-    """At most `limit` samples, evenly spaced, keeping the last (the report plots them)."""
+    """At most ~`limit` samples for the report: per equal slice of simulated time, the samples with
+    the least and the most KV in use (so the predicted peak survives), plus the first and last."""
     if len(samples) <= limit:
         return samples
-    step = len(samples) / limit
-    picked = [samples[int(i * step)] for i in range(limit)]
-    return picked[:-1] + [samples[-1]]
+    n = max(1, limit // 2)
+    t0, t1 = samples[0].t_s, samples[-1].t_s
+    width = (t1 - t0) / n or 1.0
+    extremes: dict[int, tuple[int, int]] = {}
+    for i, s in enumerate(samples):
+        b = min(int((s.t_s - t0) / width), n - 1)
+        lo, hi = extremes.get(b, (i, i))
+        extremes[b] = (lo if samples[lo].kv_bytes_used <= s.kv_bytes_used else i,
+                       hi if samples[hi].kv_bytes_used >= s.kv_bytes_used else i)
+    keep = {0, len(samples) - 1, *(i for pair in extremes.values() for i in pair)}
+    return [samples[i] for i in sorted(keep)]

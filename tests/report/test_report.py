@@ -172,3 +172,27 @@ def test_renders_in_a_real_browser(mixed_html: Path, tmp_path: Path) -> None:
     # the probe can fail: one corrupt figure is reported as not loaded
     broken = IMG_SRC.sub('<img src="data:image/svg+xml;base64,bm90IGFuIHN2Zw=="', html, count=1)
     assert _loaded_images(tmp_path, broken, "broken.html") == f"{n - 1}/{n}"
+
+
+def test_decimation_is_by_time_not_by_sample_index() -> None:
+    """An engine samples every step; steps vary 100x in length. 9,000 samples in the first second and
+    1,000 over the next 99 s: the kept points must still cover the whole run, and every peak survives."""
+    import numpy as np
+
+    t = np.concatenate([np.linspace(0, 1, 9000, endpoint=False), np.linspace(1, 100, 1000)])
+    y = np.zeros_like(t)
+    y[9500] = 17.0  # a burst late in the sparse part
+    y[123] = -3.0  # a dip early in the dense part
+    kept_t, kept_y = decimate(t, y, max_points=200)
+    assert len(kept_t) <= 210 and 17.0 in kept_y and -3.0 in kept_y
+    assert np.max(np.diff(kept_t)) <= 2 * 100 / 100 + 1e-9  # no gap wider than two time buckets
+
+
+def test_predicted_timeline_thinning_keeps_the_peak() -> None:
+    from kvplan.stress.predict import _thin
+    from kvplan.stress.simulate import SimSample
+
+    samples = [SimSample(t_s=i * 0.001, kv_bytes_used=(10_000 if i == 4321 else i % 7), running=1, waiting=0,
+                         preemptions=0, prefix_hit_tokens=0) for i in range(10_000)]
+    thin = _thin(samples, limit=200)
+    assert len(thin) <= 210 and max(s.kv_bytes_used for s in thin) == 10_000 and thin[-1] is samples[-1]
