@@ -30,11 +30,21 @@ def serve(
     dtype: Annotated[str, typer.Option(help="Model dtype: auto, float32, float16, bfloat16.")] = "auto",
     seed: Annotated[int, typer.Option(help="Seed of the random weights (profiles) and of sampling.")] = 0,
     access_log: Annotated[bool, typer.Option("--access-log/--no-access-log", help="One log line per request on stderr.")] = True,
+    api_key: Annotated[Optional[str], typer.Option(envvar="KVPLAN_API_KEY", show_default=False, help="Require `Authorization: Bearer <key>` on every route but /health and /metrics (the flag wins over the env var; prefer the env var: flags show in `ps`).")] = None,
+    header_timeout_s: Annotated[float, typer.Option(help="Seconds a client has to send a request's line and headers (then 408 and close).")] = 10.0,
+    body_timeout_s: Annotated[float, typer.Option(help="Seconds a client has to send a request's body once its headers are in (then 408).")] = 30.0,
+    max_request_bytes: Annotated[int, typer.Option(help="Largest request body (larger: 413).")] = 16 * 2**20,
+    max_connections: Annotated[int, typer.Option(help="Open connections at most; over it the one idle the longest is closed.")] = 4096,
 ) -> None:
     """Serve the bundled engine behind an OpenAI-compatible API (/v1/completions, /v1/chat/completions,
     /v1/models, /health, /metrics with vLLM's names)."""
     if not 0 < port < 65536:
         raise KvplanError(f"--port must be in 1..65535, got {port}")
+    # kvplan.server.limits is import-light: the door's flags are checked before the torch import
+    from kvplan.server.limits import ServeLimits
+
+    limits = ServeLimits(api_key=api_key, header_timeout_s=header_timeout_s, body_timeout_s=body_timeout_s,
+                         max_request_bytes=max_request_bytes, max_connections=max_connections)
     from kvplan.spec.profiles import load_model
 
     load_model(model)  # a bad name or path fails here, before the seconds-long torch import
@@ -47,7 +57,7 @@ def serve(
                           enable_prefix_caching=enable_prefix_caching, device=device, dtype=dtype,
                           num_gpu_blocks_override=num_gpu_blocks_override, seed=seed)
     run_serve(model, config, host=host, port=port, served_model_name=served_model_name, seed=seed,
-              access_log=access_log)
+              access_log=access_log, limits=limits)
 
 
 @app.command()

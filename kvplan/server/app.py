@@ -2,6 +2,8 @@
 
 Routes: `POST /v1/completions`, `POST /v1/chat/completions` (streaming SSE or not), `GET /v1/models`,
 `GET /health` (503 once the engine loop has died), `GET /metrics` (Prometheus text, vLLM names).
+Every error, 404 and 405 included, is OpenAI's JSON error object. With an API key, every route but
+/health and /metrics needs it (kvplan.server.middleware); request limits: kvplan.server.limits.
 A streaming client that goes away aborts its request in the engine, freeing its KV blocks; a
 non-streaming one is noticed only when its response is written (the request runs to its end).
 """
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -22,8 +25,11 @@ from starlette.routing import Route
 from kvplan.engine.sampling_params import SamplingParams
 from kvplan.errors import KvplanError
 from kvplan.server.engine_loop import EngineLoop, ErrorEvent, TokenEvent, now_s
+from kvplan.server.limits import MAX_JSON_DEPTH, ServeLimits
 from kvplan.server.metrics import ServerMetrics
-from kvplan.server.protocol import Api, ChunkMaker, GenerationRequest, ProtocolError, parse_request, sse
+from kvplan.server.middleware import ApiKeyMiddleware, BodyLimitMiddleware, exception_handlers, json_error
+from kvplan.server.protocol import (Api, ChunkMaker, GenerationRequest, ProtocolError, parse_json_body, parse_request,
+                                    sse)
 from kvplan.server.tokenizer import TextTokenizer
 
 
@@ -39,7 +45,7 @@ class ServeContext:
 
 
 def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse(ProtocolError(status, message).body(), status_code=status)
+    return json_error(status, message)
 
 
 def _sampling_params(gen: GenerationRequest) -> SamplingParams:
@@ -55,7 +61,16 @@ def _drain(first: TokenEvent | ErrorEvent, events) -> list[TokenEvent | ErrorEve
     return batch
 
 
-def create_app(ctx: ServeContext) -> Starlette:
+def _middleware(limits: ServeLimits) -> list[Middleware]:
+    """Outermost first: the key is checked before any body byte is read."""
+    stack = [Middleware(BodyLimitMiddleware, max_bytes=limits.max_request_bytes, timeout_s=limits.body_timeout_s)]
+    if limits.api_key is not None:
+        stack.insert(0, Middleware(ApiKeyMiddleware, api_key=limits.api_key))
+    return stack
+
+
+def create_app(ctx: ServeContext, limits: ServeLimits | None = None) -> Starlette:
+    limits = limits or ServeLimits()
     started_s = int(time.time())
 
     async def health(_: Request) -> Response:
@@ -120,10 +135,7 @@ def create_app(ctx: ServeContext) -> Starlette:
             return _error(503, ctx.loop.dead_reason or "the engine loop is not running")
         arrival_s = now_s()
         try:
-            body = await request.json()
-        except ValueError:
-            return _error(400, "the request body is not valid JSON")
-        try:
+            body = parse_json_body(await request.body(), MAX_JSON_DEPTH)
             gen = parse_request(body, api, served_model_name=ctx.served_model_name, tokenizer=ctx.tokenizer,
                                 vocab_size=ctx.vocab_size, max_model_len=ctx.max_model_len)
             params = _sampling_params(gen)
@@ -156,4 +168,4 @@ def create_app(ctx: ServeContext) -> Starlette:
         Route("/metrics", metrics, methods=["GET"]),
         Route("/v1/completions", completions, methods=["POST"]),
         Route("/v1/chat/completions", chat, methods=["POST"]),
-    ], lifespan=lifespan)
+    ], middleware=_middleware(limits), exception_handlers=exception_handlers(), lifespan=lifespan)

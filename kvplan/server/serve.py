@@ -5,7 +5,9 @@ import sys
 
 from kvplan.engine import EngineConfig, LLMEngine
 from kvplan.server.app import ServeContext, create_app
+from kvplan.server.connection import guarded_protocol
 from kvplan.server.engine_loop import EngineLoop
+from kvplan.server.limits import MAX_HEADER_BYTES, ServeLimits, exposure_warning, raise_open_file_limit
 from kvplan.server.metrics import CacheConfigInfo, ServerMetrics
 from kvplan.server.tokenizer import load_tokenizer
 
@@ -35,19 +37,32 @@ def _log_config(access_log: bool) -> dict:
     return cfg
 
 
+def _startup_warnings(host: str, limits: ServeLimits) -> None:
+    """Before the engine build, so the lines show even when that fails; they never show the key."""
+    for line in (exposure_warning(host, limits), raise_open_file_limit(limits.max_connections)):
+        if line:
+            print(line, file=sys.stderr, flush=True)
+
+
 def serve(model: str, config: EngineConfig, *, host: str, port: int, served_model_name: str | None = None,
-          seed: int = 0, access_log: bool = True) -> None:
+          seed: int = 0, access_log: bool = True, limits: ServeLimits | None = None) -> None:
     """Blocks until interrupted (Ctrl-C / SIGTERM): uvicorn then stops the engine loop via the lifespan."""
     import prometheus_client
     import uvicorn
 
+    limits = limits or ServeLimits()
+    _startup_warnings(host, limits)
     prometheus_client.disable_created_metrics()  # no `_created` series: vLLM's /metrics has none either; this process only serves
     engine = LLMEngine.from_model(model, config, seed=seed)  # unknown names raise a one-line error
     ctx = build_context(engine, model, served_model_name)
     ctx.loop.start()
     print(f"kvplan: serving {ctx.served_model_name!r} on http://{host}:{port} (num_gpu_blocks={engine.num_gpu_blocks}, "
-          f"block_size={config.block_size}, max_model_len={engine.max_model_len}, tokenizer={ctx.tokenizer.name})",
+          f"block_size={config.block_size}, max_model_len={engine.max_model_len}, tokenizer={ctx.tokenizer.name}, "
+          f"auth={'api-key' if limits.api_key is not None else 'none'})",
           file=sys.stderr, flush=True)
-    # --no-access-log for load tests: at thousands of requests a second the line costs more than the request
-    uvicorn.run(create_app(ctx), host=host, port=port, log_config=_log_config(access_log), log_level=None,
-                access_log=access_log, timeout_graceful_shutdown=2, backlog=4096)
+    # --no-access-log for load tests: at thousands of requests a second the line costs more than the request.
+    # http=: uvicorn's h11 protocol plus a header deadline and a connection cap (kvplan.server.connection);
+    # not uvicorn's limit_concurrency, which half-open connections fill (then everyone else gets 503).
+    uvicorn.run(create_app(ctx, limits), host=host, port=port, log_config=_log_config(access_log), log_level=None,
+                access_log=access_log, timeout_graceful_shutdown=2, backlog=4096, http=guarded_protocol(limits),
+                ws="none", h11_max_incomplete_event_size=MAX_HEADER_BYTES)
