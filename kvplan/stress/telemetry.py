@@ -8,14 +8,17 @@ and whichever figures the server exports; absent ones are left out, never report
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from kvplan.stress.redact import redact
+
 SCRAPE_INTERVAL_S = 0.5  # about twice a second, as the issue asks
 SCRAPE_TIMEOUT_S = 2.0
+MAX_ERROR_CHARS = 200  # of `last_error`; cut after masking
 
 # sample key -> accepted sample names, newest first.
 GAUGES: dict[str, tuple[str, ...]] = {
@@ -71,20 +74,31 @@ def cache_config(labels: dict[str, str] | None) -> dict[str, Any]:
             "labels": dict(labels)}
 
 
+def _refusal(resp: httpx.Response) -> str:
+    """A non-200 answer as `last_error` tells it (unmasked: the caller masks): status, redirect, body."""
+    location = resp.headers.get("location", "") if resp.is_redirect else ""
+    body = resp.text.strip()
+    return f"HTTP {resp.status_code}" + (f" redirected to {location}" if location else "") + (f": {body}" if body else "")
+
+
 class MetricsScraper:
     """Scrapes `metrics_url` every `interval_s` until stopped; keeps every sample in `samples`.
 
     A failed scrape (timeout, HTTP error, unparsable text) is counted, never raised: telemetry must
     not end a load run. `available` stays False when the server has no usable /metrics.
+    `last_error` is the server's text (an error page, the line the parser refused): `secrets`
+    (the API key) are masked in it, as is anything that looks like a credential.
     """
 
     def __init__(self, client: httpx.AsyncClient, metrics_url: str, clock_s: Callable[[], float], *,
-                 interval_s: float = SCRAPE_INTERVAL_S, timeout_s: float = SCRAPE_TIMEOUT_S) -> None:
+                 interval_s: float = SCRAPE_INTERVAL_S, timeout_s: float = SCRAPE_TIMEOUT_S,
+                 secrets: Iterable[str | None] = ()) -> None:
         self._client = client
         self._url = metrics_url
         self._clock_s = clock_s
         self._interval_s = interval_s
         self._timeout_s = timeout_s
+        self._secrets = tuple(s for s in secrets if s)
         self.samples: list[dict[str, float]] = []
         self.cache_labels: dict[str, str] | None = None
         self.num_errors = 0
@@ -96,11 +110,12 @@ class MetricsScraper:
         try:
             resp = await self._client.get(self._url, timeout=self._timeout_s)
             if resp.status_code != 200:
-                raise ValueError(f"HTTP {resp.status_code}")
+                raise ValueError(_refusal(resp))
             figures, labels = parse_metrics(resp.text)
         except (httpx.HTTPError, ValueError) as exc:
             self.num_errors += 1
-            self.last_error = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+            text = " ".join(f"{type(exc).__name__}: {exc}".split())  # uncut: masked first, then cut
+            self.last_error = redact(text, self._secrets, max_chars=MAX_ERROR_CHARS)
             return None
         self.available = True
         if labels is not None and self.cache_labels is None:

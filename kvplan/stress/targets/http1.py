@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 
 BodySink = Callable[[bytes, float], None]  # (body bytes, perf_counter() when they were read)
+HeadCallback = Callable[[int, str, dict[str, str]], None]  # (status, reason phrase, headers by lower-case name)
 MAX_HEAD_BYTES = 64 * 1024
 
 
@@ -56,13 +57,15 @@ _HEAD, _SIZE, _DATA, _CRLF, _TRAILER, _LENGTH, _UNTIL_CLOSE, _DONE = range(8)
 class _Exchange:
     """One request/response on one connection: framing state, read timeout, completion future."""
 
-    __slots__ = ("conn", "sink", "on_status", "future", "state", "buf", "remaining", "status", "keep_alive", "last_read_s",
-                 "timeout_s", "timer")
+    __slots__ = ("conn", "sink", "on_status", "on_head", "future", "state", "buf", "remaining", "status", "keep_alive",
+                 "last_read_s", "timeout_s", "timer")
 
-    def __init__(self, conn: _Connection, sink: BodySink, on_status: Callable[[int], None] | None, timeout_s: float) -> None:
+    def __init__(self, conn: _Connection, sink: BodySink, on_status: Callable[[int], None] | None, timeout_s: float,
+                 on_head: HeadCallback | None = None) -> None:
         self.conn = conn
         self.sink = sink
         self.on_status = on_status
+        self.on_head = on_head
         self.future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self.state = _HEAD
         self.buf = b""
@@ -174,7 +177,7 @@ class _Exchange:
         version, _, rest = lines[0].partition(" ")
         code = rest[:3]
         if not version.startswith("HTTP/1.") or not code.isdigit():
-            raise HttpProtocolError(f"not an HTTP/1.x response: {lines[0][:80]!r}")
+            raise HttpProtocolError(f"not an HTTP/1.x response: {lines[0]!r}")  # uncut: the caller masks, then cuts
         status = int(code)
         if 100 <= status < 200:  # an interim response (100 Continue): the real one follows
             return cut + 4
@@ -188,6 +191,8 @@ class _Exchange:
         self.status = status
         if self.on_status is not None:
             self.on_status(status)
+        if self.on_head is not None:
+            self.on_head(status, rest[3:].strip(), headers)
         connection = headers.get("connection", "").lower()
         self.keep_alive = "close" not in connection and (version != "HTTP/1.0" or "keep-alive" in connection)
         encoding = headers.get("content-encoding", "identity").strip().lower()
@@ -313,11 +318,13 @@ class Http1Pool:
         return conn
 
     async def post_stream(self, path: str, body: bytes, extra_headers: dict[str, str], sink: BodySink,
-                          on_sent: Callable[[], None] | None = None, on_status: Callable[[int], None] | None = None) -> int:
+                          on_sent: Callable[[], None] | None = None, on_status: Callable[[int], None] | None = None,
+                          on_head: HeadCallback | None = None) -> int:
         """POST `body` and feed the response body to `sink` as it arrives; returns the status code
         once the response has ended. `on_sent` runs just before a connection is taken (so a
         connect counts as latency, as with any client); `on_status` gets the status code before
-        the first body byte reaches `sink`."""
+        the first body byte reaches `sink`, `on_head` the status, reason phrase and headers (texts
+        from the server, unmasked: whatever keeps them must mask them)."""
         for value in extra_headers.values():
             if "\r" in value or "\n" in value:
                 raise HttpProtocolError("a header value holds a line break")
@@ -327,7 +334,7 @@ class Http1Pool:
         if on_sent is not None:
             on_sent()
         conn = await self._connect()
-        exchange = conn.exchange = _Exchange(conn, sink, on_status, self.read_timeout_s)
+        exchange = conn.exchange = _Exchange(conn, sink, on_status, self.read_timeout_s, on_head)
         try:
             if conn.closed or conn.transport is None or conn.transport.is_closing():
                 raise HttpDisconnected("the connection closed before the request was sent")

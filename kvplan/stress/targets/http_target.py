@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvplan.stress.metrics import max_in_flight
+from kvplan.stress.redact import redact, without_userinfo
 from kvplan.stress.result import TimelineSample, collect_environment
 from kvplan.stress.scenario import Scenario
 from kvplan.stress.target import Pool, TargetRun
@@ -48,22 +49,23 @@ class HttpTarget:
 
     def __init__(self, scenario: Scenario, options: HttpOptions) -> None:
         self.options = options
-        self.label = f"-> {options.url}"
+        self.label = f"-> {redact(without_userinfo(options.url))}"  # printed with the progress bar
         self._pool = Pool(scenario.num_gpu_blocks(), scenario.bytes_per_block())
 
     def pool(self) -> Pool:
         return self._pool
 
     def run(self, scenario: Scenario, requests: list[RequestSpec], on_progress: Callable[[int], None]) -> TargetRun:
-        from kvplan.stress.targets.openai_http import run_http
+        from kvplan.stress.targets.openai_http import api_key, run_http
 
         o = self.options
         closed = scenario.arrival.type == "concurrency"
         out = run_http(requests, url=o.url, api=o.api, served_model_name=o.served_model_name, api_key_env=o.api_key_env,
                        timeout_s=o.timeout_s, concurrency=scenario.arrival.concurrency if closed else None,
                        warmup_request_ids=frozenset(r.request_id for r in requests if r.is_warmup), on_progress=on_progress)
-        notes = [f"target: {o.url} ({o.api} API); memory from /metrics (sampled; peak is a lower bound)"]
-        info = dict(out.server_info)
+        info = dict(out.server_info)  # already masked by run_http
+        url = info.get("url") or without_userinfo(o.url)
+        notes = [f"target: {url} ({o.api} API); memory from /metrics (sampled; peak is a lower bound)"]
         blocks, server_blocks = self._pool.num_gpu_blocks, info.get("num_gpu_blocks")
         if blocks is not None and server_blocks is not None and int(server_blocks) != blocks:
             notes.append(f"the server's pool has {server_blocks} blocks; the scenario's settings give {blocks}")
@@ -86,5 +88,7 @@ class HttpTarget:
         if out.token_mismatches:
             notes.append(f"{len(out.token_mismatches)} requests got a different number of tokens than asked: "
                          + "; ".join(out.token_mismatches[:5]))
+        secrets = (api_key(o.api_key_env),)
+        notes = [redact(note, secrets) for note in notes]  # they quote the server's figures
         return TargetRun(records=out.records, timeline=timeline, memory=memory, environment=collect_environment(),
                          complete=out.complete, notes=notes, server_telemetry=list(out.telemetry), server_info=info)

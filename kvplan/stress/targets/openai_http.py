@@ -27,7 +27,10 @@ an error text starting with its kind (`http 500`, `timeout`, `disconnected`, `in
 `server error`, `connect`, `protocol`: bad JSON or HTTP framing). Only an unreachable server at the start raises `KvplanError`.
 
 The API key is read from the environment variable named by `api_key_env` and only ever placed in
-the `Authorization` header; error texts are scrubbed of it before they are stored.
+the `Authorization` header. Every text from the server or about it (error bodies, status lines,
+headers, SSE errors, exception texts, /metrics errors, probe errors, `server_info`) goes through
+`kvplan.stress.redact.redact` before it is stored or raised: the key, any 6+ character prefix of
+it, and credential-looking values are masked, and only then is the text cut.
 """
 from __future__ import annotations
 
@@ -52,12 +55,14 @@ try:  # httpcore asks `import sniffio` on every pool operation; absent (anyio 4 
 except ImportError:  # entry makes the import fail at once, and httpcore then assumes asyncio.
     sys.modules.setdefault("sniffio", None)  # type: ignore[assignment]
 from kvplan.stress.record import RequestRecord
+from kvplan.stress.redact import redact_values, without_userinfo
 from kvplan.stress.targets.http1 import Http1Pool
 from kvplan.stress.targets.openai_stream import ApiKind, Progress, StreamClient, make_record, one_line
 from kvplan.stress.telemetry import SCRAPE_TIMEOUT_S, MetricsScraper, cache_config
 from kvplan.stress.workload import RequestSpec
 
 PROBE_TIMEOUT_S = 10.0
+MAX_PROBE_ERROR_CHARS = 1000  # a refusal may list the served models
 
 
 @dataclass(frozen=True)
@@ -74,25 +79,26 @@ def _public_url(url: str) -> str:
     """`url` without credentials or a trailing `/v1`: what may appear in output and errors."""
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise KvplanError(f"--target must be an http(s) URL like http://HOST:PORT, got {_public_url_unchecked(url)!r}")
+        raise KvplanError(f"--target must be an http(s) URL like http://HOST:PORT, got {without_userinfo(url)!r}")
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname  # IPv6 literals keep their brackets
     netloc = host if parts.port is None else f"{host}:{parts.port}"
     path = parts.path.rstrip("/").removesuffix("/v1")
     return urlunsplit((parts.scheme, netloc, path, "", ""))
 
 
-def _public_url_unchecked(url: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+def _refusal(message: str, secret: str | None) -> KvplanError:
+    """A probe error: printed to the console, so masked like everything else from the server."""
+    return KvplanError(one_line(message, (secret,), max_chars=MAX_PROBE_ERROR_CHARS))
 
 
-async def _probe(http: httpx.AsyncClient, base: str, served_model_name: str | None, api_key_env: str | None) -> str | None:
+async def _probe(http: httpx.AsyncClient, base: str, served_model_name: str | None, api_key_env: str | None,
+                 secret: str | None = None) -> str | None:
     """Check the server answers; return the model name to send (None: let the server choose)."""
     try:
         health = await http.get(f"{base}/health", timeout=PROBE_TIMEOUT_S)
         models = await http.get(f"{base}/v1/models", timeout=PROBE_TIMEOUT_S)
     except httpx.HTTPError as exc:
-        raise KvplanError(f"cannot reach {base}: {type(exc).__name__}: {one_line(exc)}") from None
+        raise _refusal(f"cannot reach {base}: {type(exc).__name__}: {exc}", secret) from None
     if models.status_code in (401, 403):
         hint = f"check ${api_key_env}" if api_key_env else "pass --api-key-env VAR naming the variable that holds the key"
         raise KvplanError(f"{base} refused the request (HTTP {models.status_code}): {hint}")
@@ -105,7 +111,7 @@ async def _probe(http: httpx.AsyncClient, base: str, served_model_name: str | No
     except (ValueError, KeyError, TypeError, AttributeError):
         ids = []
     if served_model_name is not None and ids and served_model_name not in ids:
-        raise KvplanError(f"{base} does not serve {served_model_name!r}; it serves: {', '.join(ids)}")
+        raise _refusal(f"{base} does not serve {served_model_name!r}; it serves: {', '.join(ids)}", secret)
     return served_model_name or (ids[0] if ids else None)
 
 
@@ -126,7 +132,7 @@ async def run_http_target(
     Raises `KvplanError` only before the run (bad arguments, unreachable server, refused key).
     """
     closed = _check_args(requests, api, timeout_s, concurrency)
-    secret = _api_key(api_key_env)
+    secret = api_key(api_key_env)
     base = _public_url(url)
     headers = {"Authorization": f"Bearer {secret}"} if secret else {}
     timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, PROBE_TIMEOUT_S))
@@ -138,7 +144,7 @@ async def run_http_target(
     async with contextlib.AsyncExitStack() as stack:
         stack.callback(pool.close)
         http = await stack.enter_async_context(httpx.AsyncClient(headers=headers, timeout=timeout, trust_env=False, verify=tls))
-        model = await _probe(http, base, served_model_name, api_key_env)
+        model = await _probe(http, base, served_model_name, api_key_env, secret)
         if closed:  # closed loop: each of the N users holds a connection from the start, so
             # the first wave's TTFT is the server's, not N simultaneous TCP handshakes (~0.1-0.2 ms
             # of CPU each, client and server, serialized: +25-45 ms at 256 streams on 2 cores)
@@ -149,7 +155,7 @@ async def run_http_target(
             return time.perf_counter() - start_s
 
         client = StreamClient(pool, parts.path, api, model, clock_s, start_s, secret, tokenizer)
-        scraper = MetricsScraper(http, f"{base}/metrics", clock_s, interval_s=scrape_interval_s)
+        scraper = MetricsScraper(http, f"{base}/metrics", clock_s, interval_s=scrape_interval_s, secrets=(secret,))
         stop = asyncio.Event()
         scrape_task = asyncio.create_task(scraper.run(stop))
         records, wanted, complete = await _drive(client, requests, concurrency, warmup_request_ids, on_progress)
@@ -158,7 +164,7 @@ async def run_http_target(
             await asyncio.wait_for(scrape_task, timeout=2 * SCRAPE_TIMEOUT_S)
         except (asyncio.TimeoutError, asyncio.CancelledError):
             scrape_task.cancel()
-    return _output(records, wanted, complete, scraper, {"url": base, "api": api, "model": model})
+    return _output(records, wanted, complete, scraper, {"url": base, "api": api, "model": model}, secret)
 
 
 def _check_args(requests: list[RequestSpec], api: str, timeout_s: float, concurrency: int | None) -> bool:
@@ -177,7 +183,8 @@ def _check_args(requests: list[RequestSpec], api: str, timeout_s: float, concurr
     return any(closed)
 
 
-def _api_key(api_key_env: str | None) -> str | None:
+def api_key(api_key_env: str | None) -> str | None:
+    """The API key from the environment variable `api_key_env` (None: no variable named)."""
     if not api_key_env:
         return None
     secret = os.environ.get(api_key_env)
@@ -187,7 +194,7 @@ def _api_key(api_key_env: str | None) -> str | None:
 
 
 def _output(records: list[RequestRecord], wanted: dict[str, int], complete: bool, scraper: MetricsScraper,
-            info: dict[str, Any]) -> HttpRunOutput:
+            info: dict[str, Any], secret: str | None = None) -> HttpRunOutput:
     errors = Counter((r.error or "").split(":", 1)[0] for r in records if r.status == "error")
     mismatches = [f"{r.request_id}: asked for {wanted[r.request_id]} tokens, got {r.output_tokens}"
                   for r in records if r.status == "ok" and r.output_tokens != wanted[r.request_id]]
@@ -195,6 +202,7 @@ def _output(records: list[RequestRecord], wanted: dict[str, int], complete: bool
     info = {**info, "num_gpu_blocks": labels["num_gpu_blocks"], "block_size": labels["block_size"],
             "cache_config": labels["labels"], "metrics_available": scraper.available,
             "metrics_scrape_errors": scraper.num_errors, "metrics_last_error": scraper.last_error}
+    info = redact_values(info, (secret,))  # the model name and cache_config labels are the server's texts
     return HttpRunOutput(records=records, telemetry=scraper.samples, server_info=info, token_mismatches=mismatches,
                          errors=dict(errors), complete=complete)
 

@@ -7,18 +7,19 @@ stamp is taken once per read, before any parsing, so parsing cost never shifts a
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from kvplan.spec.words import ids_to_words
 from kvplan.stress.record import RequestRecord
+from kvplan.stress.redact import redact
 from kvplan.stress.targets.http1 import Http1Pool, HttpConnectError, HttpDisconnected, HttpProtocolError, HttpTimeout
 from kvplan.stress.workload import RequestSpec
 
 ApiKind = Literal["completions", "chat"]
-MAX_ERROR_CHARS = 300
-MAX_ERROR_BODY_BYTES = 64 * 1024  # of an error page, kept for the record's text (first line, 300 chars)
+MAX_ERROR_CHARS = 300  # of a record's error text, kind included; cut after masking
+MAX_ERROR_BODY_BYTES = 64 * 1024  # of an error page, kept for the record's text (masked, then cut to 300 chars)
 
 
 @dataclass
@@ -33,9 +34,18 @@ class Progress:
     done: bool = False
 
 
-def one_line(exc: BaseException | str) -> str:
+def one_line(exc: BaseException | str, secrets: Iterable[str | None] = (), max_chars: int = MAX_ERROR_CHARS) -> str:
+    """An exception's (or a server's) text on one line, secrets masked, then cut to `max_chars`."""
     text = exc if isinstance(exc, str) else (str(exc) or type(exc).__name__)
-    return " ".join(text.split())[:MAX_ERROR_CHARS]
+    return redact(" ".join(text.split()), secrets, max_chars=max_chars)
+
+
+def http_error(code: int, reason: str, headers: dict[str, str], body: bytes) -> str:
+    """The error text of a non-200 answer (uncut, unmasked: `StreamClient.scrub` does both): the
+    body, else the reason phrase; where a redirect points."""
+    text = body.decode("utf-8", "replace").strip() or reason.strip()
+    location = headers.get("location", "") if 300 <= code < 400 else ""
+    return f"http {code}: " + "; ".join(part for part in (f"redirected to {location}" if location else "", text) if part)
 
 
 class StreamClient:
@@ -49,14 +59,15 @@ class StreamClient:
         self.model = model
         self.clock_s = clock_s
         self.start_s = start_s  # http1 stamps reads with perf_counter(); records are relative to this
-        self._secret = secret
+        self._secrets = (secret,) if secret else ()
         self.tokenizer = tokenizer
 
     def __repr__(self) -> str:
         return f"StreamClient({self.path})"
 
     def scrub(self, text: str) -> str:
-        return text.replace(self._secret, "***") if self._secret else text
+        """An error text as a record keeps it: one line, the key and credentials masked, then cut."""
+        return one_line(text, self._secrets)
 
     def body(self, spec: RequestSpec) -> dict[str, Any]:
         body: dict[str, Any] = {"max_tokens": spec.output_tokens, "temperature": 0.0, "ignore_eos": True, "stream": True,
@@ -110,11 +121,13 @@ class StreamClient:
         return sink
 
     async def send(self, p: Progress) -> str | None:
-        """Run one request to its end; None on success, else the error text (kind first)."""
+        """Run one request to its end; None on success, else the error text (kind first), raw:
+        it may hold what the server echoed, so it is only ever stored through `scrub`."""
         spec = p.spec
         error_body: list[bytes] = []
         sse = self._sse_sink(p)
         status = 0
+        head: tuple[str, dict[str, str]] = ("", {})
 
         def sink(data: bytes, read_s: float) -> None:
             if status == 200:
@@ -122,9 +135,9 @@ class StreamClient:
             elif sum(map(len, error_body)) < MAX_ERROR_BODY_BYTES:  # an error page: keep its start for the record
                 error_body.append(data)
 
-        def on_status(code: int) -> None:
-            nonlocal status
-            status = code
+        def on_head(code: int, reason: str, headers: dict[str, str]) -> None:
+            nonlocal status, head
+            status, head = code, (reason, headers)
 
         def on_sent() -> None:  # after building: the request's own encoding is not server latency
             p.arrival_s = self.clock_s()
@@ -132,28 +145,32 @@ class StreamClient:
         try:
             body = json.dumps(self.body(spec), separators=(",", ":"), ensure_ascii=False).encode()
             code = await self.pool.post_stream(self.path, body, {"X-Request-Id": spec.request_id}, sink,
-                                               on_sent=on_sent, on_status=on_status)
+                                               on_sent=on_sent, on_head=on_head)
             if code != 200:
-                return f"http {code}: {one_line(b''.join(error_body).decode('utf-8', 'replace'))}"
+                return http_error(code, *head, b"".join(error_body))
             if not p.done:
                 return "incomplete: the stream ended without [DONE]"
             return None
         except HttpTimeout as exc:
-            return f"timeout: {exc}"
+            return f"timeout: {_text(exc)}"
         except HttpDisconnected as exc:
-            return f"disconnected: {one_line(exc)}"
+            return f"disconnected: {_text(exc)}"
         except HttpConnectError as exc:
-            return f"connect: {one_line(exc)}"
+            return f"connect: {_text(exc)}"
         except HttpProtocolError as exc:
-            return f"protocol: {one_line(exc)}"
+            return f"protocol: {_text(exc)}"
         except ServerError as exc:
-            return f"server error: {one_line(exc)}"
+            return f"server error: {_text(exc)}"
         except (ValueError, TypeError, AttributeError) as exc:  # malformed JSON or event shape
-            return f"protocol: {one_line(exc)}"
+            return f"protocol: {_text(exc)}"
 
 
 class ServerError(Exception):
     pass
+
+
+def _text(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
 
 
 def make_record(p: Progress, status: str, error: str | None, finish_s: float | None, warmup: bool) -> RequestRecord:
