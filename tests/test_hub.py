@@ -339,3 +339,13 @@ def test_estimate_from_the_cache_imports_no_torch(cache):
     rc, out, loaded = _child(FAKE_ID, cache)
     assert rc == 0 and json.loads(out)["kv_bytes_per_token"] == QWEN3_8B_KV_BYTES_PER_TOKEN
     assert loaded == ["huggingface_hub"]
+
+
+def test_profiles_show_a_cached_repo_id(cache, capsys) -> None:
+    put(cache, FAKE_ID, MAIN_SHA, {"config.json": QWEN3_8B.read_text()})
+    rc, out, err = run_cli(capsys, "profiles", "show", FAKE_ID, "--json")
+    assert rc == 0, err
+    shown = json.loads(out)
+    assert shown["hf_id"] == FAKE_ID and shown["config"]["num_hidden_layers"] == 36
+    rc, out, err = run_cli(capsys, "profiles", "show", FAKE_ID)
+    assert rc == 0 and FAKE_ID in out, err
