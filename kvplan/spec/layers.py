@@ -13,7 +13,7 @@ A layer may also hold a fixed per-request `state` (MambaSpec): on its own (kind 
 attention (Falcon-H1, whose layers run attention and Mamba2 in parallel).
 
 Layout keys read: `layer_types` (gpt-oss, Gemma 2/3/3n, Qwen3-Next/3.5 `linear_attention`,
-Granite-4.0-H/Bamba `mamba`), `hybrid_override_pattern` (Nemotron-H: M mamba, * attention,
+Granite-4.0-H/Bamba `mamba`), `attn_layer_indices` (Bamba), `hybrid_override_pattern` (Nemotron-H: M mamba, * attention,
 - MLP, E MoE), `attn_layer_period`/`attn_layer_offset` (Jamba), `attention_chunk_size` with
 `no_rope_layers` (Llama-4: the NoPE layers, every 4th by default, are full), `cross_attention_layers`
 (Llama-3.2-Vision), `num_kv_shared_layers` (Gemma-3n) and the sliding-window conventions of
@@ -39,7 +39,7 @@ _QWEN_TYPES = {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl", "qwen2_5_
 _LAYER_TYPE_WORDS = {
     "full_attention": "full", "attention": "full", "global": "full", "global_attention": "full",
     "sliding_attention": "sliding", "local_attention": "sliding", "sliding": "sliding",
-    "chunked_attention": "chunked", "linear_attention": "gdn", "mamba": "mamba2",
+    "chunked_attention": "chunked", "linear_attention": "linear", "mamba": "linear",
 }
 
 
@@ -58,7 +58,7 @@ class LayerAttention:
     def label(self) -> str:
         """The layer's kind as reports count it: the state's kind for a pure mixer layer."""
         if self.state is None:
-            return self.kind
+            return "mlp" if self.kind == "none" else self.kind  # Nemotron-H MLP / MoE blocks
         return self.state.kind if self.kind == "none" else f"{self.kind}+{self.state.kind}"
 
 
@@ -90,13 +90,15 @@ def _from_layer_types(cfg: dict[str, Any], n_layers: int, where: str) -> list[st
     types = cfg["layer_types"]
     if len(types) != n_layers:
         raise ConfigError(f"{where}: layer_types has {len(types)} entries but num_hidden_layers is {n_layers}")
+    # a linear / mamba layer is Gated-DeltaNet in Qwen3-Next / Qwen3.5, Mamba2 in Granite-4.0-H / Bamba
+    linear = "gdn" if cfg.get("linear_num_value_heads") is not None else "mamba2"
     words = []
     for t in types:
         word = _LAYER_TYPE_WORDS.get(str(t))
         if word is None:
             raise ConfigError(f"{where}: unsupported layer type {t!r} in layer_types; "
                               f"known: {', '.join(sorted(_LAYER_TYPE_WORDS))}")
-        words.append(word)
+        words.append(linear if word == "linear" else word)
     return words
 
 
@@ -136,12 +138,20 @@ def layer_words(cfg: dict[str, Any], n_layers: int, max_pos: int, where: str) ->
         return ["mamba1" if model_type in MAMBA1_TYPES else "mamba2"] * n_layers
     if model_type == "falcon_h1":
         return ["full+mamba2"] * n_layers  # attention and Mamba2 side by side in every layer
+    if model_type == "bamba" and not cfg.get("layer_types"):
+        attn = set(cfg.get("attn_layer_indices") or [])  # Bamba: attention at attn_layer_indices, Mamba2 elsewhere
+        return ["full" if i in attn else "mamba2" for i in range(n_layers)]
     if cfg.get("hybrid_override_pattern"):
         return _from_pattern(cfg, n_layers, where)
     if cfg.get("attn_layer_period") is not None:
         return _from_period(cfg, n_layers, where)
     if isinstance(cfg.get("layer_types"), list) and cfg["layer_types"]:
         return _from_layer_types(cfg, n_layers, where)
+    if cfg.get("linear_num_value_heads") is not None:
+        # Qwen3-Next / Qwen3.5 without layer_types: transformers' default, every
+        # `full_attention_interval`-th layer full, Gated-DeltaNet linear attention elsewhere
+        interval = int(cfg.get("full_attention_interval") or 4)
+        return ["full" if (i + 1) % interval == 0 else "gdn" for i in range(n_layers)]
     if cfg.get("attention_chunk_size") and model_type.startswith("llama4"):
         return _llama4_chunked(cfg, n_layers)
     cross = cfg.get("cross_attention_layers")

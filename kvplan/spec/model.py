@@ -219,6 +219,8 @@ def spec_from_config(config: dict[str, Any], name: str, *, where: str = "config.
     """Build a ModelSpec from a Hugging Face config dict, applying the rules in the module doc."""
     outer = config
     cfg = _with_defaults(text_config(config))
+    if _get(cfg, "num_hidden_layers") is None and isinstance(cfg.get("hybrid_override_pattern"), str):
+        cfg["num_hidden_layers"] = len(cfg["hybrid_override_pattern"])  # Nemotron-H: one character per layer
     n_layers = _require_int(cfg, "num_hidden_layers", where)
     hidden = _require_int(cfg, "hidden_size", where)
     att = _attention_geometry(cfg, hidden, where)
