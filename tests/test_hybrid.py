@@ -250,3 +250,17 @@ def test_bad_layout_keys_are_one_line_errors(bad):
             "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 100}
     with pytest.raises(ConfigError):
         spec_from_config({**base, **bad}, "bad")
+
+
+def test_sweep_agrees_with_the_plan_on_a_hybrid():
+    """The vectorised sweep and plan_capacity give the same hybrid figures (both versions' token lines)."""
+    from kvplan.plan.sweep import sweep
+
+    spec = load_model("qwen3-next-80b-a3b-thinking")
+    for version in ("0.28.0", "0.10.2"):
+        base = EngineArgs(tensor_parallel_size=2, vllm_version=version)
+        df = sweep(spec, ctx_tokens=[4096, 65_536], concurrency=[1], kv_cache_dtypes=["auto"], block_sizes=[16],
+                   gpus=[load_gpu("h200")], base=base)
+        for _, r in df.iterrows():
+            plan = plan_capacity(spec, EngineArgs(**{**base.__dict__, "gpu": load_gpu("h200"), "max_model_len": int(r.ctx)}))
+            assert (r.num_gpu_blocks, r.kv_cache_tokens) == (plan.num_gpu_blocks, plan.kv_cache_tokens), (version, r.ctx)
