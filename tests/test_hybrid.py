@@ -264,3 +264,19 @@ def test_sweep_agrees_with_the_plan_on_a_hybrid():
         for _, r in df.iterrows():
             plan = plan_capacity(spec, EngineArgs(**{**base.__dict__, "gpu": load_gpu("h200"), "max_model_len": int(r.ctx)}))
             assert (r.num_gpu_blocks, r.kv_cache_tokens) == (plan.num_gpu_blocks, plan.kv_cache_tokens), (version, r.ctx)
+
+
+def test_estimate_json_reports_state_apart(capsys):
+    """`kvplan estimate --json`: per-token KV of the 12 attention layers only (a calculator counting all
+    48 layers says 4x more), the GDN state apart, and vLLM's raised block size at TP 4:
+    16 x cdiv(274,432, 16 x 1,024) = 272."""
+    from kvplan.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["estimate", "--model", "qwen3-next-80b-a3b-thinking", "--gpu", "h100", "--tp", "4", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert info.value.code == 0
+    assert data["kv_bytes_per_token"] == 24_576 and data["state_bytes_per_request"] == 39_518_208
+    assert data["state_bytes_per_request_per_gpu"] == 36 * (3 * 2048 * 2 + 8 * 128 * 128 * 2)
+    assert (data["vllm_block_size"], data["mamba_cache_mode"], data["state_page_bytes"]) == (272, "align", 272 * 1024)
+    assert data["attention_layers"] == {"gdn": 36, "full": 12}

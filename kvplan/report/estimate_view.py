@@ -91,7 +91,7 @@ def _per_token_how(layers: list[LayerAttention], lay: KvLayout, tp: int) -> str:
         else:
             key = "{n} layers × " + f"{_heads(layer, tp)} × ({layer.head_dim_k} + {layer.head_dim_v}) × {lay.kv_dtype.bits / 8:g} B"
         terms[key] = terms.get(key, 0) + 1
-    return " + ".join(k.format(n=n) for k, n in terms.items())
+    return " + ".join(k.format(n=n) for k, n in terms.items()) or "no layer caches tokens (attention-free)"
 
 
 def _request_how(layers: list[LayerAttention], lay: KvLayout, tokens: int, tp: int) -> str:
@@ -106,6 +106,8 @@ def _request_how(layers: list[LayerAttention], lay: KvLayout, tokens: int, tp: i
     n_state = sum(1 for layer in layers if layer.state is not None)
     state = (f" + state: {n_state} layers × {lay.state_copies} × {state_page_bytes(lay.spec, bs, lay.kv_dtype, tp):,} B "
              "(one page per state layer, padded as vLLM pads it)") if n_state else ""
+    if not groups:
+        return state.removeprefix(" + ")  # attention-free (Mamba): the state is all a request holds
     if len(groups) == 1:
         (kind, blocks, b), n = next(iter(groups.items()))
         kept = f"{tokens:,}" if blocks * bs >= tokens else "window"
