@@ -44,6 +44,7 @@ class StressOptions:
     api_key_env: str | None = None
     timeout_s: float = 120.0
     force: bool = False  # write into an --out folder that holds an earlier run's files (they are removed)
+    threads: int | None = None  # the engine's intra-op threads (scenario's engine.num_threads wins otherwise)
 
 
 @dataclass(frozen=True)
@@ -101,13 +102,22 @@ def _check(opts: StressOptions) -> None:
         raise KvplanError(f"--allocator {opts.allocator!r}: choose paged, contiguous or both")
     if opts.target and opts.allocator != "paged":
         raise KvplanError("--allocator applies to the bundled engine; a --target server uses its own allocator")
+    if opts.threads is not None and opts.target:
+        raise KvplanError("--threads applies to the bundled engine; a --target server sets its own")
+    if opts.threads is not None and opts.threads < 1:
+        raise KvplanError(f"--threads {opts.threads}: give 1 or more (leave it out to use the free cores)")
 
 
 def _recalibrate(opts: StressOptions, scenario: Scenario, console: Console) -> StressOptions:
-    from kvplan.stress.calibrate import calibrate_scenario, calibration_path
+    from kvplan.stress.calibrate import calibrate_scenario, calibration_path, fit_problem
 
     path = opts.calibration or calibration_path(scenario.name, scenario.engine.device)
-    calibrate_scenario(scenario).save(path)
+    fit = calibrate_scenario(scenario)
+    problem = fit_problem(fit)
+    if problem:
+        raise KvplanError(f"--calibrate: {problem}; not stored and not used. Rerun on a quieter machine, or store it "
+                          "anyway with `kvplan calibrate --scenario ... --force`")
+    fit.save(path)
     console.print(f"calibrated the cost model on this machine: {path}")
     return replace(opts, calibration=path)
 
@@ -128,6 +138,8 @@ def run_stress(opts: StressOptions, console: Console | None = None) -> StressRun
     console = console or Console()
     _check(opts)
     scenario = load_scenario(opts.scenario_path)
+    if opts.threads is not None:  # recorded in the result's scenario: a different thread count is a different run
+        scenario = scenario.model_copy(update={"engine": replace(scenario.engine, num_threads=opts.threads)})
     out_dir = _out_dir(opts, scenario)
     requests = _requests(scenario)
     if opts.recalibrate:

@@ -37,6 +37,15 @@ class Environment(BaseModel):
     device: str = "cpu"
     device_name: str | None = None  # e.g. torch.cuda.get_device_name(); the CPU's name on CPU
     git_commit: str | None = None
+    cpu_model: str | None = None  # /proc/cpuinfo's model name
+    # the engine's intra-op threads, how they were chosen (engine/threads.py), the cores this
+    # process could use and the other runnable tasks seen when choosing
+    engine_threads: int | None = None
+    threads_how: str | None = None
+    usable_cores: int | None = None
+    busy_elsewhere: float | None = None
+    # where the cost model came from differs from this machine (machine_facts.py); empty: same or unknown
+    calibration_mismatch: list[str] = Field(default_factory=list)
 
 
 class TimelineSample(BaseModel):
@@ -162,12 +171,17 @@ def git_commit(start: str | Path | None = None) -> str | None:
     return None
 
 
-def collect_environment(device: str = "cpu", device_name: str | None = None) -> Environment:
+def collect_environment(device: str = "cpu", device_name: str | None = None, threads: Any = None) -> Environment:
     """Versions and machine facts; reads package metadata only (imports neither torch nor
-    transformers). The runner passes `device_name` (torch.cuda.get_device_name) on CUDA."""
+    transformers). The runner passes `device_name` (torch.cuda.get_device_name) on CUDA and the
+    engine's `ThreadChoice`."""
+    from kvplan.stress.machine_facts import cpu_model
+
     return Environment(
         python=sys.version.split()[0], platform=platform.platform(), cpu_count=os.cpu_count(),
         kvplan=_version("kvplan"), torch=_version("torch"), transformers=_version("transformers"),
         numpy=_version("numpy"), device=device, device_name=device_name or (platform.processor() or platform.machine()),
-        git_commit=git_commit(),
+        git_commit=git_commit(), cpu_model=cpu_model(),
+        engine_threads=getattr(threads, "threads", None), threads_how=getattr(threads, "how", None),
+        usable_cores=getattr(threads, "usable_cores", None), busy_elsewhere=getattr(threads, "busy_elsewhere", None),
     )
