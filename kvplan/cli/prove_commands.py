@@ -74,6 +74,9 @@ def stress(
     served_model_name: Annotated[Optional[str], typer.Option(help="With --target: the model name the server serves.")] = None,
     api_key_env: Annotated[Optional[str], typer.Option(help="With --target: environment variable holding the API key.")] = None,
     timeout_s: Annotated[float, typer.Option("--timeout-s", help="With --target: per-request timeout.")] = 120.0,
+    server_kind: Annotated[str, typer.Option("--server-kind", help="With --target: auto (ask the server what it accepts), vllm, sglang, tgi or openai.")] = "auto",
+    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="With --target: the server's tokenizer (a local directory or a repo in the Hugging Face cache; offline) for text prompts of the scenario's exact length.")] = None,
+    output_format: Annotated[str, typer.Option("--format", help="kvplan, or vllm: also write result.vllm.json with the keys and per-request arrays of `vllm bench serve --save-result`.")] = "kvplan",
 ) -> None:
     """Run a scenario on the bundled engine (or a server) and compare with the prediction made first."""
     from kvplan.report.stress_view import stress_and_report
@@ -82,7 +85,7 @@ def stress(
     outcome = stress_and_report(StressOptions(scenario, out_dir=out, allocator=allocator, progress=not no_progress,  # type: ignore[arg-type]
                                     calibration=calibration, recalibrate=recalibrate, target=target, api=api,
                                     served_model_name=served_model_name, api_key_env=api_key_env, timeout_s=timeout_s,
-                                    force=force))
+                                    force=force, server_kind=server_kind, tokenizer=tokenizer, output_format=output_format))
     if outcome.failed:
         raise typer.Exit(1)  # written, but failed: CI must see it
 

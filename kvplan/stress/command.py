@@ -28,6 +28,7 @@ from kvplan.stress.workload import RequestSpec, generate_requests
 RUN_FILES = ("result.json", "result-*.json", "report.html")  # what a run writes into its folder
 CLOSED_LOOP_DURATION_CAP = 100_000  # requests generated for a closed-loop duration_s scenario
 ALLOCATOR_CHOICES = ("paged", "contiguous", "both")
+OUTPUT_FORMATS = ("kvplan", "vllm")  # vllm: result.vllm.json beside result.json
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,9 @@ class StressOptions:
     served_model_name: str | None = None
     api_key_env: str | None = None
     timeout_s: float = 120.0
+    server_kind: str = "auto"  # with --target: auto (probe), vllm, sglang, tgi, openai
+    tokenizer: str | None = None  # with --target: exact-length text prompts from this tokenizer
+    output_format: str = "kvplan"  # "vllm": also result.vllm.json, as `vllm bench serve --save-result` writes
     force: bool = False  # write into an --out folder that holds an earlier run's files (they are removed)
 
 
@@ -101,6 +105,13 @@ def _check(opts: StressOptions) -> None:
         raise KvplanError(f"--allocator {opts.allocator!r}: choose paged, contiguous or both")
     if opts.target and opts.allocator != "paged":
         raise KvplanError("--allocator applies to the bundled engine; a --target server uses its own allocator")
+    from kvplan.stress.targets.server_features import check_server_kind
+
+    check_server_kind(opts.server_kind)
+    if not opts.target and (opts.server_kind != "auto" or opts.tokenizer is not None):
+        raise KvplanError("--server-kind and --tokenizer apply to a --target server")
+    if opts.output_format not in OUTPUT_FORMATS:
+        raise KvplanError(f"--format {opts.output_format!r}: choose one of {', '.join(OUTPUT_FORMATS)}")
 
 
 def _recalibrate(opts: StressOptions, scenario: Scenario, console: Console) -> StressOptions:
@@ -117,7 +128,7 @@ def _make_target(allocator: str, opts: StressOptions, scenario: Scenario) -> Tar
         from kvplan.stress.targets.http_target import HttpOptions, HttpTarget
 
         return HttpTarget(scenario, HttpOptions(opts.target, opts.api, opts.served_model_name, opts.api_key_env,
-                                                opts.timeout_s))
+                                                opts.timeout_s, opts.server_kind, opts.tokenizer))
     from kvplan.stress.targets.engine_target import EngineTarget
 
     return EngineTarget(scenario, allocator)
