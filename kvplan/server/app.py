@@ -99,6 +99,8 @@ def create_app(ctx: ServeContext, limits: ServeLimits | None = None) -> Starlett
                 for event in _drain(await events.get(), events):
                     if isinstance(event, ErrorEvent):
                         finished = True
+                        if completion_tokens:  # failed after it had started (not refused at admission)
+                            ctx.metrics.count_error()
                         out.append(sse(ProtocolError(500, event.message).body()))
                         break
                     text = detok.step(event.token_ids) + (detok.finish() if event.finished else "")
@@ -124,6 +126,8 @@ def create_app(ctx: ServeContext, limits: ServeLimits | None = None) -> Starlett
                 event = await events.get()
                 if isinstance(event, ErrorEvent):
                     finished = True  # the engine refused or dropped it: nothing left to abort
+                    if pieces:
+                        ctx.metrics.count_error()
                     return _error(400 if not pieces else 500, event.message)
                 pieces.append(detok.step(event.token_ids))
                 finished = event.finished
@@ -153,6 +157,7 @@ def create_app(ctx: ServeContext, limits: ServeLimits | None = None) -> Starlett
             return _error(400, str(exc))
         request_id = f"{'chatcmpl' if api == 'chat' else 'cmpl'}-{uuid.uuid4().hex}"
         events = ctx.loop.submit(request_id, gen.prompt_token_ids, params, arrival_s)
+        ctx.metrics.observe_request_params(gen.max_tokens)
         maker = ChunkMaker.new(api, request_id, ctx.served_model_name)
         if gen.stream:
             return StreamingResponse(stream(events, maker, gen, request_id), media_type="text/event-stream",
