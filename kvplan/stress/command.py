@@ -8,6 +8,8 @@ incomplete.
 """
 from __future__ import annotations
 
+import json
+import math
 import os
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -17,7 +19,7 @@ from typing import Literal
 from rich.console import Console
 
 from kvplan.errors import KvplanError
-from kvplan.files import child_path
+from kvplan.files import child_path, write_text_atomic
 from kvplan.stress.driver import run_target
 from kvplan.stress.result import RunResult
 from kvplan.stress.scenario import Scenario
@@ -25,7 +27,7 @@ from kvplan.stress.scenario_loader import load_scenario
 from kvplan.stress.target import Target
 from kvplan.stress.workload import RequestSpec, generate_requests
 
-RUN_FILES = ("result.json", "result-*.json", "report.html")  # what a run writes into its folder
+RUN_FILES = ("result.json", "result-*.json", "result.vllm.json", "report.html")  # what a run writes into its folder
 CLOSED_LOOP_DURATION_CAP = 100_000  # requests generated for a closed-loop duration_s scenario
 ALLOCATOR_CHOICES = ("paged", "contiguous", "both")
 OUTPUT_FORMATS = ("kvplan", "vllm")  # vllm: result.vllm.json beside result.json
@@ -134,6 +136,25 @@ def _make_target(allocator: str, opts: StressOptions, scenario: Scenario) -> Tar
     return EngineTarget(scenario, allocator)
 
 
+def _finite(value: object) -> object:
+    """NaN and infinities become null (JSON has neither), in nested lists and dicts too."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    return value
+
+
+def _write_vllm(result_path: Path, result: RunResult) -> Path:
+    """result.vllm.json beside result.json: the keys of `vllm bench serve --save-result --save-detailed`."""
+    from kvplan.stress.vllm_result import vllm_bench_result
+
+    path = result_path.with_name(result_path.name.removesuffix(".json") + ".vllm.json")
+    return write_text_atomic(path, json.dumps(_finite(vllm_bench_result(result)), allow_nan=False))
+
+
 def run_stress(opts: StressOptions, console: Console | None = None) -> StressRun:
     """Every run the options ask for; returns the results and the result files written."""
     console = console or Console()
@@ -156,6 +177,8 @@ def run_stress(opts: StressOptions, console: Console | None = None) -> StressRun
         stale.unlink()
     written = tuple(res.write_atomic(out_dir / ("result.json" if len(results) == 1 else f"result-{res.allocator}.json"))
                     for res in results)
+    if opts.output_format == "vllm":
+        written += tuple(_write_vllm(path, res) for path, res in zip(written, results))
     if opts.out_dir is None:
         _point_latest(out_dir)
     return StressRun(scenario, out_dir, tuple(results), written)

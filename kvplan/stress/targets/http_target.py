@@ -94,7 +94,7 @@ class HttpTarget:
                        timeout_s=o.timeout_s, concurrency=scenario.arrival.concurrency if closed else None,
                        warmup_request_ids=frozenset(r.request_id for r in requests if r.is_warmup), on_progress=on_progress,
                        prompts=self._exact_prompts, server_kind=o.server_kind)
-        info = dict(out.server_info)  # already masked by run_http
+        info = {**out.server_info, "tokenizer": o.tokenizer}  # already masked by run_http
         url = info.get("url") or without_userinfo(o.url)
         notes = [f"target: {url} ({o.api} API); memory from /metrics (sampled; peak is a lower bound)", *_feature_notes(info, o)]
         blocks, server_blocks = self._pool.num_gpu_blocks, info.get("num_gpu_blocks")
