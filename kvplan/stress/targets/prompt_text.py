@@ -37,6 +37,7 @@ class ExactPrompts:
         self._tok = tokenizer
         self._special = set(int(t) for t in getattr(tokenizer, "all_special_ids", []) or [])
         self._vocab = len(tokenizer)
+        self._safe: dict[int, bool] = {}  # id -> whether it spells whole characters that encode back to itself
         self.added_tokens = self._server_added(api)
 
     def _server_added(self, api: str) -> int:
@@ -47,10 +48,20 @@ class ExactPrompts:
             return len(tok.encode(rendered, add_special_tokens=False))
         return len(tok.encode("", add_special_tokens=True))
 
+    def _is_safe(self, t: int) -> bool:
+        """A byte-level token holding half a character decodes to U+FFFD and never comes back: skip those."""
+        if t not in self._safe:
+            text = self._tok.decode([t])
+            self._safe[t] = bool(text.strip()) and "\ufffd" not in text and self._tok.encode(text, add_special_tokens=False) == [t]
+        return self._safe[t]
+
     def ordinary_id(self, token_id: int) -> int:
-        t = int(token_id) % self._vocab
-        while t in self._special:
+        """`token_id` in this vocabulary: the next id that is neither special nor half a character."""
+        start = t = int(token_id) % self._vocab
+        while t in self._special or not self._is_safe(t):
             t = (t + 1) % self._vocab
+            if t == start:  # no safe id at all (not a real tokenizer): plain modulo, specials skipped
+                return next(i for i in range(self._vocab) if i not in self._special)
         return t
 
     def token_ids(self, ids: Sequence[int]) -> list[int]:
