@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from kvplan.server.tokenizer import ChatTemplateError, TextTokenizer, messages_text
+from kvplan.server.tokenizer import ChatTemplateError, PromptTooLong, TextTokenizer, messages_text
 
 Api = Literal["completions", "chat"]
 DEFAULT_MAX_TOKENS = 16  # OpenAI's completions default
@@ -158,21 +158,25 @@ def _token_ids(value: Any, vocab_size: int) -> tuple[int, ...]:
     return tuple(value)
 
 
-def _prompt_ids(body: dict[str, Any], api: Api, tokenizer: TextTokenizer, vocab_size: int) -> tuple[int, ...]:
+def _prompt_ids(body: dict[str, Any], api: Api, tokenizer: TextTokenizer, vocab_size: int,
+                max_tokens: int | None = None) -> tuple[int, ...]:
+    """The prompt's token ids; PromptTooLong when the tokenizer stops counting past `max_tokens`."""
     if api == "chat":
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
             raise ProtocolError(400, "messages must be a non-empty list of objects", "messages")
         try:
-            return _token_ids(tokenizer.encode_chat(messages), vocab_size)
+            return _token_ids(tokenizer.encode_chat(messages, max_tokens), vocab_size)
         except ChatTemplateError as exc:
             raise ProtocolError(400, str(exc), "messages") from None
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
         prompt = prompt[0]  # a batch of one
     if isinstance(prompt, str):
-        return _token_ids(tokenizer.encode(prompt), vocab_size)
+        return _token_ids(tokenizer.encode(prompt, max_tokens), vocab_size)
     if isinstance(prompt, list) and (not prompt or not isinstance(prompt[0], (str, list))):
+        if max_tokens is not None and len(prompt) > max_tokens:  # before the per-id checks (a Python loop)
+            raise PromptTooLong(len(prompt))
         return _token_ids(prompt, vocab_size)
     if isinstance(prompt, list):
         raise ProtocolError(400, "only one prompt per request is supported", "prompt")
@@ -191,7 +195,10 @@ def parse_request(body: Any, api: Api, *, served_model_name: str, tokenizer: Tex
         raise ProtocolError(400, f"unsupported parameters: {', '.join(unsupported)} (kvplan serve returns one choice of "
                                  "generated text, without log-probabilities, echo or suffix)", unsupported[0])
     _check_prompt_bytes(body, api, tokenizer, max_model_len)
-    ids = _prompt_ids(body, api, tokenizer, vocab_size)
+    try:
+        ids = _prompt_ids(body, api, tokenizer, vocab_size, max_model_len)
+    except PromptTooLong as exc:
+        raise _context_error(max_model_len, exc.num_tokens) from None
     if not ids:
         raise ProtocolError(400, "the prompt is empty", "prompt")
     if len(ids) >= max_model_len:

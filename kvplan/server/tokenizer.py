@@ -46,6 +46,14 @@ class Detokenizer(Protocol):
     def finish(self) -> str: ...
 
 
+class PromptTooLong(ValueError):
+    """A prompt counted past the caller's limit before it was fully tokenized (`num_tokens` of it)."""
+
+    def __init__(self, num_tokens: int) -> None:
+        super().__init__(f"{num_tokens} tokens")
+        self.num_tokens = num_tokens
+
+
 class ChatTemplateError(ValueError):
     """The model's chat template refused these messages (a 400, with the template's own words)."""
 
@@ -54,9 +62,9 @@ class TextTokenizer(Protocol):
     name: str
     max_token_bytes: int | None
 
-    def encode(self, text: str) -> list[int]: ...
+    def encode(self, text: str, max_tokens: int | None = None) -> list[int]: ...
 
-    def encode_chat(self, messages: Sequence[dict[str, Any]]) -> list[int]: ...
+    def encode_chat(self, messages: Sequence[dict[str, Any]], max_tokens: int | None = None) -> list[int]: ...
 
     def detokenizer(self, prompt_token_ids: Sequence[int]) -> Detokenizer: ...
 
@@ -79,11 +87,16 @@ class WordTokenizer:
                 return value
         return FIRST_ORDINARY_ID + zlib.crc32(word.encode("utf-8")) % (self.vocab_size - FIRST_ORDINARY_ID)
 
-    def encode(self, text: str) -> list[int]:
-        return [self._word_id(w) for w in text.split()]
+    def encode(self, text: str, max_tokens: int | None = None) -> list[int]:
+        """Raises PromptTooLong past `max_tokens` words, before hashing them (a Python loop: seconds
+        for megabytes of text, where the split alone is C-speed)."""
+        words = text.split()
+        if max_tokens is not None and len(words) > max_tokens:
+            raise PromptTooLong(len(words))
+        return [self._word_id(w) for w in words]
 
-    def encode_chat(self, messages: Sequence[dict[str, Any]]) -> list[int]:
-        return self.encode(messages_text(messages))
+    def encode_chat(self, messages: Sequence[dict[str, Any]], max_tokens: int | None = None) -> list[int]:
+        return self.encode(messages_text(messages), max_tokens)
 
     def decode_token(self, token_id: int) -> str:
         return f" {WORD_PREFIX}{int(token_id)}"
@@ -102,10 +115,11 @@ class HFTokenizer:
         longest = max((len(str(t).encode("utf-8")) for t in tokenizer.get_vocab()), default=0)
         self.max_token_bytes = max(longest, MIN_TOKEN_BYTES_BOUND)
 
-    def encode(self, text: str) -> list[int]:
+    def encode(self, text: str, max_tokens: int | None = None) -> list[int]:
+        """`max_tokens` is not used: the byte bound (max_token_bytes) refuses long texts before this."""
         return list(self._tok.encode(text))
 
-    def encode_chat(self, messages: Sequence[dict[str, Any]]) -> list[int]:
+    def encode_chat(self, messages: Sequence[dict[str, Any]], max_tokens: int | None = None) -> list[int]:
         """The chat template's rendering, tokenized as vLLM does it (the template adds the special
         tokens); without a template, the contents joined by spaces."""
         if not getattr(self._tok, "chat_template", None):
