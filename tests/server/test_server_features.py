@@ -57,3 +57,18 @@ def test_named_kinds_and_bad_names() -> None:
     assert KNOWN_KINDS["tgi"].extras(5) == {}
     with pytest.raises(KvplanError, match="--server-kind 'llamacpp'.*auto, vllm, sglang, tgi, openai"):
         check_server_kind("llamacpp")
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--target", "http://127.0.0.1:9", "--server-kind", "llamacpp"], "--server-kind 'llamacpp'"),
+    (["--tokenizer", "/nowhere"], "--server-kind and --tokenizer apply to a --target server"),
+    (["--format", "csv"], "--format 'csv': choose one of kvplan, vllm"),
+])
+def test_bad_flags_are_one_line_before_anything_runs(args: list[str], words: str, tmp_path, capsys) -> None:
+    from kvplan.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["stress", "-s", "ci-smoke", "--out", str(tmp_path / "o"), "--no-progress", *args])
+    _, err = capsys.readouterr()
+    assert info.value.code == 2 and err.count("\n") == 1 and words in err
+    assert not (tmp_path / "o").exists()
