@@ -79,6 +79,9 @@ def stress(
     api_key_env: Annotated[Optional[str], typer.Option(help="With --target: environment variable holding the API key.")] = None,
     timeout_s: Annotated[float, typer.Option("--timeout-s", help="With --target: per-request timeout.")] = 120.0,
     threads: Annotated[Optional[int], typer.Option("--threads", min=1, help=THREADS_HELP)] = None,
+    server_kind: Annotated[str, typer.Option("--server-kind", help="With --target: auto (ask the server what it accepts), vllm, sglang, tgi or openai.")] = "auto",
+    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="With --target: the server's tokenizer (a local directory or a repo in the Hugging Face cache; offline) for text prompts of the scenario's exact length.")] = None,
+    output_format: Annotated[str, typer.Option("--format", help="kvplan, or vllm: also write result.vllm.json with the keys and per-request arrays of `vllm bench serve --save-result`.")] = "kvplan",
 ) -> None:
     """Run a scenario on the bundled engine (or a server) and compare with the prediction made first."""
     from kvplan.report.stress_view import stress_and_report
@@ -87,7 +90,8 @@ def stress(
     outcome = stress_and_report(StressOptions(scenario, out_dir=out, allocator=allocator, progress=not no_progress,  # type: ignore[arg-type]
                                     calibration=calibration, recalibrate=recalibrate, target=target, api=api,
                                     served_model_name=served_model_name, api_key_env=api_key_env, timeout_s=timeout_s,
-                                    force=force, threads=threads))
+                                    force=force, server_kind=server_kind, tokenizer=tokenizer, output_format=output_format,
+                                    threads=threads))
     if outcome.failed:
         raise typer.Exit(1)  # written, but failed: CI must see it
 

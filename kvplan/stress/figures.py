@@ -42,7 +42,7 @@ _MEMORY = (
     Figure("bytes_per_block", "bytes", "memory", True, "exact"),
     Figure("peak_kv_bytes", "bytes", "memory", True, "+5%", True),
     Figure("peak_kv_blocks", "blocks", "memory", True),
-    Figure("max_concurrency", "count", "memory", True, None, True),
+    Figure("peak_running_requests", "count", "memory", True, None, True),
     Figure("num_preemptions", "count", "memory", True, None, True),
     Figure("preemption_onset_step", "count", "memory", True),
     Figure("preemption_onset_s", "s", "memory", True, None, True),

@@ -123,6 +123,7 @@ def load_result(path: str | Path) -> RunResult:
         raise KvplanError(f"{p}: JSON nested too deeply to be a kvplan result") from None
     if not isinstance(data, dict) or "schema_version" not in data:
         raise KvplanError(f"{p}: not a kvplan result (no schema_version)")
+    _rename_old_keys(data)
     if data["schema_version"] != SCHEMA_VERSION:
         raise KvplanError(f"{p}: result schema_version {data['schema_version']!r} is not supported "
                           f"(this kvplan reads {SCHEMA_VERSION})")
@@ -132,6 +133,26 @@ def load_result(path: str | Path) -> RunResult:
         raise KvplanError(f"{p}: JSON nested too deeply to be a kvplan result") from None
     except ValidationError as exc:
         raise KvplanError(format_validation_error(f"{p}: not a valid kvplan result", exc, RunResult)) from None
+
+
+RENAMED_FIGURES = {"max_concurrency": "peak_running_requests"}  # old name -> new (vLLM's max_concurrency means a cap)
+
+
+def _rename_old_keys(data: dict[str, Any]) -> None:
+    """Results written before a figure's rename load under its new name."""
+    for section in ("metrics", "prediction"):
+        figures = data.get(section)
+        if isinstance(figures, dict):
+            for old, new in RENAMED_FIGURES.items():
+                if old in figures and new not in figures:
+                    figures[new] = figures.pop(old)
+    per_class = data.get("per_class")
+    if isinstance(per_class, dict):
+        for figures in per_class.values():
+            if isinstance(figures, dict):
+                for old, new in RENAMED_FIGURES.items():
+                    if old in figures and new not in figures:
+                        figures[new] = figures.pop(old)
 
 
 # --- environment ------------------------------------------------------------------------------

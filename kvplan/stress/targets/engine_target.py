@@ -31,7 +31,7 @@ def measured_memory(run: EngineRun, engine: Any) -> dict[str, Any]:
     return {
         "num_gpu_blocks": engine.num_gpu_blocks, "kv_pool_bytes": engine.num_gpu_blocks * engine.bytes_per_block,
         "bytes_per_block": engine.bytes_per_block, "peak_kv_bytes": peak, "peak_kv_blocks": peak // engine.bytes_per_block,
-        "max_concurrency": max((s.running or 0 for s in tl), default=0),
+        "peak_running_requests": max((s.running or 0 for s in tl), default=0),
         "num_preemptions": tl[-1].preemptions if tl else 0, "preemption_onset_s": run.first_preemption_s,
         "preemption_onset_step": run.first_preemption_step,
         "prefix_hit_tokens": tl[-1].prefix_hit_tokens if tl else 0,
