@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kvplan.errors import ConfigError
+from kvplan.spec.config_numbers import check_config_numbers
 from kvplan.spec.dtypes import MODEL_DTYPE_BYTES, normalize_model_dtype
 from kvplan.spec.params import ParamCount, count_params
 from kvplan.spec.quant import WeightQuant, weight_quant_from_config
@@ -207,6 +208,7 @@ def spec_from_config(config: dict[str, Any], name: str, *, where: str = "config.
     """Build a ModelSpec from a Hugging Face config dict, applying the rules in the module doc."""
     outer = config
     cfg = _with_defaults(text_config(config))
+    check_config_numbers(cfg, where)
     n_layers = _require_int(cfg, "num_hidden_layers", where)
     n_heads = _require_int(cfg, "num_attention_heads", where)
     hidden = _require_int(cfg, "hidden_size", where)
@@ -248,12 +250,13 @@ def spec_from_config(config: dict[str, Any], name: str, *, where: str = "config.
 
 
 def load_config_json(path: Path) -> dict[str, Any]:
+    from kvplan.errors import read_user_file
+
+    text = read_user_file(path, "config.json", max_bytes=16 * 2**20)  # regular files only, bounded
     try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid JSON ({exc})") from None
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise ConfigError(f"{path}: not valid JSON ({str(exc)[:200] or 'nested too deeply'})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a JSON object")
     return data

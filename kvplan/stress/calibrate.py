@@ -52,7 +52,7 @@ def _grid(max_len_tokens: int, max_batched_tokens: int, max_num_seqs: int, pool_
     return rounds
 
 
-def calibrate(model: str, config: object | None = None, *, seed: int = 0, engine: object | None = None,
+def calibrate(model: str, config: object | None = None, *, seed: int = 0, engine: object | None = None, device: str = "cpu",
               mix: list[tuple[list[int], int]] | None = None,
               on_progress: Callable[[int, int], None] | None = None) -> LinearCostModel:
     """Time the grid (and, when given, a replay of `mix`: (prompt ids, output tokens) pairs drawn
@@ -65,7 +65,8 @@ def calibrate(model: str, config: object | None = None, *, seed: int = 0, engine
     from kvplan.stress.step_probe import StepProbe
 
     if engine is None:
-        config = config or EngineConfig(kv_cache_memory_bytes=512 * 2**20, max_model_len=4096, max_num_batched_tokens=2048)
+        config = config or EngineConfig(kv_cache_memory_bytes=512 * 2**20, max_model_len=4096, max_num_batched_tokens=2048,
+                                        device=device)  # refused here when CUDA is asked for and missing
         engine = LLMEngine.from_profile(model, config, seed=seed)
     config = engine.config  # type: ignore[attr-defined]
     probe = StepProbe(engine)

@@ -17,7 +17,7 @@ from typing import Literal
 from rich.console import Console
 
 from kvplan.errors import KvplanError
-from kvplan.files import child_path
+from kvplan.files import check_output_dir, check_output_path, child_path, write_files
 from kvplan.stress.driver import run_target
 from kvplan.stress.result import RunResult
 from kvplan.stress.scenario import Scenario
@@ -48,10 +48,22 @@ class StressOptions:
 
 @dataclass(frozen=True)
 class StressRun:
+    """The runs, in memory; `save_run` writes them (nothing is written before)."""
+
     scenario: Scenario
     out_dir: Path
     results: tuple[RunResult, ...]
-    written: tuple[Path, ...]  # the result files
+    stale: tuple[Path, ...] = ()  # --force: files of the earlier run in out_dir, removed once the new ones are in
+    default_out: bool = True  # a new reports/<scenario>/<time> folder: point `latest` at it once written
+
+    @property
+    def result_paths(self) -> tuple[Path, ...]:
+        one = len(self.results) == 1
+        return tuple(self.out_dir / ("result.json" if one else f"result-{r.allocator}.json") for r in self.results)
+
+    @property
+    def interrupted(self) -> bool:
+        return any(not r.complete for r in self.results)
 
 
 def _requests(scenario: Scenario) -> list[RequestSpec]:
@@ -69,13 +81,14 @@ def _out_dir(opts: StressOptions, scenario: Scenario) -> Path:
     if opts.out_dir is not None:
         if opts.out_dir.exists() and not opts.out_dir.is_dir():
             raise KvplanError(f"--out {opts.out_dir} exists and is not a directory")
+        check_output_dir(opts.out_dir)  # before the run: an unwritable folder is found now, not after it
         earlier = _earlier_run_files(opts.out_dir)
         if earlier and not opts.force:
             raise KvplanError(f"--out {opts.out_dir} already holds a run ({', '.join(p.name for p in earlier[:3])}); "
                               "choose another folder, leave --out out (a new folder per run), or pass --force to replace it")
         return opts.out_dir
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + ("-target" if opts.target else "")
-    base = child_path("reports", scenario.name)
+    base = check_output_dir(child_path("reports", scenario.name))
     out_dir, n = base / stamp, 1
     while out_dir.exists():
         n += 1
@@ -124,11 +137,16 @@ def _make_target(allocator: str, opts: StressOptions, scenario: Scenario) -> Tar
 
 
 def run_stress(opts: StressOptions, console: Console | None = None) -> StressRun:
-    """Every run the options ask for; returns the results and the result files written."""
+    """Every run the options ask for, in memory: the output folder (and a calibration file to
+    write) are checked first, and nothing is written until `save_run`."""
     console = console or Console()
     _check(opts)
     scenario = load_scenario(opts.scenario_path)
     out_dir = _out_dir(opts, scenario)
+    if opts.recalibrate:
+        from kvplan.stress.calibrate import calibration_path
+
+        check_output_path(opts.calibration or calibration_path(scenario.name, scenario.engine.device))
     requests = _requests(scenario)
     if opts.recalibrate:
         opts = _recalibrate(opts, scenario, console)
@@ -138,13 +156,21 @@ def run_stress(opts: StressOptions, console: Console | None = None) -> StressRun
             results.append(run_target(scenario, requests, _make_target(allocator, opts, scenario),
                                       calibration=opts.calibration, console=console, progress=opts.progress))
         except KeyboardInterrupt:  # interrupted outside the request loop (engine build): nothing measured
-            raise KvplanError("interrupted before any request ran; nothing written") from None
+            if not results:
+                raise KvplanError("interrupted before any request ran; nothing written") from None
+            break
         if not results[-1].complete:
             break
-    for stale in _earlier_run_files(out_dir):  # --force: no file of the earlier run stays beside this one
-        stale.unlink()
-    written = tuple(res.write_atomic(out_dir / ("result.json" if len(results) == 1 else f"result-{res.allocator}.json"))
-                    for res in results)
-    if opts.out_dir is None:
-        _point_latest(out_dir)
-    return StressRun(scenario, out_dir, tuple(results), written)
+    return StressRun(scenario, out_dir, tuple(results), tuple(_earlier_run_files(out_dir)), opts.out_dir is None)
+
+
+def save_run(run: StressRun, extra: dict[Path, str] | None = None, out_dir: Path | None = None) -> tuple[Path, ...]:
+    """Write the result files and `extra` (report.html) into `out_dir` (default: the run's) as one:
+    all of them or none (`files.write_files`); the earlier run's files go once the new ones are in."""
+    folder = out_dir or run.out_dir
+    files: dict[Path, str] = {folder / p.name: r.to_json() for p, r in zip(run.result_paths, run.results)}
+    files.update({folder / Path(p).name: text for p, text in (extra or {}).items()})
+    written = write_files(files, remove=run.stale if folder == run.out_dir else ())
+    if run.default_out and folder == run.out_dir:
+        _point_latest(folder)
+    return tuple(written)

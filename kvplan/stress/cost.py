@@ -90,23 +90,59 @@ class LinearCostModel:
     def save(self, path: Path) -> None:
         import yaml
 
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(yaml.safe_dump({"kind": "linear", **asdict(self)}, sort_keys=False))
-        tmp.replace(path)
+        from kvplan.files import write_text_atomic
+
+        write_text_atomic(path, yaml.safe_dump({"kind": "linear", **asdict(self)}, sort_keys=False))
 
     @classmethod
     def load(cls, path: Path) -> LinearCostModel:
+        """Read a calibration file: a mapping of this class's fields, the coefficients finite and
+        >= 0 (a NaN intercept would make every predicted latency NaN)."""
         import yaml
 
+        from kvplan.errors import read_user_file
+        from kvplan.stress.scenario_loader import load_yaml
+
+        if not Path(path).exists():
+            raise ConfigError(f"{path}: no calibration file; run `kvplan calibrate` first")
+        text = read_user_file(path, "calibration", max_bytes=2**20)
         try:
-            data = yaml.safe_load(Path(path).read_text())
-            data.pop("kind", None)
-            return cls(**data)
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: no calibration file; run `kvplan calibrate` first") from None
-        except (TypeError, AttributeError, yaml.YAMLError) as exc:
-            raise ConfigError(f"{path}: not a kvplan calibration file ({exc})") from None
+            data = load_yaml(text)
+        except (yaml.YAMLError, RecursionError) as exc:
+            raise ConfigError(f"{path}: not a kvplan calibration file (invalid YAML: {type(exc).__name__})") from None
+        return cls(**_checked_fields(data, path))
+
+
+_COEFFICIENTS = ("intercept_s", "per_token_s", "per_seq_s", "per_context_token_s", "per_attention_pair_s")
+
+
+def _checked_fields(data: object, path: Path) -> dict[str, object]:
+    """The fields of a calibration mapping, each of the type and range `LinearCostModel` needs."""
+    import math
+    from dataclasses import fields
+
+    from kvplan.validation import short_repr
+
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: not a kvplan calibration file (a mapping of {', '.join(_COEFFICIENTS)}, ...)")
+    known = {f.name for f in fields(LinearCostModel)}
+    data = {k: v for k, v in data.items() if k != "kind"}
+    for key, value in data.items():
+        if key not in known:
+            raise ConfigError(f"{path}: unknown key {short_repr(key)}; valid keys: {', '.join(sorted(known))}")
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if key in _COEFFICIENTS and not (number and math.isfinite(value) and 0 <= value <= 3600):
+            raise ConfigError(f"{path}: {key} must be a finite number of seconds in 0..3600, got {short_repr(value)}")
+        if key == "num_samples" and not (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 2**53):
+            raise ConfigError(f"{path}: num_samples must be a whole number >= 0, got {short_repr(value)}")
+        if key == "r2" and not (number and math.isfinite(value)):
+            raise ConfigError(f"{path}: r2 must be a finite number, got {short_repr(value)}")
+        if key in ("model", "device", "host") and not isinstance(value, str):
+            raise ConfigError(f"{path}: {key} must be a string, got {short_repr(value)}")
+    missing = [k for k in _COEFFICIENTS if k not in data]
+    if missing:
+        raise ConfigError(f"{path}: missing required field {missing[0]!r}")
+    return data
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from kvplan.errors import KvplanError, read_user_file
 from kvplan.files import write_text_atomic
 from kvplan.stress.record import RequestRecord
-from kvplan.validation import format_validation_error
+from kvplan.stress.result_checks import check_result_data
+from kvplan.validation import FieldIssue, format_validation_error, path_text
 
 SCHEMA_VERSION = 1
 MAX_RESULT_BYTES = 1 << 30  # a million-request run is a few hundred MB
@@ -117,6 +118,10 @@ def load_result(path: str | Path) -> RunResult:
     if data["schema_version"] != SCHEMA_VERSION:
         raise KvplanError(f"{p}: result schema_version {data['schema_version']!r} is not supported "
                           f"(this kvplan reads {SCHEMA_VERSION})")
+    try:
+        check_result_data(data)
+    except FieldIssue as exc:
+        raise KvplanError(f"{p}: not a valid kvplan result: {path_text(exc.subpath)}: {exc.message}") from None
     try:
         return RunResult.model_validate(data)
     except RecursionError:
