@@ -15,6 +15,7 @@
 """
 from __future__ import annotations
 
+import errno
 import os
 import re
 import signal
@@ -163,9 +164,16 @@ def _stage(target: Path, data: bytes, mode: int | None, created: list[Path]) -> 
 
 def _write_in_place(target: Path, data: bytes) -> None:
     try:
-        with open(target, "wb") as fh:
+        if stat.S_ISFIFO(target.stat().st_mode):  # a FIFO nobody reads would block forever: refuse at once
+            fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK)
+            os.set_blocking(fd, True)
+        else:
+            fd = os.open(target, os.O_WRONLY | os.O_TRUNC)
+        with os.fdopen(fd, "wb") as fh:
             fh.write(data)
     except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise KvplanError(f"cannot write {target}: a FIFO that no process is reading") from None
         raise KvplanError(f"cannot write {target}: {_reason(exc)}") from None
 
 

@@ -9,6 +9,7 @@ incomplete.
 from __future__ import annotations
 
 import os
+from itertools import islice
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,10 +24,12 @@ from kvplan.stress.result import RunResult
 from kvplan.stress.scenario import Scenario
 from kvplan.stress.scenario_loader import load_scenario
 from kvplan.stress.target import Target
-from kvplan.stress.workload import RequestSpec, generate_requests
+from kvplan.stress.workload import RequestSpec, iter_requests
 
 RUN_FILES = ("result.json", "result-*.json", "report.html")  # what a run writes into its folder
 CLOSED_LOOP_DURATION_CAP = 100_000  # requests generated for a closed-loop duration_s scenario
+MAX_GENERATED_REQUESTS = 1_000_000  # the scenario schema's num_requests limit, also for rate x duration
+MAX_PROMPT_TOKENS = 2**27  # ~5 GB of prompt token ids held in memory
 ALLOCATOR_CHOICES = ("paged", "contiguous", "both")
 
 
@@ -67,8 +70,25 @@ class StressRun:
 
 
 def _requests(scenario: Scenario) -> list[RequestSpec]:
-    cap = CLOSED_LOOP_DURATION_CAP if scenario.arrival.type == "concurrency" and scenario.num_requests is None else None
-    return generate_requests(scenario, vocab_size=scenario.model_spec().vocab_size, max_requests=cap)
+    """The scenario's request stream, refused up front when it is too big to hold: an open-loop
+    `duration_s` at a high rate (1e6 req/s for a week) would otherwise generate until memory runs out."""
+    closed = scenario.arrival.type == "concurrency"
+    expected = scenario.num_requests
+    if expected is None:
+        rate = scenario.arrival.rate_per_s or 0.0
+        expected = CLOSED_LOOP_DURATION_CAP if closed else int(min(rate * (scenario.duration_s or 0.0), 1e18)) + 1
+    if expected > MAX_GENERATED_REQUESTS:
+        raise KvplanError(f"scenario {scenario.name!r} asks for about {expected:,} requests "
+                          f"(rate_per_s x duration_s); at most {MAX_GENERATED_REQUESTS:,} per run")
+    requests, total = [], 0
+    cap = CLOSED_LOOP_DURATION_CAP if closed and scenario.num_requests is None else None  # that stream has no end
+    for spec in islice(iter_requests(scenario, scenario.model_spec().vocab_size), cap):
+        total += spec.prompt_tokens
+        if total > MAX_PROMPT_TOKENS or len(requests) >= MAX_GENERATED_REQUESTS:
+            raise KvplanError(f"scenario {scenario.name!r} has more than {MAX_PROMPT_TOKENS:,} prompt tokens or "
+                              f"{MAX_GENERATED_REQUESTS:,} requests in all; that is the most one run holds in memory")
+        requests.append(spec)
+    return requests
 
 
 def _earlier_run_files(out_dir: Path) -> list[Path]:
