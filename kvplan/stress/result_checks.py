@@ -75,6 +75,8 @@ class _Request(BaseModel):
     error: str | None = None
     is_warmup: bool = False
     num_preemptions: int = Field(default=0, ge=0)
+    server_input_tokens: int | None = Field(default=None, ge=0)
+    server_output_tokens: int | None = Field(default=None, ge=0)
 
 
 def check_requests(requests: list[dict[str, Any]]) -> None:

@@ -28,7 +28,7 @@ from kvplan.plan.kv import blocks_in_budget, bytes_per_block
 from kvplan.spec.dtypes import resolve_kv_dtype
 from kvplan.spec.profiles import load_model, model_config
 from kvplan.stress.overrides import check_overrides
-from kvplan.stress.figures import metric_names, names
+from kvplan.stress.figures import RENAMED_FIGURES, metric_names, names
 from kvplan.validation import FieldIssue, first_error
 from kvplan.validation import short_repr as _short
 
@@ -230,7 +230,7 @@ class Tolerance(BaseModel):
 
 
 def known_gate_keys() -> list[str]:
-    return sorted({*metric_names(), *names("memory"), *names("machine")})
+    return sorted({*metric_names(), *names("memory"), *names("machine"), *names("normalized")})
 
 
 def _check_gate_key(where: tuple[str | int, ...], key: str) -> None:
@@ -245,6 +245,17 @@ class Gate(_Strict):
     exact: list[str] = Field(default_factory=list)  # must equal the baseline exactly (deterministic figures)
     relative: dict[str, Tolerance] = Field(default_factory=dict)  # vs the baseline
     prediction: dict[str, Tolerance] = Field(default_factory=dict)  # measured vs predicted, symmetric
+
+    @field_validator("exact", mode="before")
+    @classmethod
+    def _renamed_exact(cls, v: Any) -> Any:
+        """Scenarios (and results' copies of them) written before a figure's rename gate its new name."""
+        return [RENAMED_FIGURES.get(k, k) if isinstance(k, str) else k for k in v] if isinstance(v, list) else v
+
+    @field_validator("relative", "prediction", mode="before")
+    @classmethod
+    def _renamed(cls, v: Any) -> Any:
+        return {RENAMED_FIGURES.get(k, k) if isinstance(k, str) else k: t for k, t in v.items()} if isinstance(v, dict) else v
 
     @model_validator(mode="after")
     def _check(self) -> Gate:
