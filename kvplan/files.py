@@ -6,7 +6,7 @@
   /proc, /sys and immutable folders, where permission bits say nothing to root).
 - `write_files` writes several files as one: each to a temp file beside its target
   (`.NAME.PID.XXXX.tmp`), fsync, and only when every one is written are they renamed into place
-  (Ctrl-C deferred during the renames). A failure (disk full, permissions) removes every temp file
+  (Ctrl-C deferred until all are in place). A failure (disk full, permissions) removes every temp file
   and every folder it created, so a command writes all of its files or none. Temp files of a
   process that died (kill -9) are removed by the next write to the same target.
 - A regular file (or a new path) is replaced atomically; anything else that already exists at the
@@ -111,7 +111,7 @@ def remove_stale_temps(folder: Path, name: str) -> None:
 
 
 @contextmanager
-def _sigint_deferred() -> Iterator[None]:
+def sigint_deferred() -> Iterator[None]:
     """Ctrl-C waits until the block is done (main thread only), then interrupts as usual."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -199,14 +199,16 @@ def write_files(contents: Mapping[str | Path, str | bytes], remove: Iterable[str
     device_paths = {p for p, _ in in_place}
     staged: dict[Path, str] = {}
     created: list[Path] = []
-    try:
-        for path, data in items:
-            if path not in device_paths:
-                staged[path] = _stage(path, data, modes[path], created)
-    except BaseException:
-        _undo(staged.values(), created)
-        raise
-    with _sigint_deferred():
+    # Ctrl-C waits until every file is in place (a second Ctrl-C while a stopped run saves its
+    # partial result must not lose it); kill -9 cannot wait, and leaves old-or-new files plus temps
+    with sigint_deferred():
+        try:
+            for path, data in items:
+                if path not in device_paths:
+                    staged[path] = _stage(path, data, modes[path], created)
+        except BaseException:
+            _undo(staged.values(), created)
+            raise
         for path, tmp in list(staged.items()):
             try:
                 os.replace(tmp, path)

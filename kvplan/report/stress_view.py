@@ -10,6 +10,7 @@ from rich.table import Table
 
 from kvplan.report.formatting import error_pct, fmt, fmt_pct
 from kvplan.errors import KvplanError
+from kvplan.files import sigint_deferred
 from kvplan.stress.command import StressOptions, StressRun, run_stress, save_run
 from kvplan.stress.figures import FIGURES, figure_value, prediction_key, unit_of
 from kvplan.stress.result import RunResult
@@ -85,11 +86,13 @@ def stress_and_report(opts: StressOptions, console: Console | None = None) -> St
         render_comparison(console, result)
     if len(run.results) == 2:
         render_allocators(console, *run.results)
-    report_text = render_report(list(run.results))
-    try:
-        written = list(save_run(run, {Path("report.html"): report_text}))
-    except KvplanError as exc:
-        raise _save_elsewhere(run, report_text, exc) from None
+    # the run is over: a (second) Ctrl-C now waits until its result and report are saved
+    with sigint_deferred():
+        report_text = render_report(list(run.results))
+        try:
+            written = list(save_run(run, {Path("report.html"): report_text}))
+        except KvplanError as exc:
+            raise _save_elsewhere(run, report_text, exc) from None
     for path in written:
         console.print(f"wrote {path}")
     failed = [r for r in run.results if r.verdict == "failed"]
