@@ -16,6 +16,7 @@ Conventions (documented in docs/metrics.md and the scenario files):
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from typing import Any, Literal
 
@@ -229,16 +230,22 @@ class Tolerance(BaseModel):
         return abs(value - reference) <= slack
 
 
+@functools.cache
+def _gate_keys() -> tuple[str, ...]:
+    return tuple(sorted({*metric_names(), *names("memory"), *names("machine"), *names("normalized")}))
+
+
 def known_gate_keys() -> list[str]:
-    return sorted({*metric_names(), *names("memory"), *names("machine"), *names("normalized")})
+    """Every figure a gate may name (the registry is fixed: computed once, checked per key)."""
+    return list(_gate_keys())
 
 
 def _check_gate_key(where: tuple[str | int, ...], key: str) -> None:
-    known = known_gate_keys()
-    if key not in known:
+    if key not in _gate_keys():
+        known = known_gate_keys()
         close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
         hint = f"did you mean: {', '.join(close)}?" if close else f"choices include: {', '.join(names('memory'))}, p99_itl_ms, mean_ttft_ms, ..."
-        raise FieldIssue(where, f"unknown metric {key!r}; {hint}")
+        raise FieldIssue(where, f"unknown metric {_short(key)}; {hint}")
 
 
 class Gate(_Strict):

@@ -10,12 +10,15 @@ workspace, and check what every run must satisfy whatever its input:
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import os
 import shutil
+import sys
 import tempfile
 import traceback
+import types
 from collections import Counter
 from dataclasses import dataclass
 from itertools import islice
@@ -63,11 +66,11 @@ def engine_stops(monkeypatch) -> None:
     monkeypatch.setattr(calibrate, "calibrate_scenario", _reached)
     original = command.iter_requests
     monkeypatch.setattr(command, "iter_requests", lambda *a, **k: islice(original(*a, **k), 64))
-    try:
-        import kvplan.server.serve as serve
-    except ImportError:  # pragma: no cover - the server's dependencies are installed with kvplan
-        return
-    monkeypatch.setattr(serve, "serve", _reached)
+    # `kvplan serve` checks its flags, then imports the server (and torch) and starts it: a stand-in
+    # module stops it there without paying the torch import
+    stand_in = types.ModuleType("kvplan.server.serve")
+    stand_in.serve = _reached  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "kvplan.server.serve", stand_in)
 
 
 @dataclass
@@ -78,10 +81,22 @@ class Workspace:
         return self.root / name
 
 
-def tiny_config() -> dict:
+@functools.cache
+def _tiny_config_text() -> str:
     from kvplan.spec.profiles import model_profile
 
-    return json.loads(json.dumps(model_profile("tiny-llama")["config"]))
+    return json.dumps(model_profile("tiny-llama")["config"])
+
+
+def tiny_config() -> dict:
+    return json.loads(_tiny_config_text())
+
+
+@functools.cache
+def _scenario_text() -> str:
+    from kvplan.stress.scenario_loader import load_scenario
+
+    return yaml.safe_dump(load_scenario("ci-smoke").to_dict())
 
 
 @contextlib.contextmanager
@@ -97,10 +112,8 @@ def workspace():
         (root / "reports" / "baselines").mkdir(parents=True)
         shutil.copy(BASELINE, root / "reports" / "baselines" / "ci-smoke.json")  # `gate` without --baseline finds it
         (root / "model").mkdir()
-        (root / "model" / "config.json").write_text(json.dumps(tiny_config()))
-        from kvplan.stress.scenario_loader import load_scenario
-
-        (root / "scenario.yaml").write_text(yaml.safe_dump(load_scenario("ci-smoke").to_dict()))
+        (root / "model" / "config.json").write_text(_tiny_config_text())
+        (root / "scenario.yaml").write_text(_scenario_text())
         os.chdir(root)
         yield Workspace(root)
     finally:

@@ -76,7 +76,7 @@ def scenario_text(draw) -> str:
     return text
 
 
-@settings(FUZZ, max_examples=examples(110))
+@settings(FUZZ, max_examples=examples(130))
 @given(text=scenario_text())
 def test_mutated_scenarios(text: str) -> None:
     """Stress validates the scenario, the model and its workload; a valid one stops at the engine."""
@@ -101,7 +101,7 @@ def model_dir_files(draw) -> dict[str, bytes]:
     return files
 
 
-@settings(FUZZ, max_examples=examples(90))
+@settings(FUZZ, max_examples=examples(110))
 @given(files=model_dir_files(), gpu=st.booleans())
 def test_mutated_model_directories(files: dict[str, bytes], gpu: bool) -> None:
     with workspace() as ws:
@@ -121,7 +121,7 @@ def result_text(draw) -> str:
     return json.dumps(draw(mutated(RESULT, draw(st.sampled_from(RESULT_FOCUS)))))
 
 
-@settings(FUZZ, max_examples=examples(90))
+@settings(FUZZ, max_examples=examples(110))
 @given(text=result_text(), command=st.sampled_from(["gate", "gate-baseline", "baseline"]))
 def test_mutated_results_gate_and_baseline(text: str, command: str) -> None:
     """Exit 2 for a malformed result, 1 only for a real regression (harness: only `gate` may exit 1)."""
@@ -146,7 +146,7 @@ CALIBRATION = {"kind": "linear", "intercept_s": 0.004, "per_token_s": 1e-5, "per
                "per_attention_pair_s": 1e-11, "model": "tiny-llama", "device": "cpu", "host": "h", "num_samples": 100, "r2": 0.9}
 
 
-@settings(FUZZ, max_examples=examples(60))
+@settings(FUZZ, max_examples=examples(80))
 @given(data=mutated(CALIBRATION))
 def test_mutated_calibration_files(data: Any) -> None:
     """A calibration file loads into finite, non-negative coefficients or is one `KvplanError`."""
