@@ -3,7 +3,7 @@
 A config is untrusted input: `head_dim: 0` would plan 0 bytes per token, `-128` negative bytes,
 `1.5` would be truncated, 2^70 layers would overflow numpy, and `"architectures": -1` or a string
 where a mapping belongs would surface as a TypeError deep in the planner. So every key the
-planner reads (`spec.model`, `layers`, `state`, `mixer_params`, `params`, `quant`) is declared
+planner reads (`spec.model`, `layers`, `state`, `mixer_params`, `params`, `quant`, `plan.overheads`) is declared
 here with its type and range, and a config that breaks one is refused with one line naming the
 field path and the bad value. Keys the planner does not read are let through untouched.
 
@@ -133,6 +133,7 @@ _FIELDS: dict[str, Any] = {
     **dict.fromkeys(("sliding_window_pattern", "attn_layer_period", "expert_layer_period", "full_attention_interval",
                      "interleave_moe_layer_step", "decoder_sparse_step", "no_rope_layer_interval"), _whole(1, _LAYERS)),
     **dict.fromkeys(("expand", "mamba_expand"), _number(0, 2**10)),
+    "partial_rotary_factor": _number(0, 1),
     **dict.fromkeys(("time_step_rank", "mamba_dt_rank"), _whole_or_auto(1, _WIDTH)),
     **dict.fromkeys(("cross_attention_layers", "mlp_only_layers", "attn_layer_indices", "no_rope_layers"),
                     _whole_list(0, _LAYERS)),
@@ -182,6 +183,16 @@ class VisionConfig(BaseModel):
     max_num_tiles: _whole(1, 2**10) = None  # type: ignore[valid-type]
 
 
+class RopeScaling(BaseModel):
+    """What the planner reads of `rope_scaling` (the rotary cache vLLM sizes for YaRN and friends)."""
+
+    model_config = _OPEN
+    rope_type: _TEXT = None
+    type: _TEXT = None
+    original_max_position_embeddings: _whole(1, _TOKENS) = None  # type: ignore[valid-type]
+    factor: _number(0, 2**10) = None  # type: ignore[valid-type]
+
+
 _Keys = create_model("_Keys", __config__=_OPEN, **{k: (t, None) for k, t in _FIELDS.items()})  # type: ignore[call-overload]
 
 
@@ -193,6 +204,7 @@ class HfConfig(_Keys):  # type: ignore[misc, valid-type]
     language_config: Optional[HfConfig] = None
     vision_config: Optional[VisionConfig] = None
     quantization_config: Optional[QuantConfig] = None
+    rope_scaling: Optional[RopeScaling] = None
 
 
 HfConfig.model_rebuild()

@@ -14,7 +14,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import BASELINE, CASES, FUZZ, examples, invoke, tiny_config, workspace
+from harness import BASELINE, CASES, FUZZ, examples, invoke, workspace
 
 HOSTILE = st.sampled_from([0, -1, -128, 1.5, 2**64, 2**62, 10**400, 1e308, -1e308, float("nan"), float("inf"), "", "x" * 3000,
                            "7", True, False, None, [], {}, [1, 2, 3], {"a": 1}, [[[[[]]]]], 2**53 + 1, 1e-300, -0.0])
@@ -86,9 +86,27 @@ def test_mutated_scenarios(text: str) -> None:
         invoke(ws, ["stress", "-s", str(path), "--out", "run", "--no-progress"], kind="scenario")
 
 
+# real configs of every family the planner models: dense, sliding, MLA, MoE, quantized, multimodal
+# (text_config), and the hybrids (Mamba, Gated-DeltaNet, Nemotron-H pattern, Llama-4 chunks)
+CONFIG_PROFILES = ["tiny-llama", "gemma-3-4b-it", "deepseek-v2-lite", "mixtral-8x7b-v0.1", "llama-2-7b-gptq",
+                   "llama-3.1-8b-instruct-w4a16", "ai21-jamba-1.5-mini", "falcon-mamba-7b", "nemotron-h-56b-base-8k",
+                   "qwen3-next-80b-a3b-thinking", "llama-4-scout-17b-16e-instruct", "gpt2", "falcon-7b", "gpt-oss-20b"]
+
+
+def _profile_configs() -> list[dict]:
+    from kvplan.spec.profiles import model_profile
+
+    return [json.loads(json.dumps(model_profile(name)["config"])) for name in CONFIG_PROFILES]
+
+
+CONFIGS = _profile_configs()
+
+
 @st.composite
 def model_dir_files(draw) -> dict[str, bytes]:
-    files = {"config.json": json.dumps(draw(mutated(tiny_config()))).encode()}
+    base = draw(st.sampled_from(CONFIGS))
+    focus = draw(st.sampled_from([(), ("text_config",), ("quantization_config",)]))
+    files = {"config.json": json.dumps(draw(mutated(base, focus))).encode()}
     kind = draw(st.sampled_from(["none", "header", "index"]))
     if kind == "header":
         header = {"w": {"dtype": "F16", "shape": [2, 2], "data_offsets": [0, 8]}, "__metadata__": {"format": "pt"}}
