@@ -19,7 +19,8 @@ from harness import BASELINE, CASES, FUZZ, examples, invoke, workspace
 HOSTILE = st.sampled_from([0, -1, -128, 1.5, 2**64, 2**62, 10**400, 1e308, -1e308, float("nan"), float("inf"), "", "x" * 3000,
                            "7", True, False, None, [], {}, [1, 2, 3], {"a": 1}, [[[[[]]]]], 2**53 + 1, 1e-300, -0.0])
 GOOD_NUMBERS = st.one_of(st.integers(-5, 10**6), st.floats(allow_nan=True, allow_infinity=True), st.integers(2**30, 2**70))
-VALUE = st.one_of(HOSTILE, HOSTILE, GOOD_NUMBERS, st.text(max_size=20))
+# a fresh copy each draw: an edit that adds a key inside a drawn `{}` must not change the pool
+VALUE = st.one_of(HOSTILE, HOSTILE, GOOD_NUMBERS, st.text(max_size=20)).map(copy.deepcopy)
 
 
 def _paths(node: Any, prefix: tuple = ()) -> list[tuple]:
