@@ -112,7 +112,8 @@ def plot_concurrency(df: pd.DataFrame, path: str | Path, title: str = "") -> byt
         for kv, line in sub.groupby("kv_cache_dtype", observed=True):
             ax.plot(line["ctx"], line["max_concurrency"], marker="o", label=f"KV {kv}")
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        if (sub["max_concurrency"] > 0).any():  # a GPU the model never fits on: all zeros, kept linear
+            ax.set_yscale("log")
         ax.set_xlabel("context (max_model_len, tokens)")
         ax.set_ylabel("max concurrency (vLLM)")
         ax.set_title(f"{gpu}, block {bs}")
