@@ -11,7 +11,9 @@
   process that died (kill -9) are removed by the next write to the same target.
 - A regular file (or a new path) is replaced atomically; anything else that already exists at the
   path (a character device such as /dev/stdout or /dev/null, a FIFO, a socket) is written in place,
-  never replaced: `-o /dev/stdout` works, and `-o /dev/full` is one `KvplanError` line.
+  never replaced: `-o /dev/stdout` works, and `-o /dev/full` is one `KvplanError` line. Those are
+  written before the regular files are renamed into place, so their failure (disk full, a FIFO
+  nobody reads) leaves the regular files untouched too.
 """
 from __future__ import annotations
 
@@ -110,17 +112,23 @@ def remove_stale_temps(folder: Path, name: str) -> None:
             entry.unlink(missing_ok=True)
 
 
+_DEFERRING: list[bool] = []  # non-empty while a sigint_deferred block runs (blocks nest)
+
+
 @contextmanager
 def sigint_deferred() -> Iterator[None]:
-    """Ctrl-C waits until the block is done (main thread only), then interrupts as usual."""
-    if threading.current_thread() is not threading.main_thread():
+    """Ctrl-C waits until the block is done (main thread only), then interrupts as usual. Nested
+    blocks defer to the outermost one: an inner block must not raise inside the outer."""
+    if threading.current_thread() is not threading.main_thread() or _DEFERRING:
         yield
         return
     caught: list[int] = []
     previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    _DEFERRING.append(True)
     try:
         yield
     finally:
+        _DEFERRING.pop()
         signal.signal(signal.SIGINT, previous)
         if caught:
             raise KeyboardInterrupt
@@ -162,18 +170,26 @@ def _stage(target: Path, data: bytes, mode: int | None, created: list[Path]) -> 
     return tmp
 
 
-def _write_in_place(target: Path, data: bytes) -> None:
+def _open_in_place(target: Path) -> int:
+    """Open a device, FIFO or socket path for writing; a FIFO nobody reads is refused at once
+    (opening it would block forever)."""
     try:
-        if stat.S_ISFIFO(target.stat().st_mode):  # a FIFO nobody reads would block forever: refuse at once
+        if stat.S_ISFIFO(target.stat().st_mode):
             fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK)
             os.set_blocking(fd, True)
-        else:
-            fd = os.open(target, os.O_WRONLY | os.O_TRUNC)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            return fd
+        return os.open(target, os.O_WRONLY | os.O_TRUNC)
     except OSError as exc:
         if exc.errno == errno.ENXIO:
             raise KvplanError(f"cannot write {target}: a FIFO that no process is reading") from None
+        raise KvplanError(f"cannot write {target}: {_reason(exc)}") from None
+
+
+def _write_fd(target: Path, fd: int, data: bytes) -> None:
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+    except OSError as exc:
         raise KvplanError(f"cannot write {target}: {_reason(exc)}") from None
 
 
@@ -199,14 +215,23 @@ def write_files(contents: Mapping[str | Path, str | bytes], remove: Iterable[str
     device_paths = {p for p, _ in in_place}
     staged: dict[Path, str] = {}
     created: list[Path] = []
+    opened: dict[Path, int] = {}
     # Ctrl-C waits until every file is in place (a second Ctrl-C while a stopped run saves its
-    # partial result must not lose it); kill -9 cannot wait, and leaves old-or-new files plus temps
+    # partial result must not lose it); kill -9 cannot wait, and leaves old-or-new files plus temps.
+    # Order: devices and FIFOs opened (a FIFO without a reader is refused), regular files staged,
+    # devices written, then the renames: a failure before the renames leaves every regular file as it was.
     with sigint_deferred():
         try:
+            for path, _ in in_place:
+                opened[path] = _open_in_place(path)
             for path, data in items:
                 if path not in device_paths:
                     staged[path] = _stage(path, data, modes[path], created)
+            for path, data in in_place:
+                _write_fd(path, opened.pop(path), data)
         except BaseException:
+            for fd in opened.values():
+                os.close(fd)
             _undo(staged.values(), created)
             raise
         for path, tmp in list(staged.items()):
@@ -218,8 +243,6 @@ def write_files(contents: Mapping[str | Path, str | bytes], remove: Iterable[str
         for old in remove:
             if Path(old) not in staged:
                 Path(old).unlink(missing_ok=True)
-    for path, data in in_place:
-        _write_in_place(path, data)
     return [p for p, _ in items]
 
 

@@ -32,6 +32,9 @@ CASES = [
     (["gate", "-r", "result.json", "-b", "result.json", "--junit", "adir"], "adir"),
     (["gate", "-r", "result.json", "-b", "result.json", "--html", "adir"], "adir"),
     (["gate", "-r", "result.json", "-b", "result.json", "--junit", "ok.xml", "--html", "adir"], "adir"),
+    # a device or FIFO that fails is written before the regular files are renamed in: nothing is left
+    (["gate", "-r", "result.json", "-b", "result.json", "--html", "ok.html", "--junit", "fifo"], "no process is reading"),
+    (["gate", "-r", "result.json", "-b", "result.json", "--html", "ok.html", "--junit", "/dev/full"], "/dev/full"),
     (["baseline", "update", "result.json", "--dir", "afile.txt"], "afile.txt"),
     (["baseline", "update", "result.json", "--dir", "/dev/null"], "/dev/null"),
     (["profiles", "show", LONG], "unknown model"),
@@ -50,6 +53,7 @@ def test_bad_output_or_number_is_one_line_exit_2_nothing_written(args: list[str]
     monkeypatch.chdir(tmp_path)
     (tmp_path / "adir").mkdir()
     (tmp_path / "afile.txt").write_text("x\n")
+    os.mkfifo(tmp_path / "fifo")  # nobody reads it
     shutil.copy(BASELINE, tmp_path / "result.json")
     before = _tree(tmp_path)
     with pytest.raises(SystemExit) as info:
