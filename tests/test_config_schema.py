@@ -95,3 +95,32 @@ def test_calibration_schema_matches_the_cost_model(tmp_path: Path) -> None:
                           cpu_wait_share=0.1, threads=2, machine={"cpu_model": "x", "cores": 2, "torch": "2.13", "host": "h"})
     fit.save(tmp_path / "c.yaml")
     assert LinearCostModel.load(tmp_path / "c.yaml") == fit
+
+
+@pytest.mark.parametrize("scenario,needle", [({"workload": 3}, "scenario.workload: must be a mapping"),
+                                             ({"workload": {"classes": [1]}}, "scenario.workload.classes[0]"),
+                                             ({"engine": [1]}, "scenario.engine: must be a mapping"),
+                                             ({"model": 5}, "scenario.model: must be a model name")])
+def test_a_results_scenario_copy_has_mapping_sections(tmp_path: Path, scenario: dict, needle: str) -> None:
+    """Reports read the result's copy of its scenario section by section (the fuzz suite found
+    `workload: 3` reaching the HTML report as an AttributeError)."""
+    from kvplan.errors import KvplanError
+    from kvplan.stress.result import load_result
+
+    data = json.loads((ROOT / "reports" / "baselines" / "ci-smoke.json").read_text())
+    data["scenario"].update(scenario)
+    (tmp_path / "r.json").write_text(json.dumps(data))
+    with pytest.raises(KvplanError) as info:
+        load_result(tmp_path / "r.json")
+    assert needle in str(info.value)
+
+
+@pytest.mark.parametrize("tokens", [float("inf"), float("nan"), 1e300, 12.5, -3])
+def test_a_token_count_out_of_range_is_a_scenario_error(tokens: float) -> None:
+    from kvplan.errors import KvplanError
+    from kvplan.stress.scenario_loader import load_scenario, parse_scenario
+
+    data = load_scenario("ci-smoke").to_dict()
+    data["workload"]["classes"][0]["prompt_tokens"] = tokens  # was OverflowError for inf
+    with pytest.raises(KvplanError, match=r"prompt_tokens: must be a whole number of tokens"):
+        parse_scenario(data, "s.yaml")

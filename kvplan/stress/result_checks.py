@@ -16,7 +16,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from kvplan.stress.figures import figure, prediction_key
 from kvplan.validation import FieldIssue, first_error, short_repr
@@ -79,6 +79,41 @@ class _Request(BaseModel):
     server_output_tokens: int | None = Field(default=None, ge=0)
 
 
+class _Workload(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    classes: list[dict[str, Any]] = Field(default_factory=list, max_length=10_000)
+
+
+class _ScenarioCopy(BaseModel):
+    """The result's copy of its scenario (`Scenario.to_dict()`), as far as reports read it: the
+    sections are mappings. It is not re-validated as a Scenario: a result written under an older
+    schema must still load."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    name: str = Field("", max_length=200)
+    model: Any = None  # a profile name, or a mapping {name, overrides}
+    engine: dict[str, Any] = Field(default_factory=dict)
+    workload: _Workload = Field(default_factory=_Workload)
+    arrival: dict[str, Any] = Field(default_factory=dict)
+    slo: dict[str, Any] = Field(default_factory=dict)
+    gate: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: Any) -> Any:
+        if v is not None and not isinstance(v, (str, dict)):
+            raise ValueError("must be a model name or a mapping {name, overrides}")
+        return v
+
+
+def check_scenario_copy(scenario: Any) -> None:
+    try:
+        _ScenarioCopy.model_validate(scenario)
+    except ValidationError as exc:
+        loc, text = first_error(exc, _ScenarioCopy)
+        raise FieldIssue(("scenario", *loc), text) from None
+
+
 def check_requests(requests: list[dict[str, Any]]) -> None:
     for i, entry in enumerate(requests):
         try:
@@ -104,6 +139,8 @@ def check_result_data(data: Mapping[str, Any]) -> None:
     """Every check above on a result file's parsed JSON (before the schema's own checks): raises
     `FieldIssue` with the path of the first bad value."""
     check_numbers(dict(data))
+    if "scenario" in data:
+        check_scenario_copy(data["scenario"])
     for key in ("metrics", "prediction", "per_class"):
         if not isinstance(data.get(key, {}), dict):
             raise FieldIssue((key,), f"must be a mapping, got {short_repr(data.get(key))}")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import math
 import re
 from typing import Any, Literal
 
@@ -70,8 +71,8 @@ class LengthSpec(_Strict):
         if isinstance(v, bool):
             raise FieldIssue((), f"must be a token count or a mapping {{dist, mean, std, min, max}}, got {v!r}")
         if isinstance(v, (int, float)):
-            if v <= 0 or v != int(v):
-                raise FieldIssue((), f"must be a positive whole number of tokens, got {v!r}")
+            if not (isinstance(v, int) or (math.isfinite(v) and v.is_integer())) or not 0 < v <= MAX_TOKENS:
+                raise FieldIssue((), f"must be a whole number of tokens in 1..{MAX_TOKENS:,}, got {_short(v)}")
             return {"dist": "fixed", "mean": int(v)}
         if not isinstance(v, (dict, LengthSpec)):
             raise FieldIssue((), f"must be a token count or a mapping {{dist, mean, std, min, max}}, got {_short(v)}")
