@@ -124,3 +124,15 @@ def test_a_token_count_out_of_range_is_a_scenario_error(tokens: float) -> None:
     data["workload"]["classes"][0]["prompt_tokens"] = tokens  # was OverflowError for inf
     with pytest.raises(KvplanError, match=r"prompt_tokens: must be a whole number of tokens"):
         parse_scenario(data, "s.yaml")
+
+
+def test_request_schema_requires_what_request_record_requires() -> None:
+    """A field RequestRecord needs (no default) is required by the schema too: a result whose
+    request lacks `finish_s` is one line, not a TypeError in the report (found by the fuzz suite)."""
+    from dataclasses import MISSING
+
+    from kvplan.stress.record import RequestRecord
+    from kvplan.stress.result_checks import _Request
+
+    needed = {f.name for f in fields(RequestRecord) if f.default is MISSING and f.default_factory is MISSING}
+    assert {name for name, f in _Request.model_fields.items() if f.is_required()} == needed

@@ -66,9 +66,9 @@ class _Request(BaseModel):
     request_id: str
     class_name: str
     arrival_s: float = Field(ge=0)
-    first_token_s: float | None = Field(default=None, ge=0)
+    first_token_s: float | None = Field(ge=0)  # required, null when no token came (RequestRecord has no default)
     token_times_s: list[float]
-    finish_s: float | None = Field(default=None, ge=0)
+    finish_s: float | None = Field(ge=0)
     prompt_tokens: int = Field(ge=0)
     output_tokens: int = Field(ge=0)
     status: Literal["ok", "error", "aborted"] = "ok"

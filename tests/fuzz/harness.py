@@ -115,7 +115,15 @@ def workspace():
         (root / "model" / "config.json").write_text(_tiny_config_text())
         (root / "scenario.yaml").write_text(_scenario_text())
         os.chdir(root)
-        yield Workspace(root)
+        # the user's data folder (calibrations) inside the workspace too, so a write there is seen
+        home, os.environ["KVPLAN_HOME"] = os.environ.get("KVPLAN_HOME"), str(root / "kvplan-home")
+        try:
+            yield Workspace(root)
+        finally:
+            if home is None:
+                os.environ.pop("KVPLAN_HOME", None)
+            else:
+                os.environ["KVPLAN_HOME"] = home
     finally:
         os.chdir(old)
         shutil.rmtree(root, ignore_errors=True)

@@ -121,3 +121,34 @@ def test_write_files_killed_mid_write_leaves_whole_files(tmp_path: Path) -> None
             assert len(data) == 8 * 2**20 and data == bytes([data[0]]) * len(data), f"kill {i}: {name} is torn"
     assert report["final"] == ["a.bin", "b.bin"]  # the dead writers' temp files are gone
     assert (work / "a.bin").read_bytes() == b"done"
+
+
+def test_a_run_that_cannot_be_saved_goes_to_a_temp_folder(tiny: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    """The disk fills between the check and the save: the finished run is not lost: it is saved
+    to a new temp folder, and the one error line (exit 2) says where."""
+    import re
+
+    import kvplan.report.stress_view as view
+    from kvplan.cli import main
+    from kvplan.errors import KvplanError
+
+    original = view.save_run
+
+    def full_disk(run, extra=None, out_dir=None):
+        if out_dir is None:  # where the user asked
+            raise KvplanError(f"cannot write {run.out_dir / 'result.json'}: No space left on device")
+        return original(run, extra, out_dir)
+
+    monkeypatch.setattr(view, "save_run", full_disk)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)  # TMPDIR read again
+    with pytest.raises(SystemExit) as info:
+        main(["stress", "-s", str(tiny), "--out", str(tmp_path / "out"), "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert info.value.code == 2 and len(err) == 1 and "No space left on device" in err[0], err
+    saved = Path(re.search(r"saved it to (\S+) instead", err[0]).group(1))
+    assert saved.parent == tmp_path and load_result(saved / "result.json").complete
+    assert (saved / "report.html").read_text().rstrip().endswith("</html>")
+    assert not (tmp_path / "out" / "result.json").exists()
