@@ -12,9 +12,9 @@ import sys
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from kvplan.errors import KvplanError, read_user_file
 from kvplan.stress.figures import RENAMED_FIGURES
@@ -75,7 +75,7 @@ class RunResult(BaseModel):
     model_config = ConfigDict(extra="forbid", ser_json_inf_nan="null")
 
     schema_version: Literal[1] = SCHEMA_VERSION
-    created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"), max_length=64)
     scenario: dict[str, Any]  # Scenario.to_dict(): parse_scenario accepts it back
     allocator: Literal["paged", "contiguous"] = "paged"
     environment: Environment
@@ -94,8 +94,17 @@ class RunResult(BaseModel):
     notes: list[str] = Field(default_factory=list)
     # HTTP targets: the server's own /metrics samples ({t_s, kv_cache_usage_perc,
     # num_requests_running, num_requests_waiting, ...}) and what it says about itself
-    server_telemetry: list[dict[str, Any]] = Field(default_factory=list)
+    server_telemetry: list[dict[str, Optional[float]]] = Field(default_factory=list)  # numbers only: plotted
     server_info: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("created_at")
+    @classmethod
+    def _iso_time(cls, v: str) -> str:
+        try:
+            datetime.fromisoformat(v)
+        except ValueError:
+            raise ValueError("must be an ISO 8601 time such as 2026-01-31T12:00:00+00:00") from None
+        return v
 
     @property
     def scenario_name(self) -> str:

@@ -132,8 +132,11 @@ def test_mutated_model_directories(files: dict[str, bytes], gpu: bool) -> None:
 
 
 RESULT = json.loads(BASELINE.read_text())
+# an HTTP run's extras too, so mutations reach into them (the engine baseline has none)
+RESULT["server_telemetry"] = [{"t_s": 0.5, "kv_cache_usage_perc": 0.25, "num_requests_running": 2.0, "num_requests_waiting": 0.0}]
+RESULT["server_info"] = {"api": "completions", "model": "m", "num_gpu_blocks": 128}
 RESULT_FOCUS = [("metrics",), ("prediction",), ("per_class",), ("requests",), ("timeline",), ("scenario",),
-                ("scenario", "workload"), ("scenario", "engine"), ("environment",), ("server_info",), ()]
+                ("scenario", "workload"), ("scenario", "engine"), ("environment",), ("server_info",), ("server_telemetry",), ()]
 
 
 @st.composite
