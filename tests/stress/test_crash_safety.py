@@ -21,7 +21,7 @@ from kvplan.stress.result import load_result
 from kvplan.stress.scenario_loader import load_scenario
 
 HELPER = Path(__file__).with_name("crash_helper.py")
-FRACTIONS = [0.2, 0.5, 0.8, 0.9, 0.95, 1.0]  # of a complete run's duration
+FRACTIONS = [0.2, 0.5, 0.8, 0.95, 1.0, 1.02, 1.05, 1.1]  # of a complete run's duration; past 1: the save
 
 pytestmark = pytest.mark.slow
 
