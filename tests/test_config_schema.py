@@ -136,3 +136,27 @@ def test_request_schema_requires_what_request_record_requires() -> None:
 
     needed = {f.name for f in fields(RequestRecord) if f.default is MISSING and f.default_factory is MISSING}
     assert {name for name, f in _Request.model_fields.items() if f.is_required()} == needed
+
+
+@pytest.mark.parametrize("missing", ["qk_nope_head_dim", "v_head_dim", "qk_rope_head_dim"])
+def test_mla_needs_its_three_head_dims(missing: str) -> None:
+    """An MLA config (kv_lora_rank) without one of its head dims is one line (was a KeyError)."""
+    from kvplan.spec.profiles import model_profile
+
+    config = json.loads(json.dumps(model_profile("deepseek-v2-lite")["config"]))
+    (config.get("text_config") or config).pop(missing)
+    with pytest.raises(ConfigError, match=f"missing required field '{missing}'"):
+        spec_from_config(config, "x", where="m/config.json")
+
+
+def test_rope_scaling_factor_null_is_no_scaling(tmp_path: Path, capsys) -> None:
+    """`"factor": null` in a YaRN rope_scaling plans as factor 1 (was a TypeError in the budget)."""
+    from kvplan.cli import main
+    from kvplan.spec.profiles import model_profile
+
+    config = {**model_profile("tiny-llama")["config"],
+              "rope_scaling": {"rope_type": "yarn", "factor": None, "original_max_position_embeddings": 1024}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(SystemExit) as info:
+        main(["estimate", "-m", str(tmp_path), "--gpu", "h100"])
+    assert info.value.code == 0, capsys.readouterr().err

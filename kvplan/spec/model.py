@@ -210,6 +210,8 @@ def _intermediate(cfg: dict[str, Any], hidden: int, where: str) -> int:
 def _layers(cfg: dict[str, Any], outer: dict[str, Any], n_layers: int, att: _Attention, max_pos: int,
             where: str) -> tuple[LayerAttention, ...]:
     if cfg.get("kv_lora_rank"):
+        _require_int(cfg, "qk_nope_head_dim", where)  # MLA: the parameter count needs all three
+        _require_int(cfg, "v_head_dim", where)
         latent = int(cfg["kv_lora_rank"]) + _require_int(cfg, "qk_rope_head_dim", where)
         return tuple(LayerAttention("mla", 1, latent, 0) for _ in range(n_layers))
     return build_layers(cfg, outer, n_layers, att.kv_heads, att.head_dim, max_pos, where)
