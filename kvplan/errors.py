@@ -18,6 +18,7 @@ class UnknownNameError(KvplanError):
 
     def __init__(self, kind: str, value: str, choices: Iterable[str]) -> None:
         choices = sorted(set(choices))
+        value = value if len(value) <= 60 else value[:57] + "..."  # a message names the value, never a whole document
         close = difflib.get_close_matches(value.lower(), choices, n=5, cutoff=0.5)
         hint = f"did you mean: {', '.join(close)}?" if close else f"choices: {', '.join(choices[:12])}{' ...' if len(choices) > 12 else ''}"
         super().__init__(f"unknown {kind} {value!r}; {hint}")

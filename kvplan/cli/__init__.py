@@ -15,6 +15,15 @@ from kvplan.cli.app import app
 from kvplan.errors import KvplanError
 
 
+MAX_ERROR_CHARS = 1000
+
+
+def _bounded(message: str) -> str:
+    """One line of at most MAX_ERROR_CHARS: messages quote the user's values, which may be huge."""
+    line = " ".join(message.split())
+    return line if len(line) <= MAX_ERROR_CHARS else line[: MAX_ERROR_CHARS - 3] + "..."
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning user mistakes into one line and exit code 2."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -27,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     except KvplanError as exc:
         if debug:
             raise
-        typer.echo(f"kvplan: error: {exc}", err=True)
+        typer.echo(f"kvplan: error: {_bounded(str(exc))}", err=True)
         sys.exit(exc.exit_code)
     except typer.Abort:
         typer.echo("kvplan: aborted", err=True)
@@ -36,6 +45,6 @@ def main(argv: list[str] | None = None) -> None:
         if debug:
             raise
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
-        typer.echo(f"kvplan: error: {' '.join(message.split())}", err=True)
+        typer.echo(f"kvplan: error: {_bounded(message)}", err=True)
         sys.exit(2)
     sys.exit(rc if isinstance(rc, int) else 0)

@@ -10,6 +10,9 @@ import typer
 from kvplan.cli.app import app, make_console, profiles_app
 from kvplan.errors import KvplanError
 
+MAX_SWEEP_TOKENS = 2**31  # contexts and concurrencies: vLLM's own int32 limits
+MAX_SWEEP_BLOCK_SIZE = 2**16
+
 
 @app.command()
 def estimate(
@@ -131,14 +134,21 @@ def _engine_args(device, gpu_memory_utilization, tp, pp, dtype, quantization, kv
                       vllm_version=vllm_version or DEFAULT_VLLM_VERSION)
 
 
-def _int_list(flag: str, text: str) -> list[int]:
+def _int_list(flag: str, text: str, largest: int) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise KvplanError(f"{flag} takes comma-separated integers, got {text!r}") from None
-    if not values or min(values) <= 0:
-        raise KvplanError(f"{flag} takes positive integers, got {text!r}")
+        raise KvplanError(f"{flag} takes comma-separated integers, got {short_text(text)}") from None
+    if not values or min(values) <= 0 or max(values) > largest:
+        raise KvplanError(f"{flag} takes integers in 1..{largest:,}, got {short_text(text)}")
     return values
+
+
+def short_text(text: str) -> str:
+    """A flag's value in an error line, cut to a readable length."""
+    from kvplan.validation import short_repr
+
+    return short_repr(text)
 
 
 @app.command()
@@ -165,19 +175,25 @@ def sweep(
     from kvplan.spec.gpu import load_gpu
     from kvplan.spec.profiles import load_model
 
+    from kvplan.files import check_output_path, write_files
+
+    outputs = [check_output_path(p) for p in (csv_path, plot_path) if p]
     spec = load_model(model)
     base = EngineArgs(gpu_memory_utilization=gpu_memory_utilization, tensor_parallel_size=tp, pipeline_parallel_size=pp,
                       dtype=dtype, vllm_version=vllm_version or DEFAULT_VLLM_VERSION)
-    df = run_sweep(spec, ctx_tokens=_int_list("--ctx", ctx), concurrency=_int_list("--concurrency", concurrency),
+    df = run_sweep(spec, ctx_tokens=_int_list("--ctx", ctx, MAX_SWEEP_TOKENS),
+                   concurrency=_int_list("--concurrency", concurrency, MAX_SWEEP_TOKENS),
                    kv_cache_dtypes=[k.strip() for k in kv_cache_dtype.split(",") if k.strip()],
-                   block_sizes=_int_list("--block-size", block_size),
+                   block_sizes=_int_list("--block-size", block_size, MAX_SWEEP_BLOCK_SIZE),
                    gpus=[load_gpu(g.strip()) for g in gpu.split(",") if g.strip()], base=base)
+    files: dict[str, str | bytes] = {}
     if csv_path:
-        df.to_csv(csv_path, index=False)
-        typer.echo(f"kvplan: wrote {len(df):,} rows to {csv_path}", err=True)
-    if plot_path:
-        plot_concurrency(df, plot_path, title=f"{spec.name}: vLLM max concurrency")
-        typer.echo(f"kvplan: wrote {plot_path}", err=True)
+        files[csv_path] = df.to_csv(index=False)
+    if plot_path:  # rendered in memory first: an unknown image format leaves no CSV behind
+        files[plot_path] = plot_concurrency(df, plot_path, title=f"{spec.name}: vLLM max concurrency")
+    write_files(files)
+    for path in outputs:
+        typer.echo(f"kvplan: wrote {path}" + (f" ({len(df):,} rows)" if str(path) == csv_path else ""), err=True)
     import pandas as pd
 
     with pd.option_context("display.max_rows", 60, "display.width", 200):

@@ -92,6 +92,9 @@ def stress(
                                     served_model_name=served_model_name, api_key_env=api_key_env, timeout_s=timeout_s,
                                     force=force, server_kind=server_kind, tokenizer=tokenizer, output_format=output_format,
                                     threads=threads))
+    if outcome.interrupted:
+        typer.echo("kvplan: interrupted: the partial result is written, marked incomplete", err=True)
+        raise typer.Exit(130)  # as a shell reports SIGINT: an interrupted run never reads as a success
     if outcome.failed:
         raise typer.Exit(1)  # written, but failed: CI must see it
 
@@ -138,7 +141,9 @@ def calibrate(
     else:
         sc, name = None, load_model(model).name
         model = name
-    path = out or calibration_path(name, device)
+    from kvplan.files import check_output_path
+
+    path = check_output_path(out or calibration_path(name, device))
     console = make_console()
     columns = (TextColumn(f"timing {model} steps"), BarColumn(), MofNCompleteColumn(), TextColumn("rounds"),
                TimeElapsedColumn(), TimeRemainingColumn())
@@ -169,11 +174,13 @@ def report(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="HTML file (default: report.html beside the first result).")] = None,
 ) -> None:
     """Self-contained HTML report: prediction vs measurement, KV memory, load, latency CDFs, goodput."""
+    from kvplan.files import check_output_path
     from kvplan.report.html import write_report
     from kvplan.stress.result import load_result
 
+    target = check_output_path(out or results[0].parent / "report.html")
     loaded = [load_result(p) for p in results]
-    path = write_report(loaded, out or results[0].parent / "report.html")
+    path = write_report(loaded, target)
     typer.echo(f"kvplan: wrote {path} ({path.stat().st_size / 1e6:.2f} MB)", err=True)
 
 
@@ -187,11 +194,18 @@ def gate(
     prediction_tolerance: Annotated[Optional[list[str]], typer.Option("--prediction-tolerance", help="NAME=2%, measured vs predicted; repeatable.")] = None,
 ) -> None:
     """Compare a result with its baseline and its prediction: exit 0 pass, 1 regression, 2 bad input."""
+    from kvplan.files import check_output_path, write_files
     from kvplan.report.baseline import baseline_path
-    from kvplan.report.gate import run_gate, write_gate_html, write_junit
+    from kvplan.report.gate import gate_html, junit_xml, run_gate
     from kvplan.report.gate_view import render_gate
     from kvplan.stress.result import load_result
 
+    outputs = {"junit": junit, "html": html}
+    if junit is not None and html is not None and junit.absolute() == html.absolute():
+        raise KvplanError(f"--junit and --html name the same file {junit}")
+    for path in outputs.values():
+        if path is not None:
+            check_output_path(path)
     current = load_result(result)
     if baseline is None:
         baseline = baseline_path(current)
@@ -201,10 +215,12 @@ def gate(
     verdict = run_gate(load_result(baseline), current, tolerance=tolerance or [], prediction_tolerance=prediction_tolerance or [],
                        baseline_where=str(baseline), result_where=str(result))
     render_gate(make_console(), verdict, baseline_where=str(baseline), result_where=str(result))
+    files: dict[Path, str] = {}  # both or neither
     if junit is not None:
-        write_junit(verdict, junit)
+        files[junit] = junit_xml(verdict)
     if html is not None:
-        write_gate_html(verdict, html, baseline_where=str(baseline), result_where=str(result))
+        files[html] = gate_html(verdict, baseline_where=str(baseline), result_where=str(result))
+    write_files(files)
     if not verdict.passed:
         raise typer.Exit(1)  # main() returns click's exit code: 1 = regression, distinct from 2 = bad input
 
@@ -216,8 +232,10 @@ def baseline_update(
     force: Annotated[bool, typer.Option("--force", help="Store it even if it fails its gate against the current baseline.")] = False,
 ) -> None:
     """Copy RESULT.json to reports/baselines/SCENARIO.json (validated, gated, atomic); commit it afterwards."""
+    from kvplan.files import check_output_dir
     from kvplan.report.baseline import update_baseline
 
+    check_output_dir(baselines_dir)
     done = update_baseline(result, baselines_dir, force=force)
     was = f" (replaced the baseline of commit {done.previous_commit[:12]})" if done.previous_commit else (" (replaced)" if done.replaced else "")
     typer.echo(f"kvplan: baseline {done.path}{was}; commit it to make it the reference", err=True)

@@ -15,7 +15,7 @@ from pydantic.dataclasses import dataclass
 
 from kvplan.errors import KvplanError
 from kvplan.spec.dtypes import KV_DTYPE_CHOICES, MODEL_DTYPE_ALIASES
-from kvplan.validation import FieldIssue, format_validation_error
+from kvplan.validation import FieldIssue, format_validation_error, short_repr
 
 CPU_DEFAULT_KV_CACHE_MEMORY_BYTES = 256 * 2**20  # no device to measure on CPU: a fixed, documented budget
 # The engine runs these KV dtypes; int4 and fp8_e5m2 are planned only.
@@ -79,14 +79,14 @@ class EngineConfig:
     @classmethod
     def _dtype(cls, v: str) -> str:
         if v != "auto" and v.lower().removeprefix("torch.") not in MODEL_DTYPE_ALIASES:
-            raise FieldIssue((), f"{v!r} is not a model dtype; choices: auto, float32, float16, bfloat16")
+            raise FieldIssue((), f"{short_repr(v)} is not a model dtype; choices: auto, float32, float16, bfloat16")
         return v
 
     @field_validator("device")
     @classmethod
     def _device(cls, v: str) -> str:
         if not re.fullmatch(r"cpu|cuda(:\d+)?", v):
-            raise FieldIssue((), f"{v!r} is not a device; choices: cpu, cuda, cuda:N")
+            raise FieldIssue((), f"{short_repr(v)} is not a device; choices: cpu, cuda, cuda:N")
         return v
 
     @property

@@ -25,7 +25,7 @@ from transformers import AutoModelForCausalLM, PreTrainedModel
 from kvplan.engine.block_manager import BlockManager
 from kvplan.engine.config import CPU_DEFAULT_KV_CACHE_MEMORY_BYTES, EngineConfig
 from kvplan.engine.kv_cache import KVCache, kv_dtype_name
-from kvplan.engine.model_runner import ModelRunner, random_model
+from kvplan.engine.model_runner import REFUSED_CONFIG, ModelRunner, random_model, refused_config
 from kvplan.engine.outputs import EngineStats, RequestOutput
 from kvplan.engine.sampler import Sampler
 from kvplan.engine.sampling_params import SamplingParams
@@ -113,14 +113,18 @@ class LLMEngine:
         if not known and not overrides and path.is_dir() and any(path.glob("*.safetensors")):
             return cls.from_pretrained(path, config)
         hf = {**model_config(name), **(overrides or {})}
-        return cls(random_model(hf, _model_dtype(config), seed), config, spec=spec)
+        return cls(random_model(hf, _model_dtype(config), seed, where=spec.source or name), config, spec=spec)
 
     @classmethod
     def from_pretrained(cls, path: str | Path, config: EngineConfig | None = None) -> LLMEngine:
         """A local model directory (config.json + weights); nothing is downloaded."""
         config = config or EngineConfig()
-        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=_model_dtype(config), local_files_only=True)
-        return cls(model, config, spec=load_model(str(Path(path).expanduser())))
+        spec = load_model(str(Path(path).expanduser()))  # kvplan's schema first: one line for a bad config
+        try:
+            model = AutoModelForCausalLM.from_pretrained(str(path), dtype=_model_dtype(config), local_files_only=True)
+        except (*REFUSED_CONFIG, OSError) as exc:  # OSError: unreadable or mismatched weight files
+            raise refused_config(str(path), exc) from None
+        return cls(model, config, spec=spec)
 
     def _kv_budget_bytes(self) -> int:
         """`kv_cache_memory_bytes`; on CUDA, vLLM's rule (utilization x total - weights, peak

@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from huggingface_hub.errors import StrictDataclassError
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
 from kvplan.engine.attention import ATTN_IMPLEMENTATION, AttentionMetadata
+from kvplan.errors import ConfigError
 from kvplan.engine.kv_cache import KVCache
 from kvplan.engine.sampler import Sampler
 from kvplan.engine.scheduler import ScheduledBatch
@@ -15,15 +17,34 @@ from kvplan.engine.sequence import Sequence
 from kvplan.engine.threads import ThreadChoice, apply_threads
 
 
-def random_model(hf_config: dict[str, Any], dtype: torch.dtype = torch.float32, seed: int = 0) -> PreTrainedModel:
+# what transformers raises for a config it refuses: an unknown model_type (ValueError), a field of the
+# wrong type (huggingface_hub's StrictDataclassError), an unknown activation (KeyError), shapes that
+# do not fit (ValueError, TypeError from the layer constructors)
+REFUSED_CONFIG = (ValueError, TypeError, KeyError, StrictDataclassError)
+
+
+def refused_config(where: str, exc: BaseException) -> ConfigError:
+    """One line for a config (or checkpoint) transformers will not build a model from."""
+    text = " ".join(str(exc).split())
+    text = text if len(text) <= 240 else text[:237] + "..."
+    return ConfigError(f"{where}: transformers cannot build a model from it ({type(exc).__name__}: {text})")
+
+
+def random_model(hf_config: dict[str, Any], dtype: torch.dtype = torch.float32, seed: int = 0,
+                 where: str = "config.json") -> PreTrainedModel:
     """A transformers causal LM from a config.json dict, random weights under `torch.manual_seed(seed)`.
-    Keys that describe the checkpoint rather than the architecture are dropped."""
+    Keys that describe the checkpoint rather than the architecture are dropped. The config has
+    passed kvplan's schema (spec.config_schema) for the keys kvplan reads; transformers checks the
+    rest, and what it refuses is one `ConfigError` line."""
     cfg = dict(hf_config)
     for key in ("torch_dtype", "dtype", "architectures", "quantization_config"):
         cfg.pop(key, None)
-    config = AutoConfig.for_model(cfg.pop("model_type"), **cfg)
-    torch.manual_seed(seed)
-    return AutoModelForCausalLM.from_config(config, dtype=dtype).eval()
+    try:
+        config = AutoConfig.for_model(cfg.pop("model_type", None), **cfg)
+        torch.manual_seed(seed)
+        return AutoModelForCausalLM.from_config(config, dtype=dtype).eval()
+    except REFUSED_CONFIG as exc:
+        raise refused_config(where, exc) from None
 
 
 class ModelRunner:

@@ -104,7 +104,7 @@ def _rotary_cache_bytes(spec: ModelSpec, dtype_bytes: int) -> int:
     scaling = cfg.get("rope_scaling") or {}
     kind = str(scaling.get("rope_type") or scaling.get("type") or "")
     if kind in ("yarn", "dynamic", "longrope") and scaling.get("original_max_position_embeddings"):
-        max_pos = max(max_pos, int(scaling["original_max_position_embeddings"] * float(scaling.get("factor", 1))))
+        max_pos = max(max_pos, int(scaling["original_max_position_embeddings"] * float(scaling.get("factor") or 1)))
     return max_pos * rot * dtype_bytes
 
 

@@ -20,6 +20,9 @@ from kvplan.plan.budget import EngineArgs, plan_capacity
 from kvplan.spec.gpu import GpuSpec
 from kvplan.spec.model import ModelSpec
 
+MAX_POINTS = 10_000_000  # ~1 GiB of table
+MAX_INT64 = 2**62  # products above this would wrap in numpy's int64
+
 COLUMNS = ("gpu", "kv_cache_dtype", "block_size", "ctx", "concurrency", "available_kv_cache_bytes", "num_gpu_blocks",
            "blocks_per_request", "kv_cache_tokens", "max_concurrency", "kv_needed_bytes", "fits_one_request", "fits")
 
@@ -34,6 +37,15 @@ def _one_request_bytes(groups, ctx: np.ndarray, mnbt: int) -> np.ndarray:
     return sum((g.layers * g.blocks_per_request(ctx, mnbt) * g.page_bytes for g in groups), np.zeros(ctx.shape, dtype=np.int64))
 
 
+def _check_range(groups, ctx_max: int, conc_max: int, mnbt: int, block_bytes: int) -> None:
+    """The largest products the grid forms, in Python integers: refused before numpy would wrap."""
+    blocks = sum(int(g.count) * int(g.blocks_per_request(ctx_max, mnbt)) for g in groups)
+    one = sum(int(g.layers) * int(g.blocks_per_request(ctx_max, mnbt)) * int(g.page_bytes) for g in groups)
+    if max(conc_max * blocks * int(block_bytes), one, conc_max * ctx_max) > MAX_INT64:
+        raise KvplanError(f"--ctx {ctx_max:,} x --concurrency {conc_max:,} needs more than 2^62 bytes of KV cache; "
+                          "that is not a capacity plan")
+
+
 def sweep(spec: ModelSpec, *, ctx_tokens: Sequence[int], concurrency: Sequence[int], kv_cache_dtypes: Sequence[str],
           block_sizes: Sequence[int], gpus: Sequence[GpuSpec], base: EngineArgs | None = None) -> pd.DataFrame:
     """One row per grid point; `fits` = one request of ctx fits and `concurrency` requests fit."""
@@ -43,6 +55,9 @@ def sweep(spec: ModelSpec, *, ctx_tokens: Sequence[int], concurrency: Sequence[i
             raise KvplanError(f"{name} needs one or more positive integers, got {list(values)}")
     if not gpus or not kv_cache_dtypes:
         raise KvplanError("a sweep needs at least one --gpu and one --kv-cache-dtype")
+    points = len(set(ctx_tokens)) * len(set(concurrency)) * len(kv_cache_dtypes) * len(block_sizes) * len(gpus)
+    if points > MAX_POINTS:
+        raise KvplanError(f"the sweep has {points:,} grid points; at most {MAX_POINTS:,}: use fewer values")
     version = oh.parse_vllm_version(base.vllm_version)
     ctx = np.asarray(sorted(set(ctx_tokens)), dtype=np.int64)
     conc = np.asarray(sorted(set(concurrency)), dtype=np.int64)
@@ -54,6 +69,7 @@ def sweep(spec: ModelSpec, *, ctx_tokens: Sequence[int], concurrency: Sequence[i
                 plan = plan_capacity(spec, replace(base, gpu=gpu, kv_cache_dtype=kv, block_size=int(bs),
                                                    max_model_len=int(ctx.max())))
                 groups, mnbt = plan.groups, plan.max_num_batched_tokens
+                _check_range(groups, int(ctx.max()), int(conc.max()), mnbt, plan.block_bytes)
                 per_req = _blocks_per_request(groups, cc, mnbt)
                 max_conc = plan.num_gpu_blocks / per_req
                 if version >= oh.TOKENS_FROM_CONCURRENCY_SINCE:
@@ -76,8 +92,12 @@ def sweep(spec: ModelSpec, *, ctx_tokens: Sequence[int], concurrency: Sequence[i
     return df
 
 
-def plot_concurrency(df: pd.DataFrame, path: Path, title: str = "") -> Path:
-    """PNG: max concurrency vs context, one line per KV dtype (one panel per GPU, first block size)."""
+def plot_concurrency(df: pd.DataFrame, path: str | Path, title: str = "") -> bytes:
+    """The image file's bytes (PNG, SVG, PDF, ... by `path`'s extension): max concurrency vs context,
+    one line per KV dtype (one panel per GPU, first block size). Rendered in memory, so a bad format
+    is refused before any file is written."""
+    import io
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -92,7 +112,8 @@ def plot_concurrency(df: pd.DataFrame, path: Path, title: str = "") -> Path:
         for kv, line in sub.groupby("kv_cache_dtype", observed=True):
             ax.plot(line["ctx"], line["max_concurrency"], marker="o", label=f"KV {kv}")
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        if (sub["max_concurrency"] > 0).any():  # a GPU the model never fits on: all zeros, kept linear
+            ax.set_yscale("log")
         ax.set_xlabel("context (max_model_len, tokens)")
         ax.set_ylabel("max concurrency (vLLM)")
         ax.set_title(f"{gpu}, block {bs}")
@@ -101,7 +122,18 @@ def plot_concurrency(df: pd.DataFrame, path: Path, title: str = "") -> Path:
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    buf = io.BytesIO()
+    try:
+        fig.savefig(buf, format=_image_format(fig, Path(path)), dpi=110)
+    finally:
+        plt.close(fig)
+    return buf.getvalue()
+
+
+def _image_format(fig: object, path: Path) -> str:
+    formats = fig.canvas.get_supported_filetypes()  # type: ignore[attr-defined]
+    fmt = path.suffix.lower().lstrip(".")
+    if fmt not in formats:
+        raise KvplanError(f"--plot {path}: unknown image format {path.suffix or '(no extension)'!r}; "
+                          f"choices: {', '.join('.' + f for f in sorted(formats))}")
+    return fmt

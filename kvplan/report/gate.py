@@ -35,7 +35,7 @@ from kvplan.errors import KvplanError
 from kvplan.files import write_text_atomic
 from kvplan.report.jinja import render_template
 from kvplan.stress.result import RunResult
-from kvplan.stress.figures import default_gate, figure, figure_value
+from kvplan.stress.figures import default_gate, figure, figure_value, unit_of
 from kvplan.stress.scenario import Gate, Scenario, Tolerance, known_gate_keys
 from kvplan.validation import format_validation_error
 
@@ -189,10 +189,32 @@ def parse_overrides(items: Sequence[str], flag: str, *, allow_exact: bool) -> di
             tol = Tolerance.model_validate(value)
         except (ValidationError, ValueError):
             raise KvplanError(f"{flag} {name}: {value!r} is not a tolerance such as '+15%', '-20%' or '2%'") from None
+        _check_sign(name, tol, value, flag)
         if not allow_exact and tol.direction != "both":
             raise KvplanError(f"{flag} {name}: prediction tolerances are symmetric: write '{tol.percent:g}%', not {value!r}")
         out[name] = tol
     return out
+
+
+_WORSE_WHEN_HIGHER = ("ms", "s")  # latencies and durations
+_WORSE_WHEN_LOWER = ("tok/s", "req/s")  # throughputs
+
+
+def _check_sign(name: str, tol: Tolerance, value: str, flag: str) -> None:
+    """A signed tolerance names the direction that is worse; refuse one that cannot mean anything:
+    a signed 0% (write 'exact' or '0%') or a sign that would let the figure worsen without limit
+    (`p99_itl_ms=-10%` lets the latency grow by any amount)."""
+    sign = {"up": "+", "down": "-"}.get(tol.direction)
+    if sign is None:
+        return
+    if tol.percent == 0:
+        raise KvplanError(f"{flag} {name}: {value!r} is a signed zero; write '{name}=exact' or '{name}=0%'")
+    unit = unit_of(name)
+    worse = "+" if unit in _WORSE_WHEN_HIGHER else "-" if unit in _WORSE_WHEN_LOWER else None
+    if worse is not None and sign != worse:
+        word = "higher" if worse == "+" else "lower"
+        raise KvplanError(f"{flag} {name}: {value!r} would let {name} get worse without limit ({word} is worse); "
+                          f"write '{worse}{tol.percent:g}%' or '{tol.percent:g}%'")
 
 
 @dataclass(frozen=True)
@@ -318,8 +340,11 @@ def write_junit(verdict: GateVerdict, path: str | Path) -> Path:
     return write_text_atomic(path, junit_xml(verdict))
 
 
-def write_gate_html(verdict: GateVerdict, path: str | Path, *, baseline_where: str = "", result_where: str = "") -> Path:
+def gate_html(verdict: GateVerdict, *, baseline_where: str = "", result_where: str = "") -> str:
     """A one-table HTML page of the verdict (jinja2, autoescaped; no network)."""
-    text = render_template("gate.html.j2", verdict=verdict, baseline_where=baseline_where, result_where=result_where,
+    return render_template("gate.html.j2", verdict=verdict, baseline_where=baseline_where, result_where=result_where,
                            fmt=_num)
-    return write_text_atomic(path, text)
+
+
+def write_gate_html(verdict: GateVerdict, path: str | Path, *, baseline_where: str = "", result_where: str = "") -> Path:
+    return write_text_atomic(path, gate_html(verdict, baseline_where=baseline_where, result_where=result_where))

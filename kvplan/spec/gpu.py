@@ -40,8 +40,8 @@ class GpuSpec:
 
 def custom_gpu(memory_gib: float) -> GpuSpec:
     """A GPU given only by its total memory as CUDA reports it (`--gpu-memory-gib`)."""
-    if memory_gib <= 0:
-        raise KvplanError(f"--gpu-memory-gib must be positive, got {memory_gib}")
+    if not 0 < memory_gib <= 2**20:  # also refuses nan and inf
+        raise KvplanError(f"--gpu-memory-gib must be a number of GiB in (0, 1048576], got {memory_gib}")
     return GpuSpec(name=f"custom-{memory_gib:g}gib", display_name=f"{memory_gib:g} GiB GPU", vendor="",
                    memory_marketed_gb=memory_gib * GIB / 1e9, cuda_total_bytes=int(memory_gib * GIB),
                    cuda_total_source="--gpu-memory-gib")

@@ -15,7 +15,6 @@ profile never imports it, and it never imports torch.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -104,22 +103,14 @@ def cached_repo_id(cache_dir: Path, repo_id: str) -> str:
     return repo_id
 
 
-def _index_total(path: Path) -> int | None:
-    try:
-        total = json.loads(path.read_text()).get("metadata", {}).get("total_size")
-    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as exc:
-        raise ConfigError(f"{path}: not a valid safetensors index ({type(exc).__name__})") from None
-    return int(total) if total else None
-
-
 def cached_weight_bytes(snapshot: Path) -> int | None:
     """Checkpoint bytes of a cached snapshot: the index's total_size, else the headers of its
     safetensors files (every shard of a sharded checkpoint, else `model.safetensors`, else all);
     None when neither is cached."""
-    from kvplan.spec.checkpoint import _header_bytes
+    from kvplan.spec.checkpoint import header_bytes, index_total_bytes
 
     if (snapshot / INDEX_FILE).is_file():
-        total = _index_total(snapshot / INDEX_FILE)
+        total = index_total_bytes(snapshot / INDEX_FILE)
         if total:
             return total
     files = sorted(f for f in snapshot.glob("*.safetensors") if f.is_file())  # a dangling blob link is not there
@@ -131,7 +122,7 @@ def cached_weight_bytes(snapshot: Path) -> int | None:
         files = shards
     elif (snapshot / "model.safetensors") in files:
         files = [snapshot / "model.safetensors"]  # not a `consolidated.safetensors` copy beside it
-    return sum(_header_bytes(f) for f in files) if files else None
+    return sum(header_bytes(f) for f in files) if files else None
 
 
 def from_cache(repo_id: str, revision: str | None, cache_dir: Path) -> HubModel | None:
@@ -194,8 +185,10 @@ def _remote_weight_bytes(repo_id: str, revision: str | None, cache_dir: Path) ->
     from huggingface_hub import errors as hf
     from huggingface_hub import get_safetensors_metadata, hf_hub_download
 
+    from kvplan.spec.checkpoint import index_total_bytes
+
     try:
-        return _index_total(Path(hf_hub_download(repo_id, INDEX_FILE, revision=revision, cache_dir=str(cache_dir),
+        return index_total_bytes(Path(hf_hub_download(repo_id, INDEX_FILE, revision=revision, cache_dir=str(cache_dir),
                                                  library_name="kvplan")))
     except hf.RemoteEntryNotFoundError:
         pass

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import ConfigError
+from kvplan.spec.config_schema import check_config
 from kvplan.spec.dtypes import MODEL_DTYPE_BYTES, normalize_model_dtype
 from kvplan.spec.layers import ATTENTION_FREE_TYPES, PER_TOKEN_KINDS, AttentionKind, LayerAttention, build_layers
 from kvplan.spec.params import ParamCount, count_params
@@ -209,6 +210,8 @@ def _intermediate(cfg: dict[str, Any], hidden: int, where: str) -> int:
 def _layers(cfg: dict[str, Any], outer: dict[str, Any], n_layers: int, att: _Attention, max_pos: int,
             where: str) -> tuple[LayerAttention, ...]:
     if cfg.get("kv_lora_rank"):
+        _require_int(cfg, "qk_nope_head_dim", where)  # MLA: the parameter count needs all three
+        _require_int(cfg, "v_head_dim", where)
         latent = int(cfg["kv_lora_rank"]) + _require_int(cfg, "qk_rope_head_dim", where)
         return tuple(LayerAttention("mla", 1, latent, 0) for _ in range(n_layers))
     return build_layers(cfg, outer, n_layers, att.kv_heads, att.head_dim, max_pos, where)
@@ -217,6 +220,7 @@ def _layers(cfg: dict[str, Any], outer: dict[str, Any], n_layers: int, att: _Att
 def spec_from_config(config: dict[str, Any], name: str, *, where: str = "config.json", hf_id: str | None = None,
                      source: str = "", aliases: tuple[str, ...] = (), checkpoint_weights_bytes: int | None = None) -> ModelSpec:
     """Build a ModelSpec from a Hugging Face config dict, applying the rules in the module doc."""
+    check_config(config, where)  # every key read below has its type and range (config_schema)
     outer = config
     cfg = _with_defaults(text_config(config))
     if _get(cfg, "num_hidden_layers") is None and isinstance(cfg.get("hybrid_override_pattern"), str):
@@ -245,12 +249,13 @@ def spec_from_config(config: dict[str, Any], name: str, *, where: str = "config.
 
 
 def load_config_json(path: Path) -> dict[str, Any]:
+    from kvplan.errors import read_user_file
+
+    text = read_user_file(path, "config.json", max_bytes=16 * 2**20)  # regular files only, bounded
     try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid JSON ({exc})") from None
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise ConfigError(f"{path}: not valid JSON ({str(exc)[:200] or 'nested too deeply'})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a JSON object")
     return data

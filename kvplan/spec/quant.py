@@ -60,7 +60,7 @@ def weight_quant_from_config(config: dict[str, Any]) -> WeightQuant:
     method = str(q.get("quant_method", "")).lower()
     if method == "compressed-tensors":
         groups = q.get("config_groups") or {}
-        weights = next(iter(groups.values()), {}).get("weights", {}) if groups else {}
+        weights = (next(iter(groups.values()), {}).get("weights") or {}) if groups else {}
         bits = int(weights.get("num_bits", 8))
         if bits == 4:
             return make_quant("w4a16", group_size=int(weights.get("group_size") or 128))

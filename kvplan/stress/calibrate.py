@@ -126,7 +126,8 @@ def calibrate(model: str, config: object | None = None, *, seed: int = 0, engine
     from kvplan.engine import EngineConfig, LLMEngine, SamplingParams
 
     if engine is None:
-        config = config or EngineConfig(kv_cache_memory_bytes=512 * 2**20, max_model_len=4096, max_num_batched_tokens=2048)
+        config = config or EngineConfig(kv_cache_memory_bytes=512 * 2**20, max_model_len=4096, max_num_batched_tokens=2048,
+                                        device=device)  # refused here when CUDA is asked for and missing
         engine = LLMEngine.from_profile(model, config, seed=seed)
     config = engine.config  # type: ignore[attr-defined]
     timer = _Timer(engine)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from itertools import islice
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,16 +20,18 @@ from typing import Literal
 from rich.console import Console
 
 from kvplan.errors import KvplanError
-from kvplan.files import child_path, write_text_atomic
+from kvplan.files import check_output_dir, check_output_path, child_path, write_files
 from kvplan.stress.driver import run_target
 from kvplan.stress.result import RunResult
 from kvplan.stress.scenario import Scenario
 from kvplan.stress.scenario_loader import load_scenario
 from kvplan.stress.target import Target
-from kvplan.stress.workload import RequestSpec, generate_requests
+from kvplan.stress.workload import RequestSpec, iter_requests
 
 RUN_FILES = ("result.json", "result-*.json", "result.vllm.json", "report.html")  # what a run writes into its folder
 CLOSED_LOOP_DURATION_CAP = 100_000  # requests generated for a closed-loop duration_s scenario
+MAX_GENERATED_REQUESTS = 1_000_000  # the scenario schema's num_requests limit, also for rate x duration
+MAX_PROMPT_TOKENS = 2**27  # ~5 GB of prompt token ids held in memory
 ALLOCATOR_CHOICES = ("paged", "contiguous", "both")
 OUTPUT_FORMATS = ("kvplan", "vllm")  # vllm: result.vllm.json beside result.json
 
@@ -55,15 +58,45 @@ class StressOptions:
 
 @dataclass(frozen=True)
 class StressRun:
+    """The runs, in memory; `save_run` writes them (nothing is written before)."""
+
     scenario: Scenario
     out_dir: Path
     results: tuple[RunResult, ...]
-    written: tuple[Path, ...]  # the result files
+    stale: tuple[Path, ...] = ()  # --force: files of the earlier run in out_dir, removed once the new ones are in
+    default_out: bool = True  # a new reports/<scenario>/<time> folder: point `latest` at it once written
+    output_format: str = "kvplan"  # "vllm": result.vllm.json beside each result file
+
+    @property
+    def result_paths(self) -> tuple[Path, ...]:
+        one = len(self.results) == 1
+        return tuple(self.out_dir / ("result.json" if one else f"result-{r.allocator}.json") for r in self.results)
+
+    @property
+    def interrupted(self) -> bool:
+        return any(not r.complete for r in self.results)
 
 
 def _requests(scenario: Scenario) -> list[RequestSpec]:
-    cap = CLOSED_LOOP_DURATION_CAP if scenario.arrival.type == "concurrency" and scenario.num_requests is None else None
-    return generate_requests(scenario, vocab_size=scenario.model_spec().vocab_size, max_requests=cap)
+    """The scenario's request stream, refused up front when it is too big to hold: an open-loop
+    `duration_s` at a high rate (1e6 req/s for a week) would otherwise generate until memory runs out."""
+    closed = scenario.arrival.type == "concurrency"
+    expected = scenario.num_requests
+    if expected is None:
+        rate = scenario.arrival.rate_per_s or 0.0
+        expected = CLOSED_LOOP_DURATION_CAP if closed else int(min(rate * (scenario.duration_s or 0.0), 1e18)) + 1
+    if expected > MAX_GENERATED_REQUESTS:
+        raise KvplanError(f"scenario {scenario.name!r} asks for about {expected:,} requests "
+                          f"(rate_per_s x duration_s); at most {MAX_GENERATED_REQUESTS:,} per run")
+    requests, total = [], 0
+    cap = CLOSED_LOOP_DURATION_CAP if closed and scenario.num_requests is None else None  # that stream has no end
+    for spec in islice(iter_requests(scenario, scenario.model_spec().vocab_size), cap):
+        total += spec.prompt_tokens
+        if total > MAX_PROMPT_TOKENS or len(requests) >= MAX_GENERATED_REQUESTS:
+            raise KvplanError(f"scenario {scenario.name!r} has more than {MAX_PROMPT_TOKENS:,} prompt tokens or "
+                              f"{MAX_GENERATED_REQUESTS:,} requests in all; that is the most one run holds in memory")
+        requests.append(spec)
+    return requests
 
 
 def _earlier_run_files(out_dir: Path) -> list[Path]:
@@ -76,13 +109,14 @@ def _out_dir(opts: StressOptions, scenario: Scenario) -> Path:
     if opts.out_dir is not None:
         if opts.out_dir.exists() and not opts.out_dir.is_dir():
             raise KvplanError(f"--out {opts.out_dir} exists and is not a directory")
+        check_output_dir(opts.out_dir)  # before the run: an unwritable folder is found now, not after it
         earlier = _earlier_run_files(opts.out_dir)
         if earlier and not opts.force:
             raise KvplanError(f"--out {opts.out_dir} already holds a run ({', '.join(p.name for p in earlier[:3])}); "
                               "choose another folder, leave --out out (a new folder per run), or pass --force to replace it")
         return opts.out_dir
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + ("-target" if opts.target else "")
-    base = child_path("reports", scenario.name)
+    base = check_output_dir(child_path("reports", scenario.name))
     out_dir, n = base / stamp, 1
     while out_dir.exists():
         n += 1
@@ -157,22 +191,27 @@ def _finite(value: object) -> object:
     return value
 
 
-def _write_vllm(result_path: Path, result: RunResult) -> Path:
+def _vllm_file(result_path: Path, result: RunResult) -> tuple[Path, str]:
     """result.vllm.json beside result.json: the keys of `vllm bench serve --save-result --save-detailed`."""
     from kvplan.stress.vllm_result import vllm_bench_result
 
     path = result_path.with_name(result_path.name.removesuffix(".json") + ".vllm.json")
-    return write_text_atomic(path, json.dumps(_finite(vllm_bench_result(result)), allow_nan=False))
+    return path, json.dumps(_finite(vllm_bench_result(result)), allow_nan=False)
 
 
 def run_stress(opts: StressOptions, console: Console | None = None) -> StressRun:
-    """Every run the options ask for; returns the results and the result files written."""
+    """Every run the options ask for, in memory: the output folder (and a calibration file to
+    write) are checked first, and nothing is written until `save_run`."""
     console = console or Console()
     _check(opts)
     scenario = load_scenario(opts.scenario_path)
     if opts.threads is not None:  # recorded in the result's scenario: a different thread count is a different run
         scenario = scenario.model_copy(update={"engine": replace(scenario.engine, num_threads=opts.threads)})
     out_dir = _out_dir(opts, scenario)
+    if opts.recalibrate:
+        from kvplan.stress.calibrate import calibration_path
+
+        check_output_path(opts.calibration or calibration_path(scenario.name, scenario.engine.device))
     requests = _requests(scenario)
     if opts.recalibrate:
         opts = _recalibrate(opts, scenario, console)
@@ -182,15 +221,24 @@ def run_stress(opts: StressOptions, console: Console | None = None) -> StressRun
             results.append(run_target(scenario, requests, _make_target(allocator, opts, scenario),
                                       calibration=opts.calibration, console=console, progress=opts.progress))
         except KeyboardInterrupt:  # interrupted outside the request loop (engine build): nothing measured
-            raise KvplanError("interrupted before any request ran; nothing written") from None
+            if not results:
+                raise KvplanError("interrupted before any request ran; nothing written") from None
+            break
         if not results[-1].complete:
             break
-    for stale in _earlier_run_files(out_dir):  # --force: no file of the earlier run stays beside this one
-        stale.unlink()
-    written = tuple(res.write_atomic(out_dir / ("result.json" if len(results) == 1 else f"result-{res.allocator}.json"))
-                    for res in results)
-    if opts.output_format == "vllm":
-        written += tuple(_write_vllm(path, res) for path, res in zip(written, results))
-    if opts.out_dir is None:
-        _point_latest(out_dir)
-    return StressRun(scenario, out_dir, tuple(results), written)
+    return StressRun(scenario, out_dir, tuple(results), tuple(_earlier_run_files(out_dir)), opts.out_dir is None,
+                     opts.output_format)
+
+
+def save_run(run: StressRun, extra: dict[Path, str] | None = None, out_dir: Path | None = None) -> tuple[Path, ...]:
+    """Write the result files and `extra` (report.html) into `out_dir` (default: the run's) as one:
+    all of them or none (`files.write_files`); the earlier run's files go once the new ones are in."""
+    folder = out_dir or run.out_dir
+    files: dict[Path, str] = {folder / p.name: r.to_json() for p, r in zip(run.result_paths, run.results)}
+    if run.output_format == "vllm":
+        files.update(_vllm_file(folder / p.name, r) for p, r in zip(run.result_paths, run.results))
+    files.update({folder / Path(p).name: text for p, text in (extra or {}).items()})
+    written = write_files(files, remove=run.stale if folder == run.out_dir else ())
+    if run.default_out and folder == run.out_dir:
+        _point_latest(folder)
+    return tuple(written)

@@ -103,23 +103,93 @@ class LinearCostModel:
     def save(self, path: Path) -> None:
         import yaml
 
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(yaml.safe_dump({"kind": "linear", **asdict(self)}, sort_keys=False))
-        tmp.replace(path)
+        from kvplan.files import write_text_atomic
+
+        write_text_atomic(path, yaml.safe_dump({"kind": "linear", **asdict(self)}, sort_keys=False))
 
     @classmethod
     def load(cls, path: Path) -> LinearCostModel:
+        """Read a calibration file: a mapping of this class's fields, the coefficients finite and
+        >= 0 (a NaN intercept would make every predicted latency NaN)."""
         import yaml
 
+        from kvplan.errors import read_user_file
+        from kvplan.stress.scenario_loader import load_yaml
+
+        if not Path(path).exists():
+            raise ConfigError(f"{path}: no calibration file; run `kvplan calibrate` first")
+        text = read_user_file(path, "calibration", max_bytes=2**20)
         try:
-            data = yaml.safe_load(Path(path).read_text())
-            data.pop("kind", None)
-            return cls(**data)
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: no calibration file; run `kvplan calibrate` first") from None
-        except (TypeError, AttributeError, yaml.YAMLError) as exc:
-            raise ConfigError(f"{path}: not a kvplan calibration file ({exc})") from None
+            data = load_yaml(text)
+        except (yaml.YAMLError, RecursionError) as exc:
+            raise ConfigError(f"{path}: not a kvplan calibration file (invalid YAML: {type(exc).__name__})") from None
+        return cls(**_checked_fields(data, path))
+
+
+_COEFFICIENTS = ("intercept_s", "per_token_s", "per_seq_s", "per_context_token_s", "per_attention_pair_s")
+
+
+def _calibration_schema() -> Any:
+    """The pydantic schema of a calibration file (built on first use: `estimate` never loads one)."""
+    from typing import Annotated, Literal
+
+    from pydantic import BaseModel, ConfigDict, Field
+
+    strict = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+    seconds = Annotated[float, Field(ge=0, le=3600)]  # per step: a NaN or negative cost would poison every prediction
+    text = Annotated[str, Field(max_length=500)]
+
+    class Machine(BaseModel):
+        model_config = strict
+        cpu_model: Optional[text] = None  # type: ignore[valid-type]
+        cores: Optional[Annotated[int, Field(ge=1, le=2**20)]] = None
+        torch: Optional[text] = None  # type: ignore[valid-type]
+        host: Optional[text] = None  # type: ignore[valid-type]
+
+    class CalibrationFile(BaseModel):
+        model_config = strict
+        kind: Literal["linear"] = "linear"
+        intercept_s: seconds  # type: ignore[valid-type]
+        per_token_s: seconds  # type: ignore[valid-type]
+        per_seq_s: seconds  # type: ignore[valid-type]
+        per_context_token_s: seconds  # type: ignore[valid-type]
+        per_attention_pair_s: seconds  # type: ignore[valid-type]
+        model: text = ""  # type: ignore[valid-type]
+        device: text = "cpu"  # type: ignore[valid-type]
+        host: text = ""  # type: ignore[valid-type]
+        num_samples: Annotated[int, Field(ge=0, le=2**53)] = 0
+        r2: Annotated[float, Field(ge=-1e9, le=1)] = 0.0
+        residual_p10_pct: Optional[Annotated[float, Field(ge=-1e9, le=1e9)]] = None
+        residual_p90_pct: Optional[Annotated[float, Field(ge=-1e9, le=1e9)]] = None
+        reference_kernel_ms: Optional[Annotated[float, Field(gt=0, le=1e9)]] = None  # a slowdown divides by it
+        reference_kernel_cpu_ms: Optional[Annotated[float, Field(gt=0, le=1e9)]] = None
+        cpu_wait_share: Optional[Annotated[float, Field(ge=0, le=1)]] = None
+        threads: Optional[Annotated[int, Field(ge=1, le=2**16)]] = None
+        machine: Optional[Machine] = None
+
+    return CalibrationFile
+
+
+def _checked_fields(data: object, path: Path) -> dict[str, object]:
+    """The fields of a calibration mapping, each of the type and range `LinearCostModel` needs
+    (integral numbers are accepted where a float is meant: YAML writes 0.0 as 0.0 but users write 0)."""
+    from pydantic import ValidationError
+
+    from kvplan.validation import format_validation_error
+
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: not a kvplan calibration file (a mapping of {', '.join(_COEFFICIENTS)}, ...)")
+    schema = _calibration_schema()
+    floats = {k for k, f in schema.model_fields.items() if "float" in str(f.annotation)}
+    data = {k: float(v) if k in floats and type(v) is int and abs(v) <= 2**53 else v for k, v in data.items()}
+    try:
+        checked = schema.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(str(path), exc, schema)) from None
+    fields = checked.model_dump(exclude={"kind"})
+    if checked.machine is not None:
+        fields["machine"] = checked.machine.model_dump(exclude_unset=True)
+    return fields
 
 
 @dataclass(frozen=True)

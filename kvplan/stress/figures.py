@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+RENAMED_FIGURES = {"max_concurrency": "peak_running_requests"}  # old name -> new (vLLM's max_concurrency means a cap)
+
 Group = Literal["memory", "latency", "throughput", "requests", "slo", "machine", "normalized"]
 
 PERCENTILES: tuple[float, ...] = (50, 90, 95, 99)

@@ -12,14 +12,16 @@ import sys
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from kvplan.errors import KvplanError, read_user_file
+from kvplan.stress.figures import RENAMED_FIGURES
 from kvplan.files import write_text_atomic
 from kvplan.stress.record import RequestRecord
-from kvplan.validation import format_validation_error
+from kvplan.stress.result_checks import check_result_data
+from kvplan.validation import FieldIssue, format_validation_error, path_text
 
 SCHEMA_VERSION = 1
 MAX_RESULT_BYTES = 1 << 30  # a million-request run is a few hundred MB
@@ -73,7 +75,7 @@ class RunResult(BaseModel):
     model_config = ConfigDict(extra="forbid", ser_json_inf_nan="null")
 
     schema_version: Literal[1] = SCHEMA_VERSION
-    created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"), max_length=64)
     scenario: dict[str, Any]  # Scenario.to_dict(): parse_scenario accepts it back
     allocator: Literal["paged", "contiguous"] = "paged"
     environment: Environment
@@ -92,8 +94,17 @@ class RunResult(BaseModel):
     notes: list[str] = Field(default_factory=list)
     # HTTP targets: the server's own /metrics samples ({t_s, kv_cache_usage_perc,
     # num_requests_running, num_requests_waiting, ...}) and what it says about itself
-    server_telemetry: list[dict[str, Any]] = Field(default_factory=list)
+    server_telemetry: list[dict[str, Optional[float]]] = Field(default_factory=list)  # numbers only: plotted
     server_info: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("created_at")
+    @classmethod
+    def _iso_time(cls, v: str) -> str:
+        try:
+            datetime.fromisoformat(v)
+        except ValueError:
+            raise ValueError("must be an ISO 8601 time such as 2026-01-31T12:00:00+00:00") from None
+        return v
 
     @property
     def scenario_name(self) -> str:
@@ -128,14 +139,15 @@ def load_result(path: str | Path) -> RunResult:
         raise KvplanError(f"{p}: result schema_version {data['schema_version']!r} is not supported "
                           f"(this kvplan reads {SCHEMA_VERSION})")
     try:
+        check_result_data(data)
+    except FieldIssue as exc:
+        raise KvplanError(f"{p}: not a valid kvplan result: {path_text(exc.subpath)}: {exc.message}") from None
+    try:
         return RunResult.model_validate(data)
     except RecursionError:
         raise KvplanError(f"{p}: JSON nested too deeply to be a kvplan result") from None
     except ValidationError as exc:
         raise KvplanError(format_validation_error(f"{p}: not a valid kvplan result", exc, RunResult)) from None
-
-
-RENAMED_FIGURES = {"max_concurrency": "peak_running_requests"}  # old name -> new (vLLM's max_concurrency means a cap)
 
 
 def _rename_old_keys(data: dict[str, Any]) -> None:

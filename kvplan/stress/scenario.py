@@ -16,6 +16,8 @@ Conventions (documented in docs/metrics.md and the scenario files):
 from __future__ import annotations
 
 import difflib
+import functools
+import math
 import re
 from typing import Any, Literal
 
@@ -28,7 +30,7 @@ from kvplan.plan.kv import blocks_in_budget, bytes_per_block
 from kvplan.spec.dtypes import resolve_kv_dtype
 from kvplan.spec.profiles import load_model, model_config
 from kvplan.stress.overrides import check_overrides
-from kvplan.stress.figures import metric_names, names
+from kvplan.stress.figures import RENAMED_FIGURES, metric_names, names
 from kvplan.validation import FieldIssue, first_error
 from kvplan.validation import short_repr as _short
 
@@ -69,8 +71,8 @@ class LengthSpec(_Strict):
         if isinstance(v, bool):
             raise FieldIssue((), f"must be a token count or a mapping {{dist, mean, std, min, max}}, got {v!r}")
         if isinstance(v, (int, float)):
-            if v <= 0 or v != int(v):
-                raise FieldIssue((), f"must be a positive whole number of tokens, got {v!r}")
+            if not (isinstance(v, int) or (math.isfinite(v) and v.is_integer())) or not 0 < v <= MAX_TOKENS:
+                raise FieldIssue((), f"must be a whole number of tokens in 1..{MAX_TOKENS:,}, got {_short(v)}")
             return {"dist": "fixed", "mean": int(v)}
         if not isinstance(v, (dict, LengthSpec)):
             raise FieldIssue((), f"must be a token count or a mapping {{dist, mean, std, min, max}}, got {_short(v)}")
@@ -229,22 +231,39 @@ class Tolerance(BaseModel):
         return abs(value - reference) <= slack
 
 
+@functools.cache
+def _gate_keys() -> tuple[str, ...]:
+    return tuple(sorted({*metric_names(), *names("memory"), *names("machine"), *names("normalized")}))
+
+
 def known_gate_keys() -> list[str]:
-    return sorted({*metric_names(), *names("memory"), *names("machine"), *names("normalized")})
+    """Every figure a gate may name (the registry is fixed: computed once, checked per key)."""
+    return list(_gate_keys())
 
 
 def _check_gate_key(where: tuple[str | int, ...], key: str) -> None:
-    known = known_gate_keys()
-    if key not in known:
+    if key not in _gate_keys():
+        known = known_gate_keys()
         close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
         hint = f"did you mean: {', '.join(close)}?" if close else f"choices include: {', '.join(names('memory'))}, p99_itl_ms, mean_ttft_ms, ..."
-        raise FieldIssue(where, f"unknown metric {key!r}; {hint}")
+        raise FieldIssue(where, f"unknown metric {_short(key)}; {hint}")
 
 
 class Gate(_Strict):
     exact: list[str] = Field(default_factory=list)  # must equal the baseline exactly (deterministic figures)
     relative: dict[str, Tolerance] = Field(default_factory=dict)  # vs the baseline
     prediction: dict[str, Tolerance] = Field(default_factory=dict)  # measured vs predicted, symmetric
+
+    @field_validator("exact", mode="before")
+    @classmethod
+    def _renamed_exact(cls, v: Any) -> Any:
+        """Scenarios (and results' copies of them) written before a figure's rename gate its new name."""
+        return [RENAMED_FIGURES.get(k, k) if isinstance(k, str) else k for k in v] if isinstance(v, list) else v
+
+    @field_validator("relative", "prediction", mode="before")
+    @classmethod
+    def _renamed(cls, v: Any) -> Any:
+        return {RENAMED_FIGURES.get(k, k) if isinstance(k, str) else k: t for k, t in v.items()} if isinstance(v, dict) else v
 
     @model_validator(mode="after")
     def _check(self) -> Gate:

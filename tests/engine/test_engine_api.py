@@ -152,3 +152,21 @@ def test_a_tiny_temperature_is_greedy_not_a_crash(temperature: float) -> None:
 def test_sampling_params_refuse_non_finite_and_odd_values(kwargs: dict) -> None:
     with pytest.raises(KvplanError):
         SamplingParams(**kwargs)
+
+
+@pytest.mark.parametrize("change,needle", [({"model_type": "no-such-model"}, "no-such-model"),
+                                           ({"rms_norm_eps": "x"}, "rms_norm_eps"),
+                                           ({"hidden_act": "nope"}, "nope")])
+def test_a_config_transformers_refuses_is_one_line(tmp_path, change, needle) -> None:
+    """Keys kvplan does not read pass its schema; transformers checks them when the engine builds
+    the model, and what it refuses is one ConfigError line naming the file, not a traceback."""
+    import json
+
+    from kvplan.errors import ConfigError
+    from kvplan.spec.profiles import model_profile
+
+    (tmp_path / "config.json").write_text(json.dumps({**model_profile("tiny-llama")["config"], **change}))
+    with pytest.raises(ConfigError) as info:
+        LLMEngine.from_model(str(tmp_path))
+    message = str(info.value)
+    assert "config.json" in message and needle in message and "\n" not in message and len(message) < 600

@@ -58,7 +58,8 @@ def test_requests_match_their_specs(smoke):
 
 
 def test_interrupt_writes_partial_result(tmp_path, monkeypatch):
-    """Ctrl-C during the run: the partial result is written, marked incomplete, open requests aborted."""
+    """Ctrl-C during the run: the partial result and its report are written, marked incomplete, open
+    requests aborted, and the command exits 130 (an interrupted run is not a success)."""
     import kvplan.stress.targets.engine_target as runner  # where the engine target calls run_engine
 
     original = runner.run_engine
@@ -72,9 +73,9 @@ def test_interrupt_writes_partial_result(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "run_engine", interrupted)
     with pytest.raises(SystemExit) as info:
         main(["stress", "--scenario", str(ROOT / "kvplan/data/scenarios/ci-smoke.yaml"), "--out", str(tmp_path), "--no-progress"])
-    assert info.value.code == 0
+    assert info.value.code == 130
     result = load_result(tmp_path / "result.json")
-    assert not result.complete
+    assert not result.complete and (tmp_path / "report.html").exists()
     statuses = {r.status for r in result.records()}
     assert "aborted" in statuses and "ok" in statuses
 
@@ -82,7 +83,7 @@ def test_interrupt_writes_partial_result(tmp_path, monkeypatch):
 def test_paged_vs_contiguous_onset_of_preemption_matches(tmp_path):
     """A reduced paged-vs-contiguous scenario (same pool, fewer requests): the step at which
     preemption starts and the number of preemptions are predicted exactly."""
-    from kvplan.stress.command import StressOptions, run_stress
+    from kvplan.stress.command import StressOptions, run_stress, save_run
 
     data = load_scenario(ROOT / "kvplan/data/scenarios/paged-vs-contiguous.yaml").to_dict()
     data["num_requests"] = 16
@@ -92,7 +93,7 @@ def test_paged_vs_contiguous_onset_of_preemption_matches(tmp_path):
     import yaml
 
     path.write_text(yaml.safe_dump(data))
-    run_stress(StressOptions(path, tmp_path / "out", allocator="both", progress=False))
+    save_run(run_stress(StressOptions(path, tmp_path / "out", allocator="both", progress=False)))
     paged = load_result(tmp_path / "out/result-paged.json")
     contiguous = load_result(tmp_path / "out/result-contiguous.json")
     assert paged.metrics["num_preemptions"] > 0
