@@ -1,7 +1,8 @@
 """The Starlette app of `kvplan serve`: OpenAI-compatible routes over an `EngineLoop`.
 
 Routes: `POST /v1/completions`, `POST /v1/chat/completions` (streaming SSE or not), `GET /v1/models`,
-`GET /health` (503 once the engine loop has died), `GET /metrics` (Prometheus text, vLLM names).
+`GET /health` (503 once the engine loop has died; a request whose step failed gets a 500 error
+object, or an SSE error event, and the engine goes on), `GET /metrics` (Prometheus text, vLLM names).
 Every error, 404 and 405 included, is OpenAI's JSON error object. With an API key, every route but
 /health and /metrics needs it (kvplan.server.middleware); request limits: kvplan.server.limits.
 A streaming client that goes away aborts its request in the engine, freeing its KV blocks; a
@@ -97,7 +98,7 @@ def create_app(ctx: ServeContext, limits: ServeLimits | None = None) -> Starlett
                 for event in _drain(await events.get(), events):
                     if isinstance(event, ErrorEvent):
                         finished = True
-                        out.append(sse(ProtocolError(500, event.message).body()))
+                        out.append(sse(ProtocolError(event.status, event.message).body()))
                         break
                     for i, token_id in enumerate(event.token_ids):
                         last = event.finished and i == len(event.token_ids) - 1
@@ -120,8 +121,8 @@ def create_app(ctx: ServeContext, limits: ServeLimits | None = None) -> Starlett
             while not finished:
                 event = await events.get()
                 if isinstance(event, ErrorEvent):
-                    finished = True  # the engine refused or dropped it: nothing left to abort
-                    return _error(400 if not pieces else 500, event.message)
+                    finished = True  # the engine refused it (400) or its step failed (500): nothing left to abort
+                    return _error(event.status, event.message)
                 pieces.extend(ctx.tokenizer.decode_token(t) for t in event.token_ids)
                 finished = event.finished
             return JSONResponse(maker.full("".join(pieces), event.finish_reason, len(gen.prompt_token_ids),
