@@ -10,6 +10,9 @@ import typer
 from kvplan.cli.app import app, baseline_app, make_console
 from kvplan.errors import KvplanError
 
+THREADS_HELP = ("The engine's intra-op CPU threads (default: the cores this process may use, minus those other "
+                "processes keep busy; OMP_NUM_THREADS when set).")
+
 
 @app.command()
 def serve(
@@ -35,6 +38,7 @@ def serve(
     body_timeout_s: Annotated[float, typer.Option(help="Seconds a client has to send a request's body once its headers are in (then 408).")] = 30.0,
     max_request_bytes: Annotated[int, typer.Option(help="Largest request body (larger: 413).")] = 16 * 2**20,
     max_connections: Annotated[int, typer.Option(help="Open connections at most; over it the one idle the longest is closed.")] = 4096,
+    threads: Annotated[Optional[int], typer.Option("--threads", min=1, help=THREADS_HELP)] = None,
 ) -> None:
     """Serve the bundled engine behind an OpenAI-compatible API (/v1/completions, /v1/chat/completions,
     /v1/models, /health, /metrics with vLLM's names)."""
@@ -55,7 +59,7 @@ def serve(
                           max_model_len=max_model_len, kv_cache_dtype=kv_cache_dtype,
                           kv_cache_memory_bytes=kv_cache_memory_bytes, gpu_memory_utilization=gpu_memory_utilization,
                           enable_prefix_caching=enable_prefix_caching, device=device, dtype=dtype,
-                          num_gpu_blocks_override=num_gpu_blocks_override, seed=seed)
+                          num_gpu_blocks_override=num_gpu_blocks_override, seed=seed, num_threads=threads)
     run_serve(model, config, host=host, port=port, served_model_name=served_model_name, seed=seed,
               access_log=access_log, limits=limits)
 
@@ -74,6 +78,10 @@ def stress(
     served_model_name: Annotated[Optional[str], typer.Option(help="With --target: the model name the server serves.")] = None,
     api_key_env: Annotated[Optional[str], typer.Option(help="With --target: environment variable holding the API key.")] = None,
     timeout_s: Annotated[float, typer.Option("--timeout-s", help="With --target: per-request timeout.")] = 120.0,
+    threads: Annotated[Optional[int], typer.Option("--threads", min=1, help=THREADS_HELP)] = None,
+    server_kind: Annotated[str, typer.Option("--server-kind", help="With --target: auto (ask the server what it accepts), vllm, sglang, tgi or openai.")] = "auto",
+    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="With --target: the server's tokenizer (a local directory or a repo in the Hugging Face cache; offline) for text prompts of the scenario's exact length.")] = None,
+    output_format: Annotated[str, typer.Option("--format", help="kvplan, or vllm: also write result.vllm.json with the keys and per-request arrays of `vllm bench serve --save-result`.")] = "kvplan",
 ) -> None:
     """Run a scenario on the bundled engine (or a server) and compare with the prediction made first."""
     from kvplan.report.stress_view import stress_and_report
@@ -82,7 +90,8 @@ def stress(
     outcome = stress_and_report(StressOptions(scenario, out_dir=out, allocator=allocator, progress=not no_progress,  # type: ignore[arg-type]
                                     calibration=calibration, recalibrate=recalibrate, target=target, api=api,
                                     served_model_name=served_model_name, api_key_env=api_key_env, timeout_s=timeout_s,
-                                    force=force))
+                                    force=force, server_kind=server_kind, tokenizer=tokenizer, output_format=output_format,
+                                    threads=threads))
     if outcome.failed:
         raise typer.Exit(1)  # written, but failed: CI must see it
 
@@ -109,15 +118,17 @@ def calibrate(
     scenario: Annotated[Optional[Path], typer.Option("--scenario", "-s", help="Calibrate with this scenario's model and engine settings.")] = None,
     model: Annotated[str, typer.Option("--model", "-m", help="Without --scenario: the profile to time (random weights).")] = "tiny-llama",
     device: Annotated[str, typer.Option(help="Without --scenario: cpu or cuda.")] = "cpu",
-    out: Annotated[Optional[Path], typer.Option(help="Where to store the fit (default profiles/calibration/NAME-DEVICE.yaml).")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="Where to store the fit (default: the user's data folder, calibration/NAME-DEVICE.yaml).")] = None,
+    threads: Annotated[Optional[int], typer.Option("--threads", min=1, help=THREADS_HELP)] = None,
+    force: Annotated[bool, typer.Option("--force", help="Store the fit even when its R² is below the quality threshold.")] = False,
 ) -> None:
     """Time engine steps on this machine and store the per-step cost model `kvplan stress` predicts with."""
-    from rich.console import Console
-    from rich.progress import Progress
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+    from kvplan.report.calibration_view import render_fit
     from kvplan.spec.profiles import load_model
     from kvplan.stress.calibrate import calibrate as run_calibrate
-    from kvplan.stress.calibrate import calibrate_scenario, calibration_path
+    from kvplan.stress.calibrate import calibrate_scenario, calibration_path, fit_problem
 
     if scenario is not None:
         from kvplan.stress.scenario_loader import load_scenario
@@ -128,18 +139,28 @@ def calibrate(
         sc, name = None, load_model(model).name
         model = name
     path = out or calibration_path(name, device)
-    console = Console()
-    with Progress(console=console, transient=True) as bar:
-        task = bar.add_task(f"timing {model} steps", total=None)
+    console = make_console()
+    columns = (TextColumn(f"timing {model} steps"), BarColumn(), MofNCompleteColumn(), TextColumn("rounds"),
+               TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("calibrate", total=None)
         progress = lambda i, n: bar.update(task, completed=i, total=n)  # noqa: E731
-        fit = calibrate_scenario(sc, progress) if sc is not None else run_calibrate(model, on_progress=progress)
+        if sc is not None:
+            fit = calibrate_scenario(sc, progress, threads=threads)
+        else:
+            from kvplan.engine import EngineConfig
+
+            config = EngineConfig(kv_cache_memory_bytes=512 * 2**20, max_model_len=4096, max_num_batched_tokens=2048,
+                                  device=device, num_threads=threads)
+            fit = run_calibrate(model, config, on_progress=progress)
+    problem = fit_problem(fit)
+    render_fit(console, fit, problem)
+    if problem and not force:
+        console.print(f"[bold red]not stored[/bold red]: {problem}; step times this scattered would mislead every "
+                      "prediction. Rerun on a quieter machine, or pass --force to store it anyway.")
+        raise typer.Exit(1)
     fit.save(path)
-    console.print(f"step_s = {fit.intercept_s * 1e3:.3f} ms + {fit.per_token_s * 1e6:.2f} us/token + "
-                  f"{fit.per_seq_s * 1e6:.1f} us/seq + {fit.per_context_token_s * 1e9:.1f} ns/context token + "
-                  f"{fit.per_attention_pair_s * 1e12:.1f} ps/attention pair  (R² {fit.r2:.3f}, {fit.num_samples} steps)")
-    console.print(f"wrote {path}")
-
-
+    console.print(f"wrote {path}" + (" [yellow](stored with --force despite the poor fit)[/yellow]" if problem else ""))
 
 
 @app.command()

@@ -58,6 +58,8 @@ class EngineConfig:
     dtype: str = "auto"  # model dtype: see compute_dtype()
     num_gpu_blocks_override: Optional[int] = Field(None, gt=0)
     seed: int = 0  # sampling generator seed (requests may carry their own)
+    # intra-op CPU threads; None: chosen at start-up from the free cores (engine/threads.py)
+    num_threads: Optional[int] = Field(None, gt=0)
 
     @field_validator("kv_cache_memory_bytes", "swap_space_bytes", mode="before")
     @classmethod

@@ -82,7 +82,7 @@ class LLMEngine:
         self.scheduler = Scheduler(self.block_manager, max_num_seqs=config.max_num_seqs,
                                    max_num_batched_tokens=config.max_num_batched_tokens,
                                    enable_swap=self.kv_cache.num_cpu_blocks > 0)
-        self.runner = ModelRunner(self.model, self.kv_cache, Sampler(config.seed))
+        self.runner = ModelRunner(self.model, self.kv_cache, Sampler(config.seed), config.num_threads)
         eos = getattr(model.generation_config, "eos_token_id", None) if model.generation_config else None
         eos = eos if eos is not None else getattr(model.config, "eos_token_id", None)
         self.eos_token_ids = frozenset([eos] if isinstance(eos, int) else (eos or []))

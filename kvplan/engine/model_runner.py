@@ -12,6 +12,7 @@ from kvplan.engine.kv_cache import KVCache
 from kvplan.engine.sampler import Sampler
 from kvplan.engine.scheduler import ScheduledBatch
 from kvplan.engine.sequence import Sequence
+from kvplan.engine.threads import ThreadChoice, apply_threads
 
 
 def random_model(hf_config: dict[str, Any], dtype: torch.dtype = torch.float32, seed: int = 0) -> PreTrainedModel:
@@ -26,7 +27,9 @@ def random_model(hf_config: dict[str, Any], dtype: torch.dtype = torch.float32, 
 
 
 class ModelRunner:
-    def __init__(self, model: PreTrainedModel, kv_cache: KVCache, sampler: Sampler) -> None:
+    def __init__(self, model: PreTrainedModel, kv_cache: KVCache, sampler: Sampler, num_threads: int | None = None) -> None:
+        # set on purpose: torch's one-thread-per-core default stalls every step when a neighbour holds a core
+        self.threads: ThreadChoice = apply_threads(num_threads)
         self.model = model.eval()
         self.kv_cache = kv_cache
         self.sampler = sampler

@@ -14,11 +14,12 @@ imports this module.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from math import ceil
 
 from kvplan.errors import KvplanError
 from kvplan.plan import overheads as oh
-from kvplan.plan.kv import Tokens, blocks_in_budget, bytes_per_block, kept_tokens, largest_fitting, pp_layer_range, validate_parallel
+from kvplan.plan.groups import MAMBA_CACHE_MODES, KvGroup, StateLayout, kv_groups, mamba_cache_mode, state_copies
+from kvplan.plan.kv import (blocks_in_budget, bytes_per_block, has_paged_cache, largest_fitting, pp_layer_range,
+                            state_page_bytes, unified_block_size, validate_parallel)
 from kvplan.spec.dtypes import resolve_kv_dtype
 from kvplan.spec.gpu import GpuSpec
 from kvplan.spec.model import ModelSpec
@@ -26,7 +27,6 @@ from kvplan.spec.quant import QUANTIZATION_CHOICES
 from kvplan.units import GIB
 
 DOCS_URL = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
-HYBRID_GROUP_RATIO = 1.5  # vLLM's hybrid grouping: group_size = max layer count when max < 1.5 x min
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,7 @@ class EngineArgs:
     kv_cache_memory_bytes: int | None = None
     enforce_eager: bool = False
     vllm_version: str = oh.DEFAULT_VLLM_VERSION
+    mamba_cache_mode: str | None = None  # hybrid state models: "none" or "align"; None: vLLM's default
 
     def validate(self, spec: ModelSpec) -> None:
         """Raise a one-line KvplanError for a bad value (the CLI exits 2)."""
@@ -66,28 +67,10 @@ class EngineArgs:
         if self.quantization and self.quantization.lower().replace("-", "_") not in {q.replace("-", "_") for q in QUANTIZATION_CHOICES} | {"fp8"}:
             raise KvplanError(f"unknown --quantization {self.quantization!r}; choices: {', '.join(QUANTIZATION_CHOICES)}")
         oh.parse_vllm_version(self.vllm_version)
+        if self.mamba_cache_mode not in (None, *MAMBA_CACHE_MODES):
+            raise KvplanError(f"--mamba-cache-mode {self.mamba_cache_mode!r} is not modelled; choices: {', '.join(MAMBA_CACHE_MODES)}")
         resolve_kv_dtype(self.kv_cache_dtype, oh.model_dtype(spec, self.dtype))
         validate_parallel(spec, self.tensor_parallel_size, self.pipeline_parallel_size)
-
-
-@dataclass(frozen=True)
-class KvGroup:
-    """One vLLM KV-cache group type: `count` groups of this attention type share the block pool."""
-
-    kind: str  # full, sliding, mla
-    window_tokens: int | None
-    count: int  # number of groups of this type
-    layers: int  # layers of this type on the stage
-    block_size: int  # tokens per block (scaled up when page sizes are unified)
-    page_bytes: int  # one block of one layer
-
-    def blocks_per_request(self, max_model_len: Tokens, max_num_batched_tokens: int) -> Tokens:
-        """vLLM's `KVCacheSpec.max_memory_usage_bytes / page_size` for one request; `max_model_len`
-        may be a numpy array (the sweep)."""
-        tokens = kept_tokens(self.kind, self.window_tokens, max_model_len, chunk=max_num_batched_tokens)
-        blocks = -(-tokens // self.block_size)  # integer ceil, also elementwise
-        # the window need not start on a block boundary: vLLM reserves one block more
-        return blocks + 1 if self.kind == "sliding" and self.window_tokens else blocks
 
 
 @dataclass(frozen=True)
@@ -105,6 +88,7 @@ class StagePlan:
     group_size: int  # layers sharing one block id (tensors in the pool)
     block_bytes: int  # bytes of one block id: page x group_size (uniform-type: sum of pages)
     num_blocks: int
+    block_size: int = 16  # attention tokens per block as served (raised for hybrid state models)
 
 
 @dataclass(frozen=True)
@@ -137,6 +121,9 @@ class CapacityPlan:
     stages: tuple[StagePlan, ...]
     init_outside_budget_bytes: int
     warnings: tuple[str, ...] = field(default=())
+    block_size_tokens: int = 16  # the attention block size vLLM serves with (hybrid state models: raised)
+    mamba_cache_mode: str = "none"  # state models: "none" (1 page per state layer) or "align" (2)
+    state_page_bytes: int = 0  # one state layer's page for one request, padded to the attention page
 
     @property
     def tp(self) -> int:
@@ -156,52 +143,24 @@ def gib(n: float) -> str:
     return f"{n / GIB:.2f}"
 
 
-# --- grouping (vllm/v1/core/kv_cache_utils.py get_kv_cache_groups) -------------------------
-def kv_groups(spec: ModelSpec, layer_indices: list[int] | range, block_size: int, kv_cache_dtype: str,
-              tp: int) -> tuple[tuple[KvGroup, ...], int, int]:
-    """(group types, group_size, block_bytes) for the layers of one stage."""
-    kinds: dict[tuple[str, int | None], list[int]] = {}
-    pages: dict[tuple[str, int | None], set[int]] = {}
-    for i in layer_indices:
-        layer = spec.layers[i]
-        if layer.kind == "none":
-            continue
-        key = (layer.kind, layer.window_tokens if layer.kind == "sliding" else None)
-        kinds.setdefault(key, []).append(i)
-        pages.setdefault(key, set()).add(bytes_per_block(spec, block_size, kv_cache_dtype, tp, 1, layer_indices=[i]))
-    if not kinds:
-        return (), 0, 0
-    if len(kinds) == 1:
-        (key, idx), = kinds.items()
-        if len(pages[key]) == 1:  # uniform: one group, every layer its own tensor
-            page = next(iter(pages[key]))
-            return (KvGroup(key[0], key[1], 1, len(idx), block_size, page),), len(idx), page * len(idx)
-        total = bytes_per_block(spec, block_size, kv_cache_dtype, tp, 1, layer_indices=idx)  # UniformTypeKVCacheSpecs
-        return (KvGroup(key[0], key[1], 1, len(idx), block_size, total),), 1, total
-    # hybrid: unify page sizes by scaling block sizes, then groups of `group_size` layers
-    page_of = {k: max(p) for k, p in pages.items()}
-    max_page = max(page_of.values())
-    counts = [len(v) for v in kinds.values()]
-    group_size = min(counts)
-    if max(counts) < group_size * HYBRID_GROUP_RATIO:
-        group_size = max(counts)
-    groups = []
-    for key, idx in kinds.items():
-        ratio = max_page // page_of[key] if max_page % page_of[key] == 0 else 1
-        groups.append(KvGroup(key[0], key[1], ceil(len(idx) / group_size), len(idx), block_size * ratio, max_page))
-    return tuple(groups), group_size, max_page * group_size
-
-
+# --- what one request needs (vllm/v1/core/kv_cache_utils.py) ----------------------------------
 def needed_bytes(spec: ModelSpec, layer_indices: list[int] | range, args: EngineArgs, max_model_len: int,
                  max_num_batched_tokens: int) -> int:
-    """`max_memory_usage_bytes` summed over the stage's layers (vLLM's "KV cache is needed")."""
+    """`max_memory_usage_bytes` summed over the stage's layers (vLLM's "KV cache is needed"); a
+    state layer needs its padded page per copy, whatever the length."""
+    tp = args.tensor_parallel_size
+    kv_dtype = resolve_kv_dtype(args.kv_cache_dtype, spec.dtype)
+    block = unified_block_size(spec, args.block_size, kv_dtype, tp)
+    copies = state_copies(spec, args.mamba_cache_mode, oh.parse_vllm_version(args.vllm_version))
     total = 0
     for i in layer_indices:
         layer = spec.layers[i]
-        if layer.kind == "none":
+        if layer.state is not None:
+            total += copies * state_page_bytes(spec, block, kv_dtype, tp)
+        if not has_paged_cache(layer):
             continue
-        page = bytes_per_block(spec, args.block_size, args.kv_cache_dtype, args.tensor_parallel_size, 1, layer_indices=[i])
-        g = KvGroup(layer.kind, layer.window_tokens, 1, 1, args.block_size, page)
+        page = bytes_per_block(spec, block, args.kv_cache_dtype, tp, 1, layer_indices=[i])
+        g = KvGroup(layer.kind, layer.window_tokens, 1, 1, block, page)
         total += g.blocks_per_request(max_model_len, max_num_batched_tokens) * page
     return total
 
@@ -257,9 +216,12 @@ def _stage(spec: ModelSpec, args: EngineArgs, pp_rank: int, batch: _Batch, versi
         avail = args.kv_cache_memory_bytes
     else:
         avail = requested - w - a - nt - (cg if subtract_graphs else 0)
-    groups, group_size, block_bytes = kv_groups(spec, idx, args.block_size, args.kv_cache_dtype, tp)
+    block = unified_block_size(spec, args.block_size, resolve_kv_dtype(args.kv_cache_dtype, spec.dtype), tp)
+    mode = mamba_cache_mode(spec, args.mamba_cache_mode, version)
+    state = StateLayout(2 if mode == "align" else 1, block if mode == "align" else batch.max_model_len)
+    groups, group_size, block_bytes = kv_groups(spec, idx, block, args.kv_cache_dtype, tp, state)
     return StagePlan(pp_rank, len(idx), w, a, nt, cg, avail, groups, group_size, block_bytes,
-                     blocks_in_budget(avail, block_bytes))
+                     blocks_in_budget(avail, block_bytes), block)
 
 
 def _log_lines(bind: StagePlan, args: EngineArgs, version: tuple[int, int, int], batch: _Batch) -> tuple[int, float, int]:
@@ -272,12 +234,13 @@ def _log_lines(bind: StagePlan, args: EngineArgs, version: tuple[int, int, int],
     else:
         max_conc = num_blocks * args.block_size / mml
     num_groups = sum(g.count for g in bind.groups)
+    min_block = min((g.block_size for g in bind.groups), default=args.block_size)
     if version >= oh.TOKENS_FROM_CONCURRENCY_SINCE:
         tokens = int(max_conc * mml)
     elif num_groups > 1:
-        tokens = (num_blocks // num_groups) * args.block_size
+        tokens = (num_blocks // num_groups) * min_block
     else:
-        tokens = num_blocks * args.block_size
+        tokens = num_blocks * min_block
     return per_req, max_conc, tokens
 
 
@@ -358,6 +321,10 @@ def plan_capacity(spec: ModelSpec, args: EngineArgs) -> CapacityPlan:
     graphs = _cudagraph_warning(args, bind, requested, init_bytes, subtract_graphs)
     if graphs:
         warnings.append(graphs)
+    if spec.has_state and version < oh.V1_HYBRID_ALLOCATOR_SINCE:
+        warnings.append(f"vLLM {'.'.join(map(str, version))} kept Mamba state outside the KV cache pool; kvplan models "
+                        "the V1 hybrid allocator of vLLM 0.10 and later, so its figures for this model are approximate")
+    kv_dtype = resolve_kv_dtype(args.kv_cache_dtype, spec.dtype)
     return CapacityPlan(
         spec_name=spec.name, args=given, version=version, max_model_len=batch.max_model_len,
         max_num_seqs=batch.max_num_seqs, max_num_batched_tokens=batch.max_num_batched_tokens,
@@ -369,5 +336,7 @@ def plan_capacity(spec: ModelSpec, args: EngineArgs) -> CapacityPlan:
         num_gpu_blocks=bind.num_blocks, kv_cache_tokens=tokens, max_concurrency=max_conc, blocks_per_request=per_req,
         kv_bytes_per_request=startup.needed_bytes, estimated_max_model_len=startup.estimated_max_model_len,
         fits=startup.error is None, error=startup.error, stages=tuple(stages),
-        init_outside_budget_bytes=init_bytes, warnings=tuple(warnings),
+        init_outside_budget_bytes=init_bytes, warnings=tuple(warnings), block_size_tokens=bind.block_size,
+        mamba_cache_mode=mamba_cache_mode(spec, args.mamba_cache_mode, version),
+        state_page_bytes=state_page_bytes(spec, bind.block_size, kv_dtype, args.tensor_parallel_size),
     )

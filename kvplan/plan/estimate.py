@@ -13,7 +13,9 @@ from kvplan.errors import KvplanError
 from kvplan.plan.budget import CapacityPlan, EngineArgs, plan_capacity
 from kvplan.plan.explain import concurrency_note, length_note, memory_shortfall, vllm_default_note, weights_fit
 from kvplan.plan.fixes import Fix, Recommendation
+from kvplan.plan.groups import state_copies
 from kvplan.plan.kv import KvLayout
+from kvplan.plan.overheads import parse_vllm_version
 from kvplan.spec.gpu import GpuSpec
 from kvplan.spec.model import ModelSpec
 
@@ -148,7 +150,10 @@ def estimate(spec: ModelSpec, *, ctx_tokens: int | None = None, concurrency: int
     lengths = resolve_lengths(spec, ctx_tokens, max_model_len)
     ctx, mml = lengths.ctx_tokens, lengths.max_model_len
     _check(concurrency, prefix_tokens, ctx, gpu_memory_utilization)
-    layout = KvLayout.of(spec, kv_cache_dtype, block_size, tp, pp)
+    engine = engine_args or EngineArgs()
+    # state pages per request as vLLM keeps them (2 in the "align" prefix-caching mode, 0.28+ hybrids)
+    copies = state_copies(spec, engine.mamba_cache_mode, parse_vllm_version(engine.vllm_version))
+    layout = KvLayout.of(spec, kv_cache_dtype, block_size, tp, pp, state_copies=copies)
 
     def variant(label: str, lay: KvLayout, prefix: int = 0) -> Variant:
         total = lay.batch_bytes(ctx, concurrency, prefix_tokens=prefix)
@@ -162,11 +167,11 @@ def estimate(spec: ModelSpec, *, ctx_tokens: int | None = None, concurrency: int
     for alt in ("fp8", "int4"):
         if layout.kv_dtype.name != alt:
             variants.append(variant(f"{alt} KV" + (" (planned only: no vLLM flag)" if alt == "int4" else ""),
-                                    KvLayout.of(spec, alt, block_size, tp, pp)))
-    if not spec.is_mla and spec.num_kv_heads == spec.num_attention_heads and spec.num_kv_heads % 2 == 0:
+                                    KvLayout.of(spec, alt, block_size, tp, pp, state_copies=copies)))
+    if not spec.is_mla and spec.num_kv_heads > 1 and spec.num_kv_heads == spec.num_attention_heads and spec.num_kv_heads % 2 == 0:
         gqa = spec.with_kv_heads(spec.num_kv_heads // 2)
         variants.append(variant(f"GQA: KV heads halved ({spec.num_kv_heads} -> {spec.num_kv_heads // 2})",
-                                KvLayout.of(gqa, kv_cache_dtype, block_size, tp, pp)))
+                                KvLayout.of(gqa, kv_cache_dtype, block_size, tp, pp, state_copies=copies)))
     share = prefix_tokens or min(ctx // 2, 1024)
     if concurrency > 1 and share >= block_size:
         variants.append(variant(f"shared {share}-token prefix", layout, share))
@@ -184,7 +189,8 @@ def estimate(spec: ModelSpec, *, ctx_tokens: int | None = None, concurrency: int
 
 
 FIGURE_SCOPES = {
-    "whole model": "one replica of each layer's cache, the same at any TP/PP: kv_bytes_per_token, "
+    "whole model": "one replica of each layer's cache, the same at any TP/PP: kv_bytes_per_token, state_bytes_per_request "
+                   "(Mamba / Gated-DeltaNet state, fixed per request, unpadded, one copy), "
                    "kv_bytes_per_request*, kv_bytes_total, kv_bytes_total_contiguous, weights_bytes, variants",
     "per GPU": "what one GPU of the busiest pipeline stage holds (KV heads split by TP, replicated when tp > KV heads; "
                "MLA latent replicated on every TP rank; PP splits layers): *_per_gpu, kv_bytes_per_block and "
@@ -198,6 +204,8 @@ def _kv_json(est: Estimate) -> dict[str, Any]:
     lay = est.layout
     return {
         "kv_bytes_per_token": lay.bytes_per_token(), "kv_bytes_per_token_per_gpu": lay.bytes_per_token_per_gpu(),
+        "state_bytes_per_request": lay.state_bytes_per_request(),
+        "state_bytes_per_request_per_gpu": lay.state_bytes_per_request_per_gpu(),
         "kv_bytes_per_token_all_gpus": lay.bytes_per_token_all_gpus(),
         "kv_bytes_per_block": lay.bytes_per_block(), "kv_bytes_per_block_per_gpu": lay.bytes_per_block(),
         "kv_bytes_per_request": est.kv_bytes_per_request,
@@ -268,4 +276,6 @@ def capacity_json(plan: CapacityPlan) -> dict[str, Any]:
         "vllm_max_model_len": plan.max_model_len, "max_num_seqs": plan.max_num_seqs,
         "max_num_batched_tokens": plan.max_num_batched_tokens, "vllm_version": ".".join(map(str, plan.version)),
         "vllm_fits": plan.fits, "vllm_error": plan.error, "estimated_max_model_len": plan.estimated_max_model_len,
+        "vllm_block_size": plan.block_size_tokens, "mamba_cache_mode": plan.mamba_cache_mode,
+        "state_page_bytes": plan.state_page_bytes,
     }

@@ -12,20 +12,32 @@ Conventions
   TP, replicated when tp > KV heads; MLA's latent replicated on every TP rank, as in vLLM; PP
   splits the layers); *all GPUs* (`bytes_per_token_all_gpus`) adds every rank, replicas included.
 - Sliding-window layers keep at most `window` tokens (a rolling window that frees blocks that
-  left it); full and MLA layers keep every token.
+  left it); chunked-local layers (Llama-4) at most their chunk; full and MLA layers keep every token.
+- *Per-token* KV (`bytes_per_token`, `bytes_per_block`) counts only the layers whose cache grows
+  with the request. Two caches are *fixed per request* and reported apart: the recurrent state
+  of Mamba / Gated-DeltaNet layers (`state_bytes_per_request`, sized as vLLM's MambaSpec from the
+  config's state dims and dtype) and cross-attention layers' encoder tokens. Both count in a
+  request's bytes, so in max concurrency. KV-shared layers (Gemma-3n) hold nothing.
+- Hybrid attention + state models: vLLM raises the attention block size until one attention page
+  holds a state, and pads the state to that page (`unified_block_size`, vllm/platforms/interface.py
+  `_align_hybrid_block_size`; vllm/model_executor/models/config.py before it moved); `KvLayout.of`
+  plans with that block size and charges each state layer one padded page per copy.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import ceil
 from typing import TypeVar
 
 from kvplan.errors import KvplanError
 from kvplan.spec.dtypes import KvDtype, resolve_kv_dtype
+from kvplan.spec.layers import PER_TOKEN_KINDS
 from kvplan.spec.model import LayerAttention, ModelSpec
 
 DEFAULT_BLOCK_SIZE = 16
+KERNEL_BLOCK_ALIGNMENT = 16  # FlashAttention / FlashInfer: attention block sizes are multiples of 16
+MLA_KERNEL_BLOCK_ALIGNMENT = 64  # MLA backends (CUTLASS MLA: 128)
 
 Tokens = TypeVar("Tokens")  # an int, or a numpy integer array (the vectorised sweep)
 
@@ -35,10 +47,14 @@ def kept_tokens(kind: str, window: int | None, tokens: Tokens, *, chunk: int = 1
 
     A sliding layer keeps at most its `window` (older tokens left it and their blocks are freed);
     vLLM sizes its pool for `window - 1 + chunk` because a prefill chunk of `chunk` new tokens is
-    written before the tokens that slide out are dropped. Every other kind keeps all tokens.
+    written before the tokens that slide out are dropped. A chunked-local layer keeps at most its
+    current chunk (`window` = chunk size) the same way; a cross-attention layer keeps its
+    `window` encoder tokens. Every other kind keeps all tokens.
     Works elementwise on numpy arrays, without importing numpy (the planner stays pure Python).
     """
-    if kind != "sliding" or not window:
+    if kind == "cross":
+        return tokens * 0 + (window or 0)  # the encoder's tokens, whatever the text length
+    if kind not in ("sliding", "chunked") or not window:
         return tokens
     cap = window - 1 + chunk
     return tokens.clip(max=cap) if hasattr(tokens, "clip") else min(tokens, cap)
@@ -74,8 +90,9 @@ def kv_heads_per_rank(layer: LayerAttention, tp: int) -> int:
 
 
 def layer_bytes_per_token(layer: LayerAttention, kv_dtype: KvDtype, tp: int = 1) -> int:
-    """Bytes one token costs in one layer on one TP rank (K and V, plus per-token scales)."""
-    if layer.kind == "none":
+    """Bytes one cached token costs in one layer on one TP rank (K and V, plus per-token scales);
+    a cross-attention layer's tokens are encoder tokens; layers without a cache of their own cost 0."""
+    if layer.kind not in PER_TOKEN_KINDS and layer.kind != "cross":
         return 0
     k = kv_dtype.bytes_for(layer.head_dim_k) + kv_dtype.scale_bytes_per_token_head
     v = kv_dtype.bytes_for(layer.head_dim_v) + kv_dtype.scale_bytes_per_token_head if layer.head_dim_v else 0
@@ -95,14 +112,20 @@ def pp_layer_range(num_layers: int, pp: int, pp_rank: int) -> range:
 def validate_parallel(spec: ModelSpec, tp: int, pp: int) -> None:
     if tp <= 0 or pp <= 0:
         raise KvplanError(f"tensor/pipeline parallel sizes must be positive, got tp={tp} pp={pp}")
+    for state in {layer.state for layer in spec.layers if layer.state is not None}:
+        problem = state.split_error(tp)
+        if problem:
+            raise KvplanError(f"{spec.name}: {problem}")
+    if pp > spec.num_layers:
+        raise KvplanError(f"--pp {pp} is larger than {spec.name}'s {spec.num_layers} layers")
+    if not spec.num_attention_heads:
+        return  # attention-free (Mamba): only the state splits
     if spec.num_attention_heads % tp:
         divisors = [d for d in range(1, spec.num_attention_heads + 1) if spec.num_attention_heads % d == 0 and d <= 64]
         raise KvplanError(f"--tp {tp} does not divide {spec.name}'s {spec.num_attention_heads} attention heads; "
                           f"valid: {', '.join(map(str, divisors))}")
     if not spec.is_mla and spec.num_kv_heads % tp and tp % spec.num_kv_heads:
         raise KvplanError(f"--tp {tp} must divide or be a multiple of {spec.name}'s {spec.num_kv_heads} KV heads")
-    if pp > spec.num_layers:
-        raise KvplanError(f"--pp {pp} is larger than {spec.name}'s {spec.num_layers} layers")
 
 
 def bytes_per_block(spec: ModelSpec, block_size: int = DEFAULT_BLOCK_SIZE, kv_cache_dtype: str = "auto",
@@ -127,45 +150,115 @@ def bytes_per_block(spec: ModelSpec, block_size: int = DEFAULT_BLOCK_SIZE, kv_ca
 
 
 def layer_blocks(layer: LayerAttention, tokens: int, block_size: int) -> int:
-    """Blocks one request of `tokens` holds in one layer (paged, window-capped)."""
-    if layer.kind == "none" or tokens <= 0:
+    """Blocks one request of `tokens` holds in one layer (paged, window-capped; cross: its encoder tokens)."""
+    if not has_paged_cache(layer) or tokens <= 0:
         return 0
     return ceil(kept_tokens(layer.kind, layer.window_tokens, tokens) / block_size)
 
 
+def has_paged_cache(layer: LayerAttention) -> bool:
+    """Whether the layer has a paged cache of its own (per-token or cross-attention)."""
+    return layer.kind in PER_TOKEN_KINDS or layer.kind == "cross"
+
+
+# --- fixed per-request state (Mamba / Gated-DeltaNet) -----------------------------------------------
+def state_bytes(layer: LayerAttention, model_dtype: str, tp: int = 1) -> int:
+    """One request's recurrent state in one layer on one TP rank, unpadded (vLLM MambaSpec page)."""
+    return layer.state.bytes_per_request(model_dtype, tp) if layer.state is not None else 0
+
+
+def attention_bytes_per_token(spec: ModelSpec, kv_dtype: KvDtype, tp: int = 1) -> int:
+    """vLLM's `attn_page_size_1_token`: one token of one attention layer on one rank (0 if none)."""
+    return max((layer_bytes_per_token(layer, kv_dtype, tp) for layer in spec.layers), default=0)
+
+
+def unified_block_size(spec: ModelSpec, block_size: int, kv_dtype: KvDtype, tp: int = 1) -> int:
+    """The attention block size vLLM serves a hybrid attention + state model with: the smallest
+    multiple of the kernel alignment (max(16, --block-size); MLA 64) whose attention page holds one
+    request's state; `block_size` itself for models without both kinds, or when it is already enough."""
+    attn_1 = attention_bytes_per_token(spec, kv_dtype, tp)
+    state = max((state_bytes(layer, spec.dtype, tp) for layer in spec.layers), default=0)
+    if not attn_1 or not state:
+        return block_size
+    align = max(MLA_KERNEL_BLOCK_ALIGNMENT if spec.is_mla else KERNEL_BLOCK_ALIGNMENT, block_size)
+    needed = align * -(-state // (align * attn_1))
+    return max(block_size, needed)
+
+
+def state_page_bytes(spec: ModelSpec, block_size: int, kv_dtype: KvDtype, tp: int = 1) -> int:
+    """What vLLM reserves for one state layer of one request (one page): the state padded to one
+    attention page at the unified block size, or the bare state in an attention-free model."""
+    state = max((state_bytes(layer, spec.dtype, tp) for layer in spec.layers), default=0)
+    if not state:
+        return 0
+    attn_1 = attention_bytes_per_token(spec, kv_dtype, tp)
+    return max(state, unified_block_size(spec, block_size, kv_dtype, tp) * attn_1)
+
+
 @dataclass(frozen=True)
 class KvLayout:
-    """A model's KV cache under one dtype, block size and parallel layout."""
+    """A model's KV cache under one dtype, block size and parallel layout.
+
+    `block_size` is the one vLLM serves with (`unified_block_size`: raised for hybrid state
+    models); `state_copies` is how many state pages vLLM keeps per state layer and request (1;
+    2 with prefix caching's "align" mode, vLLM 0.28's default for hybrids)."""
 
     spec: ModelSpec
     kv_dtype: KvDtype
     block_size: int = DEFAULT_BLOCK_SIZE
     tp: int = 1
     pp: int = 1
+    state_copies: int = 1
 
     @classmethod
     def of(cls, spec: ModelSpec, kv_cache_dtype: str = "auto", block_size: int = DEFAULT_BLOCK_SIZE,
-           tp: int = 1, pp: int = 1) -> KvLayout:
+           tp: int = 1, pp: int = 1, state_copies: int = 1) -> KvLayout:
         if block_size <= 0:
             raise KvplanError(f"--block-size must be positive, got {block_size}")
         validate_parallel(spec, tp, pp)
-        return cls(spec, resolve_kv_dtype(kv_cache_dtype, spec.dtype), block_size, tp, pp)
+        kv_dtype = resolve_kv_dtype(kv_cache_dtype, spec.dtype)
+        return cls(spec, kv_dtype, unified_block_size(spec, block_size, kv_dtype, tp), tp, pp, state_copies)
+
+    def with_state_copies(self, copies: int) -> KvLayout:
+        """The same layout with `copies` state pages per state layer and request (vLLM's mamba cache mode)."""
+        return replace(self, state_copies=copies)
+
+    # --- fixed per request ---------------------------------------------------------------------
+    def state_bytes_per_request(self) -> int:
+        """Whole model: one request's recurrent state in every state layer (unpadded, one copy)."""
+        return sum(state_bytes(layer, self.spec.dtype) for layer in self.spec.layers)
+
+    def state_bytes_per_request_per_gpu(self) -> int:
+        """Per GPU (busiest stage, one TP rank): one request's state, unpadded, one copy."""
+        return max(sum(state_bytes(layer, self.spec.dtype, self.tp) for layer in self.stage_layers(r))
+                   for r in range(self.pp))
+
+    def _state_charged(self, layers: list[LayerAttention], tp: int) -> int:
+        """What vLLM reserves for one request's state in `layers`: padded pages x copies."""
+        n_state = sum(1 for layer in layers if layer.state is not None)
+        if not n_state:
+            return 0
+        return self.state_copies * n_state * state_page_bytes(self.spec, self.block_size, self.kv_dtype, tp)
 
     # --- per token -------------------------------------------------------------------------
     def stage_layers(self, pp_rank: int) -> list[LayerAttention]:
         return [self.spec.layers[i] for i in pp_layer_range(self.spec.num_layers, self.pp, pp_rank)]
 
+    def _token_bytes(self, layer: LayerAttention, tp: int) -> int:
+        """Per-token KV of one layer (cross-attention and state layers hold none per text token)."""
+        return layer_bytes_per_token(layer, self.kv_dtype, tp) if layer.kind in PER_TOKEN_KINDS else 0
+
     def bytes_per_token_per_gpu(self) -> int:
         """Per GPU: busiest stage, one TP rank, every layer holding the token (no window cap)."""
-        return max(sum(layer_bytes_per_token(l, self.kv_dtype, self.tp) for l in self.stage_layers(r)) for r in range(self.pp))
+        return max(sum(self._token_bytes(l, self.tp) for l in self.stage_layers(r)) for r in range(self.pp))
 
     def bytes_per_token(self) -> int:
         """Whole model: one replica of every layer's cache (the same at any TP and PP)."""
-        return sum(layer_bytes_per_token(l, self.kv_dtype) for l in self.spec.layers)
+        return sum(self._token_bytes(l, 1) for l in self.spec.layers)
 
     def bytes_per_token_all_gpus(self) -> int:
         """All GPUs together: every TP rank of every stage, replicated heads and MLA latents included."""
-        return self.tp * sum(layer_bytes_per_token(l, self.kv_dtype, self.tp) for l in self.spec.layers)
+        return self.tp * sum(self._token_bytes(l, self.tp) for l in self.spec.layers)
 
     def bytes_per_block(self) -> int:
         """One block on the busiest GPU (see `bytes_per_block`)."""
@@ -173,7 +266,12 @@ class KvLayout:
 
     # --- per request -----------------------------------------------------------------------
     def _layers_bytes(self, layers: list[LayerAttention], tokens: int, paged: bool, tp: int) -> int:
-        total = 0
+        """KV of one request in `layers` plus its fixed state (paged: vLLM's padded state pages;
+        exact: the bare state)."""
+        if paged:
+            total = self._state_charged(layers, tp)
+        else:
+            total = self.state_copies * sum(state_bytes(layer, self.spec.dtype, tp) for layer in layers)
         for layer in layers:
             per_token = layer_bytes_per_token(layer, self.kv_dtype, tp)
             if paged:
@@ -183,7 +281,8 @@ class KvLayout:
         return total
 
     def request_bytes(self, tokens: int, *, paged: bool = True) -> int:
-        """Whole model, one request of `tokens` (paged: rounded up to blocks; else exact)."""
+        """Whole model, one request of `tokens` (paged: rounded up to blocks; else exact), its fixed
+        state and encoder tokens included."""
         return self._layers_bytes(list(self.spec.layers), tokens, paged, 1)
 
     def request_bytes_per_gpu(self, tokens: int, *, paged: bool = True) -> int:
@@ -191,8 +290,9 @@ class KvLayout:
         return max(self._layers_bytes(self.stage_layers(r), tokens, paged, self.tp) for r in range(self.pp))
 
     def request_bytes_all_full(self, tokens: int) -> int:
-        """Whole model, as a calculator that ignores sliding windows would say (exact tokens)."""
-        return tokens * self.bytes_per_token()
+        """Whole model, as a calculator that ignores sliding windows would say (exact tokens; a
+        calculator that also counted state layers as attention would say more)."""
+        return tokens * self.bytes_per_token() + self.state_copies * self.state_bytes_per_request()
 
     def contiguous_request_bytes(self, max_model_len: int) -> int:
         """Traditional preallocation: every request reserves `max_model_len` tokens up front."""
@@ -206,7 +306,7 @@ class KvLayout:
         shared_blocks = min(prefix_tokens, tokens) // self.block_size
         saved = 0
         for layer in layers:
-            if layer.kind == "none" or kept_tokens(layer.kind, layer.window_tokens, tokens) < tokens:
+            if layer.kind not in PER_TOKEN_KINDS or kept_tokens(layer.kind, layer.window_tokens, tokens) < tokens:
                 continue  # a window that already slid has dropped the prefix blocks
             saved += shared_blocks * self.block_size * layer_bytes_per_token(layer, self.kv_dtype, tp)
         return (concurrency - 1) * saved

@@ -30,6 +30,7 @@ CUDAGRAPH_SUBTRACTED_SINCE = (0, 21, 0)  # PR #30515 estimate on by default
 TOKENS_FROM_CONCURRENCY_SINCE = (0, 20, 0)  # `int(max_concurrency x max_model_len)` token line (after 0.19)
 MODEL_S_WORDING_SINCE = (0, 12, 0)  # "model's" instead of "models's" in the max-seq-len error
 BIG_GPU_TIER_SINCE = (0, 28, 0)  # >=160 GiB devices: server max_num_batched_tokens 16384
+V1_HYBRID_ALLOCATOR_SINCE = (0, 10, 0)  # Mamba state in the V1 block pool, block size unified with attention
 
 
 def parse_vllm_version(version: str) -> tuple[int, int, int]:

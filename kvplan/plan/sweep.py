@@ -59,7 +59,8 @@ def sweep(spec: ModelSpec, *, ctx_tokens: Sequence[int], concurrency: Sequence[i
                 if version >= oh.TOKENS_FROM_CONCURRENCY_SINCE:
                     tokens = np.floor(max_conc * cc).astype(np.int64)
                 else:
-                    tokens = np.full(cc.shape, (plan.num_gpu_blocks // max(1, sum(g.count for g in groups))) * int(bs))
+                    min_block = min((g.block_size for g in groups), default=int(bs))  # hybrids: the raised block
+                    tokens = np.full(cc.shape, (plan.num_gpu_blocks // max(1, sum(g.count for g in groups))) * min_block)
                 one = _one_request_bytes(groups, cc, mnbt)
                 fits_one = (one <= plan.available_kv_cache_bytes) & (plan.available_kv_cache_bytes > 0)
                 frames.append(pd.DataFrame({

@@ -7,7 +7,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from kvplan.plan.estimate import Estimate, Fit
-from kvplan.plan.kv import KvLayout, kept_tokens, kv_heads_per_rank, layer_blocks, layer_bytes_per_token, pp_layer_range
+from kvplan.plan.kv import (KvLayout, has_paged_cache, kept_tokens, kv_heads_per_rank, layer_blocks, layer_bytes_per_token,
+                            pp_layer_range, state_bytes, state_page_bytes)
+from kvplan.spec.layers import PER_TOKEN_KINDS
 from kvplan.report.capacity_view import render_capacity
 from kvplan.spec.model import LayerAttention
 from kvplan.units import fmt_bytes
@@ -15,6 +17,16 @@ from kvplan.units import fmt_bytes
 
 def _b(n: int) -> str:
     return f"{fmt_bytes(n)}  ({n:,} B)"
+
+
+def _state_lines(est: Estimate) -> list[str]:
+    """One line per kind of state layer: its fixed bytes per request (vLLM's MambaSpec)."""
+    counts: dict[object, int] = {}
+    for layer in est.spec.layers:
+        if layer.state is not None:
+            counts[layer.state] = counts.get(layer.state, 0) + 1
+    return [f"{n} {st.kind} state layers: no KV per token; a fixed {st.bytes_per_request(est.spec.dtype):,} B "  # type: ignore[attr-defined]
+            "(conv + recurrent state) per request each, however long" for st, n in counts.items()]
 
 
 def _window_lines(est: Estimate) -> list[str]:
@@ -25,14 +37,23 @@ def _window_lines(est: Estimate) -> list[str]:
     lines = []
     L = est.ctx_tokens
     for (kind, window), count in groups.items():
-        if kind == "sliding":
+        if kind == "none":
+            continue
+        if kind == "chunked":
+            lines.append(f"{count} chunked-local layers (chunk {window:,}): keep at most their current chunk, "
+                         f"min({L:,}, {window:,}) = {kept_tokens(kind, window, L):,} tokens")
+        elif kind == "cross":
+            lines.append(f"{count} cross-attention layers: {window:,} encoder tokens per request, whatever the text length")
+        elif kind == "shared":
+            lines.append(f"{count} KV-shared layers: read an earlier layer's K/V and hold none")
+        elif kind == "sliding":
             lines.append(f"{count} sliding layers (window {window:,}): keep min({L:,}, {window:,}) = {kept_tokens(kind, window, L):,} tokens")
         elif kind == "mla":
             lines.append(f"{count} MLA layers: one {est.spec.layers[0].head_dim_k}-element latent per token "
                          "(no separate V; the same latent on every TP rank)")
         else:
             lines.append(f"{count} {kind}-attention layers: keep all {L:,} tokens")
-    return lines
+    return lines + _state_lines(est)
 
 
 def _stage_layers(lay: KvLayout) -> list[LayerAttention]:
@@ -63,14 +84,14 @@ def _per_token_how(layers: list[LayerAttention], lay: KvLayout, tp: int) -> str:
     """'2 (K, V) × 32 layers × 8 KV heads × 128 × 2 B', one term per kind of layer."""
     terms: dict[str, int] = {}
     for layer in layers:
-        if layer.kind == "none":
+        if layer.kind not in PER_TOKEN_KINDS:
             continue
         if layer.kind == "mla" or layer.head_dim_v == layer.head_dim_k:
             key = ("" if layer.kind == "mla" else "2 (K, V) × ") + "{n} layers × " + f"{_heads(layer, tp)} × {_elements(layer, lay)}"
         else:
             key = "{n} layers × " + f"{_heads(layer, tp)} × ({layer.head_dim_k} + {layer.head_dim_v}) × {lay.kv_dtype.bits / 8:g} B"
         terms[key] = terms.get(key, 0) + 1
-    return " + ".join(k.format(n=n) for k, n in terms.items())
+    return " + ".join(k.format(n=n) for k, n in terms.items()) or "no layer caches tokens (attention-free)"
 
 
 def _request_how(layers: list[LayerAttention], lay: KvLayout, tokens: int, tp: int) -> str:
@@ -78,15 +99,21 @@ def _request_how(layers: list[LayerAttention], lay: KvLayout, tokens: int, tp: i
     bs = lay.block_size
     groups: dict[tuple[str, int, int], int] = {}
     for layer in layers:
-        if layer.kind == "none":
+        if not has_paged_cache(layer):
             continue
         key = (layer.kind, layer_blocks(layer, tokens, bs), layer_bytes_per_token(layer, lay.kv_dtype, tp))
         groups[key] = groups.get(key, 0) + 1
+    n_state = sum(1 for layer in layers if layer.state is not None)
+    state = (f" + state: {n_state} layers × {lay.state_copies} × {state_page_bytes(lay.spec, bs, lay.kv_dtype, tp):,} B "
+             "(one page per state layer, padded as vLLM pads it)") if n_state else ""
+    if not groups:
+        return state.removeprefix(" + ")  # attention-free (Mamba): the state is all a request holds
     if len(groups) == 1:
         (kind, blocks, b), n = next(iter(groups.items()))
         kept = f"{tokens:,}" if blocks * bs >= tokens else "window"
-        return f"{blocks:,} blocks ({kept}/{bs} rounded up) × {bs} tokens × {n} layers × {b:,} B"
-    return " + ".join(f"{n} {kind} layers × {blocks:,} blocks × {bs} × {b:,} B" for (kind, blocks, b), n in groups.items())
+        return f"{blocks:,} blocks ({kept}/{bs} rounded up) × {bs} tokens × {n} layers × {b:,} B" + state
+    return " + ".join(f"{n} {kind} layers × {blocks:,} blocks × {bs} × {b:,} B"
+                      for (kind, blocks, b), n in groups.items()) + state
 
 
 def _token_rows(t: Table, est: Estimate) -> None:
@@ -102,7 +129,13 @@ def _token_rows(t: Table, est: Estimate) -> None:
                   f"{lay.tp} TP ranks × {per_rank:,} B: each rank keeps its own copy of the replicated "
                   + ("MLA latent" if spec.is_mla else "KV heads"))
     t.add_row(f"KV per block ({lay.block_size} tokens, per GPU)", _b(lay.bytes_per_block()),
-              f"{lay.block_size} tokens × {lay.bytes_per_token_per_gpu():,} B (KV per token per GPU)")
+              f"{lay.block_size} tokens × {lay.bytes_per_token_per_gpu():,} B (KV per token per GPU)"
+              + (": vLLM raises the block size until one attention page holds a state" if spec.has_state and lay.bytes_per_token() else ""))
+    if spec.has_state:
+        n = sum(1 for layer in spec.layers if layer.state is not None)
+        t.add_row("state per request (whole model, fixed)", _b(lay.state_bytes_per_request()),
+                  f"{n} state layers × {state_bytes(next(x for x in spec.layers if x.state), spec.dtype):,} B "
+                  "(conv + recurrent state, as vLLM's MambaSpec sizes it); not per token")
 
 
 def _request_rows(t: Table, est: Estimate) -> None:

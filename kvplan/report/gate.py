@@ -1,9 +1,16 @@
 """The CI gate: a result against a stored baseline and against its own prediction.
 
-Three kinds of check, all from the result's scenario `gate:` block (flags may override):
-- `exact`: deterministic figures (pool blocks, peak KV bytes, preemptions) must equal the
-  baseline's; closed-loop scenarios repeat them to the byte, so any change is a real change.
-- `relative`: latency and throughput may move by a signed tolerance (`+15%` may grow 15%).
+Kinds of check, all from the result's scenario `gate:` block (flags may override):
+- `exact`: deterministic figures (pool blocks, peak KV bytes, preemptions, steps, tokens per
+  step) must equal the baseline's; closed-loop scenarios repeat them to the byte, so any change
+  is a real change.
+- `normalized`: latency with the CPU waits taken out, in units of a reference kernel timed in the
+  same run (figures group "normalized"), may move by a signed tolerance (`+25%` may grow 25%).
+  A busy or slower machine moves latency and yardstick together; a slower engine only latency.
+- `raw`: wall-clock latency and throughput, by a (wide) signed tolerance. When the run measured
+  the machine busier or slower than the baseline's (CPU waits, reference kernel) and normalized
+  checks exist, a raw miss is reported but not failed: the machine, not the code, moved it.
+- `relative`: any other figure by a signed tolerance.
 - `prediction`: measured within a symmetric tolerance of what the planner predicted first.
 Plus one `health` check that always runs: no more failed requests than the baseline had, because
 a run whose requests error out can look faster than a good one.
@@ -28,11 +35,14 @@ from kvplan.errors import KvplanError
 from kvplan.files import write_text_atomic
 from kvplan.report.jinja import render_template
 from kvplan.stress.result import RunResult
-from kvplan.stress.figures import default_gate, figure_value
+from kvplan.stress.figures import default_gate, figure, figure_value
 from kvplan.stress.scenario import Gate, Scenario, Tolerance, known_gate_keys
 from kvplan.validation import format_validation_error
 
-CheckKind = Literal["exact", "relative", "prediction", "health"]
+CheckKind = Literal["exact", "normalized", "raw", "relative", "prediction", "health"]
+CONTENDED_WAIT_SHARE = 0.10  # more of the steps' time waiting for a CPU than the baseline's: contended
+CONTENDED_REFERENCE = 1.25  # the reference kernel's CPU time against the baseline's: a slower machine
+RAW_GROUPS = ("latency", "throughput")
 EXACT = "exact"  # the word a --tolerance flag uses for an exact check
 
 @dataclass(frozen=True)
@@ -98,12 +108,41 @@ def check_exact(metric: str, baseline: float | None, current: float | None) -> G
     return GateCheck(metric, baseline, current, _delta(baseline, current), EXACT, baseline == current, "exact")
 
 
-def check_relative(metric: str, tol: Tolerance, baseline: float | None, current: float | None) -> GateCheck:
-    missing = _missing("relative", metric, baseline, current, tol.text, "baseline")
+def relative_kind(metric: str) -> CheckKind:
+    f = figure(metric)
+    if f is not None and f.group == "normalized":
+        return "normalized"
+    if f is not None and f.group in RAW_GROUPS and f.unit in ("ms", "s", "tok/s", "req/s"):
+        return "raw"
+    return "relative"
+
+
+def check_relative(metric: str, tol: Tolerance, baseline: float | None, current: float | None,
+                   excuse: str | None = None) -> GateCheck:
+    """`excuse`: why a raw miss is not failed (the machine was contended), or None to judge it."""
+    kind = relative_kind(metric)
+    missing = _missing(kind, metric, baseline, current, tol.text, "baseline")
     if missing is not None:
         return missing
     assert baseline is not None and current is not None
-    return GateCheck(metric, baseline, current, _delta(baseline, current), tol.text, tol.allows(baseline, current), "relative")
+    ok = tol.allows(baseline, current)
+    if not ok and kind == "raw" and excuse:
+        return GateCheck(metric, baseline, current, _delta(baseline, current), tol.text, True, kind,
+                         f"beyond the limit, not failed: {excuse}")
+    return GateCheck(metric, baseline, current, _delta(baseline, current), tol.text, ok, kind)
+
+
+def contention(baseline: RunResult, current: RunResult) -> str | None:
+    """Why the current run's wall-clock latency cannot be held against the baseline's (its machine
+    was busier or slower, measured apart from the engine), or None."""
+    reasons = []
+    wait, b_wait = figure_value(current.metrics, "cpu_wait_share"), figure_value(baseline.metrics, "cpu_wait_share") or 0.0
+    if wait is not None and wait - b_wait > CONTENDED_WAIT_SHARE:
+        reasons.append(f"the engine waited for a CPU {100 * wait:.0f}% of its step time (baseline {100 * b_wait:.0f}%)")
+    ref, b_ref = figure_value(current.metrics, "reference_kernel_cpu_ms"), figure_value(baseline.metrics, "reference_kernel_cpu_ms")
+    if ref and b_ref and ref / b_ref > CONTENDED_REFERENCE:
+        reasons.append(f"the reference kernel took {ref / b_ref:.2f}x the baseline's CPU time")
+    return "machine contended: " + "; ".join(reasons) if reasons else None
 
 
 def check_prediction(metric: str, tol: Tolerance, predicted: float | None, measured: float | None) -> GateCheck:
@@ -214,7 +253,12 @@ def check_comparable(baseline: RunResult, current: RunResult, baseline_where: st
         if not r.complete:
             raise KvplanError(f"{where} is incomplete (interrupted or failed run); rerun it before gating")
     diff = _settings_diff(baseline.scenario, current.scenario)
-    return [f"scenario settings differ from the baseline's: {', '.join(diff[:6])}{' ...' if len(diff) > 6 else ''}"] if diff else []
+    notes = [f"scenario settings differ from the baseline's: {', '.join(diff[:6])}{' ...' if len(diff) > 6 else ''}"] if diff else []
+    threads = (baseline.environment.engine_threads, current.environment.engine_threads)
+    if None not in threads and threads[0] != threads[1]:
+        notes.append(f"the engine ran {threads[1]} intra-op threads, the baseline {threads[0]}: normalized latency compares "
+                     "different configurations (pin engine.num_threads or --threads)")
+    return notes
 
 
 def run_gate(baseline: RunResult, current: RunResult, *, tolerance: Sequence[str] = (),
@@ -226,8 +270,11 @@ def run_gate(baseline: RunResult, current: RunResult, *, tolerance: Sequence[str
     checks: list[GateCheck] = []
     for name in plan.exact:
         checks.append(check_exact(name, figure_value(baseline.metrics, name), figure_value(current.metrics, name)))
+    normalized = [n for n in plan.relative if relative_kind(n) == "normalized" and figure_value(current.metrics, n) is not None
+                  and figure_value(baseline.metrics, n) is not None]
+    excuse = contention(baseline, current) if normalized else None
     for name, tol in plan.relative.items():
-        checks.append(check_relative(name, tol, figure_value(baseline.metrics, name), figure_value(current.metrics, name)))
+        checks.append(check_relative(name, tol, figure_value(baseline.metrics, name), figure_value(current.metrics, name), excuse))
     for name, tol in plan.prediction.items():
         checks.append(check_prediction(name, tol, figure_value(current.prediction, name), figure_value(current.metrics, name)))
     b_failed, c_failed = figure_value(baseline.metrics, "failed"), figure_value(current.metrics, "failed")
@@ -235,6 +282,8 @@ def run_gate(baseline: RunResult, current: RunResult, *, tolerance: Sequence[str
         ok = c_failed is not None and (b_failed is None or c_failed <= b_failed)
         checks.append(GateCheck("failed", b_failed, c_failed, _delta(b_failed, c_failed), "<= baseline", ok, "health",
                                 "" if c_failed is not None else "missing from the result"))
+    if excuse:
+        warnings.append(f"{excuse}: raw latency is shown, the normalized figures decide")
     return GateVerdict(current.scenario_name, current.allocator, tuple(checks), (*plan.notes, *warnings))
 
 

@@ -35,11 +35,11 @@ def render_comparison(console: Console, result: RunResult) -> None:
 
 
 def render_allocators(console: Console, paged: RunResult, contiguous: RunResult) -> None:
-    pc, cc = paged.metrics["max_concurrency"], contiguous.metrics["max_concurrency"]
+    pc, cc = paged.metrics["peak_running_requests"], contiguous.metrics["peak_running_requests"]
     pt, ct = paged.metrics.get("output_throughput"), contiguous.metrics.get("output_throughput")
     console.print(f"[bold]paged vs contiguous on the same {paged.metrics['kv_pool_bytes']:,} B pool:[/bold] "
-                  f"max concurrency {pc} vs {cc} ({pc / max(cc, 1):.1f}x; predicted "
-                  f"{paged.prediction['max_concurrency']} vs {contiguous.prediction['max_concurrency']}), "
+                  f"peak running requests {pc} vs {cc} ({pc / max(cc, 1):.1f}x; predicted "
+                  f"{paged.prediction['peak_running_requests']} vs {contiguous.prediction['peak_running_requests']}), "
                   f"output throughput {fmt(pt, 'tok/s')} vs {fmt(ct, 'tok/s')}" + (f" ({pt / ct:.2f}x)" if pt and ct else ""))
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -90,6 +91,7 @@ def create_app(ctx: ServeContext, limits: ServeLimits | None = None) -> Starlett
     async def stream(events, maker: ChunkMaker, gen: GenerationRequest, request_id: str) -> AsyncIterator[bytes]:
         finished = False
         completion_tokens = 0
+        detok = ctx.tokenizer.detokenizer(gen.prompt_token_ids)
         try:
             if gen.api == "chat":
                 yield sse(maker.role_chunk())
@@ -98,11 +100,13 @@ def create_app(ctx: ServeContext, limits: ServeLimits | None = None) -> Starlett
                 for event in _drain(await events.get(), events):
                     if isinstance(event, ErrorEvent):
                         finished = True
+                        if event.status >= 500:  # failed after admission (a step failure), not refused
+                            ctx.metrics.count_error()
                         out.append(sse(ProtocolError(event.status, event.message).body()))
                         break
-                    for i, token_id in enumerate(event.token_ids):
-                        last = event.finished and i == len(event.token_ids) - 1
-                        out.append(sse(maker.token_chunk(ctx.tokenizer.decode_token(token_id), event.finish_reason if last else None)))
+                    text = detok.step(event.token_ids) + (detok.finish() if event.finished else "")
+                    if text or event.finished:  # held-back bytes (half a character) wait for the next step
+                        out.append(sse(maker.token_chunk(text, event.finish_reason if event.finished else None)))
                     completion_tokens = event.num_output_tokens
                     finished = event.finished
                 if finished:
@@ -117,28 +121,36 @@ def create_app(ctx: ServeContext, limits: ServeLimits | None = None) -> Starlett
     async def collect(events, maker: ChunkMaker, gen: GenerationRequest, request_id: str) -> Response:
         finished = False
         pieces: list[str] = []
+        detok = ctx.tokenizer.detokenizer(gen.prompt_token_ids)
         try:
             while not finished:
                 event = await events.get()
                 if isinstance(event, ErrorEvent):
                     finished = True  # the engine refused it (400) or its step failed (500): nothing left to abort
+                    if event.status >= 500:
+                        ctx.metrics.count_error()
                     return _error(event.status, event.message)
-                pieces.extend(ctx.tokenizer.decode_token(t) for t in event.token_ids)
+                pieces.append(detok.step(event.token_ids))
                 finished = event.finished
+            pieces.append(detok.finish())
             return JSONResponse(maker.full("".join(pieces), event.finish_reason, len(gen.prompt_token_ids),
                                            event.num_output_tokens))
         finally:
             if not finished:
                 ctx.loop.abort(request_id)
 
+    def _parse(raw: bytes, api: Api) -> GenerationRequest:
+        return parse_request(parse_json_body(raw, MAX_JSON_DEPTH), api, served_model_name=ctx.served_model_name,
+                             tokenizer=ctx.tokenizer, vocab_size=ctx.vocab_size, max_model_len=ctx.max_model_len)
+
     async def generate(request: Request, api: Api) -> Response:
         if not ctx.loop.healthy:
             return _error(503, ctx.loop.dead_reason or "the engine loop is not running")
         arrival_s = now_s()
         try:
-            body = parse_json_body(await request.body(), MAX_JSON_DEPTH)
-            gen = parse_request(body, api, served_model_name=ctx.served_model_name, tokenizer=ctx.tokenizer,
-                                vocab_size=ctx.vocab_size, max_model_len=ctx.max_model_len)
+            # parsing and tokenizing a multi-megabyte prompt takes a while: off the event loop, so
+            # every other stream keeps flowing meanwhile
+            gen = await run_in_threadpool(_parse, await request.body(), api)
             params = _sampling_params(gen)
         except ProtocolError as exc:
             return JSONResponse(exc.body(), status_code=exc.status)
@@ -146,6 +158,7 @@ def create_app(ctx: ServeContext, limits: ServeLimits | None = None) -> Starlett
             return _error(400, str(exc))
         request_id = f"{'chatcmpl' if api == 'chat' else 'cmpl'}-{uuid.uuid4().hex}"
         events = ctx.loop.submit(request_id, gen.prompt_token_ids, params, arrival_s)
+        ctx.metrics.observe_request_params(gen.max_tokens)
         maker = ChunkMaker.new(api, request_id, ctx.served_model_name)
         if gen.stream:
             return StreamingResponse(stream(events, maker, gen, request_id), media_type="text/event-stream",

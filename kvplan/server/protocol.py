@@ -3,7 +3,14 @@
 Accepted as vLLM accepts them: `prompt` as text, a list of token ids, or a one-element list of
 either; `max_tokens` (or `max_completion_tokens` in chat), `temperature` (default 1.0), `top_p`,
 `seed`, `ignore_eos`, `stop_token_ids`, `stream`, `stream_options.include_usage`. One choice per
-request (`n` must be 1) and one prompt per request; anything else is a 400 naming the field.
+request and one prompt per request; anything else is a 400 naming the field. Parameters whose
+answer this server cannot give (`n` > 1, `best_of` > 1, `echo`, `logprobs`, `top_logprobs`,
+`prompt_logprobs`, `suffix`) are a 400 naming every one of them, never silently ignored.
+
+Prompt length: a text longer than max_model_len x the tokenizer's longest token (in UTF-8 bytes)
+is refused before tokenization (megabytes of text take the tokenizer seconds); after it, vLLM's
+messages for a prompt that leaves no room (`>= max_model_len` tokens) and for a `max_tokens` that
+does not fit.
 """
 from __future__ import annotations
 
@@ -15,7 +22,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from kvplan.server.tokenizer import TextTokenizer
+from kvplan.server.tokenizer import ChatTemplateError, PromptTooLong, TextTokenizer, messages_text
 
 Api = Literal["completions", "chat"]
 DEFAULT_MAX_TOKENS = 16  # OpenAI's completions default
@@ -92,6 +99,48 @@ class GenerationRequest:
     include_usage: bool
 
 
+def unsupported_parameters(body: dict[str, Any], api: Api) -> list[str]:
+    """The parameters set to something this server does not do (their defaults pass)."""
+    bad = []
+    if body.get("n", 1) not in (1, None):
+        bad.append("n")
+    if body.get("best_of") not in (None, 1):
+        bad.append("best_of")
+    if body.get("echo"):
+        bad.append("echo")
+    logprobs = body.get("logprobs")
+    if (logprobs is not None and logprobs is not False) if api == "completions" else bool(logprobs):
+        bad.append("logprobs")
+    for key in ("top_logprobs", "prompt_logprobs", "suffix"):
+        if body.get(key) is not None:
+            bad.append(key)
+    return bad
+
+
+def _context_error(max_model_len: int, prompt_tokens: int) -> ProtocolError:
+    """vLLM's words for a prompt that leaves no room for an output token."""
+    return ProtocolError(400, f"This model's maximum context length is {max_model_len} tokens. However, your request has "
+                              f"{prompt_tokens} input tokens. Please reduce the length of the input messages.", "messages")
+
+
+def _check_prompt_bytes(body: dict[str, Any], api: Api, tokenizer: TextTokenizer, max_model_len: int) -> None:
+    """Refuse, before tokenizing it, a text no prompt of max_model_len tokens can spell."""
+    if tokenizer.max_token_bytes is None:
+        return
+    if api == "chat":
+        messages = body.get("messages")
+        text = messages_text(messages) if isinstance(messages, list) and all(isinstance(m, dict) for m in messages) else ""
+    else:
+        prompt = body.get("prompt")
+        text = prompt if isinstance(prompt, str) else prompt[0] if isinstance(prompt, list) and prompt and isinstance(prompt[0], str) else ""
+    limit_bytes = max_model_len * tokenizer.max_token_bytes
+    if len(text) * 4 > limit_bytes and len(text.encode("utf-8", "surrogatepass")) > limit_bytes:
+        raise ProtocolError(400, f"This model's maximum context length is {max_model_len} tokens. However, your prompt has "
+                                 f"{len(text.encode('utf-8', 'surrogatepass'))} bytes of text, more than {max_model_len} tokens "
+                                 f"of this tokenizer can hold ({tokenizer.max_token_bytes} bytes each at most). "
+                                 "Please reduce the length of the input messages.", "messages" if api == "chat" else "prompt")
+
+
 def _number(body: dict[str, Any], key: str, default: float, lo: float, hi: float) -> float:
     value = body.get(key, default)
     if value is None:
@@ -109,18 +158,25 @@ def _token_ids(value: Any, vocab_size: int) -> tuple[int, ...]:
     return tuple(value)
 
 
-def _prompt_ids(body: dict[str, Any], api: Api, tokenizer: TextTokenizer, vocab_size: int) -> tuple[int, ...]:
+def _prompt_ids(body: dict[str, Any], api: Api, tokenizer: TextTokenizer, vocab_size: int,
+                max_tokens: int | None = None) -> tuple[int, ...]:
+    """The prompt's token ids; PromptTooLong when the tokenizer stops counting past `max_tokens`."""
     if api == "chat":
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
             raise ProtocolError(400, "messages must be a non-empty list of objects", "messages")
-        return _token_ids(tokenizer.encode_chat(messages), vocab_size)
+        try:
+            return _token_ids(tokenizer.encode_chat(messages, max_tokens), vocab_size)
+        except ChatTemplateError as exc:
+            raise ProtocolError(400, str(exc), "messages") from None
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
         prompt = prompt[0]  # a batch of one
     if isinstance(prompt, str):
-        return _token_ids(tokenizer.encode(prompt), vocab_size)
+        return _token_ids(tokenizer.encode(prompt, max_tokens), vocab_size)
     if isinstance(prompt, list) and (not prompt or not isinstance(prompt[0], (str, list))):
+        if max_tokens is not None and len(prompt) > max_tokens:  # before the per-id checks (a Python loop)
+            raise PromptTooLong(len(prompt))
         return _token_ids(prompt, vocab_size)
     if isinstance(prompt, list):
         raise ProtocolError(400, "only one prompt per request is supported", "prompt")
@@ -134,20 +190,29 @@ def parse_request(body: Any, api: Api, *, served_model_name: str, tokenizer: Tex
     model = body.get("model")
     if model is not None and model != served_model_name:
         raise ProtocolError(404, f"The model `{model}` does not exist.", "model")
-    if body.get("n", 1) != 1:
-        raise ProtocolError(400, "only n=1 is supported", "n")
-    ids = _prompt_ids(body, api, tokenizer, vocab_size)
+    unsupported = unsupported_parameters(body, api)
+    if unsupported:
+        raise ProtocolError(400, f"unsupported parameters: {', '.join(unsupported)} (kvplan serve returns one choice of "
+                                 "generated text, without log-probabilities, echo or suffix)", unsupported[0])
+    _check_prompt_bytes(body, api, tokenizer, max_model_len)
+    try:
+        ids = _prompt_ids(body, api, tokenizer, vocab_size, max_model_len)
+    except PromptTooLong as exc:
+        raise _context_error(max_model_len, exc.num_tokens) from None
     if not ids:
         raise ProtocolError(400, "the prompt is empty", "prompt")
+    if len(ids) >= max_model_len:
+        raise _context_error(max_model_len, len(ids))
     key = "max_completion_tokens" if api == "chat" and body.get("max_completion_tokens") is not None else "max_tokens"
     max_tokens = body.get(key)
     if max_tokens is None:
         max_tokens = DEFAULT_MAX_TOKENS if api == "completions" else max_model_len - len(ids)
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
         raise ProtocolError(400, f"{key} must be a positive integer, got {max_tokens!r}", key)
-    if len(ids) + max_tokens > max_model_len:
-        raise ProtocolError(400, f"This model's maximum context length is {max_model_len} tokens. However, you requested "
-                                 f"{len(ids) + max_tokens} tokens ({len(ids)} in the messages, {max_tokens} in the completion).", key)
+    if len(ids) + max_tokens > max_model_len:  # vLLM's message
+        raise ProtocolError(400, f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's maximum "
+                                 f"context length is {max_model_len} tokens and your request has {len(ids)} input tokens "
+                                 f"({max_tokens} > {max_model_len} - {len(ids)}).", key)
     seed = body.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise ProtocolError(400, f"seed must be an integer, got {seed!r}", "seed")

@@ -17,7 +17,8 @@ def build_context(engine: LLMEngine, model: str, served_model_name: str | None) 
     cfg = engine.config
     cache = CacheConfigInfo(num_gpu_blocks=engine.num_gpu_blocks, block_size=cfg.block_size,
                             cache_dtype=engine.kv_cache_dtype, enable_prefix_caching=cfg.enable_prefix_caching,
-                            gpu_memory_utilization=cfg.gpu_memory_utilization, kv_cache_memory_bytes=engine.kv_cache_bytes)
+                            gpu_memory_utilization=cfg.gpu_memory_utilization, kv_cache_memory_bytes=engine.kv_cache_bytes,
+                            max_model_len=engine.max_model_len)
     metrics = ServerMetrics(name, cache)
     loop = EngineLoop(engine, metrics)
     return ServeContext(loop=loop, metrics=metrics, tokenizer=load_tokenizer(model, engine.vocab_size),

@@ -3,21 +3,23 @@ a Hugging Face `config.json`, or a local model directory.
 
 The rules that calculators get wrong live here: an explicit `head_dim` wins over
 hidden/heads; a missing `num_key_value_heads` means MHA; Falcon's `multi_query`; GPT-2 key
-names; `text_config` nesting; per-layer attention kinds (full, sliding window, MLA).
+names; `text_config` nesting; per-layer cache kinds (`kvplan.spec.layers`: full, sliding window,
+chunked, MLA, cross-attention, KV-shared, and Mamba / Gated-DeltaNet state layers).
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from kvplan.errors import ConfigError
 from kvplan.spec.dtypes import MODEL_DTYPE_BYTES, normalize_model_dtype
+from kvplan.spec.layers import ATTENTION_FREE_TYPES, PER_TOKEN_KINDS, AttentionKind, LayerAttention, build_layers
 from kvplan.spec.params import ParamCount, count_params
 from kvplan.spec.quant import WeightQuant, weight_quant_from_config
 
-AttentionKind = Literal["full", "sliding", "mla", "none"]
+__all__ = ["AttentionKind", "LayerAttention", "ModelSpec", "spec_from_config", "spec_from_path", "text_config"]
 
 # Key aliases used by older architectures (GPT-2, Falcon, OPT, ...).
 _KEY_ALIASES: dict[str, tuple[str, ...]] = {
@@ -41,20 +43,6 @@ _CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
     "mixtral": {"vocab_size": 32000, "max_position_embeddings": 32768},
     "granite": {"vocab_size": 32000},
 }
-
-# Families whose configs carry a `sliding_window` that applies to every layer when set.
-_QWEN_TYPES = {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl", "qwen2_5_vl"}
-
-
-@dataclass(frozen=True)
-class LayerAttention:
-    """What one decoder layer caches per token (before tensor parallelism)."""
-
-    kind: AttentionKind
-    num_kv_heads: int  # heads whose K and V are cached; MLA: 1 (one latent vector)
-    head_dim_k: int  # elements per K vector; MLA: kv_lora_rank + qk_rope_head_dim
-    head_dim_v: int  # elements per V vector; MLA: 0 (V is not cached separately)
-    window_tokens: int | None = None  # sliding layers only
 
 
 @dataclass(frozen=True)
@@ -87,10 +75,20 @@ class ModelSpec:
 
     @property
     def attention_kinds(self) -> dict[str, int]:
+        """Layers per kind as reports count them (`LayerAttention.label`: mamba2, gdn, full+mamba2, ...)."""
         counts: dict[str, int] = {}
         for layer in self.layers:
-            counts[layer.kind] = counts.get(layer.kind, 0) + 1
+            counts[layer.label] = counts.get(layer.label, 0) + 1
         return counts
+
+    @property
+    def has_state(self) -> bool:
+        """Whether any layer holds a fixed per-request state (Mamba, Gated-DeltaNet)."""
+        return any(layer.state is not None for layer in self.layers)
+
+    @property
+    def has_attention_cache(self) -> bool:
+        return any(layer.kind in PER_TOKEN_KINDS or layer.kind == "cross" for layer in self.layers)
 
     @property
     def dtype_bytes(self) -> int:
@@ -108,7 +106,7 @@ class ModelSpec:
         from dataclasses import replace
 
         layers = tuple(
-            replace(layer, num_kv_heads=num_kv_heads) if layer.kind in ("full", "sliding") else layer
+            replace(layer, num_kv_heads=num_kv_heads) if layer.kind in ("full", "sliding", "chunked", "cross") else layer
             for layer in self.layers
         )
         return replace(self, num_kv_heads=num_kv_heads, layers=layers)
@@ -164,35 +162,6 @@ def _kv_heads(cfg: dict[str, Any], n_heads: int, where: str) -> int:
     return n_heads  # no KV-head key: multi-head attention (Llama-2-7b/13b, GPT-2, OPT)
 
 
-def _layer_windows(cfg: dict[str, Any], n_layers: int) -> list[int | None]:
-    """Per layer: the sliding window in tokens, or None for full attention."""
-    window = cfg.get("sliding_window")
-    window = int(window) if isinstance(window, (int, float)) and not isinstance(window, bool) and window > 0 else None
-    model_type = str(cfg.get("model_type", ""))
-    layer_types = cfg.get("layer_types")
-    if isinstance(layer_types, list) and layer_types:
-        if len(layer_types) != n_layers:
-            raise ConfigError(f"config: layer_types has {len(layer_types)} entries but num_hidden_layers is {n_layers}")
-        return [window if str(t) in ("sliding_attention", "local_attention", "sliding") else None for t in layer_types]
-    max_pos = int(_get(cfg, "max_position_embeddings", 0) or 0)
-    if window is None or (max_pos and window >= max_pos):
-        return [None] * n_layers  # a window as long as the context is full attention (Phi-4)
-    if model_type in _QWEN_TYPES:
-        if not cfg.get("use_sliding_window", False):
-            return [None] * n_layers
-        first = int(cfg.get("max_window_layers", 0))
-        return [window if i >= first else None for i in range(n_layers)]
-    if model_type == "gemma2":
-        return [window if i % 2 == 0 else None for i in range(n_layers)]
-    if model_type in ("gemma3_text", "gemma3"):
-        pattern = int(cfg.get("sliding_window_pattern") or 6)
-        return [None if (i + 1) % pattern == 0 else window for i in range(n_layers)]
-    if model_type in ("cohere2",):
-        pattern = int(cfg.get("sliding_window_pattern") or 4)
-        return [None if (i + 1) % pattern == 0 else window for i in range(n_layers)]
-    return [window] * n_layers  # Mistral v0.1, Phi-3, Starcoder2: every layer
-
-
 def _serving_dtype(cfg: dict[str, Any], where: str) -> tuple[str, str | None]:
     raw = cfg.get("torch_dtype") or cfg.get("dtype")
     if raw is None:
@@ -202,45 +171,73 @@ def _serving_dtype(cfg: dict[str, Any], where: str) -> tuple[str, str | None]:
     return ("bfloat16" if dtype == "float32" else dtype), dtype
 
 
+@dataclass(frozen=True)
+class _Attention:
+    """The attention geometry shared by a model's attention layers (zeros for attention-free models)."""
+
+    n_heads: int
+    kv_heads: int
+    head_dim: int
+
+
+def _attention_geometry(cfg: dict[str, Any], hidden: int, where: str) -> _Attention:
+    if str(cfg.get("model_type", "")) in ATTENTION_FREE_TYPES:
+        return _Attention(0, 0, 0)  # Mamba / Mamba2: no attention layer at all
+    n_heads = _require_int(cfg, "num_attention_heads", where)
+    explicit = cfg.get("head_dim") or cfg.get("attention_head_dim")  # Nemotron-H: attention_head_dim
+    if explicit is not None:
+        head_dim = int(explicit)
+    elif hidden % n_heads:
+        raise ConfigError(f"{where}: hidden_size={hidden} is not divisible by num_attention_heads={n_heads} and no head_dim is given")
+    else:
+        head_dim = hidden // n_heads
+    return _Attention(n_heads, _kv_heads(cfg, n_heads, where), head_dim)
+
+
+def _intermediate(cfg: dict[str, Any], hidden: int, where: str) -> int:
+    """The dense MLP width; a per-layer list (Gemma-3n) gives its largest entry (the params count all)."""
+    inter = cfg.get("intermediate_size") or cfg.get("ffn_dim") or cfg.get("n_inner") or cfg.get("ffn_hidden_size")
+    if isinstance(inter, list):
+        if not inter or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in inter):
+            raise ConfigError(f"{where}: intermediate_size must be a positive integer or a list of them, got {inter!r}")
+        return max(inter)
+    if inter is not None and (isinstance(inter, bool) or not isinstance(inter, (int, float)) or inter <= 0):
+        raise ConfigError(f"{where}: intermediate_size must be a positive integer, got {inter!r}")
+    return int(inter) if inter else 4 * hidden
+
+
+def _layers(cfg: dict[str, Any], outer: dict[str, Any], n_layers: int, att: _Attention, max_pos: int,
+            where: str) -> tuple[LayerAttention, ...]:
+    if cfg.get("kv_lora_rank"):
+        latent = int(cfg["kv_lora_rank"]) + _require_int(cfg, "qk_rope_head_dim", where)
+        return tuple(LayerAttention("mla", 1, latent, 0) for _ in range(n_layers))
+    return build_layers(cfg, outer, n_layers, att.kv_heads, att.head_dim, max_pos, where)
+
+
 def spec_from_config(config: dict[str, Any], name: str, *, where: str = "config.json", hf_id: str | None = None,
                      source: str = "", aliases: tuple[str, ...] = (), checkpoint_weights_bytes: int | None = None) -> ModelSpec:
     """Build a ModelSpec from a Hugging Face config dict, applying the rules in the module doc."""
     outer = config
     cfg = _with_defaults(text_config(config))
+    if _get(cfg, "num_hidden_layers") is None and isinstance(cfg.get("hybrid_override_pattern"), str):
+        cfg["num_hidden_layers"] = len(cfg["hybrid_override_pattern"])  # Nemotron-H: one character per layer
     n_layers = _require_int(cfg, "num_hidden_layers", where)
-    n_heads = _require_int(cfg, "num_attention_heads", where)
     hidden = _require_int(cfg, "hidden_size", where)
-    explicit_head_dim = cfg.get("head_dim")
-    if explicit_head_dim is not None:
-        head_dim = int(explicit_head_dim)
-    else:
-        if hidden % n_heads:
-            raise ConfigError(f"{where}: hidden_size={hidden} is not divisible by num_attention_heads={n_heads} and no head_dim is given")
-        head_dim = hidden // n_heads
-    kv_heads = _kv_heads(cfg, n_heads, where)
+    att = _attention_geometry(cfg, hidden, where)
     vocab = _get(cfg, "vocab_size")
     if vocab is None:
         raise ConfigError(f"{where}: missing required field 'vocab_size'")
     max_pos = int(_get(cfg, "max_position_embeddings", 0) or 0) or 2048
-    inter = cfg.get("intermediate_size") or cfg.get("ffn_dim") or cfg.get("n_inner") or cfg.get("ffn_hidden_size")
-    inter = int(inter) if inter else 4 * hidden
-    if cfg.get("kv_lora_rank"):
-        rope = _require_int(cfg, "qk_rope_head_dim", where)
-        latent = int(cfg["kv_lora_rank"]) + rope
-        layers = tuple(LayerAttention("mla", 1, latent, 0) for _ in range(n_layers))
-    else:
-        layers = tuple(
-            LayerAttention("sliding" if w else "full", kv_heads, head_dim, head_dim, w)
-            for w in _layer_windows(cfg, n_layers)
-        )
+    inter = _intermediate(cfg, hidden, where)
+    layers = _layers(cfg, outer, n_layers, att, max_pos, where)
     dtype, config_dtype = _serving_dtype(cfg, where)
-    params = count_params(cfg, n_layers=n_layers, hidden=hidden, n_heads=n_heads, kv_heads=kv_heads,
-                          head_dim=head_dim, intermediate=inter, vocab=int(vocab))
+    params = count_params(cfg, layers=layers, hidden=hidden, n_heads=att.n_heads, kv_heads=att.kv_heads,
+                          head_dim=att.head_dim, intermediate=inter, vocab=int(vocab))
     archs = outer.get("architectures") or cfg.get("architectures") or [cfg.get("model_type", "unknown")]
     return ModelSpec(
         name=name, model_type=str(cfg.get("model_type", "unknown")), architecture=str(archs[0]),
-        num_layers=n_layers, hidden_size=hidden, num_attention_heads=n_heads, num_kv_heads=kv_heads,
-        head_dim=head_dim, intermediate_size=inter, vocab_size=int(vocab), max_position_embeddings=max_pos,
+        num_layers=n_layers, hidden_size=hidden, num_attention_heads=att.n_heads, num_kv_heads=att.kv_heads,
+        head_dim=att.head_dim, intermediate_size=inter, vocab_size=int(vocab), max_position_embeddings=max_pos,
         dtype=dtype, layers=layers, params=params, quant=weight_quant_from_config(outer),
         checkpoint_weights_bytes=checkpoint_weights_bytes, hf_id=hf_id, source=source, aliases=aliases,
         config_dtype=config_dtype, config=outer,

@@ -7,12 +7,18 @@ linear layers but replicates the norms.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from kvplan.spec.mixer_params import gated_mlp, mlp_plan, norms_per_layer, state_mixer_params
+
+if TYPE_CHECKING:
+    from kvplan.spec.layers import LayerAttention
 
 _GATED_MLP_FREE = {"gpt2", "falcon", "opt", "phi", "gpt_neox", "gptj", "bloom", "starcoder2", "gpt_bigcode"}
 _LAYERNORM_WITH_BIAS = {"gpt2", "falcon", "opt", "phi", "gpt_neox", "gptj", "bloom", "starcoder2", "gpt_bigcode"}
 _QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "gpt2", "opt", "phi", "gpt_neox", "bloom", "starcoder2"}
-_QK_NORM = {"qwen3", "qwen3_moe", "gemma3_text", "gemma3", "olmo2"}
+_QK_NORM = {"qwen3", "qwen3_moe", "gemma3_text", "gemma3", "olmo2", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"}
+_ATTENTION_WEIGHT_KINDS = {"full", "sliding", "chunked", "mla", "cross", "shared"}
 _FOUR_NORMS = {"gemma2", "gemma3_text", "gemma3"}
 
 
@@ -25,10 +31,11 @@ class ParamCount:
     experts: int  # all routed experts
     experts_active: int  # routed experts used by one token
     norms: int  # layer norms (replicated under TP)
+    mixer: int = 0  # Mamba / Gated-DeltaNet mixers of the state layers (not attention)
 
     @property
     def total(self) -> int:
-        return self.embedding + self.lm_head + self.attention + self.mlp_dense + self.experts + self.norms
+        return self.embedding + self.lm_head + self.attention + self.mixer + self.mlp_dense + self.experts + self.norms
 
     @property
     def active(self) -> int:
@@ -38,7 +45,7 @@ class ParamCount:
     @property
     def linear(self) -> int:
         """Weights that weight-quantization schemes convert (decoder linear layers)."""
-        return self.attention + self.mlp_dense + self.experts
+        return self.attention + self.mixer + self.mlp_dense + self.experts
 
 
 def _moe(cfg: dict[str, Any]) -> tuple[int, int, int, int]:
@@ -46,8 +53,8 @@ def _moe(cfg: dict[str, Any]) -> tuple[int, int, int, int]:
     n = cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts") or 0
     k = cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or cfg.get("moe_topk") or 0
     inter = cfg.get("moe_intermediate_size") or cfg.get("intermediate_size") or 0
-    shared = cfg.get("n_shared_experts") or 0
-    return int(n), int(k), int(inter), int(shared)
+    shared = cfg.get("n_shared_experts") or (1 if str(cfg.get("model_type", "")).startswith("llama4") else 0)
+    return int(n), int(k), int(inter if not isinstance(inter, list) else max(inter)), int(shared)
 
 
 def _attention(cfg: dict[str, Any], hidden: int, n_heads: int, kv_heads: int, head_dim: int) -> int:
@@ -60,6 +67,8 @@ def _attention(cfg: dict[str, Any], hidden: int, n_heads: int, kv_heads: int, he
         return q + kv + n_heads * v_dim * hidden
     q_out, kv_out = n_heads * head_dim, kv_heads * head_dim
     params = hidden * (q_out + 2 * kv_out) + q_out * hidden
+    if mt == "qwen3_next" or cfg.get("attn_output_gate"):
+        params += hidden * q_out  # gated attention: q_proj also emits the output gate
     if mt in _QKV_BIAS or cfg.get("attention_bias") or cfg.get("bias"):
         params += q_out + 2 * kv_out
     if mt in ("gpt2", "opt", "phi", "gpt_neox", "bloom", "starcoder2") or cfg.get("attention_bias") or cfg.get("bias"):
@@ -71,49 +80,73 @@ def _attention(cfg: dict[str, Any], hidden: int, n_heads: int, kv_heads: int, he
     return params
 
 
-def count_params(cfg: dict[str, Any], *, n_layers: int, hidden: int, n_heads: int, kv_heads: int,
-                 head_dim: int, intermediate: int, vocab: int) -> ParamCount:
+def _expert_params(cfg: dict[str, Any], hidden: int, exp_inter: int) -> int:
     mt = str(cfg.get("model_type", ""))
+    expert = (3 if gated_mlp(mt) else 2) * hidden * exp_inter
+    if mt == "gpt_oss":
+        expert += 2 * exp_inter + hidden  # gate_up and down biases
+    return expert
+
+
+def _mlp_params(cfg: dict[str, Any], n_layers: int, hidden: int, dense_mlp: int) -> tuple[int, int, int]:
+    """(dense MLPs + shared experts + routers, all routed experts, routed experts one token uses)."""
+    mt = str(cfg.get("model_type", ""))
+    n_exp, k_exp, exp_inter, n_shared = _moe(cfg)
+    plan = mlp_plan(cfg, n_layers)
+    if plan is None:
+        first_dense = int(cfg.get("first_k_dense_replace") or 0)
+        only_dense = set(cfg.get("mlp_only_layers") or [])
+        step = int(cfg.get("decoder_sparse_step") or 1)
+        plan = ["dense" if not n_exp or i < first_dense or i in only_dense or (i + 1) % step else "moe"
+                for i in range(n_layers)]
+    expert = _expert_params(cfg, hidden, exp_inter)
+    # gpt-oss router bias; DeepSeek-V3 / Nemotron-H (noaux_tc) keep a per-expert score-correction bias
+    router = hidden * n_exp + (n_exp if mt in ("gpt_oss", "nemotron_h") or cfg.get("topk_method") == "noaux_tc" else 0)
+    shared_inter = cfg.get("shared_expert_intermediate_size") or cfg.get("moe_shared_expert_intermediate_size")
+    shared = n_shared * (_expert_params(cfg, hidden, int(shared_inter)) if mt == "nemotron_h" and shared_inter else expert)
+    mlp_dense = experts = experts_active = 0
+    for kind in plan:
+        if kind == "dense":
+            mlp_dense += dense_mlp
+        elif kind == "moe" and n_exp:
+            experts += n_exp * expert
+            experts_active += k_exp * expert
+            mlp_dense += router + shared
+            if shared_inter and mt != "nemotron_h":  # Qwen2-MoE / Qwen3-Next: one shared expert with its own gate
+                mlp_dense += 3 * hidden * int(shared_inter) + hidden
+    return mlp_dense, experts, experts_active
+
+
+def count_params(cfg: dict[str, Any], *, layers: tuple[LayerAttention, ...], hidden: int, n_heads: int,
+                 kv_heads: int, head_dim: int, intermediate: int, vocab: int) -> ParamCount:
+    """Parameters by where they live; attention only in the layers that attend, state mixers apart."""
+    mt = str(cfg.get("model_type", ""))
+    n_layers = len(layers)
     embedding = vocab * hidden
     if mt == "gpt2":
         embedding += int(cfg.get("n_positions") or cfg.get("max_position_embeddings") or 1024) * hidden
     elif mt == "opt":
         embedding += (int(cfg.get("max_position_embeddings", 2048)) + 2) * hidden
     tied = cfg.get("tie_word_embeddings")
-    tied = True if tied is None and mt in ("gpt2", "opt", "falcon") else bool(tied)
+    tied = True if tied is None and mt in ("gpt2", "opt", "falcon", "mamba", "falcon_mamba") else bool(tied)
     lm_head = 0 if tied else vocab * hidden
     if mt in ("phi",):
         lm_head += vocab if not tied else 0  # lm_head bias
 
-    attention = n_layers * _attention(cfg, hidden, n_heads, kv_heads, head_dim)
+    attending = sum(1 for layer in layers if layer.kind in _ATTENTION_WEIGHT_KINDS)
+    attention = attending * _attention(cfg, hidden, n_heads, kv_heads, head_dim) if attending else 0
+    mixer = sum(state_mixer_params(cfg, layer.state, hidden) for layer in layers if layer.state is not None)
     norm = 2 * hidden if mt in _LAYERNORM_WITH_BIAS else hidden
-    norms_per_layer = 4 if mt in _FOUR_NORMS else (1 if mt in ("falcon", "phi") and not cfg.get("new_decoder_architecture") else 2)
-    norms = n_layers * norms_per_layer * norm + norm  # + final norm
-
-    n_exp, k_exp, exp_inter, n_shared = _moe(cfg)
-    gated = mt not in _GATED_MLP_FREE
-    mlp_bias = mt in ("gpt2", "opt", "phi", "falcon") and mt != "falcon"
-    dense_mlp = (3 if gated else 2) * hidden * intermediate + ((intermediate + hidden) if mlp_bias else 0)
-    mlp_dense = experts = experts_active = 0
-    if n_exp:
-        first_dense = int(cfg.get("first_k_dense_replace") or 0)
-        only_dense = set(cfg.get("mlp_only_layers") or [])
-        step = int(cfg.get("decoder_sparse_step") or 1)
-        expert = 3 * hidden * exp_inter
-        if mt == "gpt_oss":
-            expert += 2 * exp_inter + hidden  # gate_up and down biases
-        # gpt-oss router bias; DeepSeek-V3 (noaux_tc) keeps a per-expert score-correction bias
-        router = hidden * n_exp + (n_exp if mt == "gpt_oss" or cfg.get("topk_method") == "noaux_tc" else 0)
-        shared_inter = cfg.get("shared_expert_intermediate_size")
-        for i in range(n_layers):
-            if i < first_dense or i in only_dense or (i + 1) % step:
-                mlp_dense += dense_mlp
-                continue
-            experts += n_exp * expert
-            experts_active += k_exp * expert
-            mlp_dense += router + n_shared * expert
-            if shared_inter:  # Qwen2-MoE: one shared expert with its own gate
-                mlp_dense += 3 * hidden * int(shared_inter) + hidden
+    plan = mlp_plan(cfg, n_layers)
+    if any(layer.state is not None for layer in layers) or plan is not None:
+        per_layer = norms_per_layer(mt, has_mlp=plan is None or "none" not in plan)
     else:
-        mlp_dense = n_layers * dense_mlp
-    return ParamCount(embedding, lm_head, attention, mlp_dense, experts, experts_active, norms)
+        per_layer = 4 if mt in _FOUR_NORMS else (1 if mt in ("falcon", "phi") and not cfg.get("new_decoder_architecture") else 2)
+    norms = n_layers * per_layer * norm + norm  # + final norm
+
+    gated = mt not in _GATED_MLP_FREE and gated_mlp(mt)
+    mlp_bias = mt in ("gpt2", "opt", "phi", "falcon") and mt != "falcon"
+    dense_inter = int(cfg.get("intermediate_size_mlp") or intermediate) if mt.startswith("llama4") else intermediate
+    dense_mlp = (3 if gated else 2) * hidden * dense_inter + ((dense_inter + hidden) if mlp_bias else 0)
+    mlp_dense, experts, experts_active = _mlp_params(cfg, n_layers, hidden, dense_mlp)
+    return ParamCount(embedding, lm_head, attention, mlp_dense, experts, experts_active, norms, mixer)

@@ -4,10 +4,18 @@ A fixed grid of batches (decode batch sizes x context lengths, and prefill chunk
 sizes) runs through the engine; each step's shape (from `StepProbe`) and wall time feed a
 non-negative least-squares fit (`LinearCostModel.fit`). The fit is stored as a YAML file in the
 user's data folder (`catalog_files.user_dir()`) and `kvplan stress` uses it to predict latencies.
+
+Each step's run-queue wait (time a neighbour held the CPU, `run_queue.py`) is taken out of its
+time before the fit, so a busy machine scatters the fit less. Between steps the reference kernel
+is timed, as in a stress run (`machine_speed.py`), and stored with the machine's facts (CPU model, cores, torch, threads): a
+later run measures how much slower its machine is than this one, and a run elsewhere is flagged.
+A fit whose R² is below `MIN_R2` is refused (`fit_problem` says why) unless forced: a machine
+busy enough to scatter step times that much cannot be calibrated on.
 """
 from __future__ import annotations
 
 import platform
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,8 +24,12 @@ import numpy as np
 from kvplan.files import child_path
 from kvplan.spec.catalog_files import bundled_dir, user_dir
 from kvplan.stress.cost import LinearCostModel
+from kvplan.stress.machine_facts import machine_facts
+from kvplan.stress.machine_speed import ReferenceSampler, ReferenceTiming
+from kvplan.stress.run_queue import RunQueueClock
 
 WARMUP_STEPS = 6
+MIN_R2 = 0.9  # quiet runs here fit 0.96-0.99; a busy neighbour scattered one to 0.01
 
 
 def calibration_path(name: str, device: str, root: Path | None = None) -> Path:
@@ -52,6 +64,56 @@ def _grid(max_len_tokens: int, max_batched_tokens: int, max_num_seqs: int, pool_
     return rounds
 
 
+class _Timer:
+    """Steps timed with their shapes, the reference kernel between them, and the CPU waits."""
+
+    def __init__(self, engine: object) -> None:
+        from kvplan.engine.reference_kernel import ReferenceKernel
+        from kvplan.stress.step_probe import StepProbe
+
+        self.engine, self.probe = engine, StepProbe(engine)
+        self.shapes: list[object] = []
+        self.seconds: list[float] = []
+        self.reference = ReferenceSampler(ReferenceKernel(str(engine.config.device)).time_s)  # type: ignore[attr-defined]
+        self.queue = RunQueueClock()
+        self.wall_s, self.wait_s = 0.0, 0.0
+
+    def step(self) -> None:
+        wait0, start = self.queue.wait_s(), time.perf_counter()
+        self.engine.step()  # type: ignore[attr-defined]
+        self.wall_s += time.perf_counter() - start
+        wait1 = self.queue.wait_s()
+        waited = (wait1 - wait0) if wait0 is not None and wait1 is not None else 0.0
+        self.wait_s += waited
+        self.shapes.append(self.probe.last)
+        # the step as it would have run with a CPU to itself: the model predicts the engine, and a
+        # stress run measures its own machine's waits (machine_speed.reference_slowdown)
+        self.seconds.append(max(1e-6, self.engine.stats.step_time_s - waited))  # type: ignore[attr-defined]
+        self.reference.after_step(self.engine.stats.step_time_s)  # type: ignore[attr-defined]
+
+    def machine(self) -> dict[str, object]:
+        """What a stress run compares itself with: the reference kernel, CPU waits, facts."""
+        self.reference.top_up()
+        self.queue.close()
+        timing = ReferenceTiming(self.reference.times_s, self.reference.cpu_s, self.wall_s, self.wait_s).figures({})
+        threads = getattr(getattr(self.engine, "runner", None), "threads", None)
+        return {"reference_kernel_ms": timing.get("reference_kernel_ms"),
+                "reference_kernel_cpu_ms": timing.get("reference_kernel_cpu_ms"),
+                "cpu_wait_share": timing.get("cpu_wait_share"), "threads": getattr(threads, "threads", None),
+                "machine": machine_facts().to_dict()}
+
+
+def fit_problem(fit: LinearCostModel, min_r2: float = MIN_R2) -> str | None:
+    """Why the fit should not be stored, or None."""
+    if fit.r2 >= min_r2:
+        return None
+    spread = (f", step times {fit.residual_p10_pct:+.0f}% to {fit.residual_p90_pct:+.0f}% off the fit (p10-p90)"
+              if fit.residual_p10_pct is not None and fit.residual_p90_pct is not None else "")
+    busy = (f"; the engine waited for a CPU {100 * fit.cpu_wait_share:.0f}% of its step time: another process was "
+            "using the cores" if fit.cpu_wait_share and fit.cpu_wait_share > 0.1 else "")
+    return f"fit R² {fit.r2:.3f} is below {min_r2}{spread}{busy}"
+
+
 def calibrate(model: str, config: object | None = None, *, seed: int = 0, engine: object | None = None,
               mix: list[tuple[list[int], int]] | None = None,
               on_progress: Callable[[int, int], None] | None = None) -> LinearCostModel:
@@ -62,16 +124,14 @@ def calibrate(model: str, config: object | None = None, *, seed: int = 0, engine
     Calibrate with the settings and the request mix you will stress: the pool, the limits and how
     uneven the batched contexts are all change step times (uneven decodes pad attention)."""
     from kvplan.engine import EngineConfig, LLMEngine, SamplingParams
-    from kvplan.stress.step_probe import StepProbe
 
     if engine is None:
         config = config or EngineConfig(kv_cache_memory_bytes=512 * 2**20, max_model_len=4096, max_num_batched_tokens=2048)
         engine = LLMEngine.from_profile(model, config, seed=seed)
     config = engine.config  # type: ignore[attr-defined]
-    probe = StepProbe(engine)
+    timer = _Timer(engine)
     rng = np.random.default_rng(seed)
     vocab = engine.vocab_size  # type: ignore[attr-defined]
-    shapes, seconds = [], []
     rounds = _grid(engine.max_model_len, config.max_num_batched_tokens, config.max_num_seqs,  # type: ignore[attr-defined]
                    engine.num_gpu_blocks * config.block_size)  # type: ignore[attr-defined]
     levels = [c for c in (4, 16, config.max_num_seqs) if c <= config.max_num_seqs] if mix else []
@@ -79,9 +139,7 @@ def calibrate(model: str, config: object | None = None, *, seed: int = 0, engine
 
     def drain() -> None:
         while engine.has_unfinished_requests():  # type: ignore[attr-defined]
-            engine.step()  # type: ignore[attr-defined]
-            shapes.append(probe.last)
-            seconds.append(engine.stats.step_time_s)  # type: ignore[attr-defined]
+            timer.step()
 
     for i, (batch, prompt, output) in enumerate(rounds):
         for _ in range(batch):
@@ -98,23 +156,27 @@ def calibrate(model: str, config: object | None = None, *, seed: int = 0, engine
                 while todo and engine.num_unfinished_requests < level:  # type: ignore[attr-defined]
                     ids, out = todo.pop(0)
                     engine.add_request(ids, SamplingParams(max_tokens=out, ignore_eos=True, temperature=0.0))  # type: ignore[attr-defined]
-                engine.step()  # type: ignore[attr-defined]
-                shapes.append(probe.last)
-                seconds.append(engine.stats.step_time_s)  # type: ignore[attr-defined]
+                timer.step()
             if on_progress:
                 on_progress(len(rounds) + j + 1, total)
     device = str(config.device)
     keep = slice(WARMUP_STEPS, None)  # first steps pay one-off costs (allocator, kernels' first use)
-    return LinearCostModel.fit(shapes[keep], seconds[keep], model=model, device=device.split(":")[0],
-                               host=platform.node())
+    return LinearCostModel.fit(timer.shapes[keep], timer.seconds[keep], model=model,  # type: ignore[arg-type]
+                               device=device.split(":")[0], host=platform.node(), **timer.machine())
 
 
-def calibrate_scenario(scenario: object, on_progress: Callable[[int, int], None] | None = None) -> LinearCostModel:
+def calibrate_scenario(scenario: object, on_progress: Callable[[int, int], None] | None = None,
+                       threads: int | None = None) -> LinearCostModel:
     """Calibrate on a fresh engine with the scenario's model and settings, replaying (up to 96 of)
-    its own requests. A fresh engine keeps the replay out of the stress run's prefix cache."""
+    its own requests. A fresh engine keeps the replay out of the stress run's prefix cache.
+    `threads` overrides the scenario's engine.num_threads."""
+    from dataclasses import replace
+
     from kvplan.stress.targets.engine_target import build_engine
     from kvplan.stress.workload import generate_requests
 
+    if threads is not None:
+        scenario = scenario.model_copy(update={"engine": replace(scenario.engine, num_threads=threads)})  # type: ignore[attr-defined]
     engine = build_engine(scenario)  # type: ignore[arg-type]
     cap = min(scenario.num_requests or 96, 96)  # type: ignore[attr-defined]
     mix = [(list(r.prompt_token_ids), r.output_tokens)

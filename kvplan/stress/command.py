@@ -8,6 +8,8 @@ incomplete.
 """
 from __future__ import annotations
 
+import json
+import math
 import os
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -17,7 +19,7 @@ from typing import Literal
 from rich.console import Console
 
 from kvplan.errors import KvplanError
-from kvplan.files import child_path
+from kvplan.files import child_path, write_text_atomic
 from kvplan.stress.driver import run_target
 from kvplan.stress.result import RunResult
 from kvplan.stress.scenario import Scenario
@@ -25,9 +27,10 @@ from kvplan.stress.scenario_loader import load_scenario
 from kvplan.stress.target import Target
 from kvplan.stress.workload import RequestSpec, generate_requests
 
-RUN_FILES = ("result.json", "result-*.json", "report.html")  # what a run writes into its folder
+RUN_FILES = ("result.json", "result-*.json", "result.vllm.json", "report.html")  # what a run writes into its folder
 CLOSED_LOOP_DURATION_CAP = 100_000  # requests generated for a closed-loop duration_s scenario
 ALLOCATOR_CHOICES = ("paged", "contiguous", "both")
+OUTPUT_FORMATS = ("kvplan", "vllm")  # vllm: result.vllm.json beside result.json
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,11 @@ class StressOptions:
     served_model_name: str | None = None
     api_key_env: str | None = None
     timeout_s: float = 120.0
+    server_kind: str = "auto"  # with --target: auto (probe), vllm, sglang, tgi, openai
+    tokenizer: str | None = None  # with --target: exact-length text prompts from this tokenizer
+    output_format: str = "kvplan"  # "vllm": also result.vllm.json, as `vllm bench serve --save-result` writes
     force: bool = False  # write into an --out folder that holds an earlier run's files (they are removed)
+    threads: int | None = None  # the engine's intra-op threads (scenario's engine.num_threads wins otherwise)
 
 
 @dataclass(frozen=True)
@@ -101,13 +108,29 @@ def _check(opts: StressOptions) -> None:
         raise KvplanError(f"--allocator {opts.allocator!r}: choose paged, contiguous or both")
     if opts.target and opts.allocator != "paged":
         raise KvplanError("--allocator applies to the bundled engine; a --target server uses its own allocator")
+    if opts.threads is not None and opts.target:
+        raise KvplanError("--threads applies to the bundled engine; a --target server sets its own")
+    if opts.threads is not None and opts.threads < 1:
+        raise KvplanError(f"--threads {opts.threads}: give 1 or more (leave it out to use the free cores)")
+    from kvplan.stress.targets.server_features import check_server_kind
+
+    check_server_kind(opts.server_kind)
+    if not opts.target and (opts.server_kind != "auto" or opts.tokenizer is not None):
+        raise KvplanError("--server-kind and --tokenizer apply to a --target server")
+    if opts.output_format not in OUTPUT_FORMATS:
+        raise KvplanError(f"--format {opts.output_format!r}: choose one of {', '.join(OUTPUT_FORMATS)}")
 
 
 def _recalibrate(opts: StressOptions, scenario: Scenario, console: Console) -> StressOptions:
-    from kvplan.stress.calibrate import calibrate_scenario, calibration_path
+    from kvplan.stress.calibrate import calibrate_scenario, calibration_path, fit_problem
 
     path = opts.calibration or calibration_path(scenario.name, scenario.engine.device)
-    calibrate_scenario(scenario).save(path)
+    fit = calibrate_scenario(scenario)
+    problem = fit_problem(fit)
+    if problem:
+        raise KvplanError(f"--calibrate: {problem}; not stored and not used. Rerun on a quieter machine, or store it "
+                          "anyway with `kvplan calibrate --scenario ... --force`")
+    fit.save(path)
     console.print(f"calibrated the cost model on this machine: {path}")
     return replace(opts, calibration=path)
 
@@ -117,10 +140,29 @@ def _make_target(allocator: str, opts: StressOptions, scenario: Scenario) -> Tar
         from kvplan.stress.targets.http_target import HttpOptions, HttpTarget
 
         return HttpTarget(scenario, HttpOptions(opts.target, opts.api, opts.served_model_name, opts.api_key_env,
-                                                opts.timeout_s))
+                                                opts.timeout_s, opts.server_kind, opts.tokenizer))
     from kvplan.stress.targets.engine_target import EngineTarget
 
     return EngineTarget(scenario, allocator)
+
+
+def _finite(value: object) -> object:
+    """NaN and infinities become null (JSON has neither), in nested lists and dicts too."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    return value
+
+
+def _write_vllm(result_path: Path, result: RunResult) -> Path:
+    """result.vllm.json beside result.json: the keys of `vllm bench serve --save-result --save-detailed`."""
+    from kvplan.stress.vllm_result import vllm_bench_result
+
+    path = result_path.with_name(result_path.name.removesuffix(".json") + ".vllm.json")
+    return write_text_atomic(path, json.dumps(_finite(vllm_bench_result(result)), allow_nan=False))
 
 
 def run_stress(opts: StressOptions, console: Console | None = None) -> StressRun:
@@ -128,6 +170,8 @@ def run_stress(opts: StressOptions, console: Console | None = None) -> StressRun
     console = console or Console()
     _check(opts)
     scenario = load_scenario(opts.scenario_path)
+    if opts.threads is not None:  # recorded in the result's scenario: a different thread count is a different run
+        scenario = scenario.model_copy(update={"engine": replace(scenario.engine, num_threads=opts.threads)})
     out_dir = _out_dir(opts, scenario)
     requests = _requests(scenario)
     if opts.recalibrate:
@@ -145,6 +189,8 @@ def run_stress(opts: StressOptions, console: Console | None = None) -> StressRun
         stale.unlink()
     written = tuple(res.write_atomic(out_dir / ("result.json" if len(results) == 1 else f"result-{res.allocator}.json"))
                     for res in results)
+    if opts.output_format == "vllm":
+        written += tuple(_write_vllm(path, res) for path, res in zip(written, results))
     if opts.out_dir is None:
         _point_latest(out_dir)
     return StressRun(scenario, out_dir, tuple(results), written)

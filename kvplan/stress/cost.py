@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, Optional
 
 from kvplan.errors import ConfigError
 
@@ -50,6 +51,16 @@ class LinearCostModel:
     host: str = ""
     num_samples: int = 0
     r2: float = 0.0
+    # fit quality beside R²: each step's (measured - fitted) / fitted, 10th and 90th percentile
+    residual_p10_pct: Optional[float] = None
+    residual_p90_pct: Optional[float] = None
+    # what `kvplan calibrate` saw: the reference kernel's mean time, the engine's threads and the
+    # machine (machine_facts.MachineFacts), so a run elsewhere is flagged and its slowdown measured
+    reference_kernel_ms: Optional[float] = None
+    reference_kernel_cpu_ms: Optional[float] = None
+    cpu_wait_share: Optional[float] = None
+    threads: Optional[int] = None
+    machine: Optional[dict[str, Any]] = None
 
     def step_s(self, shape: StepShape) -> float:
         if shape.num_seqs == 0:
@@ -85,7 +96,9 @@ class LinearCostModel:
         pred = x @ coef
         ss_res = float(((y - pred) ** 2).sum())
         ss_tot = float(((y - y.mean()) ** 2).sum()) or 1.0
-        return cls(*map(float, coef), num_samples=len(y), r2=1.0 - ss_res / ss_tot, **meta)  # type: ignore[arg-type]
+        rel = 100.0 * (y - pred) / np.maximum(pred, 1e-9)
+        return cls(*map(float, coef), num_samples=len(y), r2=1.0 - ss_res / ss_tot,  # type: ignore[arg-type]
+                   residual_p10_pct=float(np.percentile(rel, 10)), residual_p90_pct=float(np.percentile(rel, 90)), **meta)
 
     def save(self, path: Path) -> None:
         import yaml

@@ -15,6 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from kvplan.stress.machine_facts import machine_facts
 from kvplan.stress.machine_speed import machine_speed, normalized_errors
 from kvplan.stress.metrics import compute_metrics, compute_per_class_metrics
 from kvplan.stress.predict import load_cost_model, predict
@@ -33,6 +34,13 @@ def _prediction(scenario: Scenario, requests: list[RequestSpec], target: Target,
     prediction = predict(scenario, requests, num_gpu_blocks=pool.num_gpu_blocks, bytes_per_block=pool.bytes_per_block,
                          cost_model=cost_model, cost_source=source, allocator=target.allocator)
     return prediction, cost_model, [f"cost model: {source}"]
+
+
+def calibration_mismatch(cost_model: object | None) -> list[str]:
+    """How a calibrated cost model's machine differs from this one (empty for rooflines and matches)."""
+    if cost_model is None or not hasattr(cost_model, "machine"):
+        return []
+    return machine_facts().differences(cost_model.machine)  # type: ignore[attr-defined]
 
 
 def _measure(scenario: Scenario, target: Target, requests: list[RequestSpec], console: Console,
@@ -59,8 +67,17 @@ def run_target(scenario: Scenario, requests: list[RequestSpec], target: Target, 
     prediction, cost_model, notes = _prediction(scenario, requests, target, calibration)
     run = _measure(scenario, target, requests, console or Console(), progress)
     metrics = {**compute_metrics(run.records, scenario.slo), **run.memory}
-    speed = machine_speed(cost_model, run.step_shapes, run.step_times_s, run.cpu_s, run.wall_s)
+    if run.reference is not None:
+        metrics.update(run.reference.figures(metrics))
+    if run.environment.engine_threads is not None:
+        metrics["engine_threads"] = run.environment.engine_threads
+    speed = machine_speed(cost_model, run.step_shapes, run.step_times_s, run.cpu_s, run.wall_s, metrics)
     normalized: dict[str, float] = {}
+    mismatch = calibration_mismatch(cost_model)
+    if mismatch:
+        run.environment.calibration_mismatch = mismatch
+        notes.append("calibration from another machine or torch: " + "; ".join(mismatch)
+                     + " (run `kvplan calibrate` here, or `kvplan stress --calibrate`)")
     if speed is not None:
         metrics.update(speed.figures())
         normalized = normalized_errors(prediction, metrics, speed.ratio)

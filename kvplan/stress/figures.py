@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Group = Literal["memory", "latency", "throughput", "requests", "slo", "machine"]
+Group = Literal["memory", "latency", "throughput", "requests", "slo", "machine", "normalized"]
 
 PERCENTILES: tuple[float, ...] = (50, 90, 95, 99)
 LATENCIES: tuple[str, ...] = ("ttft", "tpot", "itl", "e2el")  # vLLM's metric attribute names
@@ -26,7 +26,9 @@ _LATENCY_RE = re.compile(r"^(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el
 @dataclass(frozen=True)
 class Figure:
     name: str
-    unit: str  # bytes, blocks, tokens, count, s, ms, tok/s, req/s, ratio, bool, x (a speed multiple), cores
+    # bytes, blocks, tokens, count, s, ms, tok/s, req/s, ratio, bool, x (a speed multiple), cores,
+    # threads, ref (multiples of the reference kernel's time), tok/ref (tokens per reference time)
+    unit: str
     group: Group
     predicted: bool = False  # the prediction carries it: shown predicted vs measured
     default_gate: str | None = None  # "exact" or a tolerance such as "+50%": the gate's checks when a scenario names none
@@ -40,12 +42,13 @@ _MEMORY = (
     Figure("bytes_per_block", "bytes", "memory", True, "exact"),
     Figure("peak_kv_bytes", "bytes", "memory", True, "+5%", True),
     Figure("peak_kv_blocks", "blocks", "memory", True),
-    Figure("max_concurrency", "count", "memory", True, None, True),
+    Figure("peak_running_requests", "count", "memory", True, None, True),
     Figure("num_preemptions", "count", "memory", True, None, True),
     Figure("preemption_onset_step", "count", "memory", True),
     Figure("preemption_onset_s", "s", "memory", True, None, True),
     Figure("prefix_hit_tokens", "tokens", "memory", True),
     Figure("num_steps", "count", "memory", True),
+    Figure("mean_tokens_per_step", "tokens", "memory"),  # scheduled tokens / steps: the batching, not the clock
     Figure("peak_rss_bytes", "bytes", "memory"),
     Figure("peak_cuda_allocated_bytes", "bytes", "memory"),
     Figure("peak_nvml_used_bytes", "bytes", "memory"),
@@ -82,6 +85,26 @@ _MACHINE = (  # measured in the run against the cost model (machine_speed.py); e
     Figure("machine_speed_p10", "x", "machine"),
     Figure("machine_speed_p90", "x", "machine"),
     Figure("cpu_busy_cores", "cores", "machine"),
+    Figure("engine_threads", "threads", "machine"),
+    # the reference kernel (engine/reference_kernel.py) timed between the run's steps: mean time,
+    # and against its time when the cost model was calibrated (the machine's own slowdown)
+    Figure("reference_kernel_ms", "ms", "machine"),
+    Figure("reference_kernel_cpu_ms", "ms", "machine"),
+    Figure("cpu_wait_share", "ratio", "machine"),  # of the steps' wall time, waiting for a CPU (run queue)
+    Figure("reference_slowdown", "x", "machine"),
+    Figure("engine_speed_ratio", "x", "machine"),  # machine_speed_ratio / reference_slowdown: the engine's own
+)
+# Latency with the CPU waits taken out, in units of the reference kernel's CPU time in the same run
+# (machine_speed.ReferenceTiming): a busy or slower machine moves latency and yardstick together,
+# a slower engine only the latency, so these hold still across machines and loads and the gate
+# holds them tight (+25%); raw latency stays a wide secondary check.
+NORMALIZED_FROM: dict[str, str] = {"mean_ttft_ref": "mean_ttft_ms", "median_itl_ref": "median_itl_ms",
+                                   "mean_tpot_ref": "mean_tpot_ms", "output_tokens_per_ref": "output_throughput"}
+_NORMALIZED = (
+    Figure("mean_ttft_ref", "ref", "normalized", False, "+25%"),
+    Figure("median_itl_ref", "ref", "normalized", False, "+25%"),
+    Figure("mean_tpot_ref", "ref", "normalized", False, "+25%"),
+    Figure("output_tokens_per_ref", "tok/ref", "normalized", False, "-20%"),  # 1 / 1.25: the same bound
 )
 
 
@@ -102,7 +125,7 @@ def percentile_word(p: float) -> str:
 
 def all_figures(percentiles: Sequence[float] = PERCENTILES) -> tuple[Figure, ...]:
     """Every figure a run can report, in reading order: memory, latency, throughput, SLO."""
-    return (*_MEMORY, *_latency_stats(percentiles), *_THROUGHPUT, *_MACHINE)
+    return (*_MEMORY, *_latency_stats(percentiles), *_THROUGHPUT, *_MACHINE, *_NORMALIZED)
 
 
 FIGURES: dict[str, Figure] = {f.name: f for f in all_figures()}
@@ -122,7 +145,7 @@ def names(group: Group | None = None, *, predicted: bool | None = None) -> tuple
 
 def metric_names(percentiles: Sequence[float] = PERCENTILES) -> list[str]:
     """Every key `compute_metrics` returns for these percentiles (memory figures come from the target)."""
-    return [f.name for f in all_figures(percentiles) if f.group not in ("memory", "machine")]
+    return [f.name for f in all_figures(percentiles) if f.group not in ("memory", "machine", "normalized")]
 
 
 def unit_of(name: str) -> str:

@@ -6,19 +6,94 @@ because the machine was busy, throttled or slower than the one calibrated). Scal
 latencies by it (and throughput by its inverse) separates "the model of the engine is wrong" from
 "the machine was slow today": `normalized_error_pct` is the prediction's error after that rescaling.
 Process CPU time over wall time shows contention: a busy neighbour leaves this process fewer cores.
+
+That ratio is measured on the engine, so an engine twice as slow per step also reads 2.0. The
+reference kernel (`engine/reference_kernel.py`), timed between steps by `ReferenceSampler`, is
+the engine-independent yardstick: `reference_slowdown` (its time now over its time at calibration)
+is the machine's share of the ratio, `engine_speed_ratio` the engine's, and latency in units of
+its time (`*_ref`, figures group "normalized") is what the gate compares across runs.
 """
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from kvplan.stress.figures import FIGURES, figure_value, prediction_key
+from kvplan.stress.figures import FIGURES, NORMALIZED_FROM, figure_value, prediction_key
 
 MIN_STEPS = 10  # fewer timed steps say nothing about the machine
+REFERENCE_SHARE = 0.04  # of the engine's step time spent timing the reference kernel
+MIN_REFERENCE_SAMPLES = 40  # topped up after the run when the run was too short to take them
+
+
+class ReferenceSampler:
+    """Times the reference kernel between engine steps, once per `1 / share` of accumulated step
+    time, so samples spread over the run as the steps do and cost about `share` of it. Each
+    sample's wall time and this thread's CPU time during it are kept."""
+
+    def __init__(self, time_once: Callable[[], float], share: float = REFERENCE_SHARE) -> None:
+        self.time_once, self.share = time_once, share
+        self.times_s: list[float] = []
+        self.cpu_s: list[float] = []
+        self._owed_s = 0.0
+        self._last_s = time_once()  # also a warm-up
+
+    def _sample(self) -> None:
+        cpu0 = time.thread_time()
+        self._last_s = self.time_once()
+        self.cpu_s.append(time.thread_time() - cpu0)
+        self.times_s.append(self._last_s)
+
+    def after_step(self, step_s: float) -> None:
+        self._owed_s += step_s
+        if self._owed_s * self.share >= self._last_s:
+            self._owed_s = 0.0
+            self._sample()
+
+    def top_up(self, minimum: int = MIN_REFERENCE_SAMPLES) -> None:
+        while len(self.times_s) < minimum:
+            self._sample()
+
+
+@dataclass(frozen=True)
+class ReferenceTiming:
+    """What the run measured of the machine, apart from the engine."""
+
+    times_s: Sequence[float]  # the reference kernel's wall time per sample
+    cpu_s: Sequence[float]  # this thread's CPU time per sample
+    step_wall_s: float | None = None  # engine steps' total wall time
+    step_wait_s: float | None = None  # of which the engine thread waited for a CPU (run_queue.py)
+
+    @property
+    def wait_share(self) -> float | None:
+        if self.step_wait_s is None or not self.step_wall_s:
+            return None
+        return min(1.0, max(0.0, self.step_wait_s / self.step_wall_s))
+
+    def figures(self, metrics: Mapping[str, Any]) -> dict[str, float | None]:
+        """`reference_kernel_ms` (mean wall), `reference_kernel_cpu_ms`, `cpu_wait_share`, and each
+        latency figure as the latency this run would have had with a CPU to itself (x (1 - wait
+        share)) in units of the reference kernel's CPU time: a neighbour's time slices drop out
+        through the wait share, a slower or throttled CPU through the kernel, and what is left is
+        the engine. Without the wait share (not Linux): latency over the kernel's wall time."""
+        if not self.times_s:
+            return {}
+        share = self.wait_share
+        ref_ms = 1e3 * float(np.mean(self.cpu_s if share is not None and self.cpu_s else self.times_s))
+        keep = 1.0 - share if share is not None else 1.0
+        out: dict[str, float | None] = {"reference_kernel_ms": 1e3 * float(np.mean(self.times_s)),
+                                        "reference_kernel_cpu_ms": 1e3 * float(np.mean(self.cpu_s)) if self.cpu_s else None,
+                                        "cpu_wait_share": share}
+        for name, source in NORMALIZED_FROM.items():
+            value = figure_value(metrics, source)
+            if value is None or ref_ms <= 0:
+                continue
+            out[name] = value / keep * ref_ms / 1e3 if FIGURES[source].unit == "tok/s" else value * keep / ref_ms
+        return out
 
 
 @dataclass(frozen=True)
@@ -29,22 +104,51 @@ class MachineSpeed:
     num_steps: int
     cpu_busy_cores: float | None  # process CPU seconds per wall second during the run
     cores: int | None
+    reference_slowdown: float | None = None  # the machine alone, now against calibration (reference_slowdown())
+
+    @property
+    def engine_ratio(self) -> float | None:
+        return self.ratio / self.reference_slowdown if self.reference_slowdown else None
 
     def figures(self) -> dict[str, Any]:
         return {"machine_speed_ratio": self.ratio, "machine_speed_p10": self.p10, "machine_speed_p90": self.p90,
-                "cpu_busy_cores": self.cpu_busy_cores}
+                "cpu_busy_cores": self.cpu_busy_cores, "reference_slowdown": self.reference_slowdown,
+                "engine_speed_ratio": self.engine_ratio}
+
+    def _cause(self) -> str:
+        if self.reference_slowdown is None or self.engine_ratio is None:
+            return ""
+        ref, eng = self.reference_slowdown, self.engine_ratio
+        who = ("the engine, not the machine" if eng > 1.3 and ref < 1.3 else "the machine, not the engine" if ref > 1.3 and eng < 1.3
+               else "both the machine and the engine" if ref > 1.3 else "neither")
+        return (f"; measured apart from the engine (reference kernel, CPU waits) the machine ran {ref:.2f}x its calibration "
+                f"speed, and the engine {eng:.2f}x the model after that: {who}")
 
     def sentence(self) -> str:
         slower = f"{self.ratio:.2f}x the calibrated step time" if self.ratio >= 1 else f"{1 / self.ratio:.2f}x faster than calibrated"
         cpu = f"; this process kept {self.cpu_busy_cores:.1f} of {self.cores} cores busy" if self.cpu_busy_cores else ""
         verdict = ("machine slower than calibrated (busy or different): compare the speed-normalized errors"
                    if self.ratio > 1.3 else "machine faster than calibrated" if self.ratio < 0.7 else "machine as calibrated")
-        return f"machine speed: steps took {slower} (p10-p90 {self.p10:.2f}-{self.p90:.2f}x over {self.num_steps} steps){cpu}: {verdict}"
+        return (f"machine speed: steps took {slower} (p10-p90 {self.p10:.2f}-{self.p90:.2f}x over {self.num_steps} steps)"
+                f"{cpu}: {verdict}{self._cause()}")
+
+
+def reference_slowdown(cost_model: Any, reference: Mapping[str, Any]) -> float | None:
+    """How much slower than at calibration this machine ran the engine's steps, measured apart
+    from the engine: the reference kernel's CPU time against the calibration's, and the share of
+    step time spent waiting for a CPU here (the calibration's fit has its waits taken out already).
+    None when either side lacks the figures."""
+    cal_ms, ref_ms = getattr(cost_model, "reference_kernel_cpu_ms", None), figure_value(reference, "reference_kernel_cpu_ms")
+    if not cal_ms or not ref_ms:
+        return None
+    wait_here = figure_value(reference, "cpu_wait_share") or 0.0
+    return (ref_ms / cal_ms) / max(1e-3, 1.0 - wait_here)
 
 
 def machine_speed(cost_model: Any, shapes: Sequence[Any], times_s: Sequence[float], cpu_s: float | None,
-                  wall_s: float | None) -> MachineSpeed | None:
-    """None without a cost model or enough timed steps."""
+                  wall_s: float | None, reference: Mapping[str, Any] | None = None) -> MachineSpeed | None:
+    """None without a cost model or enough timed steps. `reference`: this run's reference figures
+    (`ReferenceTiming.figures`), set against the calibration's (`reference_slowdown`)."""
     if cost_model is None:
         return None
     pairs = [(t, cost_model.step_s(s)) for s, t in zip(shapes, times_s) if s is not None and t is not None]
@@ -52,8 +156,9 @@ def machine_speed(cost_model: Any, shapes: Sequence[Any], times_s: Sequence[floa
     if ratios.size < MIN_STEPS:
         return None
     busy = cpu_s / wall_s if cpu_s is not None and wall_s else None
+    slowdown = reference_slowdown(cost_model, reference) if reference else None
     return MachineSpeed(float(np.median(ratios)), float(np.percentile(ratios, 10)), float(np.percentile(ratios, 90)),
-                        int(ratios.size), busy, os.cpu_count())
+                        int(ratios.size), busy, os.cpu_count(), slowdown)
 
 
 def normalized_errors(prediction: Mapping[str, Any], metrics: Mapping[str, Any], ratio: float) -> dict[str, float]:

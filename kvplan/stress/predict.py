@@ -81,7 +81,7 @@ def predict(scenario: Scenario, requests: list[RequestSpec], *, num_gpu_blocks: 
     out: dict[str, Any] = {
         "allocator": allocator, "num_gpu_blocks": num_gpu_blocks, "kv_pool_bytes": num_gpu_blocks * bytes_per_block,
         "bytes_per_block": bytes_per_block, "peak_kv_bytes": sim.peak_kv_bytes,
-        "peak_kv_blocks": sim.peak_kv_bytes // bytes_per_block, "max_concurrency": sim.max_running,
+        "peak_kv_blocks": sim.peak_kv_bytes // bytes_per_block, "peak_running_requests": sim.max_running,
         "num_preemptions": sim.num_preemptions, "preemption_onset_step": sim.first_preemption_step,
         "prefix_hit_tokens": sim.timeline[-1].prefix_hit_tokens if sim.timeline else 0,
         "num_steps": sim.num_steps, "cost_model_source": cost_source,

@@ -29,6 +29,9 @@ class RequestRecord:
     error: str | None = None
     is_warmup: bool = False
     num_preemptions: int = field(default=0)  # times the engine preempted this request (0 when unknown)
+    # HTTP targets: the server's own counts from `usage` (None: it reported none)
+    server_input_tokens: int | None = None
+    server_output_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

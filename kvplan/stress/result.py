@@ -37,6 +37,15 @@ class Environment(BaseModel):
     device: str = "cpu"
     device_name: str | None = None  # e.g. torch.cuda.get_device_name(); the CPU's name on CPU
     git_commit: str | None = None
+    cpu_model: str | None = None  # /proc/cpuinfo's model name
+    # the engine's intra-op threads, how they were chosen (engine/threads.py), the cores this
+    # process could use and the other runnable tasks seen when choosing
+    engine_threads: int | None = None
+    threads_how: str | None = None
+    usable_cores: int | None = None
+    busy_elsewhere: float | None = None
+    # where the cost model came from differs from this machine (machine_facts.py); empty: same or unknown
+    calibration_mismatch: list[str] = Field(default_factory=list)
 
 
 class TimelineSample(BaseModel):
@@ -114,6 +123,7 @@ def load_result(path: str | Path) -> RunResult:
         raise KvplanError(f"{p}: JSON nested too deeply to be a kvplan result") from None
     if not isinstance(data, dict) or "schema_version" not in data:
         raise KvplanError(f"{p}: not a kvplan result (no schema_version)")
+    _rename_old_keys(data)
     if data["schema_version"] != SCHEMA_VERSION:
         raise KvplanError(f"{p}: result schema_version {data['schema_version']!r} is not supported "
                           f"(this kvplan reads {SCHEMA_VERSION})")
@@ -123,6 +133,26 @@ def load_result(path: str | Path) -> RunResult:
         raise KvplanError(f"{p}: JSON nested too deeply to be a kvplan result") from None
     except ValidationError as exc:
         raise KvplanError(format_validation_error(f"{p}: not a valid kvplan result", exc, RunResult)) from None
+
+
+RENAMED_FIGURES = {"max_concurrency": "peak_running_requests"}  # old name -> new (vLLM's max_concurrency means a cap)
+
+
+def _rename_old_keys(data: dict[str, Any]) -> None:
+    """Results written before a figure's rename load under its new name."""
+    for section in ("metrics", "prediction"):
+        figures = data.get(section)
+        if isinstance(figures, dict):
+            for old, new in RENAMED_FIGURES.items():
+                if old in figures and new not in figures:
+                    figures[new] = figures.pop(old)
+    per_class = data.get("per_class")
+    if isinstance(per_class, dict):
+        for figures in per_class.values():
+            if isinstance(figures, dict):
+                for old, new in RENAMED_FIGURES.items():
+                    if old in figures and new not in figures:
+                        figures[new] = figures.pop(old)
 
 
 # --- environment ------------------------------------------------------------------------------
@@ -162,12 +192,17 @@ def git_commit(start: str | Path | None = None) -> str | None:
     return None
 
 
-def collect_environment(device: str = "cpu", device_name: str | None = None) -> Environment:
+def collect_environment(device: str = "cpu", device_name: str | None = None, threads: Any = None) -> Environment:
     """Versions and machine facts; reads package metadata only (imports neither torch nor
-    transformers). The runner passes `device_name` (torch.cuda.get_device_name) on CUDA."""
+    transformers). The runner passes `device_name` (torch.cuda.get_device_name) on CUDA and the
+    engine's `ThreadChoice`."""
+    from kvplan.stress.machine_facts import cpu_model
+
     return Environment(
         python=sys.version.split()[0], platform=platform.platform(), cpu_count=os.cpu_count(),
         kvplan=_version("kvplan"), torch=_version("torch"), transformers=_version("transformers"),
         numpy=_version("numpy"), device=device, device_name=device_name or (platform.processor() or platform.machine()),
-        git_commit=git_commit(),
+        git_commit=git_commit(), cpu_model=cpu_model(),
+        engine_threads=getattr(threads, "threads", None), threads_how=getattr(threads, "how", None),
+        usable_cores=getattr(threads, "usable_cores", None), busy_elsewhere=getattr(threads, "busy_elsewhere", None),
     )

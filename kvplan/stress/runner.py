@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvplan.stress.machine_speed import ReferenceSampler, ReferenceTiming
+from kvplan.stress.run_queue import RunQueueClock
 from kvplan.stress.result import TimelineSample
 from kvplan.stress.memory import NvmlSampler, cuda_bytes, rss_bytes
 from kvplan.stress.record import RequestRecord
@@ -34,6 +36,9 @@ class EngineRun:
     nvml_error: str | None = None
     cpu_s: float | None = None  # process CPU time during the run (all threads)
     wall_s: float | None = None
+    reference: Any = None  # machine_speed.ReferenceTiming: the reference kernel and the steps' run-queue wait
+    step_wall_s: float = 0.0  # engine.step() calls, wall time in total
+    step_wait_s: float | None = 0.0  # of which the thread waited for a CPU; None: the OS does not say
 
 
 def _sample(engine: object, t_s: float, shape: object, nvml: NvmlSampler | None) -> TimelineSample:
@@ -122,8 +127,13 @@ class _Session:
         return records
 
 
-def _step(engine: Any, session: _Session, run: EngineRun, probe: Any, nvml: NvmlSampler | None) -> None:
+def _step(engine: Any, session: _Session, run: EngineRun, probe: Any, nvml: NvmlSampler | None,
+          reference: ReferenceSampler, queue: RunQueueClock) -> None:
+    wait0, start = queue.wait_s(), time.perf_counter()
     outputs = engine.step()
+    run.step_wall_s += time.perf_counter() - start
+    wait1 = queue.wait_s()
+    run.step_wait_s = None if wait0 is None or wait1 is None or run.step_wait_s is None else run.step_wait_s + wait1 - wait0
     run.num_steps += 1
     stats = engine.stats
     run.step_shapes.append(probe.last)
@@ -132,17 +142,21 @@ def _step(engine: Any, session: _Session, run: EngineRun, probe: Any, nvml: Nvml
         run.first_preemption_s, run.first_preemption_step = stats.time_s - session.t0, run.num_steps
     run.timeline.append(_sample(engine, stats.time_s - session.t0, probe.last, nvml))
     run.records.extend(session.finish(out) for out in outputs if out.finished)
+    reference.after_step(stats.step_time_s)  # after the bookkeeping: it delays the next step, as a step would
 
 
 def run_engine(engine: Any, scenario: Scenario, requests: Iterable[RequestSpec], *,
                on_progress: Callable[[int], None] | None = None, max_duration_s: float | None = None) -> EngineRun:
     """Run `requests` through `engine` by the wall clock; see the module doc."""
+    from kvplan.engine.reference_kernel import ReferenceKernel
     from kvplan.stress.step_probe import StepProbe
 
     probe = StepProbe(engine)
     run = EngineRun()
     duration = max_duration_s if max_duration_s is not None else scenario.duration_s
     _warm_up(engine)
+    reference = ReferenceSampler(ReferenceKernel(engine.config.device).time_s)
+    queue = RunQueueClock()
     # device memory as the driver sees it, from a sampler thread (CUDA only; None where NVML is missing)
     nvml = NvmlSampler().start() if engine.config.is_cuda else None
     session = _Session(engine, scenario, requests, on_progress, time.perf_counter())
@@ -152,7 +166,7 @@ def run_engine(engine: Any, scenario: Scenario, requests: Iterable[RequestSpec],
             t = session.now()
             session.admit(t, stop_arrivals=duration is not None and t >= duration)
             if engine.has_unfinished_requests():
-                _step(engine, session, run, probe, nvml)
+                _step(engine, session, run, probe, nvml, reference, queue)
             elif session.upcoming is not None and not session.closed:
                 time.sleep(max(0.0, min((session.upcoming.arrival_s or 0.0) - session.now(), 0.05)))
     except KeyboardInterrupt:
@@ -160,6 +174,9 @@ def run_engine(engine: Any, scenario: Scenario, requests: Iterable[RequestSpec],
         run.records.extend(session.abort_live())
     finally:
         run.cpu_s, run.wall_s = time.process_time() - cpu0, session.now()
+        reference.top_up()
+        queue.close()
+        run.reference = ReferenceTiming(reference.times_s, reference.cpu_s, run.step_wall_s, run.step_wait_s)
         if nvml is not None:
             nvml.stop()
             run.nvml_error = nvml.error

@@ -230,7 +230,7 @@ class Tolerance(BaseModel):
 
 
 def known_gate_keys() -> list[str]:
-    return sorted({*metric_names(), *names("memory"), *names("machine")})
+    return sorted({*metric_names(), *names("memory"), *names("machine"), *names("normalized")})
 
 
 def _check_gate_key(where: tuple[str | int, ...], key: str) -> None:

@@ -43,6 +43,7 @@ class TargetRun:
     step_times_s: list[float] = field(default_factory=list)
     cpu_s: float | None = None
     wall_s: float | None = None
+    reference: Any = None  # machine_speed.ReferenceTiming: the machine measured apart from the engine
 
 
 class Target(Protocol):

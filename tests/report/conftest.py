@@ -82,7 +82,7 @@ def make_result(*, scenario_file: str = "ci-smoke.yaml", n_requests: int = 36, a
     figures = {
         "num_gpu_blocks": pool_blocks, "kv_pool_bytes": pool_blocks * BYTES_PER_BLOCK, "bytes_per_block": BYTES_PER_BLOCK,
         "peak_kv_bytes": peak, "peak_kv_blocks": peak // BYTES_PER_BLOCK,
-        "max_concurrency": max(s["running"] for s in timeline), "num_preemptions": timeline[-1]["preemptions"],
+        "peak_running_requests": max(s["running"] for s in timeline), "num_preemptions": timeline[-1]["preemptions"],
         "preemption_onset_s": onset, "num_swaps": 0, "prefix_hit_tokens": 0,
         "peak_rss_bytes": max(s["rss_bytes"] for s in timeline), "peak_cuda_allocated_bytes": None,
         "peak_cuda_reserved_bytes": None,
@@ -92,7 +92,7 @@ def make_result(*, scenario_file: str = "ci-smoke.yaml", n_requests: int = 36, a
     predicted_timeline = [{"t_s": round(s["t_s"] * 1.07, 6), "kv_bytes_used": s["kv_bytes_used"], "running": s["running"],
                            "waiting": s["waiting"], "preemptions": s["preemptions"]} for s in timeline[::2]]
     prediction = {k: figures[k] for k in ("num_gpu_blocks", "kv_pool_bytes", "bytes_per_block", "peak_kv_bytes",
-                                          "max_concurrency", "num_preemptions", "preemption_onset_s")}
+                                          "peak_running_requests", "num_preemptions", "preemption_onset_s")}
     for key in ("median_ttft_ms", "p99_ttft_ms", "median_itl_ms", "p99_itl_ms", "mean_tpot_ms"):
         prediction[key] = metrics[key] * 0.92 if metrics[key] is not None else None
     prediction.update(timeline=predicted_timeline,

@@ -112,8 +112,8 @@ def _chunk(text: str, finish: str | None = None) -> bytes:
     return f"data: {json.dumps(obj)}\n\n".encode()
 
 
-def _usage(n: int) -> bytes:
-    return f"data: {json.dumps({'id': 'x', 'choices': [], 'usage': {'prompt_tokens': 1, 'completion_tokens': n}})}\n\n".encode()
+def _usage(n: int, prompt_tokens: int) -> bytes:
+    return f"data: {json.dumps({'id': 'x', 'choices': [], 'usage': {'prompt_tokens': prompt_tokens, 'completion_tokens': n}})}\n\n".encode()
 
 
 class MidStreamDrop(Exception):
@@ -135,6 +135,8 @@ def faulty_app(stall_s: float, seen_auth: list[str]) -> Starlette:
         auth = request.headers.get("authorization", "")
         seen_auth.append(auth)
         kind = request.headers.get("x-request-id", "ok-").split("-", 1)[0]
+        prompt = (await request.json()).get("prompt")
+        prompt_tokens = len(prompt) if isinstance(prompt, list) else len(str(prompt).split())
         if kind == "e500":
             return PlainTextResponse(f"internal error; your header was {auth}", status_code=500)
 
@@ -153,7 +155,7 @@ def faulty_app(stall_s: float, seen_auth: list[str]) -> Starlette:
             n = 2 if kind == "short" else 3
             for i in range(1, n):
                 yield _chunk(" b", "length" if i == n - 1 else None)
-            yield _usage(n)
+            yield _usage(n, prompt_tokens)
             yield b"data: [DONE]\n\n"
 
         return StreamingResponse(body(), media_type="text/event-stream")

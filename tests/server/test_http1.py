@@ -220,7 +220,7 @@ def test_closed_loop_holds_one_connection_per_user() -> None:
     async def body(server: RawServer) -> None:
         reqs = specs(20, output_tokens=3, gap_s=None)
         out = await asyncio.to_thread(run_http, reqs, url=f"http://127.0.0.1:{server.port}", timeout_s=5.0,
-                                      concurrency=4, scrape_interval_s=3600.0)
+                                      concurrency=4, scrape_interval_s=3600.0, server_kind="vllm")  # no probe requests
         assert [r.request_id for r in out.records] == [r.request_id for r in reqs] and out.errors == {}
         assert all(r.output_tokens == 3 and len(r.token_times_s) == 3 for r in out.records)
         assert all(r.arrival_s < r.first_token_s <= r.finish_s for r in out.records)

@@ -43,9 +43,11 @@ def test_closed_loop_chat_keeps_prompt_ids(kvplan_server) -> None:
     """Chat prompts in the word form reach the engine as exactly the spec's token ids."""
     reqs = specs(6, prompt_tokens=10, output_tokens=3, gap_s=None)
     before = _prompt_tokens_total(kvplan_server.url)
-    out = run_http(reqs, url=kvplan_server.url, api="chat", served_model_name="tiny", timeout_s=30.0, concurrency=2)
+    out = run_http(reqs, url=kvplan_server.url, api="chat", served_model_name="tiny", timeout_s=30.0, concurrency=2,
+                   server_kind="vllm")  # no probe requests: the counter below sees only these
     assert out.errors == {} and out.token_mismatches == []
     assert all(r.status == "ok" and r.output_tokens == 3 and len(r.token_times_s) == 3 for r in out.records)
+    assert all(r.server_input_tokens == 10 and r.server_output_tokens == 3 for r in out.records)
     assert _prompt_tokens_total(kvplan_server.url) - before == 6 * 10
     # closed loop with 2 workers: never more than 2 open at once
     spans = sorted((r.arrival_s, r.finish_s) for r in out.records)

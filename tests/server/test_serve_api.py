@@ -89,7 +89,7 @@ def test_streaming_shape(kvplan_server, api: str) -> None:
 @pytest.mark.parametrize("body, status, word", [
     ({"model": "other", "prompt": [5]}, 404, "does not exist"),
     ({"prompt": [5] * 250, "max_tokens": 10}, 400, "maximum context length"),
-    ({"prompt": [5], "n": 2}, 400, "n=1"),
+    ({"prompt": [5], "n": 2}, 400, "unsupported parameters: n"),
     ({"prompt": [999999]}, 400, "token ids"),
     ({"prompt": [[1], [2]]}, 400, "one prompt"),
     ({"prompt": [5], "max_tokens": 0}, 400, "max_tokens"),

@@ -2,6 +2,7 @@
 in-process run, the server's KV curve in the result and the report, and the API key nowhere."""
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,7 +35,8 @@ def smoke_server() -> Iterator[ServeProcess]:
 def test_stress_target_matches_in_process_pool(smoke_server: ServeProcess, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("KVPLAN_TEST_KEY", SECRET)
     outcome = stress_and_report(StressOptions(SMOKE, tmp_path, progress=False, target=smoke_server.url,
-                                       served_model_name="tiny", api_key_env="KVPLAN_TEST_KEY", timeout_s=30.0))
+                                       served_model_name="tiny", api_key_env="KVPLAN_TEST_KEY", timeout_s=30.0,
+                                       output_format="vllm"))
     result = load_result(tmp_path / "result.json")
     scenario = load_scenario(SMOKE)
     assert result.complete and result.metrics["completed"] == scenario.num_requests - scenario.warmup_requests
@@ -50,3 +52,8 @@ def test_stress_target_matches_in_process_pool(smoke_server: ServeProcess, tmp_p
     for path in outcome.written:
         assert SECRET not in Path(path).read_text()
     assert "server" in (tmp_path / "report.html").read_text().lower()
+    vllm = json.loads((tmp_path / "result.vllm.json").read_text())  # as `vllm bench serve --save-result` writes
+    measured = scenario.num_requests - scenario.warmup_requests
+    assert vllm["completed"] == measured and len(vllm["ttfts"]) == len(vllm["itls"]) == len(vllm["start_times"]) == measured
+    assert vllm["output_lens"] == [r.output_tokens for r in result.records() if not r.is_warmup]
+    assert all(r.server_input_tokens == r.prompt_tokens for r in result.records())  # the server's own count

@@ -44,7 +44,7 @@ def test_ci_smoke_memory_matches_prediction(smoke):
     """Closed loop: the simulation runs the engine's scheduler on the same token counts, so the
     pool, the peak and the preemptions must agree exactly (stricter than the 2% the gate allows)."""
     r = load_result(smoke / "result.json")
-    for key in ("num_gpu_blocks", "kv_pool_bytes", "peak_kv_bytes", "max_concurrency", "num_preemptions"):
+    for key in ("num_gpu_blocks", "kv_pool_bytes", "peak_kv_bytes", "peak_running_requests", "num_preemptions"):
         assert r.prediction[key] == r.metrics[key], key
     assert r.metrics["num_gpu_blocks"] == 4 * 2**20 // r.metrics["bytes_per_block"]
 
@@ -96,11 +96,11 @@ def test_paged_vs_contiguous_onset_of_preemption_matches(tmp_path):
     paged = load_result(tmp_path / "out/result-paged.json")
     contiguous = load_result(tmp_path / "out/result-contiguous.json")
     assert paged.metrics["num_preemptions"] > 0
-    for key in ("num_preemptions", "preemption_onset_step", "peak_kv_bytes", "max_concurrency"):
+    for key in ("num_preemptions", "preemption_onset_step", "peak_kv_bytes", "peak_running_requests"):
         assert paged.prediction[key] == paged.metrics[key], key
     assert contiguous.metrics["num_preemptions"] == 0
-    assert contiguous.metrics["max_concurrency"] == contiguous.prediction["max_concurrency"] == 256 // 64
-    assert paged.metrics["max_concurrency"] > contiguous.metrics["max_concurrency"]
+    assert contiguous.metrics["peak_running_requests"] == contiguous.prediction["peak_running_requests"] == 256 // 64
+    assert paged.metrics["peak_running_requests"] > contiguous.metrics["peak_running_requests"]
 
 
 @pytest.mark.parametrize("args,needle", [

@@ -31,7 +31,7 @@ def measured_memory(run: EngineRun, engine: Any) -> dict[str, Any]:
     return {
         "num_gpu_blocks": engine.num_gpu_blocks, "kv_pool_bytes": engine.num_gpu_blocks * engine.bytes_per_block,
         "bytes_per_block": engine.bytes_per_block, "peak_kv_bytes": peak, "peak_kv_blocks": peak // engine.bytes_per_block,
-        "max_concurrency": max((s.running or 0 for s in tl), default=0),
+        "peak_running_requests": max((s.running or 0 for s in tl), default=0),
         "num_preemptions": tl[-1].preemptions if tl else 0, "preemption_onset_s": run.first_preemption_s,
         "preemption_onset_step": run.first_preemption_step,
         "prefix_hit_tokens": tl[-1].prefix_hit_tokens if tl else 0,
@@ -39,6 +39,8 @@ def measured_memory(run: EngineRun, engine: Any) -> dict[str, Any]:
         "peak_cuda_allocated_bytes": max((s.cuda_max_allocated_bytes or 0 for s in tl), default=0) or None,
         "peak_nvml_used_bytes": max((s.nvml_used_bytes or 0 for s in tl), default=0) or None,
         "num_steps": run.num_steps,
+        "mean_tokens_per_step": (sum(getattr(s, "num_scheduled_tokens", 0) or 0 for s in tl) / run.num_steps
+                                 if run.num_steps else None),
     }
 
 
@@ -62,6 +64,8 @@ class EngineTarget:
         run = run_engine(self.engine, scenario, requests, on_progress=on_progress)
         config = self.engine.config
         return TargetRun(records=run.records, timeline=run.timeline, memory=measured_memory(run, self.engine),
-                         environment=collect_environment(device=config.device, device_name=self.device_name),
+                         environment=collect_environment(device=config.device, device_name=self.device_name,
+                                                         threads=self.engine.runner.threads),
                          complete=run.complete, notes=[run.nvml_error] if run.nvml_error else [],
-                         step_shapes=run.step_shapes, step_times_s=run.step_times_s, cpu_s=run.cpu_s, wall_s=run.wall_s)
+                         step_shapes=run.step_shapes, step_times_s=run.step_times_s, cpu_s=run.cpu_s, wall_s=run.wall_s,
+                         reference=run.reference)

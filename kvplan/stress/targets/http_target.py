@@ -26,6 +26,8 @@ class HttpOptions:
     served_model_name: str | None = None
     api_key_env: str | None = None
     timeout_s: float = 120.0
+    server_kind: str = "auto"  # auto (probe), vllm, sglang, tgi, openai
+    tokenizer: str | None = None  # a local tokenizer directory or an HF-cache repo id: exact-length text prompts
 
 
 def _int(v: Any) -> int | None:
@@ -43,6 +45,25 @@ def _timeline(samples: list[dict[str, Any]], pool_bytes: int | None) -> list[Tim
     return out
 
 
+def _feature_notes(info: dict[str, Any], o: HttpOptions) -> list[str]:
+    """What was sent, and whether the prompt lengths can be trusted."""
+    notes = []
+    if info.get("server_kind") is not None:
+        kind = info["server_kind"]
+        sent = [k for k in ("token_id_prompts", "ignore_eos", "min_tokens") if info.get(k)]
+        notes.append(f"server kind {kind}: sent {', '.join(sent) or 'OpenAI fields only'}"
+                     + ("" if info.get("ignore_eos") else "; output lengths are the server's (it may stop at EOS)"))
+    text_prompts = o.api == "chat" or not info.get("token_id_prompts")
+    if text_prompts and o.tokenizer is None:
+        notes.append("prompts sent as the words `t<id>` (exact for kvplan serve only): pass --tokenizer with the "
+                     "server's tokenizer for prompts of the scenario's length")
+    server_in, ours = info.get("server_input_tokens"), info.get("scenario_input_tokens_of_those")
+    if server_in is not None and ours:
+        notes.append(f"the server counted {server_in:,} prompt tokens where the scenario has {ours:,} "
+                     f"({(server_in - ours) / ours:+.1%})")
+    return notes
+
+
 class HttpTarget:
     allocator = "paged"  # the server's own; kvplan cannot choose it
     device_name = None  # the server's GPU is not visible from the client
@@ -51,9 +72,18 @@ class HttpTarget:
         self.options = options
         self.label = f"-> {redact(without_userinfo(options.url))}"  # printed with the progress bar
         self._pool = Pool(scenario.num_gpu_blocks(), scenario.bytes_per_block())
+        self._exact_prompts = self._load_prompts()  # a bad --tokenizer fails here, before anything runs
 
     def pool(self) -> Pool:
         return self._pool
+
+    def _load_prompts(self) -> Any:
+        """Exact-length text prompts from --tokenizer (loaded before the run), else None."""
+        if self.options.tokenizer is None:
+            return None
+        from kvplan.stress.targets.prompt_text import ExactPrompts, load_prompt_tokenizer
+
+        return ExactPrompts(load_prompt_tokenizer(self.options.tokenizer), self.options.api)
 
     def run(self, scenario: Scenario, requests: list[RequestSpec], on_progress: Callable[[int], None]) -> TargetRun:
         from kvplan.stress.targets.openai_http import api_key, run_http
@@ -62,10 +92,11 @@ class HttpTarget:
         closed = scenario.arrival.type == "concurrency"
         out = run_http(requests, url=o.url, api=o.api, served_model_name=o.served_model_name, api_key_env=o.api_key_env,
                        timeout_s=o.timeout_s, concurrency=scenario.arrival.concurrency if closed else None,
-                       warmup_request_ids=frozenset(r.request_id for r in requests if r.is_warmup), on_progress=on_progress)
-        info = dict(out.server_info)  # already masked by run_http
+                       warmup_request_ids=frozenset(r.request_id for r in requests if r.is_warmup), on_progress=on_progress,
+                       prompts=self._exact_prompts, server_kind=o.server_kind)
+        info = {**out.server_info, "tokenizer": o.tokenizer}  # already masked by run_http
         url = info.get("url") or without_userinfo(o.url)
-        notes = [f"target: {url} ({o.api} API); memory from /metrics (sampled; peak is a lower bound)"]
+        notes = [f"target: {url} ({o.api} API); memory from /metrics (sampled; peak is a lower bound)", *_feature_notes(info, o)]
         blocks, server_blocks = self._pool.num_gpu_blocks, info.get("num_gpu_blocks")
         if blocks is not None and server_blocks is not None and int(server_blocks) != blocks:
             notes.append(f"the server's pool has {server_blocks} blocks; the scenario's settings give {blocks}")
@@ -80,13 +111,13 @@ class HttpTarget:
         memory = {
             "num_gpu_blocks": pool_blocks, "kv_pool_bytes": pool_bytes, "bytes_per_block": per_block,
             "peak_kv_bytes": max((s.kv_bytes_used for s in timeline if s.kv_bytes_used is not None), default=None),
-            "max_concurrency": max((s.running or 0 for s in timeline), default=None),
+            "peak_running_requests": max((s.running or 0 for s in timeline), default=None),
             "num_preemptions": timeline[-1].preemptions if timeline else None,
             "max_concurrent_requests": max_in_flight(out.records),
             "token_mismatches": len(out.token_mismatches), "errors_by_kind": dict(out.errors),
         }
         if out.token_mismatches:
-            notes.append(f"{len(out.token_mismatches)} requests got a different number of tokens than asked: "
+            notes.append(f"{len(out.token_mismatches)} token counts differ from the scenario's by more than 2%: "
                          + "; ".join(out.token_mismatches[:5]))
         secrets = (api_key(o.api_key_env),)
         notes = [redact(note, secrets) for note in notes]  # they quote the server's figures

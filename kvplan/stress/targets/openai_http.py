@@ -15,14 +15,18 @@ hundreds of streams without its own queueing showing up as latency; httpx does t
 simulated user holds one), so the first wave's TTFT does not include N simultaneous handshakes;
 open loop opens them as arrivals need them, and such a connect counts in that request's TTFT.
 
-Prompts: `/v1/completions` gets the token ids themselves (`prompt: [ids]`, as vLLM and SGLang
-accept). Chat has no token-id prompt in the OpenAI API, so the prompt is text: the `tokenizer`'s
-decoding of the ids when one is given (a real model's tokenizer: the server re-tokenizes and adds
-its chat template, so the prompt length is approximate), else the word form `t<id> t<id> ...`
-that `kvplan serve` maps back to exactly those ids (other servers would see ~2-3 tokens a word).
+Prompts: `/v1/completions` gets the token ids themselves (`prompt: [ids]`) where the server takes
+them (vLLM, SGLang; `server_features.py` probes or takes `--server-kind`). Chat, and servers
+without token-id prompts, get text: `prompts` (prompt_text.ExactPrompts, from `--tokenizer`) of
+exactly the scenario's length in the server's own count, else the word form `t<id> t<id> ...`
+that `kvplan serve` maps back to exactly those ids (other servers see ~2-3 tokens a word).
+`ignore_eos` / `min_tokens` go only to servers that take them. Each record keeps the server's own
+`usage` counts (`server_input_tokens`, `server_output_tokens`); requests whose counts differ from
+the scenario's by more than 2% are listed in `token_mismatches`.
 
 Failures never raise: an HTTP error status, a timeout (`timeout_s` without a byte), a connection
-dropped mid-stream or a stream that ends without `[DONE]` becomes a record with status "error" and
+dropped mid-stream or a stream that ends with neither `[DONE]`, a finish_reason nor usage (some
+servers never send `[DONE]`) becomes a record with status "error" and
 an error text starting with its kind (`http 500`, `timeout`, `disconnected`, `incomplete`,
 `server error`, `connect`, `protocol`: bad JSON or HTTP framing). Only an unreachable server at the start raises `KvplanError`.
 
@@ -58,10 +62,14 @@ from kvplan.stress.record import RequestRecord
 from kvplan.stress.redact import redact_values, without_userinfo
 from kvplan.stress.targets.http1 import Http1Pool
 from kvplan.stress.targets.openai_stream import ApiKind, Progress, StreamClient, make_record, one_line
+from kvplan.stress.targets.prompt_text import ExactPrompts
+from kvplan.stress.targets.server_features import KNOWN_KINDS, ServerFeatures, check_server_kind, probe_features
 from kvplan.stress.telemetry import SCRAPE_TIMEOUT_S, MetricsScraper, cache_config
 from kvplan.stress.workload import RequestSpec
 
 PROBE_TIMEOUT_S = 10.0
+PROBE_GENERATE_TIMEOUT_S = 120.0  # a one-token request on a loaded or cold server (transformers serve loads lazily)
+COUNT_TOLERANCE = 0.02  # server-counted tokens this far from the scenario's flag the request
 MAX_PROBE_ERROR_CHARS = 1000  # a refusal may list the served models
 
 
@@ -119,7 +127,7 @@ async def run_http_target(
     requests: list[RequestSpec], *, url: str, api: ApiKind = "completions", served_model_name: str | None = None,
     api_key_env: str | None = None, timeout_s: float = 60.0, concurrency: int | None = None,
     warmup_request_ids: set[str] | frozenset[str] = frozenset(), on_progress: Callable[[int], None] | None = None,
-    tokenizer: Any = None, scrape_interval_s: float = 0.5,
+    prompts: ExactPrompts | None = None, server_kind: str = "auto", scrape_interval_s: float = 0.5,
 ) -> HttpRunOutput:
     """Send `requests` to the server at `url` and measure them; scrape its /metrics meanwhile.
 
@@ -127,11 +135,12 @@ async def run_http_target(
     the `model` field (default: the first of /v1/models). api_key_env: the environment variable
     holding the API key. timeout_s: seconds without a byte before a request fails (not a total
     deadline: long generations are fine). concurrency: closed loop (all `arrival_s` None) keeps this
-    many open; open loop, if given, caps requests in flight. tokenizer: an object with
-    `decode(ids) -> str` for chat prompts to servers other than `kvplan serve`.
+    many open; open loop, if given, caps requests in flight. prompts: text prompts of exact token
+    length (from --tokenizer). server_kind: auto (probe) or vllm, sglang, tgi, openai.
     Raises `KvplanError` only before the run (bad arguments, unreachable server, refused key).
     """
     closed = _check_args(requests, api, timeout_s, concurrency)
+    check_server_kind(server_kind)
     secret = api_key(api_key_env)
     base = _public_url(url)
     headers = {"Authorization": f"Bearer {secret}"} if secret else {}
@@ -145,6 +154,7 @@ async def run_http_target(
         stack.callback(pool.close)
         http = await stack.enter_async_context(httpx.AsyncClient(headers=headers, timeout=timeout, trust_env=False, verify=tls))
         model = await _probe(http, base, served_model_name, api_key_env, secret)
+        features = await _features(http, base, parts.path, api, model, server_kind, secret)
         if closed:  # closed loop: each of the N users holds a connection from the start, so
             # the first wave's TTFT is the server's, not N simultaneous TCP handshakes (~0.1-0.2 ms
             # of CPU each, client and server, serialized: +25-45 ms at 256 streams on 2 cores)
@@ -154,17 +164,36 @@ async def run_http_target(
         def clock_s() -> float:
             return time.perf_counter() - start_s
 
-        client = StreamClient(pool, parts.path, api, model, clock_s, start_s, secret, tokenizer)
+        client = StreamClient(pool, parts.path, api, model, clock_s, start_s, secret, prompts, features)
+        client.prepare(requests)
         scraper = MetricsScraper(http, f"{base}/metrics", clock_s, interval_s=scrape_interval_s, secrets=(secret,))
         stop = asyncio.Event()
         scrape_task = asyncio.create_task(scraper.run(stop))
-        records, wanted, complete = await _drive(client, requests, concurrency, warmup_request_ids, on_progress)
+        records, complete = await _drive(client, requests, concurrency, warmup_request_ids, on_progress)
         stop.set()
         try:  # the final scrape: bounded, so a hung /metrics cannot hold the run
             await asyncio.wait_for(scrape_task, timeout=2 * SCRAPE_TIMEOUT_S)
         except (asyncio.TimeoutError, asyncio.CancelledError):
             scrape_task.cancel()
-    return _output(records, wanted, complete, scraper, {"url": base, "api": api, "model": model}, secret)
+    return _output(records, requests, complete, scraper, {"url": base, "api": api, "model": model, **features.info()},
+                   secret)
+
+
+async def _features(http: httpx.AsyncClient, base: str, path: str, api: str, model: str | None, server_kind: str,
+                    secret: str | None) -> ServerFeatures:
+    """What to send: the named kind's features, or the server's answers to a few one-token requests."""
+    if server_kind != "auto":
+        return KNOWN_KINDS[server_kind]
+    url = f"{base}/v1/chat/completions" if api == "chat" else f"{base}/v1/completions"
+
+    async def post(body: dict[str, Any]) -> tuple[int, str]:
+        try:
+            r = await http.post(url, json=body, timeout=PROBE_GENERATE_TIMEOUT_S)
+        except httpx.HTTPError as exc:
+            return 0, f"{type(exc).__name__}: {exc}"
+        return r.status_code, r.text
+
+    return await probe_features(post, api, model, lambda text: one_line(text, (secret,), max_chars=MAX_PROBE_ERROR_CHARS))
 
 
 def _check_args(requests: list[RequestSpec], api: str, timeout_s: float, concurrency: int | None) -> bool:
@@ -193,27 +222,43 @@ def api_key(api_key_env: str | None) -> str | None:
     return secret
 
 
-def _output(records: list[RequestRecord], wanted: dict[str, int], complete: bool, scraper: MetricsScraper,
+def _count_mismatches(records: list[RequestRecord], requests: list[RequestSpec]) -> list[str]:
+    """Requests whose output (or the server's prompt count) is more than 2% off the scenario's."""
+    specs = {r.request_id: r for r in requests}
+    out = []
+    for r in records:
+        if r.status != "ok":
+            continue
+        spec = specs[r.request_id]
+        if abs(r.output_tokens - spec.output_tokens) > COUNT_TOLERANCE * spec.output_tokens:
+            out.append(f"{r.request_id}: asked for {spec.output_tokens} tokens, got {r.output_tokens}")
+        if r.server_input_tokens is not None and abs(r.server_input_tokens - spec.prompt_tokens) > COUNT_TOLERANCE * spec.prompt_tokens:
+            out.append(f"{r.request_id}: prompt of {spec.prompt_tokens} tokens, the server counted {r.server_input_tokens}")
+    return out
+
+
+def _output(records: list[RequestRecord], requests: list[RequestSpec], complete: bool, scraper: MetricsScraper,
             info: dict[str, Any], secret: str | None = None) -> HttpRunOutput:
     errors = Counter((r.error or "").split(":", 1)[0] for r in records if r.status == "error")
-    mismatches = [f"{r.request_id}: asked for {wanted[r.request_id]} tokens, got {r.output_tokens}"
-                  for r in records if r.status == "ok" and r.output_tokens != wanted[r.request_id]]
+    counted = [r for r in records if r.server_input_tokens is not None]
     labels = cache_config(scraper.cache_labels)
     info = {**info, "num_gpu_blocks": labels["num_gpu_blocks"], "block_size": labels["block_size"],
             "cache_config": labels["labels"], "metrics_available": scraper.available,
-            "metrics_scrape_errors": scraper.num_errors, "metrics_last_error": scraper.last_error}
+            "metrics_scrape_errors": scraper.num_errors, "metrics_last_error": scraper.last_error,
+            "server_input_tokens": sum(r.server_input_tokens or 0 for r in counted) if counted else None,
+            "server_output_tokens": sum(r.server_output_tokens or 0 for r in counted) if counted else None,
+            "scenario_input_tokens_of_those": sum(r.prompt_tokens for r in counted) if counted else None}
     info = redact_values(info, (secret,))  # the model name and cache_config labels are the server's texts
-    return HttpRunOutput(records=records, telemetry=scraper.samples, server_info=info, token_mismatches=mismatches,
-                         errors=dict(errors), complete=complete)
+    return HttpRunOutput(records=records, telemetry=scraper.samples, server_info=info,
+                         token_mismatches=_count_mismatches(records, requests), errors=dict(errors), complete=complete)
 
 
 async def _drive(client: StreamClient, requests: list[RequestSpec], concurrency: int | None, warmup: Iterable[str],
-                 on_progress: Callable[[int], None] | None) -> tuple[list[RequestRecord], dict[str, int], bool]:
-    """Send everything; returns (records in request order, requested tokens by id, complete)."""
+                 on_progress: Callable[[int], None] | None) -> tuple[list[RequestRecord], bool]:
+    """Send everything; returns (records in request order, complete)."""
     warmup_ids = set(warmup)
     results: dict[str, RequestRecord] = {}
     in_flight: dict[str, Progress] = {}
-    wanted = {r.request_id: r.output_tokens for r in requests}
 
     async def one(spec: RequestSpec) -> None:
         p = Progress(spec, client.clock_s())
@@ -265,7 +310,7 @@ async def _drive(client: StreamClient, requests: list[RequestSpec], concurrency:
             results[request_id] = make_record(p, "aborted", "aborted: interrupted", now_s,
                                           p.spec.is_warmup or request_id in warmup_ids)
     order = {r.request_id: i for i, r in enumerate(requests)}
-    return sorted(results.values(), key=lambda r: order[r.request_id]), wanted, complete
+    return sorted(results.values(), key=lambda r: order[r.request_id]), complete
 
 
 def run_http(requests: list[RequestSpec], **kwargs: Any) -> HttpRunOutput:

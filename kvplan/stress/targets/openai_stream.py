@@ -15,6 +15,8 @@ from kvplan.spec.words import ids_to_words
 from kvplan.stress.record import RequestRecord
 from kvplan.stress.redact import redact
 from kvplan.stress.targets.http1 import Http1Pool, HttpConnectError, HttpDisconnected, HttpProtocolError, HttpTimeout
+from kvplan.stress.targets.prompt_text import ExactPrompts
+from kvplan.stress.targets.server_features import KNOWN_KINDS, ServerFeatures
 from kvplan.stress.workload import RequestSpec
 
 ApiKind = Literal["completions", "chat"]
@@ -30,6 +32,7 @@ class Progress:
     arrival_s: float
     token_times_s: list[float] = field(default_factory=list)
     usage_tokens: int | None = None
+    usage_prompt_tokens: int | None = None
     finish_reason: str | None = None
     done: bool = False
 
@@ -49,10 +52,14 @@ def http_error(code: int, reason: str, headers: dict[str, str], body: bytes) -> 
 
 
 class StreamClient:
-    """The request side of a run: body building, SSE parsing, error classification."""
+    """The request side of a run: body building, SSE parsing, error classification.
+
+    `features`: what the server accepts (server_features.py); `prompts`: text of exact token length
+    from a real tokenizer (prompt_text.py), else text prompts are the word form `t<id> ...`."""
 
     def __init__(self, pool: Http1Pool, base_path: str, api: ApiKind, model: str | None,
-                 clock_s: Callable[[], float], start_s: float, secret: str | None, tokenizer: Any) -> None:
+                 clock_s: Callable[[], float], start_s: float, secret: str | None, prompts: ExactPrompts | None = None,
+                 features: ServerFeatures = KNOWN_KINDS["vllm"]) -> None:
         self.pool = pool
         self.path = f"{base_path}/v1/chat/completions" if api == "chat" else f"{base_path}/v1/completions"
         self.api = api
@@ -60,7 +67,16 @@ class StreamClient:
         self.clock_s = clock_s
         self.start_s = start_s  # http1 stamps reads with perf_counter(); records are relative to this
         self._secrets = (secret,) if secret else ()
-        self.tokenizer = tokenizer
+        self.prompts = prompts
+        self.features = features
+        self._texts: dict[str, str] = {}
+
+    def prepare(self, requests: Iterable[RequestSpec]) -> None:
+        """Build every text prompt before the clock starts (a tokenizer takes a while per prompt)."""
+        for spec in requests:
+            if self.api == "chat" or not self.features.token_id_prompts:
+                ids = spec.prompt_token_ids
+                self._texts[spec.request_id] = self.prompts.text(ids) if self.prompts is not None else ids_to_words(ids)
 
     def __repr__(self) -> str:
         return f"StreamClient({self.path})"
@@ -70,16 +86,21 @@ class StreamClient:
         return one_line(text, self._secrets)
 
     def body(self, spec: RequestSpec) -> dict[str, Any]:
-        body: dict[str, Any] = {"max_tokens": spec.output_tokens, "temperature": 0.0, "ignore_eos": True, "stream": True,
-                                "stream_options": {"include_usage": True}}
+        body: dict[str, Any] = {"max_tokens": spec.output_tokens, "temperature": 0.0, "stream": True,
+                                "stream_options": {"include_usage": True}, **self.features.extras(spec.output_tokens)}
         if self.model is not None:
             body["model"] = self.model
+        text = self._texts.get(spec.request_id)
+        if text is None and (self.api == "chat" or not self.features.token_id_prompts):
+            ids = spec.prompt_token_ids
+            text = self.prompts.text(ids) if self.prompts is not None else ids_to_words(ids)
         if self.api == "chat":
-            ids = list(spec.prompt_token_ids)
-            text = self.tokenizer.decode(ids) if self.tokenizer is not None else ids_to_words(ids)
             body["messages"] = [{"role": "user", "content": text}]
+        elif text is not None:
+            body["prompt"] = text
         else:
-            body["prompt"] = list(spec.prompt_token_ids)
+            ids = spec.prompt_token_ids
+            body["prompt"] = self.prompts.token_ids(ids) if self.prompts is not None else list(ids)
         return body
 
     def _event(self, p: Progress, payload: bytes, t_s: float) -> None:
@@ -92,8 +113,11 @@ class StreamClient:
         if obj.get("error"):
             err = obj["error"]
             raise ServerError(err.get("message", err) if isinstance(err, dict) else err)
-        if obj.get("usage"):
-            p.usage_tokens = int(obj["usage"].get("completion_tokens", 0))
+        usage = obj.get("usage")
+        if usage:
+            p.usage_tokens = int(usage.get("completion_tokens", 0))
+            if usage.get("prompt_tokens") is not None:
+                p.usage_prompt_tokens = int(usage["prompt_tokens"])
         for choice in obj.get("choices") or ():
             piece = choice.get("delta", {}).get("content") if self.api == "chat" else choice.get("text")
             if piece:
@@ -148,8 +172,10 @@ class StreamClient:
                                                on_sent=on_sent, on_head=on_head)
             if code != 200:
                 return http_error(code, *head, b"".join(error_body))
-            if not p.done:
-                return "incomplete: the stream ended without [DONE]"
+            if not p.done and p.finish_reason is None and p.usage_tokens is None:
+                # some servers (transformers serve) never send [DONE]: a finish_reason or the usage
+                # chunk ends the stream as well; a clean close before either is a cut-off answer
+                return "incomplete: the stream ended without [DONE], a finish_reason or usage"
             return None
         except HttpTimeout as exc:
             return f"timeout: {_text(exc)}"
@@ -179,4 +205,5 @@ def make_record(p: Progress, status: str, error: str | None, finish_s: float | N
     return RequestRecord(request_id=p.spec.request_id, class_name=p.spec.class_name, arrival_s=p.arrival_s,
                          first_token_s=times[0] if times else None, token_times_s=times, finish_s=finish_s,
                          prompt_tokens=p.spec.prompt_tokens, output_tokens=tokens, status=status,  # type: ignore[arg-type]
-                         error=error, is_warmup=warmup)
+                         error=error, is_warmup=warmup, server_input_tokens=p.usage_prompt_tokens,
+                         server_output_tokens=p.usage_tokens)

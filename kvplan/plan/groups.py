@@ -1,0 +1,126 @@
+"""vLLM's KV-cache groups (vllm/v1/core/kv_cache_utils.py `get_kv_cache_groups`): layers of one
+cache type share a block table; hybrid models get their page sizes unified and are split into
+groups of `group_size` layers that share the pool's tensors. State layers (Mamba, Gated-DeltaNet)
+form groups of their own whose page is the state padded to the attention page (vLLM MambaSpec).
+Pure Python: `kvplan estimate` imports it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil
+
+from kvplan.plan.kv import Tokens, bytes_per_block, has_paged_cache, kept_tokens, state_page_bytes
+from kvplan.spec.dtypes import resolve_kv_dtype
+from kvplan.spec.model import ModelSpec
+
+HYBRID_GROUP_RATIO = 1.5  # vLLM's hybrid grouping: group_size = max layer count when max < 1.5 x min
+MAMBA_CACHE_MODES = ("none", "align")  # "all" (a state per block) is not modelled
+HYBRID_PREFIX_CACHING_SINCE = (0, 28, 0)  # PR #50991: prefix caching on for hybrids, mamba_cache_mode "align"
+
+
+@dataclass(frozen=True)
+class KvGroup:
+    """One vLLM KV-cache group type: `count` groups of this attention type share the block pool."""
+
+    kind: str  # full, sliding, chunked, mla, cross, state
+    window_tokens: int | None  # sliding window, chunk size, or encoder tokens (cross)
+    count: int  # number of groups of this type
+    layers: int  # layers of this type on the stage
+    block_size: int  # tokens per block (scaled up when page sizes are unified; state: mamba_block_size)
+    page_bytes: int  # one block of one layer
+    copies: int = 1  # state: pages per request (2 in prefix caching's "align" mode)
+
+    def blocks_per_request(self, max_model_len: Tokens, max_num_batched_tokens: int) -> Tokens:
+        """vLLM's `KVCacheSpec.max_memory_usage_bytes / page_size` for one request; `max_model_len`
+        may be a numpy array (the sweep)."""
+        if self.kind == "state":  # MambaSpec: (1 + speculative blocks), or 2 + ... in "align" mode
+            return max_model_len * 0 + self.copies
+        if self.kind == "cross":  # CrossAttentionSpec: the encoder's tokens
+            return max_model_len * 0 + -(-(self.window_tokens or 0) // self.block_size)
+        if self.kind == "chunked" and self.window_tokens:
+            # ChunkedLocalAttentionSpec: min(chunk + max_num_batched_tokens, max_model_len), no extra block
+            tokens = kept_tokens("sliding", self.window_tokens + 1, max_model_len, chunk=max_num_batched_tokens)
+            return -(-tokens // self.block_size)
+        tokens = kept_tokens(self.kind, self.window_tokens, max_model_len, chunk=max_num_batched_tokens)
+        blocks = -(-tokens // self.block_size)  # integer ceil, also elementwise
+        # the window need not start on a block boundary: vLLM reserves one block more
+        return blocks + 1 if self.kind == "sliding" and self.window_tokens else blocks
+
+
+
+# --- grouping (vllm/v1/core/kv_cache_utils.py get_kv_cache_groups) -------------------------
+@dataclass(frozen=True)
+class StateLayout:
+    """How vLLM keeps a hybrid model's state: pages per request and the state group's block size."""
+
+    copies: int = 1  # 1 ("none"); 2 in prefix caching's "align" mode
+    block_tokens: int = 0  # MambaSpec.block_size: max_model_len ("none") or the attention block size ("align")
+
+
+def mamba_cache_mode(spec: ModelSpec, mode: str | None, version: tuple[int, int, int]) -> str:
+    """vLLM's mamba_cache_mode: prefix caching is off by default for hybrid models until 0.28
+    ("none": one state page per request); 0.28 turns it on with "align" (two pages: the running
+    state and the one at the last block boundary; vLLM PR #50991). Attention-free models: "none"."""
+    if not spec.has_state:
+        return "none"
+    if mode is not None:
+        return mode
+    return "align" if spec.has_attention_cache and version >= HYBRID_PREFIX_CACHING_SINCE else "none"
+
+
+def state_copies(spec: ModelSpec, mode: str | None, version: tuple[int, int, int]) -> int:
+    """State pages one request holds per state layer (MambaSpec.max_memory_usage_bytes / page)."""
+    return 2 if mamba_cache_mode(spec, mode, version) == "align" else 1
+
+
+def _layer_pages(spec: ModelSpec, layer_indices: list[int] | range, block_size: int, kv_cache_dtype: str,
+                 tp: int) -> tuple[dict[tuple[str, int | None], list[int]], dict[tuple[str, int | None], set[int]]]:
+    """Layers and page sizes per cache type; a Falcon-H1 layer is in an attention type and the state type."""
+    kv_dtype = resolve_kv_dtype(kv_cache_dtype, spec.dtype)
+    kinds: dict[tuple[str, int | None], list[int]] = {}
+    pages: dict[tuple[str, int | None], set[int]] = {}
+    for i in layer_indices:
+        layer = spec.layers[i]
+        if has_paged_cache(layer):
+            key = (layer.kind, layer.window_tokens if layer.kind in ("sliding", "chunked", "cross") else None)
+            kinds.setdefault(key, []).append(i)
+            pages.setdefault(key, set()).add(bytes_per_block(spec, block_size, kv_cache_dtype, tp, 1, layer_indices=[i]))
+        if layer.state is not None:
+            kinds.setdefault(("state", None), []).append(i)
+            pages.setdefault(("state", None), set()).add(state_page_bytes(spec, block_size, kv_dtype, tp))
+    return kinds, pages
+
+
+def kv_groups(spec: ModelSpec, layer_indices: list[int] | range, block_size: int, kv_cache_dtype: str,
+              tp: int, state: StateLayout | None = None) -> tuple[tuple[KvGroup, ...], int, int]:
+    """(group types, group_size, block_bytes) for the layers of one stage; `block_size` is the
+    unified one (`unified_block_size`) for hybrid state models."""
+    state = state or StateLayout(block_tokens=block_size)
+    kinds, pages = _layer_pages(spec, layer_indices, block_size, kv_cache_dtype, tp)
+    if not kinds:
+        return (), 0, 0
+
+    def group(key: tuple[str, int | None], count: int, layers: int, tokens: int, page: int) -> KvGroup:
+        if key[0] == "state":
+            return KvGroup("state", None, count, layers, state.block_tokens or tokens, page, state.copies)
+        return KvGroup(key[0], key[1], count, layers, tokens, page)
+
+    if len(kinds) == 1:
+        (key, idx), = kinds.items()
+        if len(pages[key]) == 1:  # uniform: one group, every layer its own tensor
+            page = next(iter(pages[key]))
+            return (group(key, 1, len(idx), block_size, page),), len(idx), page * len(idx)
+        total = bytes_per_block(spec, block_size, kv_cache_dtype, tp, 1, layer_indices=idx)  # UniformTypeKVCacheSpecs
+        return (group(key, 1, len(idx), block_size, total),), 1, total
+    # hybrid: unify page sizes by scaling block sizes, then groups of `group_size` layers
+    page_of = {k: max(p) for k, p in pages.items()}
+    max_page = max(page_of.values())
+    counts = [len(v) for v in kinds.values()]
+    group_size = min(counts)
+    if max(counts) < group_size * HYBRID_GROUP_RATIO:
+        group_size = max(counts)
+    groups = []
+    for key, idx in kinds.items():
+        ratio = max_page // page_of[key] if max_page % page_of[key] == 0 else 1
+        groups.append(group(key, ceil(len(idx) / group_size), len(idx), block_size * ratio, max_page))
+    return tuple(groups), group_size, max_page * group_size

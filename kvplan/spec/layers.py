@@ -1,0 +1,207 @@
+"""`LayerAttention` and the layer-layout rules: what each decoder layer caches, read from the
+layout keys of a config.json, as vLLM builds each layer's `KVCacheSpec`.
+
+Kinds (per-token cache):
+    full      every token (FullAttentionSpec)
+    sliding   the last `window_tokens` tokens (SlidingWindowSpec)
+    chunked   the current `window_tokens`-token chunk (ChunkedLocalAttentionSpec, Llama-4)
+    mla       one latent per token (MLAAttentionSpec)
+    cross     `window_tokens` encoder tokens per request, whatever the text length (CrossAttentionSpec)
+    shared    reads another layer's cache and holds none (Gemma-3n `num_kv_shared_layers`)
+    none      no attention cache (a Mamba / linear-attention mixer, or an MLP-only layer)
+A layer may also hold a fixed per-request `state` (MambaSpec): on its own (kind none) or beside its
+attention (Falcon-H1, whose layers run attention and Mamba2 in parallel).
+
+Layout keys read: `layer_types` (gpt-oss, Gemma 2/3/3n, Qwen3-Next/3.5 `linear_attention`,
+Granite-4.0-H/Bamba `mamba`), `attn_layer_indices` (Bamba), `hybrid_override_pattern` (Nemotron-H: M mamba, * attention,
+- MLP, E MoE), `attn_layer_period`/`attn_layer_offset` (Jamba), `attention_chunk_size` with
+`no_rope_layers` (Llama-4: the NoPE layers, every 4th by default, are full), `cross_attention_layers`
+(Llama-3.2-Vision), `num_kv_shared_layers` (Gemma-3n) and the sliding-window conventions of
+Mistral, Qwen2, Gemma 2/3 and Cohere2.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from kvplan.errors import ConfigError
+from kvplan.spec.state import RecurrentState, gated_delta_net_state, mamba1_state, mamba2_state
+
+AttentionKind = Literal["full", "sliding", "chunked", "mla", "cross", "shared", "none"]
+PER_TOKEN_KINDS = frozenset({"full", "sliding", "chunked", "mla"})  # cache grows with the request
+ATTENTION_KINDS = PER_TOKEN_KINDS | {"cross", "shared"}  # layers with attention weights
+MAMBA1_TYPES = {"mamba", "falcon_mamba"}  # attention-free Mamba v1 checkpoints
+MAMBA2_TYPES = {"mamba2"}  # attention-free Mamba2 checkpoints
+ATTENTION_FREE_TYPES = MAMBA1_TYPES | MAMBA2_TYPES
+
+# Families whose configs carry a `sliding_window` that applies to every layer when set.
+_QWEN_TYPES = {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl", "qwen2_5_vl"}
+_LAYER_TYPE_WORDS = {
+    "full_attention": "full", "attention": "full", "global": "full", "global_attention": "full",
+    "sliding_attention": "sliding", "local_attention": "sliding", "sliding": "sliding",
+    "chunked_attention": "chunked", "linear_attention": "linear", "mamba": "linear",
+}
+
+
+@dataclass(frozen=True)
+class LayerAttention:
+    """What one decoder layer caches (before tensor parallelism)."""
+
+    kind: AttentionKind
+    num_kv_heads: int  # heads whose K and V are cached; MLA: 1 (one latent vector); none/shared: 0
+    head_dim_k: int  # elements per K vector; MLA: kv_lora_rank + qk_rope_head_dim
+    head_dim_v: int  # elements per V vector; MLA: 0 (V is not cached separately)
+    window_tokens: int | None = None  # sliding: window; chunked: chunk; cross: encoder tokens per request
+    state: RecurrentState | None = None  # fixed bytes per request (Mamba / Gated-DeltaNet mixer)
+
+    @property
+    def label(self) -> str:
+        """The layer's kind as reports count it: the state's kind for a pure mixer layer."""
+        if self.state is None:
+            return "mlp" if self.kind == "none" else self.kind  # Nemotron-H MLP / MoE blocks
+        return self.state.kind if self.kind == "none" else f"{self.kind}+{self.state.kind}"
+
+
+def _window(cfg: dict[str, Any]) -> int | None:
+    window = cfg.get("sliding_window")
+    return int(window) if isinstance(window, (int, float)) and not isinstance(window, bool) and window > 0 else None
+
+
+def layer_windows(cfg: dict[str, Any], n_layers: int, max_pos: int) -> list[int | None]:
+    """Per layer: the sliding window in tokens, or None for full attention (no `layer_types`)."""
+    window, model_type = _window(cfg), str(cfg.get("model_type", ""))
+    if window is None or (max_pos and window >= max_pos):
+        return [None] * n_layers  # a window as long as the context is full attention (Phi-4)
+    if model_type in _QWEN_TYPES:
+        if not cfg.get("use_sliding_window", False):
+            return [None] * n_layers
+        first = int(cfg.get("max_window_layers", 0))
+        return [window if i >= first else None for i in range(n_layers)]
+    if model_type == "gemma2":
+        return [window if i % 2 == 0 else None for i in range(n_layers)]
+    if model_type in ("gemma3_text", "gemma3", "cohere2"):
+        pattern = int(cfg.get("sliding_window_pattern") or (6 if model_type != "cohere2" else 4))
+        return [None if (i + 1) % pattern == 0 else window for i in range(n_layers)]
+    return [window] * n_layers  # Mistral v0.1, Phi-3, Starcoder2: every layer
+
+
+# --- layer types, one word per layer -----------------------------------------------------------
+def _from_layer_types(cfg: dict[str, Any], n_layers: int, where: str) -> list[str]:
+    types = cfg["layer_types"]
+    if len(types) != n_layers:
+        raise ConfigError(f"{where}: layer_types has {len(types)} entries but num_hidden_layers is {n_layers}")
+    # a linear / mamba layer is Gated-DeltaNet in Qwen3-Next / Qwen3.5, Mamba2 in Granite-4.0-H / Bamba
+    linear = "gdn" if cfg.get("linear_num_value_heads") is not None else "mamba2"
+    words = []
+    for t in types:
+        word = _LAYER_TYPE_WORDS.get(str(t))
+        if word is None:
+            raise ConfigError(f"{where}: unsupported layer type {t!r} in layer_types; "
+                              f"known: {', '.join(sorted(_LAYER_TYPE_WORDS))}")
+        words.append(linear if word == "linear" else word)
+    return words
+
+
+def _from_pattern(cfg: dict[str, Any], n_layers: int, where: str) -> list[str]:
+    """Nemotron-H `hybrid_override_pattern`: one character per layer."""
+    pattern = str(cfg["hybrid_override_pattern"])
+    mapping = {"M": "mamba2", "*": "full", "-": "mlp", "E": "mlp"}
+    if len(pattern) != n_layers or set(pattern) - set(mapping):
+        raise ConfigError(f"{where}: hybrid_override_pattern {pattern!r} must have {n_layers} characters "
+                          "out of M (mamba), * (attention), - (MLP), E (MoE)")
+    return [mapping[c] for c in pattern]
+
+
+def _from_period(cfg: dict[str, Any], n_layers: int, where: str) -> list[str]:
+    """Jamba: attention where `i % attn_layer_period == attn_layer_offset`, Mamba v1 elsewhere."""
+    period, offset = cfg.get("attn_layer_period"), cfg.get("attn_layer_offset", 0)
+    if not isinstance(period, int) or period <= 0 or not isinstance(offset, int) or not 0 <= offset < period:
+        raise ConfigError(f"{where}: attn_layer_period={period!r} / attn_layer_offset={offset!r} must be "
+                          "integers with 0 <= offset < period")
+    return ["full" if i % period == offset else "mamba1" for i in range(n_layers)]
+
+
+def _llama4_chunked(cfg: dict[str, Any], n_layers: int) -> list[str]:
+    """Llama-4: RoPE layers attend within `attention_chunk_size` chunks; NoPE layers
+    (`no_rope_layers[i] == 0`, by default every 4th) attend to everything (vLLM llama4.py)."""
+    no_rope = cfg.get("no_rope_layers")
+    if not isinstance(no_rope, list) or len(no_rope) != n_layers:
+        interval = int(cfg.get("no_rope_layer_interval") or 4)
+        no_rope = [int((i + 1) % interval != 0) for i in range(n_layers)]
+    return ["chunked" if uses_rope else "full" for uses_rope in no_rope]
+
+
+def layer_words(cfg: dict[str, Any], n_layers: int, max_pos: int, where: str) -> list[str]:
+    """One word per layer: full, sliding, chunked, cross, mlp, mamba1, mamba2, gdn or full+mamba2."""
+    model_type = str(cfg.get("model_type", ""))
+    if model_type in ATTENTION_FREE_TYPES:
+        return ["mamba1" if model_type in MAMBA1_TYPES else "mamba2"] * n_layers
+    if model_type == "falcon_h1":
+        return ["full+mamba2"] * n_layers  # attention and Mamba2 side by side in every layer
+    if model_type == "bamba" and not cfg.get("layer_types"):
+        attn = set(cfg.get("attn_layer_indices") or [])  # Bamba: attention at attn_layer_indices, Mamba2 elsewhere
+        return ["full" if i in attn else "mamba2" for i in range(n_layers)]
+    if cfg.get("hybrid_override_pattern"):
+        return _from_pattern(cfg, n_layers, where)
+    if cfg.get("attn_layer_period") is not None:
+        return _from_period(cfg, n_layers, where)
+    if isinstance(cfg.get("layer_types"), list) and cfg["layer_types"]:
+        return _from_layer_types(cfg, n_layers, where)
+    if cfg.get("linear_num_value_heads") is not None:
+        # Qwen3-Next / Qwen3.5 without layer_types: transformers' default, every
+        # `full_attention_interval`-th layer full, Gated-DeltaNet linear attention elsewhere
+        interval = int(cfg.get("full_attention_interval") or 4)
+        return ["full" if (i + 1) % interval == 0 else "gdn" for i in range(n_layers)]
+    if cfg.get("attention_chunk_size") and model_type.startswith("llama4"):
+        return _llama4_chunked(cfg, n_layers)
+    cross = cfg.get("cross_attention_layers")
+    if isinstance(cross, list) and cross:
+        return ["cross" if i in set(cross) else "full" for i in range(n_layers)]
+    return ["sliding" if w else "full" for w in layer_windows(cfg, n_layers, max_pos)]
+
+
+def _encoder_tokens(outer: dict[str, Any], where: str) -> int:
+    """Encoder tokens one request's cross-attention layers cache (Mllama: tiles x (patches + CLS))."""
+    vision = outer.get("vision_config") or {}
+    try:
+        patches = (int(vision["image_size"]) // int(vision["patch_size"])) ** 2 + 1
+        return int(vision.get("max_num_tiles") or 4) * patches
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        raise ConfigError(f"{where}: cross_attention_layers need vision_config image_size and patch_size") from None
+
+
+def _state_for(word: str, cfg: dict[str, Any], where: str) -> RecurrentState | None:
+    if word.endswith("mamba2"):
+        return mamba2_state(cfg, where)
+    if word == "mamba1":
+        return mamba1_state(cfg, where)
+    if word == "gdn":
+        if cfg.get("linear_num_value_heads") is None:
+            raise ConfigError(f"{where}: linear_attention layers without linear_num_value_heads "
+                              "(only Gated-DeltaNet linear attention is modelled)")
+        return gated_delta_net_state(cfg, where)
+    return None
+
+
+def build_layers(cfg: dict[str, Any], outer: dict[str, Any], n_layers: int, kv_heads: int, head_dim: int,
+                 max_pos: int, where: str) -> tuple[LayerAttention, ...]:
+    """Every decoder layer's cache, in order (MLA handled by the caller)."""
+    words = layer_words(cfg, n_layers, max_pos, where)
+    states = {w: _state_for(w, cfg, where) for w in set(words)}  # one shape per family
+    window, chunk = _window(cfg), cfg.get("attention_chunk_size")
+    layers = []
+    for word in words:
+        kind = word.split("+")[0]
+        if (kind == "sliding" and not window) or (kind == "chunked" and not chunk):
+            kind = "full"  # a layer type without its window attends to everything
+        if kind in ("mamba1", "mamba2", "gdn", "mlp"):
+            layers.append(LayerAttention("none", 0, 0, 0, state=states[word]))
+            continue
+        span = {"sliding": window, "chunked": int(chunk) if chunk else None,
+                "cross": _encoder_tokens(outer, where) if kind == "cross" else None}.get(kind)
+        layers.append(LayerAttention(kind, kv_heads, head_dim, head_dim, span, states[word]))  # type: ignore[arg-type]
+    shared = cfg.get("num_kv_shared_layers") or 0
+    if isinstance(shared, int) and 0 < shared < n_layers:
+        # Gemma-3n: the last `num_kv_shared_layers` layers reuse an earlier layer's K/V (vLLM gemma3n.py)
+        layers[n_layers - shared:] = [LayerAttention("shared", 0, 0, 0) for _ in range(shared)]
+    return tuple(layers)

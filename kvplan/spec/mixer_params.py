@@ -1,0 +1,87 @@
+"""Parameters of the layers that are not attention: Mamba / Mamba2 / Gated-DeltaNet mixers, and
+which layers of a hybrid carry a dense MLP, a mixture of experts, or no MLP at all.
+
+Shapes follow the Hugging Face modules (and vLLM's, which load the same checkpoints):
+    mamba2  in_proj h x (2I + 2GN + H), conv1d (I + 2GN) x k (+ bias), dt_bias/A_log/D H each,
+            gated norm I, out_proj I x h
+    gdn     in_proj_qkvz h x (2 nk dk + 2 nv dv), in_proj_ba h x 2nv, conv1d (2 nk dk + nv dv) x k,
+            dt_bias/A_log nv each, norm dv, out_proj nv dv x h
+    mamba1  in_proj h x 2I, conv1d I x k (+ bias), x_proj I x (R + 2N), dt_proj R x I + I,
+            A_log I x N, D I, out_proj I x h (Jamba adds dt/B/C layer norms R + 2N)
+"""
+from __future__ import annotations
+
+from math import ceil
+from typing import Any
+
+from kvplan.spec.state import RecurrentState
+
+
+def _flag(cfg: dict[str, Any], *keys: str, default: bool = False) -> bool:
+    for key in keys:
+        if cfg.get(key) is not None:
+            return bool(cfg[key])
+    return default
+
+
+def _dt_rank(cfg: dict[str, Any], hidden: int) -> int:
+    rank = cfg.get("mamba_dt_rank") or cfg.get("time_step_rank") or "auto"
+    return ceil(hidden / 16) if rank == "auto" else int(rank)
+
+
+def state_mixer_params(cfg: dict[str, Any], state: RecurrentState, hidden: int) -> int:
+    """Weights of one layer's state mixer (its conv and recurrent parameters included)."""
+    proj_bias = _flag(cfg, "mamba_proj_bias", "use_bias")
+    conv_bias = _flag(cfg, "mamba_conv_bias", "use_conv_bias", default=True)
+    if state.kind == "gdn":
+        nv, dv, dk = state.heads, state.head_dim, state.state_size
+        nk_dk = (state.conv_channels - nv * dv) // 2
+        in_proj = hidden * (2 * nk_dk + 2 * nv * dv) + hidden * 2 * nv
+        return in_proj + state.conv_channels * state.conv_kernel + 2 * nv + dv + nv * dv * hidden
+    if state.kind == "mamba2":
+        inner, heads, conv_dim = state.conv_channels, state.heads, state.conv_elements_total(1)
+        in_out = hidden * (inner + conv_dim + heads) + inner * hidden
+        conv = conv_dim * state.conv_kernel + (conv_dim if conv_bias else 0)
+        return in_out + conv + 3 * heads + inner + ((inner + conv_dim + heads + hidden) if proj_bias else 0)
+    if state.kind == "mamba1":
+        inner, n, rank = state.conv_channels, state.state_size, _dt_rank(cfg, hidden)
+        params = hidden * 2 * inner + inner * hidden + inner * (rank + 2 * n) + rank * inner + inner
+        params += inner * state.conv_kernel + (inner if conv_bias else 0) + inner * n + inner
+        if proj_bias:
+            params += 2 * inner + hidden
+        if str(cfg.get("model_type", "")) == "jamba":
+            params += rank + 2 * n  # dt, B and C layer norms
+        return params
+    # linear attention / short conv: projections only (not yet seen in a bundled profile)
+    return 4 * hidden * state.heads * state.head_dim + state.conv_elements_total(1) * state.conv_kernel
+
+
+def norms_per_layer(model_type: str, has_mlp: bool) -> int:
+    """RMS/LayerNorms per decoder layer of the hybrid and attention-free families (one before
+    the mixer, one before the MLP when there is one)."""
+    if model_type in ("nemotron_h", "mamba", "falcon_mamba", "mamba2"):
+        return 1  # one block = one mixer (Nemotron-H MLP/MoE layers are their own blocks)
+    return 2 if has_mlp else 1
+
+
+def mlp_plan(cfg: dict[str, Any], n_layers: int) -> list[str] | None:
+    """Per layer "dense", "moe" or "none" for the families whose layout is not the MoE step rule;
+    None: the caller's default (every layer MoE or dense by `decoder_sparse_step` / `mlp_only_layers`)."""
+    model_type = str(cfg.get("model_type", ""))
+    if model_type in ("mamba", "falcon_mamba", "mamba2"):
+        return ["none"] * n_layers
+    if model_type == "nemotron_h":
+        pattern = str(cfg.get("hybrid_override_pattern") or "")
+        return [{"-": "dense", "E": "moe"}.get(c, "none") for c in pattern]
+    if model_type == "jamba":
+        period, offset = int(cfg.get("expert_layer_period") or 1), int(cfg.get("expert_layer_offset") or 0)
+        return ["moe" if i % period == offset else "dense" for i in range(n_layers)]
+    if model_type.startswith("llama4"):
+        step = int(cfg.get("interleave_moe_layer_step") or 1)
+        return ["moe" if (i + 1) % step == 0 else "dense" for i in range(n_layers)]
+    return None
+
+
+def gated_mlp(model_type: str) -> bool:
+    """Nemotron-H's MLPs and experts are up/down with relu^2 (no gate projection)."""
+    return model_type != "nemotron_h"

@@ -1,0 +1,143 @@
+"""`RecurrentState`: the fixed-size cache of a Mamba / Gated-DeltaNet / linear-attention layer.
+
+A state layer caches no tokens: each running request holds one conv state and (except short
+conv) one SSM / recurrent state per layer, whatever its length. The shapes follow vLLM's
+`MambaStateShapeCalculator` (vllm/model_executor/layers/mamba/mamba_utils.py) and the dtypes its
+`MambaStateDtypeCalculator`: the conv state in the model dtype (`--mamba-cache-dtype auto`), the
+SSM state in the model dtype too unless the checkpoint names one (Qwen3.5 `mamba_ssm_dtype`,
+Nemotron-H `mamba_ssm_cache_dtype`, whose vLLM default is float16).
+
+Shapes per TP rank (SD layout; the element count is the same in DS):
+    mamba1      conv (k-1, I/tp)                        ssm (I/tp, N)
+    mamba2      conv (k-1, (I + 2 G' N)/tp)             ssm (H/tp, P, N)   G' = G extended to a multiple of tp
+    gdn         conv (k-1, (2 nk dk + nv dv)/tp)        ssm (nv/tp, dv, dk)
+    linear      -                                       ssm (H/tp, d, d)
+    short_conv  conv (k-1, I/tp)                        -
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from kvplan.errors import ConfigError
+from kvplan.spec.dtypes import MODEL_DTYPE_BYTES, normalize_model_dtype
+
+StateKind = Literal["mamba1", "mamba2", "gdn", "linear", "short_conv"]
+
+
+@dataclass(frozen=True)
+class RecurrentState:
+    """One layer's recurrent state, before tensor parallelism (see the module doc for shapes)."""
+
+    kind: StateKind
+    conv_channels: int  # mamba1/short_conv: I; mamba2: I (groups added per rank); gdn: 2 nk dk + nv dv; linear: 0
+    conv_kernel: int  # k (the conv state keeps k - 1 steps)
+    heads: int  # mamba2: H; gdn: nv; linear: H; mamba1: I (one "head" per channel)
+    head_dim: int  # mamba2: P; gdn: dv; linear: d; mamba1: 1
+    state_size: int  # mamba1/mamba2: N; gdn: dk; linear: d
+    groups: int = 0  # mamba2: G (B and C groups)
+    ssm_dtype: str | None = None  # None: the model dtype
+
+    def _groups_per_tp(self, tp: int) -> int:
+        """vLLM's `extra_groups_for_head_shards`: groups replicated so every head shard has its group."""
+        return self.groups if self.groups % tp == 0 else tp
+
+    def split_error(self, tp: int) -> str | None:
+        """Why this state cannot be split over `tp` ranks (vLLM's `divide` asserts), or None."""
+        channels = self.conv_elements_total(tp)
+        if self.heads % tp or channels % tp:
+            return f"{self.kind} state: {self.heads} heads and {channels} conv channels must divide by --tp {tp}"
+        return None
+
+    def conv_elements_total(self, tp: int) -> int:
+        """Conv channels of all ranks (mamba2 counts the groups replicated for `tp`)."""
+        if self.kind == "mamba2":
+            return self.conv_channels + 2 * self._groups_per_tp(tp) * self.state_size
+        return self.conv_channels
+
+    def conv_elements(self, tp: int = 1) -> int:
+        if self.kind == "linear":
+            return 0
+        return self.conv_elements_total(tp) // tp * (self.conv_kernel - 1)
+
+    def ssm_elements(self, tp: int = 1) -> int:
+        if self.kind == "short_conv":
+            return 0
+        return self.heads // tp * self.head_dim * self.state_size
+
+    def bytes_per_request(self, model_dtype: str, tp: int = 1) -> int:
+        """vLLM's `MambaSpec.page_size_bytes` before padding: conv and SSM state of one request, one rank."""
+        conv_bytes = MODEL_DTYPE_BYTES[normalize_model_dtype(model_dtype)]
+        ssm_bytes = MODEL_DTYPE_BYTES[normalize_model_dtype(self.ssm_dtype)] if self.ssm_dtype else conv_bytes
+        return self.conv_elements(tp) * conv_bytes + self.ssm_elements(tp) * ssm_bytes
+
+
+# --- from a config ----------------------------------------------------------------------------------
+def _int(cfg: dict[str, Any], where: str, *keys: str, default: int | None = None) -> int:
+    """The first of `keys` the config sets, as a positive integer."""
+    for key in keys:
+        value = cfg.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value <= 0:
+            raise ConfigError(f"{where}: field {key!r} must be a positive integer, got {value!r}")
+        return int(value)
+    if default is None:
+        raise ConfigError(f"{where}: missing required field {keys[0]!r} for the model's state layers")
+    return default
+
+
+def _ssm_dtype(cfg: dict[str, Any], model_type: str, where: str) -> str | None:
+    """The SSM-state dtype the checkpoint asks vLLM for (None: the model dtype)."""
+    raw = cfg.get("mamba_ssm_dtype") or cfg.get("mamba_ssm_cache_dtype")
+    if raw is None and model_type == "nemotron_h":
+        raw = "float16"  # vLLM's NemotronHForCausalLMConfig default when the config has none
+    if raw is None or str(raw) == "auto":
+        return None
+    try:
+        return normalize_model_dtype(str(raw))
+    except Exception:  # noqa: BLE001 - a config value, reported as one line
+        raise ConfigError(f"{where}: unknown mamba SSM dtype {raw!r}") from None
+
+
+def gated_delta_net_state(cfg: dict[str, Any], where: str) -> RecurrentState:
+    """Qwen3-Next / Qwen3.5 `linear_attention` layers (vLLM qwen3_next.py / qwen3_5.py)."""
+    nk = _int(cfg, where, "linear_num_key_heads")
+    nv = _int(cfg, where, "linear_num_value_heads")
+    dk = _int(cfg, where, "linear_key_head_dim")
+    dv = _int(cfg, where, "linear_value_head_dim")
+    k = _int(cfg, where, "linear_conv_kernel_dim", default=4)
+    return RecurrentState("gdn", 2 * nk * dk + nv * dv, k, nv, dv, dk,
+                          ssm_dtype=_ssm_dtype(cfg, str(cfg.get("model_type", "")), where))
+
+
+def mamba2_state(cfg: dict[str, Any], where: str) -> RecurrentState:
+    """Mamba2 mixers: Granite-4.0-H / Bamba / Falcon-H1 (`mamba_*` keys), Nemotron-H and pure
+    Mamba2 (`mamba_num_heads`/`num_heads`, `n_groups`, `ssm_state_size`/`state_size`, `conv_kernel`)."""
+    model_type = str(cfg.get("model_type", ""))
+    hidden = _int(cfg, where, "hidden_size", "d_model")
+    heads = _int(cfg, where, "mamba_n_heads", "mamba_num_heads", "num_heads")
+    head_dim = _int(cfg, where, "mamba_d_head", "mamba_head_dim", "head_dim")
+    if model_type == "nemotron_h":
+        inner = heads * head_dim  # vLLM nemotron_h.py: intermediate = mamba_num_heads x mamba_head_dim
+    else:
+        expand = cfg.get("mamba_expand") or cfg.get("expand") or 2
+        inner = _int(cfg, where, "mamba_d_ssm", default=int(expand * hidden))  # Falcon-H1 may set d_ssm
+    return RecurrentState(
+        "mamba2", inner, _int(cfg, where, "mamba_d_conv", "conv_kernel", default=4), heads, head_dim,
+        _int(cfg, where, "mamba_d_state", "ssm_state_size", "state_size", default=128),
+        groups=_int(cfg, where, "mamba_n_groups", "n_groups", default=1), ssm_dtype=_ssm_dtype(cfg, model_type, where))
+
+
+def mamba1_state(cfg: dict[str, Any], where: str) -> RecurrentState:
+    """Mamba v1 mixers: Jamba (`mamba_expand` x hidden, `mamba_d_state`, `mamba_d_conv`) and
+    Mamba / Falcon-Mamba (`intermediate_size`, `state_size`, `conv_kernel`)."""
+    if str(cfg.get("model_type", "")) == "jamba":
+        hidden = _int(cfg, where, "hidden_size")
+        inner = int(float(cfg.get("mamba_expand") or 2) * hidden)
+        n, k = _int(cfg, where, "mamba_d_state", default=16), _int(cfg, where, "mamba_d_conv", default=4)
+    else:
+        hidden = _int(cfg, where, "hidden_size", "d_model")
+        inner = _int(cfg, where, "intermediate_size", default=int(float(cfg.get("expand") or 2) * hidden))
+        n, k = _int(cfg, where, "state_size", "d_state", default=16), _int(cfg, where, "conv_kernel", "d_conv", default=4)
+    return RecurrentState("mamba1", inner, k, inner, 1, n, ssm_dtype=_ssm_dtype(cfg, "", where))

@@ -1,0 +1,54 @@
+"""The CI gate tells a slower engine from a slower machine: ci-smoke with every engine step made
+2x as costly fails it against the committed baseline, and the same engine beside one CPU hog per
+core (it waits for a CPU a large share of its time) passes it. Both runs are real `kvplan stress`
+runs in a subprocess; nothing is mocked but the regression itself (tests/stress/slowed_stress.py)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvplan.engine.threads import usable_cores
+from kvplan.report.gate import run_gate
+from kvplan.stress.result import RunResult, load_result
+
+ROOT = Path(__file__).resolve().parents[2]
+BASELINE = ROOT / "reports" / "baselines" / "ci-smoke.json"
+SLOWED = Path(__file__).resolve().parent / "slowed_stress.py"
+NORMALIZED = {"median_itl_ref", "mean_tpot_ref", "output_tokens_per_ref"}  # ci-smoke gates these at +25% / -20%
+
+pytestmark = pytest.mark.slow
+
+
+def _stress(out: Path, *, factor: float = 1.0, hogs: int = 0) -> RunResult:
+    """ci-smoke on the bundled engine, each step `factor` times as costly, beside `hogs` busy loops."""
+    busy = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(hogs)]
+    try:
+        done = subprocess.run([sys.executable, str(SLOWED), str(factor), "stress", "--scenario", "ci-smoke",
+                               "--out", str(out), "--no-progress"], capture_output=True, text=True, timeout=900)
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+    assert done.returncode == 0, done.stderr[-2000:]
+    return load_result(out / "result.json")
+
+
+def test_an_engine_twice_as_slow_per_step_fails_the_ci_gate(tmp_path: Path) -> None:
+    slow = _stress(tmp_path / "slow", factor=2.0)
+    verdict = run_gate(load_result(BASELINE), slow)
+    assert not verdict.passed
+    failed = {c.metric: c for c in verdict.failures}
+    assert NORMALIZED <= set(failed), verdict.failures  # each normalized figure catches it on its own
+    assert all(failed[m].kind == "normalized" for m in NORMALIZED)
+    assert all(c.passed for c in verdict.checks if c.kind == "exact")  # the schedule did not change, only time
+
+
+def test_the_same_engine_beside_a_cpu_hog_per_core_passes_the_ci_gate(tmp_path: Path) -> None:
+    hogged = _stress(tmp_path / "hogged", hogs=usable_cores())
+    assert hogged.metrics["cpu_wait_share"] > 0.2  # the load was real: a neighbour held the engine's core
+    verdict = run_gate(load_result(BASELINE), hogged)
+    assert verdict.passed, [(c.metric, c.current, c.baseline, c.note) for c in verdict.failures]
+    assert {c.metric for c in verdict.checks if c.kind == "normalized"} >= NORMALIZED
