@@ -22,6 +22,7 @@ from math import ceil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
@@ -43,6 +44,18 @@ from kvplan.spec.profiles import load_model, model_config, model_index, model_pr
 
 def _model_dtype(config: EngineConfig) -> torch.dtype:
     return getattr(torch, config.compute_dtype())
+
+
+def _token_ids(values: Any) -> list[int]:
+    """Integers only (numpy's too): `int()` would turn 5.7, True or "7" into a token silently."""
+    if isinstance(values, (str, bytes)):
+        raise KvplanError(f"prompt token ids must be a list of integers, got {type(values).__name__}")
+    out = []
+    for t in values:
+        if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)):
+            raise KvplanError(f"prompt token ids must be integers, got {t!r} ({type(t).__name__})")
+        out.append(int(t))
+    return out
 
 
 class LLMEngine:
@@ -158,7 +171,7 @@ class LLMEngine:
     def add_request(self, prompt_token_ids: list[int], sampling_params: SamplingParams | None = None, *,
                     request_id: str | None = None, arrival_time_s: float | None = None) -> str:
         """Queue a request; returns its id. `arrival_time_s` defaults to now (perf_counter)."""
-        prompt = [int(t) for t in prompt_token_ids]
+        prompt = _token_ids(prompt_token_ids)
         if not prompt:
             raise KvplanError("a request needs at least one prompt token")
         if len(prompt) >= self.max_model_len:

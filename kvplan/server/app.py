@@ -51,8 +51,8 @@ def _error(status: int, message: str) -> JSONResponse:
 
 
 def _sampling_params(gen: GenerationRequest) -> SamplingParams:
-    return SamplingParams(max_tokens=gen.max_tokens, temperature=gen.temperature, top_p=gen.top_p,
-                          ignore_eos=gen.ignore_eos, seed=gen.seed, stop_token_ids=gen.stop_token_ids)
+    return SamplingParams(max_tokens=gen.max_tokens, temperature=gen.temperature, top_p=gen.top_p, top_k=gen.top_k,
+                          min_p=gen.min_p, ignore_eos=gen.ignore_eos, seed=gen.seed, stop_token_ids=gen.stop_token_ids)
 
 
 def _drain(first: TokenEvent | ErrorEvent, events) -> list[TokenEvent | ErrorEvent]:
