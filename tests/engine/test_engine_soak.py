@@ -119,6 +119,7 @@ def pressured_run(model: torch.nn.Module, requests: list[tuple[list[int], int]],
 
 
 @pytest.mark.slow
+@pytest.mark.soak
 def test_engine_soak() -> None:
     model = tiny_model()
     requests = workload(NUM_REQUESTS)

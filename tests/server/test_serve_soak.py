@@ -147,6 +147,7 @@ def wait_idle(url: str, timeout_s: float = 30.0) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.soak
 def test_serve_soak(soak_server: ServeProcess) -> None:
     url = soak_server.url
     proc = psutil.Process(soak_server.proc.pid)
