@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import reprlib
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -154,7 +155,7 @@ def _number(body: dict[str, Any], key: str, default: float, lo: float, hi: float
     in_range = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
         and (lo < value if lo_open else lo <= value) and value <= hi
     if not in_range:
-        raise ProtocolError(400, f"{key} must be a number in {'(' if lo_open else '['}{lo:g}, {hi:g}], got {value!r}", key)
+        raise ProtocolError(400, f"{key} must be a number in {'(' if lo_open else '['}{lo:g}, {hi:g}], got {reprlib.repr(value)}", key)
     return float(value)
 
 
@@ -164,7 +165,7 @@ def _flag(body: dict[str, Any], key: str) -> bool:
     if value is None:
         return False
     if not isinstance(value, bool):
-        raise ProtocolError(400, f"{key} must be true or false, got {value!r}", key)
+        raise ProtocolError(400, f"{key} must be true or false, got {reprlib.repr(value)}", key)
     return value
 
 
@@ -175,7 +176,7 @@ def _top_k(body: dict[str, Any], vocab_size: int) -> int:
         return 0
     if isinstance(value, bool) or not isinstance(value, int) or value < -1 or value > vocab_size:
         raise ProtocolError(400, f"top_k must be 0 (disable), -1 (disable) or an integer in [1, {vocab_size}] "
-                                 f"(the vocabulary size), got {value!r}", "top_k")
+                                 f"(the vocabulary size), got {reprlib.repr(value)}", "top_k")
     return max(value, 0)
 
 
@@ -237,20 +238,20 @@ def parse_request(body: Any, api: Api, *, served_model_name: str, tokenizer: Tex
     if max_tokens is None:
         max_tokens = DEFAULT_MAX_TOKENS if api == "completions" else max_model_len - len(ids)
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
-        raise ProtocolError(400, f"{key} must be a positive integer, got {max_tokens!r}", key)
+        raise ProtocolError(400, f"{key} must be a positive integer, got {reprlib.repr(max_tokens)}", key)
     if len(ids) + max_tokens > max_model_len:  # vLLM's message
         raise ProtocolError(400, f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's maximum "
                                  f"context length is {max_model_len} tokens and your request has {len(ids)} input tokens "
                                  f"({max_tokens} > {max_model_len} - {len(ids)}).", key)
     seed = body.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise ProtocolError(400, f"seed must be an integer, got {seed!r}", "seed")
+        raise ProtocolError(400, f"seed must be an integer, got {reprlib.repr(seed)}", "seed")
     stop_ids = body.get("stop_token_ids") or []
     if not isinstance(stop_ids, list):
         raise ProtocolError(400, "stop_token_ids must be a list of integers", "stop_token_ids")
     options = body.get("stream_options")
     if options is not None and not isinstance(options, dict):
-        raise ProtocolError(400, f"stream_options must be an object, got {options!r}", "stream_options")
+        raise ProtocolError(400, f"stream_options must be an object, got {reprlib.repr(options)}", "stream_options")
     return GenerationRequest(
         api=api, prompt_token_ids=ids, max_tokens=max_tokens,
         temperature=_number(body, "temperature", 1.0, 0.0, 2.0), top_p=_number(body, "top_p", 1.0, 0.0, 1.0, lo_open=True),

@@ -150,3 +150,10 @@ def test_string_stream_flag_is_a_json_400(server: ThreadServer) -> None:
     assert r.status_code == 400
     assert r.json()["error"]["param"] == "stream"
     assert httpx.get(f"{server.url}/health", timeout=10).status_code == 200
+
+
+def test_a_huge_bad_value_is_not_echoed_whole() -> None:
+    """The error names the field and shows the start of the value: one readable line, not 1 MB."""
+    with pytest.raises(ProtocolError) as err:
+        _parse({"temperature": "x" * 2**20})
+    assert err.value.param == "temperature" and len(str(err.value)) < 200
