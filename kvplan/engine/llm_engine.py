@@ -8,6 +8,8 @@ For a live workload (the stress harness): `add_request(...)` whenever a request 
 `has_unfinished_requests()`; each step returns a `RequestOutput` per request that got a token
 (with its sample time; the finishing one carries every token and timestamp) and leaves an
 `EngineStats` in `engine.stats`. `abort(request_id)` drops a request and frees its blocks at once.
+A request whose step fails (the model or sampler raised for it) finishes with reason "error" and
+its `error`; the others go on (kvplan.engine.isolation).
 One thread drives an engine: calls are not synchronized.
 """
 from __future__ import annotations
@@ -15,15 +17,18 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from math import ceil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from kvplan.engine.block_manager import BlockManager
 from kvplan.engine.config import CPU_DEFAULT_KV_CACHE_MEMORY_BYTES, EngineConfig
+from kvplan.engine.isolation import EngineDeadError, describe, run_isolated, swap_blocks
 from kvplan.engine.kv_cache import KVCache, kv_dtype_name
 from kvplan.engine.model_runner import REFUSED_CONFIG, ModelRunner, random_model, refused_config
 from kvplan.engine.outputs import EngineStats, RequestOutput
@@ -39,6 +44,18 @@ from kvplan.spec.profiles import load_model, model_config, model_index, model_pr
 
 def _model_dtype(config: EngineConfig) -> torch.dtype:
     return getattr(torch, config.compute_dtype())
+
+
+def _token_ids(values: Any) -> list[int]:
+    """Integers only (numpy's too): `int()` would turn 5.7, True or "7" into a token silently."""
+    if isinstance(values, (str, bytes)):
+        raise KvplanError(f"prompt token ids must be a list of integers, got {type(values).__name__}")
+    out = []
+    for t in values:
+        if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)):
+            raise KvplanError(f"prompt token ids must be integers, got {t!r} ({type(t).__name__})")
+        out.append(int(t))
+    return out
 
 
 class LLMEngine:
@@ -89,6 +106,7 @@ class LLMEngine:
         self._step = 0
         self._total_preemptions = 0
         self._total_prefix_hit_tokens = 0
+        self.num_failed_requests = 0  # requests failed by their step (finish_reason "error")
 
     # --- construction -------------------------------------------------------------------------
     @classmethod
@@ -157,7 +175,7 @@ class LLMEngine:
     def add_request(self, prompt_token_ids: list[int], sampling_params: SamplingParams | None = None, *,
                     request_id: str | None = None, arrival_time_s: float | None = None) -> str:
         """Queue a request; returns its id. `arrival_time_s` defaults to now (perf_counter)."""
-        prompt = [int(t) for t in prompt_token_ids]
+        prompt = _token_ids(prompt_token_ids)
         if not prompt:
             raise KvplanError("a request needs at least one prompt token")
         if len(prompt) >= self.max_model_len:
@@ -203,33 +221,44 @@ class LLMEngine:
         return None
 
     def step(self) -> list[RequestOutput]:
-        """Schedule, run one forward, sample; returns the requests that got a token this step."""
+        """Schedule, run one forward, sample; returns the requests that got a token this step, and
+        those whose step failed (finish_reason "error", blocks freed; see kvplan.engine.isolation).
+        Raises `EngineDeadError` when the failure cannot be pinned on a request."""
         start = time.perf_counter()
-        batch = self.scheduler.schedule()
+        try:
+            batch = self.scheduler.schedule()
+        except Exception as exc:  # noqa: BLE001 - queues half-updated: nothing can be trusted
+            raise EngineDeadError(f"the scheduler failed: {describe(exc)}") from exc
         for seq in batch.seqs:
             if seq.first_scheduled_time_s is None:
                 seq.first_scheduled_time_s = start
-        seqs, tokens = self.runner.run(batch)
+        swap_blocks(self.kv_cache, batch)
+        result = run_isolated(self.runner, batch)
         now = time.perf_counter()
-        for seq, n in zip(batch.seqs, batch.num_new_tokens):
+        for seq, n in result.ran:
             seq.num_computed_tokens += n
             self.block_manager.cache_full_blocks(seq)
         outputs = []
-        for seq, token in zip(seqs, tokens):
+        for seq, token in result.sampled:
             seq.append_token(token, now)
             reason = self._finish_reason(seq)
             if reason is not None:
                 self.scheduler.finish(seq, reason)
                 self._requests.pop(seq.request_id, None)
             outputs.append(self._output(seq, token, now))
-        self._record_stats(batch, len(tokens), start)
+        for seq, error in result.failed:
+            self.scheduler.finish(seq, "error")
+            self._requests.pop(seq.request_id, None)
+            self.num_failed_requests += 1
+            outputs.append(replace(self._output(seq, None, now), error=error))
+        self._record_stats(batch, len(result.sampled), start)
         return outputs
 
     @staticmethod
-    def _output(seq: Sequence, token: int, now: float) -> RequestOutput:
+    def _output(seq: Sequence, token: int | None, now: float) -> RequestOutput:
         done = seq.is_finished
         return RequestOutput(
-            seq.request_id, (token,), (now,), seq.num_prompt_tokens, seq.num_output_tokens, done, seq.finish_reason,
+            seq.request_id, () if token is None else (token,), () if token is None else (now,), seq.num_prompt_tokens, seq.num_output_tokens, done, seq.finish_reason,
             tuple(seq.output_token_ids) if done else (), tuple(seq.token_times_s) if done else (),
             seq.arrival_time_s, seq.first_scheduled_time_s, seq.num_cached_tokens, seq.num_preemptions)
 
@@ -264,6 +293,8 @@ class LLMEngine:
                 raise KvplanError("requests were dropped before finishing")  # only an abort from elsewhere can do this
             for out in self.step():
                 if out.finished and out.request_id in pending:
+                    if out.error is not None:
+                        raise KvplanError(f"request {out.request_id} failed: {out.error}")
                     pending.discard(out.request_id)
                     results[out.request_id] = list(out.output_token_ids)
         return [results[i] for i in ids]

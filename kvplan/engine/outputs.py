@@ -17,13 +17,14 @@ class RequestOutput:
     num_prompt_tokens: int
     num_output_tokens: int
     finished: bool
-    finish_reason: str | None = None  # "stop" (EOS or a stop id), "length" (max_tokens or max_model_len)
+    finish_reason: str | None = None  # "stop" (EOS or a stop id), "length" (max_tokens or max_model_len), "error"
     output_token_ids: tuple[int, ...] = ()  # when finished: every generated id
     token_times_s: tuple[float, ...] = ()  # when finished: when each generated id was sampled
     arrival_time_s: float = 0.0
     first_scheduled_time_s: float | None = None
     num_cached_tokens: int = 0  # prompt tokens served by the prefix cache (last admission)
     num_preemptions: int = 0
+    error: str | None = None  # finish_reason "error": why its step failed (kvplan.engine.isolation)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """The Starlette app of `kvplan serve`: OpenAI-compatible routes over an `EngineLoop`.
 
 Routes: `POST /v1/completions`, `POST /v1/chat/completions` (streaming SSE or not), `GET /v1/models`,
-`GET /health` (503 once the engine loop has died), `GET /metrics` (Prometheus text, vLLM names).
+`GET /health` (503 once the engine loop has died; a request whose step failed gets a 500 error
+object, or an SSE error event, and the engine goes on), `GET /metrics` (Prometheus text, vLLM names).
 Every error, 404 and 405 included, is OpenAI's JSON error object. With an API key, every route but
 /health and /metrics needs it (kvplan.server.middleware); request limits: kvplan.server.limits.
 A streaming client that goes away aborts its request in the engine, freeing its KV blocks; a
@@ -50,8 +51,8 @@ def _error(status: int, message: str) -> JSONResponse:
 
 
 def _sampling_params(gen: GenerationRequest) -> SamplingParams:
-    return SamplingParams(max_tokens=gen.max_tokens, temperature=gen.temperature, top_p=gen.top_p,
-                          ignore_eos=gen.ignore_eos, seed=gen.seed, stop_token_ids=gen.stop_token_ids)
+    return SamplingParams(max_tokens=gen.max_tokens, temperature=gen.temperature, top_p=gen.top_p, top_k=gen.top_k,
+                          min_p=gen.min_p, ignore_eos=gen.ignore_eos, seed=gen.seed, stop_token_ids=gen.stop_token_ids)
 
 
 def _drain(first: TokenEvent | ErrorEvent, events) -> list[TokenEvent | ErrorEvent]:
@@ -99,9 +100,9 @@ def create_app(ctx: ServeContext, limits: ServeLimits | None = None) -> Starlett
                 for event in _drain(await events.get(), events):
                     if isinstance(event, ErrorEvent):
                         finished = True
-                        if completion_tokens:  # failed after it had started (not refused at admission)
+                        if event.status >= 500:  # failed after admission (a step failure), not refused
                             ctx.metrics.count_error()
-                        out.append(sse(ProtocolError(500, event.message).body()))
+                        out.append(sse(ProtocolError(event.status, event.message).body()))
                         break
                     text = detok.step(event.token_ids) + (detok.finish() if event.finished else "")
                     if text or event.finished:  # held-back bytes (half a character) wait for the next step
@@ -125,10 +126,10 @@ def create_app(ctx: ServeContext, limits: ServeLimits | None = None) -> Starlett
             while not finished:
                 event = await events.get()
                 if isinstance(event, ErrorEvent):
-                    finished = True  # the engine refused or dropped it: nothing left to abort
-                    if pieces:
+                    finished = True  # the engine refused it (400) or its step failed (500): nothing left to abort
+                    if event.status >= 500:
                         ctx.metrics.count_error()
-                    return _error(400 if not pieces else 500, event.message)
+                    return _error(event.status, event.message)
                 pieces.append(detok.step(event.token_ids))
                 finished = event.finished
             pieces.append(detok.finish())

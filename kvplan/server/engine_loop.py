@@ -7,9 +7,14 @@ tokens on an `asyncio.Queue`; the thread hands one step's events to the event lo
 When the engine has nothing to do the thread blocks on the command queue, so an idle server
 burns no CPU and a new request starts at once.
 
-If a step raises, the engine's state can no longer be trusted: every open request gets an
-`ErrorEvent`, the loop stops, `/health` turns 503 and new requests are refused (vLLM's
-behaviour when its engine dies).
+A step that fails for some requests (the model or sampler raised for them) fails only those: the
+engine finishes them with reason "error" and frees their blocks, and each gets an `ErrorEvent`
+(status 500) while the others go on (kvplan.engine.isolation finds the culprit). Should a step
+raise anyway, every request the engine holds is aborted with an `ErrorEvent` and the loop goes
+on if the pool is then empty, as it must be. The loop dies, `/health` turns 503 and new requests
+are refused (vLLM's behaviour when its engine dies) only when the engine says its state is
+lost (`EngineDeadError`), when that clean-up does not leave an empty pool, or after
+`MAX_CONSECUTIVE_STEP_FAILURES` such steps in a row.
 """
 from __future__ import annotations
 
@@ -20,9 +25,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from kvplan.engine.isolation import EngineDeadError
 from kvplan.server.metrics import ServerMetrics
 
 IDLE_WAIT_S = 0.5  # how long an idle thread sleeps on the command queue before checking for stop
+MAX_CONSECUTIVE_STEP_FAILURES = 3  # steps in a row that raised with no request to blame: the engine is broken
 
 
 @dataclass(frozen=True)
@@ -38,7 +45,10 @@ class TokenEvent:
 
 @dataclass(frozen=True)
 class ErrorEvent:
+    """The request ends with an error: 400 when the engine refused it, 500 when its step failed."""
+
     message: str
+    status: int = 500
 
 
 Event = TokenEvent | ErrorEvent
@@ -78,7 +88,9 @@ class EngineLoop:
         self._streams: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = {}  # engine thread only
         self._thread = threading.Thread(target=self._run, name="kvplan-engine", daemon=True)
         self._stopping = threading.Event()
-        self.dead_reason: str | None = None  # set when a step failed; the loop is then stopped
+        self.dead_reason: str | None = None  # set when the engine's state is lost; the loop is then stopped
+        self.num_failed_steps = 0  # steps that raised out of the engine (their requests all failed)
+        self._consecutive_failures = 0
 
     # --- any thread -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -120,12 +132,8 @@ class EngineLoop:
                     command = self._commands.get_nowait()
                 except queue.Empty:
                     command = None
-            if engine.has_unfinished_requests():
-                try:
-                    self._step()
-                except Exception as exc:  # noqa: BLE001 - any engine failure ends the loop, never silently
-                    self._die(f"engine step failed: {type(exc).__name__}: {exc}")
-                    return
+            if engine.has_unfinished_requests() and not self._guarded_step():
+                return
 
     def _apply(self, command: _Add | _Abort) -> None:
         if isinstance(command, _Abort):
@@ -139,7 +147,7 @@ class EngineLoop:
             self._engine.add_request(list(command.prompt_token_ids), command.params, request_id=command.request_id,
                                      arrival_time_s=command.arrival_time_s)
         except Exception as exc:  # noqa: BLE001 - a refused request fails alone (the handler maps it to 400)
-            command.loop.call_soon_threadsafe(_deliver, [(command.events, ErrorEvent(str(exc)))])
+            command.loop.call_soon_threadsafe(_deliver, [(command.events, ErrorEvent(str(exc), 400))])
             return
         self._streams[command.request_id] = (command.loop, command.events)
 
@@ -154,6 +162,39 @@ class EngineLoop:
         m.kv_cache_usage_perc.set(blocks.num_used_blocks / blocks.num_blocks if blocks.num_blocks else 0.0)
         m.kv_bytes_in_use.set(blocks.num_used_blocks * engine.bytes_per_block)
 
+    def _guarded_step(self) -> bool:
+        """One step; False when the engine is dead (the loop then stops)."""
+        try:
+            self._step()
+        except EngineDeadError as exc:
+            self._die(f"engine step failed: {exc}")
+            return False
+        except Exception as exc:  # noqa: BLE001 - no request to blame: fail what the engine holds, then judge
+            return self._recover(f"engine step failed: {type(exc).__name__}: {exc}")
+        self._consecutive_failures = 0
+        return True
+
+    def _recover(self, reason: str) -> bool:
+        """Abort every request the engine holds, each with `reason`; True if the engine is then
+        empty (every block free) and this has not happened too often in a row."""
+        self.num_failed_steps += 1
+        self._consecutive_failures += 1
+        try:
+            for request_id in list(self._streams):
+                self._engine.abort(request_id)
+                if self._metrics is not None:
+                    self._metrics.forget(request_id)
+            clean = not self._engine.has_unfinished_requests() and self._engine.block_manager.num_used_blocks == 0
+        except Exception as exc:  # noqa: BLE001 - the engine cannot even abort: it is gone
+            clean, reason = False, f"{reason}; then abort failed: {type(exc).__name__}: {exc}"
+        self._fail_streams(reason)
+        if self._metrics is not None and clean:
+            self._refresh_gauges()
+        if not clean or self._consecutive_failures >= MAX_CONSECUTIVE_STEP_FAILURES:
+            self._die(reason if clean else f"{reason} (the KV pool was not empty afterwards)")
+            return False
+        return True
+
     def _step(self) -> None:
         outputs = self._engine.step()
         stats = self._engine.stats
@@ -161,13 +202,20 @@ class EngineLoop:
             self._metrics.observe_step(stats)
         batches: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Queue, Event]]] = {}
         for out in outputs:
-            if self._metrics is not None:
-                self._metrics.observe_output(out)
+            event: Event
+            if out.error is not None:
+                if self._metrics is not None:
+                    self._metrics.forget(out.request_id)
+                event = ErrorEvent(f"the engine step failed for this request: {out.error}", 500)
+            else:
+                if self._metrics is not None:
+                    self._metrics.observe_output(out)
+                event = TokenEvent(out.new_token_ids, out.num_prompt_tokens, out.num_output_tokens, out.finished,
+                                   out.finish_reason)
             target = self._streams.pop(out.request_id, None) if out.finished else self._streams.get(out.request_id)
             if target is None:
                 continue  # aborted meanwhile
             loop, events = target
-            event = TokenEvent(out.new_token_ids, out.num_prompt_tokens, out.num_output_tokens, out.finished, out.finish_reason)
             batches.setdefault(loop, []).append((events, event))
         for loop, batch in batches.items():
             try:
@@ -177,9 +225,12 @@ class EngineLoop:
 
     def _die(self, reason: str) -> None:
         self.dead_reason = reason
-        for request_id, (loop, events) in list(self._streams.items()):
+        self._fail_streams(reason)
+
+    def _fail_streams(self, reason: str) -> None:
+        for loop, events in self._streams.values():
             try:
-                loop.call_soon_threadsafe(_deliver, [(events, ErrorEvent(reason))])
+                loop.call_soon_threadsafe(_deliver, [(events, ErrorEvent(reason, 500))])
             except RuntimeError:
                 pass
         self._streams.clear()

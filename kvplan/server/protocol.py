@@ -2,7 +2,9 @@
 
 Accepted as vLLM accepts them: `prompt` as text, a list of token ids, or a one-element list of
 either; `max_tokens` (or `max_completion_tokens` in chat), `temperature` (default 1.0), `top_p`,
-`seed`, `ignore_eos`, `stop_token_ids`, `stream`, `stream_options.include_usage`. One choice per
+`top_k`, `min_p`, `seed`, `ignore_eos`, `stop_token_ids`, `stream`, `stream_options.include_usage`,
+in vLLM's ranges (temperature [0, 2], top_p (0, 1], top_k 0/-1 or 1..vocab, min_p [0, 1]), finite,
+with JSON's types: `"stream": "false"` is a 400, not a true. One choice per
 request and one prompt per request; anything else is a 400 naming the field. Parameters whose
 answer this server cannot give (`n` > 1, `best_of` > 1, `echo`, `logprobs`, `top_logprobs`,
 `prompt_logprobs`, `suffix`) are a 400 naming every one of them, never silently ignored.
@@ -15,7 +17,9 @@ does not fit.
 from __future__ import annotations
 
 import json
+import math
 import re
+import reprlib
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -92,6 +96,8 @@ class GenerationRequest:
     max_tokens: int
     temperature: float
     top_p: float
+    top_k: int
+    min_p: float
     seed: int | None
     ignore_eos: bool
     stop_token_ids: tuple[int, ...]
@@ -141,13 +147,37 @@ def _check_prompt_bytes(body: dict[str, Any], api: Api, tokenizer: TextTokenizer
                                  "Please reduce the length of the input messages.", "messages" if api == "chat" else "prompt")
 
 
-def _number(body: dict[str, Any], key: str, default: float, lo: float, hi: float) -> float:
+def _number(body: dict[str, Any], key: str, default: float, lo: float, hi: float, *, lo_open: bool = False) -> float:
+    """A finite JSON number in the range (Python's json reads NaN and Infinity; they are refused)."""
     value = body.get(key, default)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
-        raise ProtocolError(400, f"{key} must be a number in [{lo}, {hi}], got {value!r}", key)
+    in_range = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        and (lo < value if lo_open else lo <= value) and value <= hi
+    if not in_range:
+        raise ProtocolError(400, f"{key} must be a number in {'(' if lo_open else '['}{lo:g}, {hi:g}], got {reprlib.repr(value)}", key)
     return float(value)
+
+
+def _flag(body: dict[str, Any], key: str) -> bool:
+    """A JSON boolean: the string "false" is refused, not read as true (Python's truthiness would)."""
+    value = body.get(key)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise ProtocolError(400, f"{key} must be true or false, got {reprlib.repr(value)}", key)
+    return value
+
+
+def _top_k(body: dict[str, Any], vocab_size: int) -> int:
+    """vLLM's top_k: 0 or -1 turn it off, else 1..vocab_size."""
+    value = body.get("top_k")
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < -1 or value > vocab_size:
+        raise ProtocolError(400, f"top_k must be 0 (disable), -1 (disable) or an integer in [1, {vocab_size}] "
+                                 f"(the vocabulary size), got {reprlib.repr(value)}", "top_k")
+    return max(value, 0)
 
 
 def _token_ids(value: Any, vocab_size: int) -> tuple[int, ...]:
@@ -208,24 +238,26 @@ def parse_request(body: Any, api: Api, *, served_model_name: str, tokenizer: Tex
     if max_tokens is None:
         max_tokens = DEFAULT_MAX_TOKENS if api == "completions" else max_model_len - len(ids)
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
-        raise ProtocolError(400, f"{key} must be a positive integer, got {max_tokens!r}", key)
+        raise ProtocolError(400, f"{key} must be a positive integer, got {reprlib.repr(max_tokens)}", key)
     if len(ids) + max_tokens > max_model_len:  # vLLM's message
         raise ProtocolError(400, f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's maximum "
                                  f"context length is {max_model_len} tokens and your request has {len(ids)} input tokens "
                                  f"({max_tokens} > {max_model_len} - {len(ids)}).", key)
     seed = body.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise ProtocolError(400, f"seed must be an integer, got {seed!r}", "seed")
+        raise ProtocolError(400, f"seed must be an integer, got {reprlib.repr(seed)}", "seed")
     stop_ids = body.get("stop_token_ids") or []
     if not isinstance(stop_ids, list):
         raise ProtocolError(400, "stop_token_ids must be a list of integers", "stop_token_ids")
-    options = body.get("stream_options") or {}
+    options = body.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise ProtocolError(400, f"stream_options must be an object, got {reprlib.repr(options)}", "stream_options")
     return GenerationRequest(
         api=api, prompt_token_ids=ids, max_tokens=max_tokens,
-        temperature=_number(body, "temperature", 1.0, 0.0, 2.0), top_p=_number(body, "top_p", 1.0, 1e-9, 1.0),
-        seed=seed, ignore_eos=bool(body.get("ignore_eos", False)), stop_token_ids=_token_ids(stop_ids, vocab_size),
-        stream=bool(body.get("stream", False)),
-        include_usage=bool(options.get("include_usage", False)) if isinstance(options, dict) else False)
+        temperature=_number(body, "temperature", 1.0, 0.0, 2.0), top_p=_number(body, "top_p", 1.0, 0.0, 1.0, lo_open=True),
+        top_k=_top_k(body, vocab_size), min_p=_number(body, "min_p", 0.0, 0.0, 1.0),
+        seed=seed, ignore_eos=_flag(body, "ignore_eos"), stop_token_ids=_token_ids(stop_ids, vocab_size),
+        stream=_flag(body, "stream"), include_usage=_flag(options or {}, "include_usage"))
 
 
 # --- responses ---------------------------------------------------------------------------------
