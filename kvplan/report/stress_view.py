@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kvplan.report.formatting import error_pct, fmt, fmt_pct
+from kvplan.report.verdict import build_verdict
 from kvplan.stress.command import StressOptions, run_stress
 from kvplan.stress.figures import FIGURES, figure_value, prediction_key, unit_of
 from kvplan.stress.result import RunResult
@@ -32,6 +33,10 @@ def render_comparison(console: Console, result: RunResult) -> None:
     console.print(t)
     for note in result.notes:
         console.print(f"  [dim]{note}[/dim]")
+    verdict = build_verdict(result)
+    color = {"pass": "green", "fail": "red", "warn": "yellow"}[verdict.status]
+    console.print(f"[bold {color}]verdict: {verdict.headline}.[/bold {color}]", highlight=False)
+    console.print(verdict.text, highlight=False, markup=False)
 
 
 def render_allocators(console: Console, paged: RunResult, contiguous: RunResult) -> None:

@@ -12,7 +12,8 @@ import pytest
 
 from kvplan.cli import main
 from kvplan.errors import KvplanError
-from kvplan.report.html import error_pct, fmt, render_report, write_report
+from kvplan.report.formatting import error_pct, fmt
+from kvplan.report.html import render_report, write_report
 from kvplan.report.plots import decimate
 from kvplan.stress.result import RunResult
 
@@ -52,7 +53,8 @@ def test_every_section_is_there(mixed_html: Path) -> None:
                  "TTFT", "TPOT", "ITL", "E2E latency", "p99", "Throughput", "output_throughput",
                  "Goodput against the SLO", "good requests", "paged / contiguous", "Server"):
         assert text in html, text
-    for key in ("fig-kv_memory", "fig-engine_load", "fig-latency_cdf", "fig-prediction_bars", "fig-allocators"):
+    for key in ("fig-kv_memory", "fig-engine_load", "fig-latency_cdf", "fig-prediction_bars", "fig-prediction_ratio",
+                "fig-allocators"):
         assert f'id="{key}"' in html, key
     # one KV figure, load figure and CDF per allocator, plus one comparison
     assert html.count('id="fig-kv_memory"') == 2 and html.count('id="fig-allocators"') == 1
@@ -77,7 +79,7 @@ def test_user_text_is_escaped(mixed_html: Path) -> None:
 
 def test_figures_are_valid_svg(mixed_html: Path) -> None:
     images = _images(mixed_html.read_text())
-    assert len(images) == 1 + 2 * 4  # comparison + (bars, KV, load, CDF) per allocator
+    assert len(images) == 1 + 2 * 5  # comparison + (ratios, bars, KV, load, CDF) per allocator
     for svg in images:
         root = ET.fromstring(svg)
         assert root.tag.endswith("svg") and float(root.get("width").rstrip("pt")) > 100
@@ -99,7 +101,7 @@ def test_server_fraction_without_pool(smoke_result: RunResult, result_factory) -
     for d in (r.metrics, r.prediction):
         d.pop("kv_pool_bytes"), d.pop("num_gpu_blocks")
     r.timeline = []
-    assert len(_images(render_report([r]))) == 4  # the server's fraction still draws, on its own axis
+    assert len(_images(render_report([r]))) == 5  # the server's fraction still draws, on its own axis
 
 
 def test_duplicate_allocator_is_refused(smoke_result: RunResult) -> None:
