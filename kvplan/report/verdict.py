@@ -127,6 +127,9 @@ def _timing_sentences(result: RunResult, s: dict[str, dict[str, list[Agreement]]
                + (f" Within tolerance after rescaling: {_within_text(norm['passed'])}." if norm["passed"] else ""))
     if FAST <= ratio <= SLOW:
         return out + ["Likely cause: the model (cost model or simulated schedule), not the machine, which ran at its calibrated speed."], "model"
+    if all(r.error_pct is not None and abs(r.error_pct) <= 2 * tol for r in missed):
+        return out + [f"Likely cause: mostly the machine's speed; the model is a little off (within twice the ±{tol:g}%) "
+                      "for the figures that still miss."], "machine speed, model slightly off"
     return out + ["Likely cause: the machine's speed explains part of it, the model (cost model or simulated schedule) the rest."], "machine and model"
 
 
