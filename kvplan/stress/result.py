@@ -146,6 +146,12 @@ def _rename_old_keys(data: dict[str, Any]) -> None:
             for old, new in RENAMED_FIGURES.items():
                 if old in figures and new not in figures:
                     figures[new] = figures.pop(old)
+    gate = data.get("scenario", {}).get("gate") if isinstance(data.get("scenario"), dict) else None
+    if isinstance(gate, dict):  # the embedded scenario's gate names figures too
+        if isinstance(gate.get("exact"), list):
+            gate["exact"] = [RENAMED_FIGURES.get(k, k) if isinstance(k, str) else k for k in gate["exact"]]
+        if isinstance(gate.get("relative"), dict):
+            gate["relative"] = {RENAMED_FIGURES.get(k, k) if isinstance(k, str) else k: v for k, v in gate["relative"].items()}
     per_class = data.get("per_class")
     if isinstance(per_class, dict):
         for figures in per_class.values():

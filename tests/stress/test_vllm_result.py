@@ -63,8 +63,11 @@ def test_old_results_load_the_renamed_figure(tmp_path: Path) -> None:
     data = json.loads(_result().to_json())
     data["metrics"]["max_concurrency"] = 5
     data["prediction"] = {"max_concurrency": 6}
+    data["scenario"]["gate"] = {"exact": ["num_steps", "max_concurrency"], "relative": {"max_concurrency": "+0%"}}
     path = tmp_path / "old.json"
     path.write_text(json.dumps(data))
     loaded = load_result(path)
     assert loaded.metrics["peak_running_requests"] == 5 and "max_concurrency" not in loaded.metrics
     assert loaded.prediction["peak_running_requests"] == 6
+    assert loaded.scenario["gate"]["exact"] == ["num_steps", "peak_running_requests"]  # an old baseline still gates
+    assert list(loaded.scenario["gate"]["relative"]) == ["peak_running_requests"]
