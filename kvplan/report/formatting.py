@@ -33,7 +33,7 @@ def fmt(value: Any, unit: str = "") -> str:
 def fmt_pct(value: float | None) -> str:
     if value is None or not math.isfinite(value):
         return "—"
-    return f"{value:+.1f}%"
+    return f"{round(value, 1) + 0.0:+.1f}%"  # + 0.0: a -1e-14 rounding residue reads +0.0%, not -0.0%
 
 
 def error_pct(predicted: float | None, measured: float | None) -> float | None:

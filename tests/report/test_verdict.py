@@ -75,6 +75,29 @@ def test_a_deliberate_latency_miss_is_named_and_coloured(result_factory) -> None
     assert '<div class="verdict fail"' in page and "3.0x slower than calibrated" in htmllib.unescape(page)
 
 
+def test_console_table_and_verdict_agree_with_the_report(result_factory) -> None:
+    from rich.console import Console
+
+    from kvplan.report.stress_view import render_comparison
+
+    r = _slowed(result_factory, speed=3.0, itl_model_error=3.0)
+    console = Console(record=True, width=160, color_system="truecolor")
+    render_comparison(console, r)
+    text = console.export_text(clear=False)
+    assert "at measured speed (±25%)" in text and "verdict: missed" in text and build_verdict(r).text.split(".")[0] in text
+    line = next(l for l in text.splitlines() if "median_itl_ms" in l)
+    assert "-66.7%" in line and "-88.9%" in line  # at measured speed, and raw (3x machine, 3x model)
+    html = console.export_html(inline_styles=True).splitlines()
+
+    def colours(key: str) -> list[str]:  # the colours of a row's cells, left to right
+        return re.findall(r'<span style="color: (#[0-9a-f]{6})', next(l for l in html if f"{key} " in l))
+
+    red, green = "#800000", "#008000"
+    assert colours("median_itl_ms")[-2:] == [red, red]  # missed raw, missed at measured speed
+    assert colours("mean_ttft_ms")[-2:] == [red, green]  # missed raw, within at measured speed
+    assert colours("peak_kv_bytes")[-1:] == [green]
+
+
 def test_a_slow_machine_alone_is_blamed_on_the_machine(result_factory) -> None:
     verdict = build_verdict(_slowed(result_factory, speed=2.4))
     assert "2.4x slower than calibrated" in verdict.text
