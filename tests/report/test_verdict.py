@@ -98,6 +98,13 @@ def test_console_table_and_verdict_agree_with_the_report(result_factory) -> None
     assert colours("peak_kv_bytes")[-1:] == [green]
 
 
+def test_verdict_quotes_a_tolerance_only_when_the_rows_share_it(result_factory) -> None:
+    r = result_factory(scenario_file="mixed.yaml", n_requests=64)  # its gate sets some timing tolerances, defaults the rest
+    timing = {row.tolerance_pct for row in agreements(r) if row.kind == "timing" and row.judged}
+    assert len(timing) > 1
+    assert f"within their tolerances (±{min(timing):g}% to ±{max(timing):g}%)" in build_verdict(r).text
+
+
 def test_a_slow_machine_alone_is_blamed_on_the_machine(result_factory) -> None:
     verdict = build_verdict(_slowed(result_factory, speed=2.4))
     assert "2.4x slower than calibrated" in verdict.text
