@@ -13,6 +13,8 @@ def fmt(value: Any, unit: str = "") -> str:
     """Human text for a figure; `—` for missing (never a misleading 0)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
+    if isinstance(value, float) and math.isinf(value):  # an interrupted run's rate over no time: nothing was measured
+        return "not measured"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if not isinstance(value, (int, float)):
@@ -29,7 +31,9 @@ def fmt(value: Any, unit: str = "") -> str:
 
 
 def fmt_pct(value: float | None) -> str:
-    return "—" if value is None else f"{value:+.1f}%"
+    if value is None or not math.isfinite(value):
+        return "—"
+    return f"{round(value, 1) + 0.0:+.1f}%"  # + 0.0: a -1e-14 rounding residue reads +0.0%, not -0.0%
 
 
 def error_pct(predicted: float | None, measured: float | None) -> float | None:
@@ -39,6 +43,8 @@ def error_pct(predicted: float | None, measured: float | None) -> float | None:
         return None
     if measured == 0:
         return 0.0 if predicted == 0 else None
+    if not (math.isfinite(predicted) and math.isfinite(measured)):
+        return None
     return 100.0 * (predicted - measured) / abs(measured)
 
 

@@ -17,16 +17,16 @@ from pydantic import ValidationError
 
 from kvplan.errors import KvplanError
 from kvplan.files import write_text_atomic
-from kvplan.report.formatting import describe, error_pct, fmt, fmt_pct, setting_text
+from kvplan.report.agreement import Agreement, agreements
+from kvplan.report.formatting import describe, fmt, fmt_pct, setting_text
 from kvplan.report.jinja import render_template
 from kvplan.stress.figures import (FIGURES, LATENCIES, LATENCY_TITLES, SLO_TO_METRIC, figure_value,
                                    percentile_word, prediction_key, unit_of)
+from kvplan.report.verdict import Verdict, build_verdict
 from kvplan.stress.result import RunResult
 from kvplan.stress.scenario import Scenario
 
 MIB = 2**20
-# prediction vs measurement rows: the registry's predicted figures, in its order
-COMPARED: tuple[str, ...] = tuple(f.name for f in FIGURES.values() if f.predicted)
 ALLOCATOR_ROWS: tuple[str, ...] = tuple(f.name for f in FIGURES.values() if f.in_allocator_table)
 THROUGHPUT_KEYS: tuple[str, ...] = tuple(f.name for f in FIGURES.values() if f.group in ("throughput", "requests"))
 
@@ -60,6 +60,7 @@ class ResultView:
     figures: dict[str, Any]  # InlineFigure by key
     latency_tables: tuple[Table, ...] = field(default_factory=tuple)
     failed: str = ""  # the failure line of a run that failed its max_error_rate, else empty
+    verdict: Verdict | None = None  # what matched the prediction, what did not, and why (verdict.py)
 
 
 def _scenario(result: RunResult) -> Scenario | None:
@@ -69,37 +70,34 @@ def _scenario(result: RunResult) -> Scenario | None:
         return None  # still render what is there: a report should not refuse an old result
 
 
-def _prediction_table(result: RunResult, scenario: Scenario | None) -> tuple[Table, list[Any]]:
+STATUS_CLASS = {"pass": "pass", "miss": "fail"}  # the rest ("incomplete", "not measured", ...) stay grey
+STATUS_TEXT = {"pass": "within", "miss": "MISS"}
+
+
+def _prediction_table(result: RunResult, rows: Sequence[Agreement]) -> tuple[Table, list[Any]]:
     from kvplan.report.plots import BarRow
 
-    # the prediction names medians; a gate may say p50 (the same number): one row, with the tolerance
-    tolerances = {("median_" + k.removeprefix("p50_")) if k.startswith("p50_") else k: v
-                  for k, v in (scenario.gate.prediction.items() if scenario else ())}
-    skip = {"timeline", "cost_model"}
-    keys = list(COMPARED) + [k for k in result.prediction if k not in COMPARED and k not in skip
-                             and figure_value(result.metrics, k) is not None and figure_value(result.prediction, k) is not None]
-    keys += [k for k in tolerances if k not in keys]
-    rows, bars = [], []
-    for key in keys:
-        p, m = figure_value(result.prediction, prediction_key(key)), figure_value(result.metrics, key)
-        if p is None and m is None:
-            continue
-        unit, tol = unit_of(key), tolerances.get(key)
-        within = tol.allows(p, m) if tol is not None and p is not None and m is not None else None
-        status = "" if tol is None else ("pass" if within else "fail")
-        rows.append(Row((key, fmt(p, unit), "not measured" if m is None else fmt(m, unit), fmt_pct(error_pct(p, m)),
-                         fmt_pct(result.normalized_error_pct.get(key)),
-                         "—" if tol is None else f"±{tol.percent:g}%", {None: "", True: "within", False: "OUT"}[within]), status))
-        if p is not None and m is not None and unit in ("bytes", "ms") and key not in ("kv_pool_bytes", "bytes_per_block"):
-            scale = MIB if unit == "bytes" else 1.0
-            bars.append(BarRow(key.removesuffix("_bytes").removesuffix("_ms"), p / scale, m / scale, "MiB" if unit == "bytes" else "ms"))
+    out, bars = [], []
+    for r in rows:
+        p, m = r.predicted, r.measured
+        err = (fmt_pct(r.error_pct) if r.error_pct is not None else "measured 0" if r.status == "miss"
+               else r.status if r.status in ("incomplete", "not measured") else "—")
+        measured = "not measured" if m is None else fmt(m, r.unit)
+        out.append(Row((r.kind, r.label, fmt(p, r.unit), measured, err, f"±{r.tolerance_pct:g}%" + ("" if r.tolerance_from == "scenario gate" else "*"),
+                        STATUS_TEXT.get(r.status, r.status)), STATUS_CLASS.get(r.status, "na")))
+        if r.kind in ("memory", "timing") and p is not None and m is not None and r.unit in ("bytes", "ms") \
+                and r.key not in ("kv_pool_bytes", "bytes_per_block"):
+            scale = MIB if r.unit == "bytes" else 1.0
+            bars.append(BarRow(r.key.removesuffix("_bytes").removesuffix("_ms"), p / scale, m / scale, "MiB" if r.unit == "bytes" else "ms"))
     speed = figure_value(result.metrics, "machine_speed_ratio")
-    note = ("error % = (predicted − measured) / measured, as `kvplan stress` prints it. "
-            + (f"At measured speed: the predicted times scaled by this run's machine speed ({speed:.2f}x the calibrated "
-               "step time; rates divided by it), separating a slow machine from a wrong model. " if speed else "")
-            + "Tolerances (the scenario's gate.prediction) are percents of the predicted value, as the gate applies them.")
-    header = ("figure", "predicted", "measured", "error %", "error % at measured speed", "tolerance", "")
-    return Table("Prediction vs measurement", header, tuple(rows), note), bars
+    note = ("error % = (predicted − measured) / measured, the convention of `kvplan stress` and of result.json's "
+            "normalized_error_pct; a row is within when |error %| is at most its tolerance. "
+            + (f"'at measured speed': the prediction scaled by this run's machine speed ({speed:.2f}x the calibrated "
+               "step time: times multiplied, rates divided), separating a slow machine from a wrong model. " if speed else "")
+            + "Tolerances: the scenario's gate.prediction where it names the figure, else (*) the report's defaults: "
+            "pool layout exact, peaks 5%, schedule 10%, wall-clock timing 50%, timing at measured speed 25%.")
+    header = ("kind", "figure", "predicted", "measured", "error % (pred − meas) / meas", "tolerance", "verdict")
+    return Table("Prediction vs measurement", header, tuple(out), note), bars
 
 
 def _latency_tables(result: RunResult, scenario: Scenario | None) -> tuple[Table, ...]:
@@ -124,7 +122,10 @@ def _throughput_table(result: RunResult) -> Table:
     header = ("figure", *groups)
     rows = tuple(Row((k, *(fmt(g.get(k), unit_of(k)) for g in groups.values()))) for k in THROUGHPUT_KEYS
                  if any(g.get(k) is not None for g in groups.values()))
-    return Table("Throughput", header, rows, "Per-class throughputs divide by the whole run's duration, so they add up.")
+    return Table("Throughput", header, rows, "Per-class throughputs divide by the whole run's duration, so they add up. "
+                 "max_concurrent_requests (vLLM's name) counts requests in flight as the client saw them: sent and not "
+                 "finished, queued ones included, so it reaches the closed loop's concurrency or the arrivals' backlog; "
+                 "peak_running_requests counts those the engine ran in one step, capped by max_num_seqs and the KV pool.")
 
 
 def _goodput_table(result: RunResult, scenario: Scenario | None) -> Table:
@@ -150,7 +151,9 @@ def _goodput_table(result: RunResult, scenario: Scenario | None) -> Table:
 
 def _settings_tables(result: RunResult, scenario: Scenario | None) -> dict[str, Table]:
     sc = result.scenario
-    engine = sc.get("engine") or {}
+    engine = dict(sc.get("engine") or {})
+    if engine.get("allocator", result.allocator) != result.allocator:  # `--allocator both` runs one scenario twice
+        engine["allocator"] = f"{result.allocator} (this run, by --allocator; the scenario file says {engine['allocator']})"
     settings = Table("Engine settings", ("setting", "value"), tuple(Row((k, setting_text(k, v))) for k, v in engine.items()))
     classes = (sc.get("workload") or {}).get("classes") or []
     workload = Table("Workload", ("class", "weight", "prompt tokens", "output tokens", "shared prefix"),
@@ -187,11 +190,12 @@ def _status_text(result: RunResult) -> str:
 
 
 def build_view(result: RunResult, anchor: str) -> ResultView:
-    from kvplan.report import plots
+    from kvplan.report import agreement_plot, plots
 
     scenario = _scenario(result)
     records = result.records()
-    prediction, bars = _prediction_table(result, scenario)
+    rows = agreements(result)
+    prediction, bars = _prediction_table(result, rows)
     env = result.environment
     facts = (("scenario", result.scenario_name), ("description", str(result.scenario.get("description", "")) or "—"),
              ("model", _model_text(result)), ("allocator", result.allocator),
@@ -201,13 +205,14 @@ def build_view(result: RunResult, anchor: str) -> ResultView:
              ("status", _status_text(result)))
     slo_ms = scenario.slo.limits_ms if scenario else {}
     figures = {f.key: f for f in (plots.kv_memory_figure(result), plots.engine_load_figure(result),
-                                  plots.latency_cdf_figure(records, slo_ms), plots.prediction_bars_figure(bars))
+                                  plots.latency_cdf_figure(records, slo_ms), plots.prediction_bars_figure(bars),
+                                  agreement_plot.ratio_figure(rows))
                if f is not None}
     tables = {**_settings_tables(result, scenario), "prediction": prediction, "throughput": _throughput_table(result),
               "goodput": _goodput_table(result, scenario)}
     return ResultView(anchor, f"{result.scenario_name} · {result.allocator}", result.allocator, result.complete,
                       tuple(result.notes), facts, tables, figures, _latency_tables(result, scenario),
-                      _status_text(result) if result.verdict == "failed" else "")
+                      _status_text(result) if result.verdict == "failed" else "", build_verdict(result, rows))
 
 
 @dataclass(frozen=True)

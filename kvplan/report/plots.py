@@ -96,6 +96,29 @@ def _series(samples: Iterable[Any], key: str, scale: float = 1.0) -> tuple[np.nd
     return decimate(t, v)
 
 
+@dataclass(frozen=True)
+class ClockMap:
+    """The prediction's simulated clock mapped onto the run's: predicted t_s x `factor`, so the
+    predicted timeline spans the measured one and the shapes can be compared on one axis (a slow
+    machine stretches the whole run; the stretch itself is the machine speed's business)."""
+
+    factor: float
+
+    @property
+    def label(self) -> str:
+        return "" if self.factor == 1.0 else f", simulated clock x{self.factor:.3g}"
+
+
+def clock_map(result: RunResult) -> ClockMap:
+    """Stretch the predicted timeline to end where the measured one ends (engine timeline, else
+    the server's samples); x1 when either is missing."""
+    predicted = [float(t) for t in _series(result.prediction.get("timeline") or [], "t_s")[0]]
+    measured = [s.t_s for s in result.timeline] or [float(d["t_s"]) for d in result.server_telemetry if d.get("t_s") is not None]
+    if not predicted or not measured or max(predicted) <= 0 or max(measured) <= 0:
+        return ClockMap(1.0)
+    return ClockMap(max(measured) / max(predicted))
+
+
 def pool_bytes(result: RunResult) -> int | None:
     """The KV pool size: measured, else predicted, else blocks x bytes per block."""
     for source in (result.metrics, result.prediction, result.server_info):
@@ -111,7 +134,9 @@ def kv_memory_figure(result: RunResult) -> InlineFigure | None:
     """KV bytes in use over time: measured (engine accounting), predicted (simulated clock), the
     pool line, and for HTTP targets the server's own kv_cache_usage_perc."""
     measured = _series(result.timeline, "kv_bytes_used", MIB)
-    predicted = _series(result.prediction.get("timeline") or [], "kv_bytes_used", MIB)
+    clock = clock_map(result)
+    t_pred, v_pred = _series(result.prediction.get("timeline") or [], "kv_bytes_used", MIB)
+    predicted = (t_pred * clock.factor, v_pred)
     server = _series(result.server_telemetry, "kv_cache_usage_perc")
     if not (measured[0].size or predicted[0].size or server[0].size):
         return None
@@ -122,7 +147,7 @@ def kv_memory_figure(result: RunResult) -> InlineFigure | None:
         if measured[0].size:
             ax.step(*measured, where="post", color=COLORS[0], linewidth=1.2, label="measured (engine)")
         if predicted[0].size:
-            ax.step(*predicted, where="post", color=COLORS[1], label="predicted (simulated clock)", **PREDICTED_STYLE)
+            ax.step(*predicted, where="post", color=COLORS[1], label=f"predicted{clock.label}", **PREDICTED_STYLE)
         if server[0].size:
             if pool:  # the server reports a fraction; with a known pool it is bytes like the rest
                 ax.plot(server[0], server[1] * pool / MIB, color=COLORS[2], linewidth=1.2, marker=".", markersize=3,
@@ -142,12 +167,15 @@ def kv_memory_figure(result: RunResult) -> InlineFigure | None:
         # with a second y axis on the right, the legends go below the plot instead
         ax.legend(**(OUTSIDE if pool or not server[0].size else {"loc": "upper left", "bbox_to_anchor": (0.0, -0.2)}))
         return _inline(fig, "kv_memory", "KV cache bytes in use over time, predicted vs measured, with the pool size",
-                       "Measured: engine block accounting per step. Predicted: the planner's simulation on its own clock.")
+                       "Measured: engine block accounting per step. Predicted: the planner's simulation, its clock "
+                       f"stretched x{clock.factor:.3g} to end with the run, so the shapes line up.")
 
 
 def engine_load_figure(result: RunResult) -> InlineFigure | None:
     """Running and waiting requests (top) and cumulative preemptions (bottom), measured vs predicted."""
-    pred = result.prediction.get("timeline") or []
+    clock = clock_map(result)
+    pred = [{**d, "t_s": float(d["t_s"]) * clock.factor} for d in result.prediction.get("timeline") or []
+            if isinstance(d, dict) and d.get("t_s") is not None]
     lines = {
         ("running", "measured"): _series(result.timeline, "running"),
         ("waiting", "measured"): _series(result.timeline, "waiting"),
@@ -181,7 +209,7 @@ def engine_load_figure(result: RunResult) -> InlineFigure | None:
         bottom.yaxis.get_major_locator().set_params(integer=True)
         bottom.legend(**OUTSIDE)
         return _inline(fig, "engine_load", "Running and waiting requests and cumulative preemptions over time",
-                       "Dashed: predicted on the simulated clock.")
+                       f"Dashed: predicted, its simulated clock stretched x{clock.factor:.3g} to end with the run.")
 
 
 def _cdf(values_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -260,9 +288,13 @@ def prediction_bars_figure(rows: Sequence[BarRow]) -> InlineFigure | None:
             ax.bar(x - 0.2, [r.predicted for r in sub], 0.4, color=COLORS[1], label="predicted")
             ax.bar(x + 0.2, [r.measured for r in sub], 0.4, color=COLORS[0], label="measured")
             ax.set_xticks(x, [r.label for r in sub], rotation=30, ha="right")
-            ax.set_ylabel(unit)
-        axes[0].legend(loc="upper left")
-        return _inline(fig, "prediction_bars", "Bars of predicted vs measured figures", wide=False)
+            positive = [v for r in sub for v in (r.predicted, r.measured) if v > 0]
+            if unit == "ms" and positive:  # 3 ms beside 1,500 ms: on a linear axis the small bars vanish
+                ax.set_yscale("log")
+                ax.set_ylim(min(positive) / 2, max(positive) * 2)
+            ax.set_ylabel(unit + (" (log scale)" if ax.get_yscale() == "log" else ""))
+        axes[-1].legend(**OUTSIDE)
+        return _inline(fig, "prediction_bars", "Bars of predicted vs measured figures, latencies on a log scale", wide=False)
 
 
 def allocator_figure(results: dict[str, RunResult]) -> InlineFigure | None:

@@ -7,33 +7,52 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from kvplan.report.formatting import error_pct, fmt, fmt_pct
 from kvplan.errors import KvplanError
 from kvplan.files import sigint_deferred
+from kvplan.report.agreement import Agreement, agreements
+from kvplan.report.formatting import fmt, fmt_pct
+from kvplan.report.verdict import build_verdict
 from kvplan.stress.command import StressOptions, StressRun, run_stress, save_run
-from kvplan.stress.figures import FIGURES, figure_value, prediction_key, unit_of
 from kvplan.stress.result import RunResult
 
 
 def render_comparison(console: Console, result: RunResult) -> None:
-    """Every predicted figure of the registry, predicted vs measured, with the prediction's error."""
+    """Every predicted figure, predicted vs measured, with the error raw and at the measured machine
+    speed, each judged against the row's tolerance as the HTML report does (agreement.py), then
+    the notes and the verdict."""
+    rows = agreements(result)
     t = Table(title=f"{result.scenario_name} ({result.allocator}): predicted vs measured", header_style="bold")
-    normalized = result.normalized_error_pct
-    cols = ("metric", "predicted", "measured", "error") + (("error at measured speed",) if normalized else ())
+    at_speed = {r.key: r for r in rows if r.kind == "timing at measured speed"}
+    speed_tol = next(iter(at_speed.values())).tolerance_pct if at_speed else 0.0
+    cols = ("metric", "predicted", "measured", "error", "tolerance") + ((f"at measured speed (±{speed_tol:g}%)",) if at_speed else ())
     for col in cols:
         t.add_column(col, justify="left" if col == "metric" else "right")
-    for f in FIGURES.values():
-        if not f.predicted:
+    for r in rows:
+        if r.kind == "timing at measured speed":
             continue
-        p, m = figure_value(result.prediction, prediction_key(f.name)), figure_value(result.metrics, f.name)
-        if p is None and m is None:
-            continue
-        row = [f.name, fmt(p, unit_of(f.name)), fmt(m, unit_of(f.name)), fmt_pct(error_pct(p, m))]
-        t.add_row(*row, *((fmt_pct(normalized.get(f.name)),) if normalized else ()))
+        cells = [r.key, fmt(r.predicted, r.unit), "not measured" if r.measured is None else fmt(r.measured, r.unit),
+                 _judged(r), f"±{r.tolerance_pct:g}%"]
+        if at_speed:
+            scaled = at_speed.get(r.key)
+            cells.append(_judged(scaled) if scaled is not None else "")
+        t.add_row(*cells)
     console.print(t)
     for note in result.notes:
         console.print(f"  [dim]{note}[/dim]")
+    verdict = build_verdict(result, rows)
+    color = {"pass": "green", "fail": "red", "warn": "yellow"}[verdict.status]
+    console.print(f"[bold {color}]verdict: {verdict.headline}.[/bold {color}]", highlight=False)
+    console.print(verdict.text, highlight=False, markup=False)
+
+
+def _judged(r: Agreement) -> Text:
+    """The error, green within the tolerance and red outside; the status word when not judged."""
+    if r.status in ("pass", "miss"):
+        return Text(fmt_pct(r.error_pct) if r.error_pct is not None else "measured 0",
+                    style="green" if r.status == "pass" else "bold red")
+    return Text(r.status, style="dim")
 
 
 def render_allocators(console: Console, paged: RunResult, contiguous: RunResult) -> None:

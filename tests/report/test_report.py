@@ -12,7 +12,8 @@ import pytest
 
 from kvplan.cli import main
 from kvplan.errors import KvplanError
-from kvplan.report.html import error_pct, fmt, render_report, write_report
+from kvplan.report.formatting import error_pct, fmt
+from kvplan.report.html import render_report, write_report
 from kvplan.report.plots import decimate
 from kvplan.stress.result import RunResult
 
@@ -52,7 +53,8 @@ def test_every_section_is_there(mixed_html: Path) -> None:
                  "TTFT", "TPOT", "ITL", "E2E latency", "p99", "Throughput", "output_throughput",
                  "Goodput against the SLO", "good requests", "paged / contiguous", "Server"):
         assert text in html, text
-    for key in ("fig-kv_memory", "fig-engine_load", "fig-latency_cdf", "fig-prediction_bars", "fig-allocators"):
+    for key in ("fig-kv_memory", "fig-engine_load", "fig-latency_cdf", "fig-prediction_bars", "fig-prediction_ratio",
+                "fig-allocators"):
         assert f'id="{key}"' in html, key
     # one KV figure, load figure and CDF per allocator, plus one comparison
     assert html.count('id="fig-kv_memory"') == 2 and html.count('id="fig-allocators"') == 1
@@ -77,7 +79,7 @@ def test_user_text_is_escaped(mixed_html: Path) -> None:
 
 def test_figures_are_valid_svg(mixed_html: Path) -> None:
     images = _images(mixed_html.read_text())
-    assert len(images) == 1 + 2 * 4  # comparison + (bars, KV, load, CDF) per allocator
+    assert len(images) == 1 + 2 * 5  # comparison + (ratios, bars, KV, load, CDF) per allocator
     for svg in images:
         root = ET.fromstring(svg)
         assert root.tag.endswith("svg") and float(root.get("width").rstrip("pt")) > 100
@@ -99,7 +101,7 @@ def test_server_fraction_without_pool(smoke_result: RunResult, result_factory) -
     for d in (r.metrics, r.prediction):
         d.pop("kv_pool_bytes"), d.pop("num_gpu_blocks")
     r.timeline = []
-    assert len(_images(render_report([r]))) == 4  # the server's fraction still draws, on its own axis
+    assert len(_images(render_report([r]))) == 5  # the server's fraction still draws, on its own axis
 
 
 def test_duplicate_allocator_is_refused(smoke_result: RunResult) -> None:
@@ -145,14 +147,23 @@ def _loaded_images(tmp_path: Path, html: str, name: str) -> str:
     """'loaded/total' images as Chromium sees them. The report forbids scripts (CSP), so a copy
     without the CSP gets a one-line probe; the report itself is rendered untouched below."""
     probe = ('<script>window.addEventListener("load", () => { const i = [...document.images]; document.body.setAttribute('
-             '"data-img-check", i.filter(x => x.complete && x.naturalWidth > 0).length + "/" + i.length); });</script>')
+             '"data-img-check", i.filter(x => x.complete && x.naturalWidth > 0).length + "/" + i.length); '
+             # each figure's id and its drawn size on the page: a figure that loads but lays out at 0 px fails too
+             'document.body.setAttribute("data-fig-sizes", i.map(x => x.closest("figure").id + ":" + x.naturalWidth + "x" '
+             '+ x.naturalHeight + ":" + Math.round(x.getBoundingClientRect().width) + "x" + Math.round(x.getBoundingClientRect().height)).join(" ")); '
+             '});</script>')
     page = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", html).replace("</body>", probe + "</body>")
     path = tmp_path / name
     path.write_text(page)
     proc = _chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", path.as_uri())
     found = re.search(r'data-img-check="(\d+/\d+)"', proc.stdout)
     assert found, proc.stderr[-2000:]
+    sizes = re.search(r'data-fig-sizes="([^"]*)"', proc.stdout)
+    FIGURE_SIZES[name] = sizes.group(1).split() if sizes else []
     return found.group(1)
+
+
+FIGURE_SIZES: dict[str, list[str]] = {}  # probe page -> ["fig-id:WxH:WxH" natural and on-page size per image]
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
@@ -169,6 +180,11 @@ def test_renders_in_a_real_browser(mixed_html: Path, tmp_path: Path) -> None:
     html = mixed_html.read_text()
     n = len(IMG_SRC.findall(html))
     assert _loaded_images(tmp_path, html, "probe.html") == f"{n}/{n}"
+    sizes = [item.split(":") for item in FIGURE_SIZES["probe.html"]]
+    assert len(sizes) == n and {fig for fig, _, _ in sizes} == {
+        "fig-allocators", "fig-prediction_ratio", "fig-prediction_bars", "fig-kv_memory", "fig-engine_load", "fig-latency_cdf"}
+    for fig, natural, shown in sizes:  # each figure has pixels, natural and as laid out
+        assert all(int(v) > 50 for v in natural.split("x") + shown.split("x")), (fig, natural, shown)
     # the probe can fail: one corrupt figure is reported as not loaded
     broken = IMG_SRC.sub('<img src="data:image/svg+xml;base64,bm90IGFuIHN2Zw=="', html, count=1)
     assert _loaded_images(tmp_path, broken, "broken.html") == f"{n - 1}/{n}"

@@ -1,0 +1,63 @@
+"""The prediction table as one picture: measured / predicted per figure, as bars from 1 on a log
+axis, green within tolerance and red outside, with each row's tolerance band drawn behind its bar.
+
+A ratio on a log scale shows a 3 ms figure that came in at 9 ms and a 1,500 ms one that came in at
+1,400 ms side by side, which bars of the values on one linear axis cannot (the small one vanishes).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from matplotlib import rc_context
+from matplotlib.figure import Figure
+
+from kvplan.report.agreement import Agreement
+from kvplan.report.plots import RC, InlineFigure, _inline
+
+PASS, MISS, BAND = "#1b7f3b", "#b42318", "#d9dde5"
+MAX_RATIO = 1e4  # a figure measured 0 or near it: drawn at the edge, not off to infinity
+
+
+def measured_over_predicted(row: Agreement) -> float | None:
+    """measured / predicted; None when either is missing or the predicted is 0."""
+    if row.predicted is None or row.measured is None or row.predicted == 0:
+        return None
+    ratio = row.measured / row.predicted
+    if ratio <= 0 or not math.isfinite(ratio):
+        return 1 / MAX_RATIO if ratio <= 0 else MAX_RATIO
+    return min(MAX_RATIO, max(1 / MAX_RATIO, ratio))
+
+
+def band(tolerance_pct: float) -> tuple[float, float]:
+    """measured / predicted within the tolerance: |(p - m) / m| <= t  <=>  1/(1+t) <= m/p <= 1/(1-t)."""
+    t = tolerance_pct / 100.0
+    return 1.0 / (1.0 + t), (1.0 / (1.0 - t) if t < 1.0 else MAX_RATIO)
+
+
+def ratio_figure(rows: Sequence[Agreement]) -> InlineFigure | None:
+    """One horizontal bar per judged row, in the table's order (top to bottom)."""
+    drawn = [(r, q) for r in rows if r.judged and (q := measured_over_predicted(r)) is not None]
+    if not drawn:
+        return None
+    with rc_context(RC):
+        fig = Figure(figsize=(8.5, 0.8 + 0.26 * len(drawn)))
+        ax = fig.add_subplot()
+        y = np.arange(len(drawn))[::-1]
+        for yi, (r, q) in zip(y, drawn):
+            lo, hi = band(r.tolerance_pct)
+            ax.barh(yi, hi - lo, left=lo, height=0.8, color=BAND, zorder=1)
+            color = PASS if r.status == "pass" else MISS
+            ax.barh(yi, q - 1.0, left=1.0, height=0.5, color=color, zorder=2)
+            ax.plot([q], [yi], marker="o", markersize=4, color=color, zorder=4)  # an exact row has no bar, still a dot
+        ax.axvline(1.0, color="black", linewidth=0.8, zorder=3)
+        ax.set_xscale("log")
+        values = [q for _, q in drawn]
+        ax.set_xlim(min(0.5, min(values) / 1.5), max(2.0, max(values) * 1.5))
+        ax.set_yticks(y, [r.label for r, _ in drawn])
+        ax.set_xlabel("measured ÷ predicted (log scale; 1 = exact; grey: the row's tolerance)")
+        ax.grid(axis="y", visible=False)
+        return _inline(fig, "prediction_ratio", "Measured over predicted for every compared figure, on a log scale, "
+                       "coloured within (green) or outside (red) its tolerance",
+                       "Right of 1: the run measured more than predicted (slower, bigger); left: less.", wide=False)
