@@ -1,0 +1,66 @@
+"""Profiles of widely deployed models added from real config.json copies (tests/data/reference/hf-configs,
+provenance in each folder's SOURCE.md): KV bytes per token counted by hand with vLLM's rules, and every
+profile plans on a GPU (exit 0, or exit 2 with one line).
+
+vLLM files the rules come from:
+- vllm/v1/kv_cache_interface.py: AttentionSpec.page_size_bytes = 2 (K, V) x block x kv heads x head size x
+  dtype bytes (FullAttentionSpec); MLAAttentionSpec: one latent (kv_lora_rank + qk_rope_head_dim) per token, no V
+- vllm/model_executor/models/qwen3_vl.py: the text tower's layers carry the cache, the ViT none
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kvplan.cli import main
+from kvplan.plan.kv import KvLayout
+from kvplan.spec.model import spec_from_config
+from kvplan.spec.profiles import load_model
+
+NEW_PROFILES = ["deepseek-v3.2", "kimi-k2-instruct", "minimax-m2.5", "qwen3-vl-8b-instruct", "qwen3-vl-30b-a3b-instruct"]
+
+
+def _config(reference_dir, folder: str) -> dict:
+    return json.loads((reference_dir / "hf-configs" / folder / "config.json").read_text())
+
+
+def test_kimi_k2_mla_latent_per_token(reference_dir):
+    """Kimi-K2 (DeepseekV3ForCausalLM): 61 MLA layers x (512 + 64) x 2 B (bf16 cache; MLAAttentionSpec)."""
+    spec = spec_from_config(_config(reference_dir, "moonshotai--Kimi-K2-Instruct"), "kimi-k2")
+    assert spec.attention_kinds == {"mla": 61}
+    assert KvLayout.of(spec).bytes_per_token() == 61 * (512 + 64) * 2 == 70_272
+    assert KvLayout.of(spec, tp=8).bytes_per_token_per_gpu() == 70_272  # latent replicated per rank
+    assert 1.0e12 < spec.params.total < 1.05e12  # Moonshot: "1 trillion total parameters"
+    assert spec.quant.method == "fp8"
+
+
+def test_minimax_m2_full_gqa(reference_dir):
+    """MiniMax-M2.5: 62 full-attention layers, 8 KV heads x head_dim 128 (FullAttentionSpec), 256 experts."""
+    spec = spec_from_config(_config(reference_dir, "MiniMaxAI--MiniMax-M2.5"), "minimax")
+    assert spec.attention_kinds == {"full": 62}
+    assert KvLayout.of(spec).bytes_per_token() == 2 * 62 * 8 * 128 * 2 == 253_952
+    assert KvLayout.of(spec, tp=8).bytes_per_token_per_gpu() == 2 * 62 * 1 * 128 * 2
+    assert 2.2e11 < spec.params.total < 2.35e11  # MiniMax: 230B total
+
+
+@pytest.mark.parametrize(("folder", "layers", "kv_heads"), [("Qwen--Qwen3-VL-8B-Instruct", 36, 8),
+                                                            ("Qwen--Qwen3-VL-30B-A3B-Instruct", 48, 4)])
+def test_qwen3_vl_text_tower_caches(reference_dir, folder, layers, kv_heads):
+    """Qwen3-VL: text_config geometry (explicit head_dim 128); the vision tower caches nothing."""
+    spec = spec_from_config(_config(reference_dir, folder), "qwen3-vl")
+    assert spec.attention_kinds == {"full": layers}
+    assert KvLayout.of(spec).bytes_per_token() == 2 * layers * kv_heads * 128 * 2
+
+
+@pytest.mark.parametrize("name", NEW_PROFILES)
+def test_new_profiles_show_and_plan(capsys, name):
+    assert load_model(name).name == name
+    for args in (["profiles", "show", name], ["estimate", "--model", name, "--gpu", "h100", "--json"]):
+        with pytest.raises(SystemExit) as info:
+            main(args)
+        out, err = capsys.readouterr()
+        assert info.value.code in (0, 2), (args, err[-2000:])
+        assert "Traceback" not in err
+        if info.value.code == 2:
+            assert len(err.strip().splitlines()) == 1, err
