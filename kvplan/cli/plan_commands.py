@@ -116,8 +116,9 @@ def _engine_args(device, gpu_memory_utilization, tp, pp, dtype, quantization, kv
         raise KvplanError(f"--gpu-memory-utilization must be in (0, 1], got {gpu_memory_utilization}")
     if target_concurrency is not None and target_concurrency <= 0:
         raise KvplanError(f"--target-concurrency must be positive, got {target_concurrency}")
-    if device is None:
-        given = [f for f, v in (("--kv-cache-memory-bytes", kv_cache_memory_bytes), ("--target-concurrency", target_concurrency),
+    if device is None and kv_cache_memory_bytes is None:
+        # --kv-cache-memory-bytes alone is a plan: vLLM then ignores the GPU's size and utilization
+        given = [f for f, v in (("--target-concurrency", target_concurrency),
                                 ("--max-num-seqs", max_num_seqs), ("--max-num-batched-tokens", max_num_batched_tokens),
                                 ("--quantization", quantization), ("--vllm-version", vllm_version)) if v is not None]
         if given or enforce_eager:

@@ -193,7 +193,7 @@ def _verdict(est: Estimate, f: Fit) -> str:
 
 def _fit_table(est: Estimate, f: Fit) -> Table:
     """Whether the batch fits the GPU's KV budget, and the largest concurrency and context that do."""
-    g = Table(title=f"{est.concurrency} × {est.ctx_tokens:,} tokens on {f.gpu.display_name or f.gpu.name}: {_verdict(est, f)}",
+    g = Table(title=f"{est.concurrency} × {est.ctx_tokens:,} tokens on {(f.gpu.display_name or f.gpu.name) if f.gpu else 'any GPU (--kv-cache-memory-bytes)'}: {_verdict(est, f)}",
               show_header=True, header_style="bold")
     g.add_column("per GPU")
     g.add_column("value", justify="right")
