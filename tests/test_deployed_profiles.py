@@ -64,3 +64,47 @@ def test_new_profiles_show_and_plan(capsys, name):
         assert "Traceback" not in err
         if info.value.code == 2:
             assert len(err.strip().splitlines()) == 1, err
+
+
+# --- DeepSeek-V3.2: fp8_ds_mla and the sparse-attention indexer cache ------------------------------
+def test_deepseek_v32_fp8_ds_mla_and_indexer_by_hand(reference_dir):
+    """DeepSeek-V3.2 (index_topk set). vLLM's rules:
+    - vllm/model_executor/models/config.py DeepseekV32ForCausalLM.verify_and_update_config: --kv-cache-dtype
+      auto or fp8* becomes "fp8_ds_mla"; bfloat16 stays a 16-bit cache;
+    - vllm/v1/kv_cache_interface.py MLAAttentionSpec (and flashmla_sparse.py get_kv_cache_shape): fp8_ds_mla pages
+      are block_size x 656 B (512 fp8 latent + 4 fp32 scales + 64 bf16 RoPE);
+    - vllm/model_executor/models/deepseek_v2.py Indexer: DeepseekV32IndexerCache of head_dim
+      index_head_dim + index_head_dim // 128 x 4 = 132 uint8 per token and layer, whatever the KV dtype;
+    - vllm/platforms/cuda.py: block size forced to 64 for FlashMLASparse."""
+    spec = spec_from_config(_config(reference_dir, "deepseek-ai--DeepSeek-V3.2"), "v3.2")
+    assert spec.has_sparse_indexer and spec.attention_kinds == {"mla": 61}
+    auto = KvLayout.of(spec)
+    assert auto.kv_dtype.name == "fp8_ds_mla" and auto.block_size == 64
+    assert auto.bytes_per_token() == 61 * (656 + 132) == 48_068
+    assert KvLayout.of(spec, "fp8").bytes_per_token() == 48_068  # every fp8 name is fp8_ds_mla here
+    bf16 = KvLayout.of(spec, "bfloat16")
+    assert bf16.bytes_per_token() == 61 * ((512 + 64) * 2 + 132) == 78_324
+    tp8 = KvLayout.of(spec, tp=8)
+    assert tp8.bytes_per_block() == 64 * 48_068  # latent and indexer replicated on every rank
+    assert tp8.request_bytes_per_gpu(1000) == 16 * 64 * 48_068  # 1,000 tokens: 16 blocks of 64
+
+
+def test_deepseek_v32_pool_from_kv_bytes():
+    from kvplan.plan.budget import EngineArgs, plan_capacity
+
+    spec = load_model("deepseek-v3.2")
+    plan = plan_capacity(spec, EngineArgs(kv_cache_memory_bytes=40 * 2**30, tensor_parallel_size=8, max_model_len=32_768))
+    assert plan.block_size_tokens == 64
+    assert plan.num_gpu_blocks == 40 * 2**30 // (64 * 48_068)
+
+
+def test_fp8_ds_mla_is_refused_for_other_models(capsys):
+    from kvplan.errors import KvplanError
+
+    with pytest.raises(KvplanError, match="fp8_ds_mla"):
+        KvLayout.of(load_model("kimi-k2-instruct"), "fp8_ds_mla")  # dense MLA: no sparse indexer
+    assert KvLayout.of(load_model("kimi-k2-instruct"), "fp8").bytes_per_token() == 61 * 576  # plain fp8 latent
+    with pytest.raises(SystemExit) as info:
+        main(["estimate", "--model", "qwen3-8b", "--kv-cache-dtype", "fp8_ds_mla"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and len(err.strip().splitlines()) == 1 and "fp8_ds_mla" in err

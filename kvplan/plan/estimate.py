@@ -167,9 +167,9 @@ def estimate(spec: ModelSpec, *, ctx_tokens: int | None = None, concurrency: int
 
     variants = [variant(f"as asked ({layout.kv_dtype.name} KV)", layout)]
     for alt in ("fp8", "int4"):
-        if layout.kv_dtype.name != alt:
-            variants.append(variant(f"{alt} KV" + (" (planned only: no vLLM flag)" if alt == "int4" else ""),
-                                    KvLayout.of(spec, alt, block_size, tp, pp, state_copies=copies)))
+        alt_layout = KvLayout.of(spec, alt, block_size, tp, pp, state_copies=copies)
+        if alt_layout.kv_dtype != layout.kv_dtype:  # DeepSeek-V3.2: fp8 is its fp8_ds_mla default
+            variants.append(variant(f"{alt} KV" + (" (planned only: no vLLM flag)" if alt == "int4" else ""), alt_layout))
     if not spec.is_mla and spec.num_kv_heads > 1 and spec.num_kv_heads == spec.num_attention_heads and spec.num_kv_heads % 2 == 0:
         gqa = spec.with_kv_heads(spec.num_kv_heads // 2)
         variants.append(variant(f"GQA: KV heads halved ({spec.num_kv_heads} -> {spec.num_kv_heads // 2})",

@@ -82,6 +82,11 @@ class ModelSpec:
         return counts
 
     @property
+    def has_sparse_indexer(self) -> bool:
+        """DeepSeek-V3.2 sparse MLA: vLLM serves it with the fp8_ds_mla cache and 64-token blocks."""
+        return any(layer.indexer_bytes_per_token for layer in self.layers)
+
+    @property
     def has_state(self) -> bool:
         """Whether any layer holds a fixed per-request state (Mamba, Gated-DeltaNet)."""
         return any(layer.state is not None for layer in self.layers)
@@ -206,11 +211,24 @@ def _intermediate(cfg: dict[str, Any], hidden: int, where: str) -> int:
     return int(inter) if inter else 4 * hidden
 
 
+def _indexer_bytes(cfg: dict[str, Any], where: str) -> int:
+    """DeepSeek-V3.2 (`index_topk` set): the indexer's K cache per token and layer, as vLLM's
+    deepseek_v2.py Indexer sizes DeepseekV32IndexerCache: index_head_dim fp8 bytes + 4 (fp32 scale)
+    per 128 values; 0 for dense MLA."""
+    if cfg.get("index_topk") is None:
+        return 0
+    dim = int(cfg.get("index_head_dim") or 128)
+    if dim <= 0 or dim % 128:
+        raise ConfigError(f"{where}: index_head_dim must be a positive multiple of 128, got {dim}")
+    return dim + dim // 128 * 4
+
+
 def _layers(cfg: dict[str, Any], outer: dict[str, Any], n_layers: int, att: _Attention, max_pos: int,
             where: str) -> tuple[LayerAttention, ...]:
     if cfg.get("kv_lora_rank"):
         latent = int(cfg["kv_lora_rank"]) + _require_int(cfg, "qk_rope_head_dim", where)
-        return tuple(LayerAttention("mla", 1, latent, 0) for _ in range(n_layers))
+        return tuple(LayerAttention("mla", 1, latent, 0, indexer_bytes_per_token=_indexer_bytes(cfg, where))
+                     for _ in range(n_layers))
     return build_layers(cfg, outer, n_layers, att.kv_heads, att.head_dim, max_pos, where)
 
 
