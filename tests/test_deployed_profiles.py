@@ -18,7 +18,8 @@ from kvplan.plan.kv import KvLayout
 from kvplan.spec.model import spec_from_config
 from kvplan.spec.profiles import load_model
 
-NEW_PROFILES = ["deepseek-v3.2", "kimi-k2-instruct", "minimax-m2.5", "qwen3-vl-8b-instruct", "qwen3-vl-30b-a3b-instruct"]
+NEW_PROFILES = ["deepseek-v3.2", "kimi-k2-instruct", "minimax-m2.5", "qwen3-vl-8b-instruct", "qwen3-vl-30b-a3b-instruct",
+                "qwen2.5-vl-7b-instruct", "glm-4.5v"]
 
 
 def _config(reference_dir, folder: str) -> dict:
@@ -51,6 +52,23 @@ def test_qwen3_vl_text_tower_caches(reference_dir, folder, layers, kv_heads):
     spec = spec_from_config(_config(reference_dir, folder), "qwen3-vl")
     assert spec.attention_kinds == {"full": layers}
     assert KvLayout.of(spec).bytes_per_token() == 2 * layers * kv_heads * 128 * 2
+
+
+def test_qwen2_5_vl_sliding_window_off(reference_dir):
+    """Qwen2.5-VL-7B: sliding_window 32768 but use_sliding_window false -> every layer full (vLLM qwen2_5_vl.py
+    builds Qwen2 decoder layers, whose sliding window applies only with use_sliding_window)."""
+    spec = spec_from_config(_config(reference_dir, "Qwen--Qwen2.5-VL-7B-Instruct"), "qwen2.5-vl")
+    assert spec.attention_kinds == {"full": 28}
+    assert KvLayout.of(spec).bytes_per_token() == 2 * 28 * 4 * 128 * 2 == 57_344
+
+
+def test_glm_4_5v_text_tower(reference_dir):
+    """GLM-4.5V (glm4v_moe): text_config 46 layers x 8 KV heads x head_dim 128 (FullAttentionSpec); the
+    partial_rotary_factor changes RoPE, not the cache."""
+    spec = spec_from_config(_config(reference_dir, "zai-org--GLM-4.5V"), "glm-4.5v")
+    assert spec.attention_kinds == {"full": 46}
+    assert KvLayout.of(spec).bytes_per_token() == 2 * 46 * 8 * 128 * 2 == 188_416
+    assert 1.05e11 < spec.params.total < 1.09e11  # GLM-4.5-Air text tower: 106B total
 
 
 @pytest.mark.parametrize("name", NEW_PROFILES)
