@@ -166,6 +166,14 @@ def _request_rows(t: Table, est: Estimate) -> None:
 
 def _weights_how(est: Estimate) -> str:
     spec = est.spec
+    how = _weights_base_how(est)
+    if spec.params.encoder:
+        how += f"; vision tower + projector {spec.params.encoder:,} of them (16-bit)"
+    return how
+
+
+def _weights_base_how(est: Estimate) -> str:
+    spec = est.spec
     if spec.checkpoint_weights_bytes and spec.checkpoint_weights_bytes != spec.params.total * spec.dtype_bytes:
         return f"bytes of the checkpoint's weight files ({spec.params.total:,} params)"
     if spec.quant.method != "none":

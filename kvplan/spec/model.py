@@ -15,6 +15,7 @@ from typing import Any
 
 from kvplan.errors import ConfigError
 from kvplan.spec.dtypes import MODEL_DTYPE_BYTES, normalize_model_dtype
+from kvplan.spec.encoder_params import encoder_params
 from kvplan.spec.layers import ATTENTION_FREE_TYPES, PER_TOKEN_KINDS, AttentionKind, LayerAttention, build_layers
 from kvplan.spec.params import ParamCount, count_params
 from kvplan.spec.quant import WeightQuant, weight_quant_from_config
@@ -250,7 +251,8 @@ def spec_from_config(config: dict[str, Any], name: str, *, where: str = "config.
     layers = _layers(cfg, outer, n_layers, att, max_pos, where)
     dtype, config_dtype = _serving_dtype(cfg, where)
     params = count_params(cfg, layers=layers, hidden=hidden, n_heads=att.n_heads, kv_heads=att.kv_heads,
-                          head_dim=att.head_dim, intermediate=inter, vocab=int(vocab))
+                          head_dim=att.head_dim, intermediate=inter, vocab=int(vocab),
+                          encoder=encoder_params(outer, hidden))
     archs = outer.get("architectures") or cfg.get("architectures") or [cfg.get("model_type", "unknown")]
     return ModelSpec(
         name=name, model_type=str(cfg.get("model_type", "unknown")), architecture=str(archs[0]),
