@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvplan.plan.budget import CapacityPlan, EngineArgs, plan_capacity
+from kvplan.plan.overheads import V1_SINCE, parse_vllm_version
 from kvplan.spec.gpu import custom_gpu
 from kvplan.spec.model import ModelSpec
 from kvplan.spec.profiles import load_model
@@ -29,7 +30,7 @@ class CalibrationRow:
 
     @property
     def skip_reason(self) -> str | None:
-        """Why a row cannot be replayed end to end (None when it can)."""
+        """Why a row cannot be replayed end to end, KV tokens included (None when it can)."""
         if not self.raw.get("reported_kv_tokens", "").strip():
             return "no reported KV tokens/blocks (V0 log excerpt; dtype and max_model_len not logged)"
         if self.raw["model"] not in PROFILE_OF:
@@ -38,6 +39,32 @@ class CalibrationRow:
 
     def spec(self) -> ModelSpec:
         return load_model(PROFILE_OF[self.raw["model"]])
+
+    @property
+    def version_group(self) -> str:
+        """The vLLM generation whose budget rules the row exercises."""
+        v = parse_vllm_version(self.raw["vllm_version"])
+        if v < V1_SINCE:
+            return "V0 (<= 0.7)"
+        if v < (0, 10, 0):
+            return "early V1 (0.8-0.9)"
+        return "V1 0.10-0.18" if v < (0, 19, 0) else "V1 0.19+"
+
+    @property
+    def gpu_group(self) -> str:
+        return self.raw["gpu"].split(" (")[0]
+
+    def error(self, plan: CapacityPlan) -> tuple[str, float] | None:
+        """(what is compared, signed relative error): KV tokens when the log has them, else the
+        available KV cache memory; None when the row logs neither."""
+        r = self.raw
+        if r.get("reported_kv_tokens", "").strip():
+            rep = int(r["reported_kv_tokens"])
+            return "tokens", (plan.kv_cache_tokens - rep) / rep
+        if r.get("available_kv_gib", "").strip():
+            rep_bytes = float(r["available_kv_gib"]) * GIB
+            return "KV GiB", (plan.available_kv_cache_bytes - rep_bytes) / rep_bytes
+        return None
 
     def args(self, *, kv_cache_memory_bytes: int | None = None) -> EngineArgs:
         """Only what a user knows before starting vLLM: GPU total, utilization, TP, dtype, KV dtype,

@@ -165,15 +165,20 @@ def activation_bytes(spec: ModelSpec, *, dtype: str, max_num_batched_tokens: int
     hidden states kept + the dummy sampler over `min(max_num_seqs, mnbt)` rows of fp32 logits)."""
     db = MODEL_DTYPE_BYTES[model_dtype(spec, dtype)]
     tokens = max_num_batched_tokens
-    # residual + hidden + attention in/out (4 x hidden) and MLP intermediates (3 x width / TP)
-    forward = tokens * db * (4 * spec.hidden_size + 3 * _mlp_width_per_rank(spec, tp))
-    peak = forward
+    width = _mlp_width_per_rank(spec, tp)
+    sampler = 0
     if last_stage:
         per_logit = SAMPLER_BYTES_PER_LOGIT if version >= NEW_ACTIVATION_SINCE else SAMPLER_BYTES_PER_LOGIT_PRE_017
         rows = min(max_num_seqs, tokens)
         sampler = tokens * spec.hidden_size * db + int(rows * spec.vocab_size * (db + per_logit))
-        peak = max(forward, sampler)
-    return ACTIVATION_C0_BYTES + peak
+    if version < V1_SINCE:
+        # V0 profiles one prefill of max_num_batched_tokens (= max_model_len up to 32K): residual, hidden and
+        # attention output (3 x hidden) and the MLP intermediates (3 x width), with no fixed part beside it;
+        # two RTX 3090 V0 logs (vLLM issue #10517: 2.07 and 2.99 GiB at 20K and 29K tokens) fit it within 1%
+        return max(tokens * db * 3 * (spec.hidden_size + width), ACTIVATION_C0_BYTES + sampler)
+    # residual + hidden + attention in/out (4 x hidden) and MLP intermediates (3 x width / TP)
+    forward = tokens * db * (4 * spec.hidden_size + 3 * width)
+    return ACTIVATION_C0_BYTES + max(forward, sampler)
 
 
 # --- non-torch and CUDA graphs -------------------------------------------------------------
