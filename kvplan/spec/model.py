@@ -212,6 +212,17 @@ def _intermediate(cfg: dict[str, Any], hidden: int, where: str) -> int:
     return int(inter) if inter else 4 * hidden
 
 
+_NEMOTRON_BLOCKS = {"mamba": "M", "linear_attention": "M", "attention": "*", "full_attention": "*", "mlp": "-", "moe": "E"}
+
+
+def _nemotron_pattern(blocks: list[Any], where: str) -> str:
+    """Nemotron-H as transformers 5 writes it: `layers_block_type` words instead of hybrid_override_pattern."""
+    unknown = sorted({str(b) for b in blocks} - set(_NEMOTRON_BLOCKS))
+    if unknown:
+        raise ConfigError(f"{where}: unsupported layers_block_type {unknown[0]!r}; known: {', '.join(sorted(_NEMOTRON_BLOCKS))}")
+    return "".join(_NEMOTRON_BLOCKS[str(b)] for b in blocks)
+
+
 def _indexer_bytes(cfg: dict[str, Any], where: str) -> int:
     """DeepSeek-V3.2 (`index_topk` set): the indexer's K cache per token and layer, as vLLM's
     deepseek_v2.py Indexer sizes DeepseekV32IndexerCache: index_head_dim fp8 bytes + 4 (fp32 scale)
@@ -238,6 +249,8 @@ def spec_from_config(config: dict[str, Any], name: str, *, where: str = "config.
     """Build a ModelSpec from a Hugging Face config dict, applying the rules in the module doc."""
     outer = config
     cfg = _with_defaults(text_config(config))
+    if not cfg.get("hybrid_override_pattern") and isinstance(cfg.get("layers_block_type"), list):
+        cfg["hybrid_override_pattern"] = _nemotron_pattern(cfg["layers_block_type"], where)
     if _get(cfg, "num_hidden_layers") is None and isinstance(cfg.get("hybrid_override_pattern"), str):
         cfg["num_hidden_layers"] = len(cfg["hybrid_override_pattern"])  # Nemotron-H: one character per layer
     n_layers = _require_int(cfg, "num_hidden_layers", where)

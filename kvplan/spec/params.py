@@ -20,6 +20,7 @@ _QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "gpt2", "opt", "phi
 _QK_NORM = {"qwen3", "qwen3_moe", "gemma3_text", "gemma3", "olmo2", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"}
 _ATTENTION_WEIGHT_KINDS = {"full", "sliding", "chunked", "mla", "cross", "shared"}
 _FOUR_NORMS = {"gemma2", "gemma3_text", "gemma3"}
+_GRANITE_SHARED_MLP = {"granitemoehybrid", "granitemoeshared"}  # shared_mlp: input_linear h x 2s, output_linear s x h
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,8 @@ def _mlp_params(cfg: dict[str, Any], n_layers: int, hidden: int, dense_mlp: int)
             mlp_dense += router + shared
             if shared_inter and mt != "nemotron_h":  # Qwen2-MoE / Qwen3-Next: one shared expert with its own gate
                 mlp_dense += 3 * hidden * int(shared_inter) + hidden
+            if mt in _GRANITE_SHARED_MLP and cfg.get("shared_intermediate_size"):
+                mlp_dense += 3 * hidden * int(cfg["shared_intermediate_size"])  # beside the experts, no gate
     return mlp_dense, experts, experts_active
 
 
