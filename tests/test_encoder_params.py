@@ -72,3 +72,36 @@ def test_other_towers_are_counted_approximately():
     assert encoder_family(kimi.config) == "moonvit" and kimi.params.encoder > 0
     glm = load_model("glm-4.5v")
     assert encoder_family(glm.config) == "generic" and not encoder_is_exact(glm.config) and glm.params.encoder > 0
+
+
+def _estimate(capsys, *args: str) -> tuple[int, str, str]:
+    from kvplan.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["estimate", "--model", "qwen2.5-vl-7b-instruct", "--json", *args])
+    out, err = capsys.readouterr()
+    return info.value.code, out, err
+
+
+@pytest.mark.parametrize("limit", ['{"image": 0, "video": 0}', "image=0,video=0"])
+def test_text_only_limits_load_no_vision_tower(capsys, limit):
+    """vLLM (qwen2_5_vl.py and the other Qwen-VL models) builds no vision tower when images and videos are limited
+    to 0: the weights and the budget lose the tower's bytes."""
+    import json
+
+    spec = load_model("qwen2.5-vl-7b-instruct")
+    rc, out, _ = _estimate(capsys, "--gpu", "h100", "--limit-mm-per-prompt", limit)
+    text_only = json.loads(out)
+    rc_full, out_full, _ = _estimate(capsys, "--gpu", "h100", "--limit-mm-per-prompt", "image=2")
+    full = json.loads(out_full)
+    assert rc == rc_full == 0
+    assert text_only["num_encoder_parameters"] == 0 and full["num_encoder_parameters"] == spec.params.encoder
+    assert full["weights_bytes"] - text_only["weights_bytes"] == spec.params.encoder * 2
+    assert text_only["available_kv_cache_bytes"] - full["available_kv_cache_bytes"] == \
+        full["weights_bytes_per_gpu"] - text_only["weights_bytes_per_gpu"] > 0
+
+
+@pytest.mark.parametrize("bad", ["image=x", "image=-1", "{"])
+def test_bad_limits_are_one_line(capsys, bad):
+    rc, _, err = _estimate(capsys, "--limit-mm-per-prompt", bad)
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "--limit-mm-per-prompt" in err

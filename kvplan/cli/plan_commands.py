@@ -33,6 +33,7 @@ def estimate(
     enforce_eager: Annotated[bool, typer.Option("--enforce-eager", help="No CUDA graphs (vLLM --enforce-eager).")] = False,
     vllm_version: Annotated[Optional[str], typer.Option(help="vLLM version whose behaviour to model (default: the newest modelled).")] = None,
     target_concurrency: Annotated[Optional[int], typer.Option(help="Print the `vllm serve` line that serves N requests of max_model_len.")] = None,
+    limit_mm_per_prompt: Annotated[Optional[str], typer.Option(help="vLLM --limit-mm-per-prompt ('{\"image\": 0}' or image=0,video=0): 0 images and videos load no vision tower.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
     """KV-cache bytes per token, request and batch; with a GPU, vLLM's capacity plan and whether it fits."""
@@ -42,6 +43,11 @@ def estimate(
     _check_estimate_flags(gpu, gpu_memory_gib, max_model_len, ctx=ctx, concurrency=concurrency, block_size=block_size,
                           tp=tp, pp=pp)
     spec, device = _estimate_model_and_gpu(model, dtype, gpu, gpu_memory_gib)
+    if limit_mm_per_prompt is not None:
+        from kvplan.spec.encoder_params import parse_mm_limits, vision_tower_loaded
+
+        if not vision_tower_loaded(parse_mm_limits(limit_mm_per_prompt)):
+            spec = spec.without_encoder()
     engine_args = _engine_args(device, gpu_memory_utilization, tp, pp, dtype, quantization, kv_cache_dtype, block_size,
                                max_model_len, max_num_seqs, max_num_batched_tokens, kv_cache_memory_bytes,
                                enforce_eager, vllm_version, target_concurrency)

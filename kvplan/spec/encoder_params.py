@@ -22,7 +22,10 @@ Audio towers are not counted yet.
 """
 from __future__ import annotations
 
+import json
 from typing import Any
+
+from kvplan.errors import KvplanError
 
 _EXACT = {"siglip", "pixtral", "qwen2_5_vl", "qwen3_vl", "moonvit"}
 
@@ -110,3 +113,28 @@ def encoder_params(outer: dict[str, Any], text_hidden: int) -> int:
     # generic ViT (approximate): siglip blocks incl. global layers, patch embedding, one projection
     layers += _i(v, "num_global_layers")
     return c * p * p * h + _siglip_blocks(h, inter, layers) + h * text_hidden
+
+
+# --- --limit-mm-per-prompt ------------------------------------------------------------------------------
+VISION_MODALITIES = ("image", "video")
+
+
+def parse_mm_limits(text: str) -> dict[str, int]:
+    """vLLM's --limit-mm-per-prompt: JSON ('{"image": 0, "video": 0}') or the older 'image=0,video=0'."""
+    flag = "--limit-mm-per-prompt"
+    try:
+        raw = json.loads(text) if text.strip().startswith("{") else dict(p.split("=", 1) for p in text.split(",") if p.strip())
+        limits = {str(k).strip(): int(v if not isinstance(v, dict) else v.get("count", 1)) for k, v in raw.items()}
+    except (ValueError, TypeError, AttributeError):
+        raise KvplanError(f"{flag} takes JSON like '{{\"image\": 0}}' or image=0,video=0, got {text!r}") from None
+    if not limits or any(v < 0 for v in limits.values()):
+        raise KvplanError(f"{flag} takes non-negative counts per modality, got {text!r}")
+    return limits
+
+
+def vision_tower_loaded(limits: dict[str, int] | None) -> bool:
+    """vLLM builds no vision tower when images and videos are both limited to 0 (e.g. Qwen2.5-VL's
+    `if get_limit_per_prompt("image") or get_limit_per_prompt("video")`): a text-only deployment."""
+    if not limits:
+        return True
+    return any(limits.get(m, 1) for m in VISION_MODALITIES)

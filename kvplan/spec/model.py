@@ -107,6 +107,16 @@ class ModelSpec:
             return self.checkpoint_weights_bytes
         return self.quant.weights_bytes(self.params, self.dtype_bytes)
 
+    def without_encoder(self) -> ModelSpec:
+        """The model as vLLM loads it text-only (--limit-mm-per-prompt image=0,video=0): no vision tower."""
+        from dataclasses import replace
+
+        if not self.params.encoder:
+            return self
+        saved = self.params.encoder * self.dtype_bytes  # the tower stays 16-bit in quantized checkpoints too
+        weights = self.checkpoint_weights_bytes - saved if self.checkpoint_weights_bytes else None
+        return replace(self, params=replace(self.params, encoder=0), checkpoint_weights_bytes=weights)
+
     def with_kv_heads(self, num_kv_heads: int) -> ModelSpec:
         """A what-if copy with `num_kv_heads` cached heads per full/sliding layer (GQA variant)."""
         from dataclasses import replace
