@@ -321,6 +321,10 @@ def plan_capacity(spec: ModelSpec, args: EngineArgs) -> CapacityPlan:
     graphs = _cudagraph_warning(args, bind, requested, init_bytes, subtract_graphs)
     if graphs:
         warnings.append(graphs)
+    if spec.params.encoder:
+        warnings.append(f"{spec.name}: the vision tower's weights are counted, but not vLLM's encoder profiling (a dummy "
+                        "multimodal batch in the profile run), so KV may be over-predicted by a few percent; "
+                        "--limit-mm-per-prompt image=0,video=0 plans a text-only deployment")
     if spec.has_state and version < oh.V1_HYBRID_ALLOCATOR_SINCE:
         warnings.append(f"vLLM {'.'.join(map(str, version))} kept Mamba state outside the KV cache pool; kvplan models "
                         "the V1 hybrid allocator of vLLM 0.10 and later, so its figures for this model are approximate")
