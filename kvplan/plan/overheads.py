@@ -103,9 +103,16 @@ def _rotary_cache_bytes(spec: ModelSpec, dtype_bytes: int) -> int:
     max_pos = spec.max_position_embeddings
     scaling = cfg.get("rope_scaling") or {}
     kind = str(scaling.get("rope_type") or scaling.get("type") or "")
+    local = 0
+    if cfg.get("rope_local_base_freq") or spec.model_type in ("gemma3", "gemma3_text"):
+        # Gemma 3: the sliding layers' RoPE (rope_local_base_freq, default 10000, unscaled) is a second cache
+        local = max_pos * rot * dtype_bytes
     if kind in ("yarn", "dynamic", "longrope") and scaling.get("original_max_position_embeddings"):
         max_pos = max(max_pos, int(scaling["original_max_position_embeddings"] * float(scaling.get("factor", 1))))
-    return max_pos * rot * dtype_bytes
+    elif kind == "linear" and scaling.get("factor"):
+        # vLLM LinearScalingRotaryEmbedding: cos/sin for max_position x factor positions
+        max_pos = int(max_pos * float(scaling["factor"]))
+    return max_pos * rot * dtype_bytes + local
 
 
 def model_weights_bytes(spec: ModelSpec, dtype: str = "auto", quantization: str | None = None) -> int:
