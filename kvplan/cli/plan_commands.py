@@ -42,12 +42,7 @@ def estimate(
 
     _check_estimate_flags(gpu, gpu_memory_gib, max_model_len, ctx=ctx, concurrency=concurrency, block_size=block_size,
                           tp=tp, pp=pp)
-    spec, device = _estimate_model_and_gpu(model, dtype, gpu, gpu_memory_gib)
-    if limit_mm_per_prompt is not None:
-        from kvplan.spec.encoder_params import parse_mm_limits, vision_tower_loaded
-
-        if not vision_tower_loaded(parse_mm_limits(limit_mm_per_prompt)):
-            spec = spec.without_encoder()
+    spec, device = _estimate_model_and_gpu(model, dtype, gpu, gpu_memory_gib, limit_mm_per_prompt)
     engine_args = _engine_args(device, gpu_memory_utilization, tp, pp, dtype, quantization, kv_cache_dtype, block_size,
                                max_model_len, max_num_seqs, max_num_batched_tokens, kv_cache_memory_bytes,
                                enforce_eager, vllm_version, target_concurrency)
@@ -91,17 +86,22 @@ def _check_estimate_flags(gpu: str | None, gpu_memory_gib: float | None, max_mod
         raise KvplanError(f"--max-model-len must be positive, got {max_model_len}")
 
 
-def _estimate_model_and_gpu(model: str, dtype: str, gpu: str | None, gpu_memory_gib: float | None):
-    """The model spec (served in `dtype`) and the GPU: a catalog name, a bare size, or none."""
+def _estimate_model_and_gpu(model: str, dtype: str, gpu: str | None, gpu_memory_gib: float | None,
+                            limit_mm_per_prompt: str | None = None):
+    """The model spec (served in `dtype`; without its vision tower when --limit-mm-per-prompt allows no
+    images or videos, as vLLM loads it) and the GPU: a catalog name, a bare size, or none."""
     from dataclasses import replace
 
     from kvplan.spec.dtypes import normalize_model_dtype
+    from kvplan.spec.encoder_params import parse_mm_limits, vision_tower_loaded
     from kvplan.spec.gpu import custom_gpu, load_gpu
     from kvplan.spec.profiles import load_model
 
     spec = load_model(model)
     if dtype != "auto":
         spec = replace(spec, dtype=normalize_model_dtype(dtype))
+    if limit_mm_per_prompt is not None and not vision_tower_loaded(parse_mm_limits(limit_mm_per_prompt)):
+        spec = spec.without_encoder()
     device = load_gpu(gpu) if gpu else (custom_gpu(gpu_memory_gib) if gpu_memory_gib is not None else None)
     return spec, device
 
