@@ -36,6 +36,7 @@ def estimate(
     enforce_eager: Annotated[bool, typer.Option("--enforce-eager", help="No CUDA graphs (vLLM --enforce-eager).")] = False,
     vllm_version: Annotated[Optional[str], typer.Option(help="vLLM version whose behaviour to model (default: the newest modelled).")] = None,
     target_concurrency: Annotated[Optional[int], typer.Option(help="Print the `vllm serve` line that serves N requests of max_model_len.")] = None,
+    limit_mm_per_prompt: Annotated[Optional[str], typer.Option(help="vLLM --limit-mm-per-prompt ('{\"image\": 0}' or image=0,video=0): 0 images and videos load no vision tower.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
     """KV-cache bytes per token, request and batch; with a GPU, vLLM's capacity plan and whether it fits."""
@@ -44,7 +45,7 @@ def estimate(
 
     _check_estimate_flags(gpu, gpu_memory_gib, max_model_len, ctx=ctx, concurrency=concurrency, block_size=block_size,
                           tp=tp, pp=pp)
-    spec, device = _estimate_model_and_gpu(model, dtype, gpu, gpu_memory_gib)
+    spec, device = _estimate_model_and_gpu(model, dtype, gpu, gpu_memory_gib, limit_mm_per_prompt)
     engine_args = _engine_args(device, gpu_memory_utilization, tp, pp, dtype, quantization, kv_cache_dtype, block_size,
                                max_model_len, max_num_seqs, max_num_batched_tokens, kv_cache_memory_bytes,
                                enforce_eager, vllm_version, target_concurrency)
@@ -88,17 +89,22 @@ def _check_estimate_flags(gpu: str | None, gpu_memory_gib: float | None, max_mod
         raise KvplanError(f"--max-model-len must be positive, got {max_model_len}")
 
 
-def _estimate_model_and_gpu(model: str, dtype: str, gpu: str | None, gpu_memory_gib: float | None):
-    """The model spec (served in `dtype`) and the GPU: a catalog name, a bare size, or none."""
+def _estimate_model_and_gpu(model: str, dtype: str, gpu: str | None, gpu_memory_gib: float | None,
+                            limit_mm_per_prompt: str | None = None):
+    """The model spec (served in `dtype`; without its vision tower when --limit-mm-per-prompt allows no
+    images or videos, as vLLM loads it) and the GPU: a catalog name, a bare size, or none."""
     from dataclasses import replace
 
     from kvplan.spec.dtypes import normalize_model_dtype
+    from kvplan.spec.encoder_params import parse_mm_limits, vision_tower_loaded
     from kvplan.spec.gpu import custom_gpu, load_gpu
     from kvplan.spec.profiles import load_model
 
     spec = load_model(model)
     if dtype != "auto":
         spec = replace(spec, dtype=normalize_model_dtype(dtype))
+    if limit_mm_per_prompt is not None and not vision_tower_loaded(parse_mm_limits(limit_mm_per_prompt)):
+        spec = spec.without_encoder()
     device = load_gpu(gpu) if gpu else (custom_gpu(gpu_memory_gib) if gpu_memory_gib is not None else None)
     return spec, device
 
@@ -119,8 +125,9 @@ def _engine_args(device, gpu_memory_utilization, tp, pp, dtype, quantization, kv
         raise KvplanError(f"--gpu-memory-utilization must be in (0, 1], got {gpu_memory_utilization}")
     if target_concurrency is not None and target_concurrency <= 0:
         raise KvplanError(f"--target-concurrency must be positive, got {target_concurrency}")
-    if device is None:
-        given = [f for f, v in (("--kv-cache-memory-bytes", kv_cache_memory_bytes), ("--target-concurrency", target_concurrency),
+    if device is None and kv_cache_memory_bytes is None:
+        # --kv-cache-memory-bytes alone is a plan: vLLM then ignores the GPU's size and utilization
+        given = [f for f, v in (("--target-concurrency", target_concurrency),
                                 ("--max-num-seqs", max_num_seqs), ("--max-num-batched-tokens", max_num_batched_tokens),
                                 ("--quantization", quantization), ("--vllm-version", vllm_version)) if v is not None]
         if given or enforce_eager:

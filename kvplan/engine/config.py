@@ -19,7 +19,7 @@ from kvplan.validation import FieldIssue, format_validation_error, short_repr
 
 CPU_DEFAULT_KV_CACHE_MEMORY_BYTES = 256 * 2**20  # no device to measure on CPU: a fixed, documented budget
 # The engine runs these KV dtypes; int4 and fp8_e5m2 are planned only.
-ENGINE_KV_DTYPES = tuple(dict.fromkeys(d for d in (*KV_DTYPE_CHOICES, *MODEL_DTYPE_ALIASES) if d not in ("int4", "fp8_e5m2")))
+ENGINE_KV_DTYPES = tuple(dict.fromkeys(d for d in (*KV_DTYPE_CHOICES, *MODEL_DTYPE_ALIASES) if d not in ("int4", "fp8_e5m2", "fp8_ds_mla")))
 _BYTES_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|KB|MB|GB)?\s*$")
 _BYTE_UNITS = {None: 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "KB": 10**3, "MB": 10**6, "GB": 10**9}
 

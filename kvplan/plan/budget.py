@@ -69,7 +69,7 @@ class EngineArgs:
         oh.parse_vllm_version(self.vllm_version)
         if self.mamba_cache_mode not in (None, *MAMBA_CACHE_MODES):
             raise KvplanError(f"--mamba-cache-mode {self.mamba_cache_mode!r} is not modelled; choices: {', '.join(MAMBA_CACHE_MODES)}")
-        resolve_kv_dtype(self.kv_cache_dtype, oh.model_dtype(spec, self.dtype))
+        resolve_kv_dtype(self.kv_cache_dtype, oh.model_dtype(spec, self.dtype), sparse_mla=spec.has_sparse_indexer)
         validate_parallel(spec, self.tensor_parallel_size, self.pipeline_parallel_size)
 
 
@@ -149,7 +149,7 @@ def needed_bytes(spec: ModelSpec, layer_indices: list[int] | range, args: Engine
     """`max_memory_usage_bytes` summed over the stage's layers (vLLM's "KV cache is needed"); a
     state layer needs its padded page per copy, whatever the length."""
     tp = args.tensor_parallel_size
-    kv_dtype = resolve_kv_dtype(args.kv_cache_dtype, spec.dtype)
+    kv_dtype = resolve_kv_dtype(args.kv_cache_dtype, spec.dtype, sparse_mla=spec.has_sparse_indexer)
     block = unified_block_size(spec, args.block_size, kv_dtype, tp)
     copies = state_copies(spec, args.mamba_cache_mode, oh.parse_vllm_version(args.vllm_version))
     total = 0
@@ -216,7 +216,7 @@ def _stage(spec: ModelSpec, args: EngineArgs, pp_rank: int, batch: _Batch, versi
         avail = args.kv_cache_memory_bytes
     else:
         avail = requested - w - a - nt - (cg if subtract_graphs else 0)
-    block = unified_block_size(spec, args.block_size, resolve_kv_dtype(args.kv_cache_dtype, spec.dtype), tp)
+    block = unified_block_size(spec, args.block_size, resolve_kv_dtype(args.kv_cache_dtype, spec.dtype, sparse_mla=spec.has_sparse_indexer), tp)
     mode = mamba_cache_mode(spec, args.mamba_cache_mode, version)
     state = StateLayout(2 if mode == "align" else 1, block if mode == "align" else batch.max_model_len)
     groups, group_size, block_bytes = kv_groups(spec, idx, block, args.kv_cache_dtype, tp, state)
@@ -306,7 +306,7 @@ def plan_capacity(spec: ModelSpec, args: EngineArgs) -> CapacityPlan:
     args.validate(spec)
     given = args
     # "auto" KV dtype follows the *served* dtype (--dtype float32 gives a float32 cache)
-    args = replace(args, kv_cache_dtype=resolve_kv_dtype(args.kv_cache_dtype, oh.model_dtype(spec, args.dtype)).name)
+    args = replace(args, kv_cache_dtype=resolve_kv_dtype(args.kv_cache_dtype, oh.model_dtype(spec, args.dtype), sparse_mla=spec.has_sparse_indexer).name)
     version = oh.parse_vllm_version(args.vllm_version)
     warnings: list[str] = []
     batch = _batch(spec, args, version, warnings)
@@ -321,10 +321,14 @@ def plan_capacity(spec: ModelSpec, args: EngineArgs) -> CapacityPlan:
     graphs = _cudagraph_warning(args, bind, requested, init_bytes, subtract_graphs)
     if graphs:
         warnings.append(graphs)
+    if spec.params.encoder:
+        warnings.append(f"{spec.name}: the vision tower's weights are counted, but not vLLM's encoder profiling (a dummy "
+                        "multimodal batch in the profile run), so KV may be over-predicted by a few percent; "
+                        "--limit-mm-per-prompt image=0,video=0 plans a text-only deployment")
     if spec.has_state and version < oh.V1_HYBRID_ALLOCATOR_SINCE:
         warnings.append(f"vLLM {'.'.join(map(str, version))} kept Mamba state outside the KV cache pool; kvplan models "
                         "the V1 hybrid allocator of vLLM 0.10 and later, so its figures for this model are approximate")
-    kv_dtype = resolve_kv_dtype(args.kv_cache_dtype, spec.dtype)
+    kv_dtype = resolve_kv_dtype(args.kv_cache_dtype, spec.dtype, sparse_mla=spec.has_sparse_indexer)
     return CapacityPlan(
         spec_name=spec.name, args=given, version=version, max_model_len=batch.max_model_len,
         max_num_seqs=batch.max_num_seqs, max_num_batched_tokens=batch.max_num_batched_tokens,

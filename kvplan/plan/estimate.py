@@ -36,7 +36,7 @@ class Variant:
 
 @dataclass(frozen=True)
 class Fit:
-    gpu: GpuSpec
+    gpu: GpuSpec | None  # None: only --kv-cache-memory-bytes given (vLLM then ignores the GPU's size)
     gpu_memory_utilization: float
     weights_bytes_per_gpu: int
     kv_available_bytes_per_gpu: int
@@ -100,7 +100,7 @@ class Estimate:
     hint: str | None = None  # how to get a fit answer when there is none (no GPU)
 
 
-def _fit(layout: KvLayout, spec: ModelSpec, ctx: int, n: int, prefix: int, gpu: GpuSpec, util: float,
+def _fit(layout: KvLayout, spec: ModelSpec, ctx: int, n: int, prefix: int, gpu: GpuSpec | None, util: float,
          max_model_len: int, engine: EngineArgs | None = None) -> Fit:
     # vLLM's budget (kvplan.plan.budget): requested - weights - activation - non-torch [- graphs]
     args = replace(engine or EngineArgs(gpu_memory_utilization=util), gpu=gpu, kv_cache_dtype=layout.kv_dtype.name,
@@ -154,20 +154,22 @@ def estimate(spec: ModelSpec, *, ctx_tokens: int | None = None, concurrency: int
     # state pages per request as vLLM keeps them (2 in the "align" prefix-caching mode, 0.28+ hybrids)
     copies = state_copies(spec, engine.mamba_cache_mode, parse_vllm_version(engine.vllm_version))
     layout = KvLayout.of(spec, kv_cache_dtype, block_size, tp, pp, state_copies=copies)
+    # a fit answer needs a GPU, or only the KV bytes (vLLM sizes the pool from them, whatever the GPU)
+    planned = gpu is not None or (engine_args is not None and engine_args.kv_cache_memory_bytes is not None)
 
     def variant(label: str, lay: KvLayout, prefix: int = 0) -> Variant:
         total = lay.batch_bytes(ctx, concurrency, prefix_tokens=prefix)
         fits = maxc = None
-        if gpu is not None:
+        if planned:
             f = _fit(lay, spec, ctx, concurrency, prefix, gpu, gpu_memory_utilization, mml, engine_args)
             fits, maxc = f.fits, f.max_concurrency_at_ctx
         return Variant(label, lay.bytes_per_token(), lay.request_bytes(ctx), total, fits, maxc)
 
     variants = [variant(f"as asked ({layout.kv_dtype.name} KV)", layout)]
     for alt in ("fp8", "int4"):
-        if layout.kv_dtype.name != alt:
-            variants.append(variant(f"{alt} KV" + (" (planned only: no vLLM flag)" if alt == "int4" else ""),
-                                    KvLayout.of(spec, alt, block_size, tp, pp, state_copies=copies)))
+        alt_layout = KvLayout.of(spec, alt, block_size, tp, pp, state_copies=copies)
+        if alt_layout.kv_dtype != layout.kv_dtype:  # DeepSeek-V3.2: fp8 is its fp8_ds_mla default
+            variants.append(variant(f"{alt} KV" + (" (planned only: no vLLM flag)" if alt == "int4" else ""), alt_layout))
     if not spec.is_mla and spec.num_kv_heads > 1 and spec.num_kv_heads == spec.num_attention_heads and spec.num_kv_heads % 2 == 0:
         gqa = spec.with_kv_heads(spec.num_kv_heads // 2)
         variants.append(variant(f"GQA: KV heads halved ({spec.num_kv_heads} -> {spec.num_kv_heads // 2})",
@@ -175,7 +177,7 @@ def estimate(spec: ModelSpec, *, ctx_tokens: int | None = None, concurrency: int
     share = prefix_tokens or min(ctx // 2, 1024)
     if concurrency > 1 and share >= block_size:
         variants.append(variant(f"shared {share}-token prefix", layout, share))
-    fit = _fit(layout, spec, ctx, concurrency, prefix_tokens, gpu, gpu_memory_utilization, mml, engine_args) if gpu else None
+    fit = _fit(layout, spec, ctx, concurrency, prefix_tokens, gpu, gpu_memory_utilization, mml, engine_args) if planned else None
     return Estimate(
         spec=spec, layout=layout, ctx_tokens=ctx, concurrency=concurrency, max_model_len=mml,
         prefix_tokens=prefix_tokens, kv_bytes_per_request=layout.request_bytes(ctx),
@@ -220,7 +222,7 @@ def _kv_json(est: Estimate) -> dict[str, Any]:
 
 def _fit_json(f: Fit, fixes: Sequence[Fix]) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "gpu": f.gpu.name, "gpu_memory_bytes": f.gpu.memory_bytes, "gpu_memory_utilization": f.gpu_memory_utilization,
+        "gpu": f.gpu.name if f.gpu else None, "gpu_memory_bytes": f.gpu.memory_bytes if f.gpu else None, "gpu_memory_utilization": f.gpu_memory_utilization,
         "weights_bytes_per_gpu": f.weights_bytes_per_gpu, "kv_available_bytes_per_gpu": f.kv_available_bytes_per_gpu,
         "kv_needed_bytes_per_gpu": f.kv_needed_bytes_per_gpu, "fits": f.fits, "weights_fit": f.weights_fit,
         "memory_shortfall": f.shortfall,
@@ -229,7 +231,7 @@ def _fit_json(f: Fit, fixes: Sequence[Fix]) -> dict[str, Any]:
     }
     out.update(capacity_json(f.capacity))
     out["vllm_fixes"] = [{"rank": x.rank, "fix": x.title, "flags": x.flags, "effect": x.effect, "enough": x.fits,
-                          "risk": x.risk, "gpus": x.gpus, "gpu": x.gpu_name or f.gpu.name,
+                          "risk": x.risk, "gpus": x.gpus, "gpu": x.gpu_name or (f.gpu.name if f.gpu else None),
                           "max_concurrency": round(x.plan.max_concurrency, 4) if x.plan is not None and x.plan.fits else None,
                           "kv_cache_tokens": x.plan.kv_cache_tokens if x.plan is not None and x.plan.fits else None}
                          for x in fixes]
@@ -249,7 +251,8 @@ def to_json(est: Estimate, fixes: Sequence[Fix] = (), rec: Recommendation | None
         "model_max_tokens": spec.max_position_embeddings, "prefix_tokens": est.prefix_tokens,
         "num_layers": spec.num_layers, "attention_layers": spec.attention_kinds,
         **_kv_json(est),
-        "weights_bytes": est.weights_bytes, "num_parameters": spec.params.total, "dtype": spec.dtype,
+        "weights_bytes": est.weights_bytes, "num_parameters": spec.params.total,
+        "num_encoder_parameters": spec.params.encoder, "dtype": spec.dtype,
         "weight_quantization": spec.quant.method,
         "variants": [v.__dict__ for v in est.variants], "warnings": list(est.warnings), "notes": list(est.notes),
         "figure_scopes": FIGURE_SCOPES,

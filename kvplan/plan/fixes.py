@@ -105,7 +105,7 @@ def _fix_gqa(spec: ModelSpec, args: EngineArgs, target: int | None) -> Fix | Non
 
 
 def _fix_fp8_kv(spec: ModelSpec, args: EngineArgs, target: int | None) -> Fix | None:
-    kv = resolve_kv_dtype(args.kv_cache_dtype, oh.model_dtype(spec, args.dtype))
+    kv = resolve_kv_dtype(args.kv_cache_dtype, oh.model_dtype(spec, args.dtype), sparse_mla=spec.has_sparse_indexer)
     p = try_plan(spec, args, kv_cache_dtype="fp8") if kv.bits > 8 else None
     if p is None:
         return None

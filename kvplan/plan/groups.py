@@ -76,7 +76,7 @@ def state_copies(spec: ModelSpec, mode: str | None, version: tuple[int, int, int
 def _layer_pages(spec: ModelSpec, layer_indices: list[int] | range, block_size: int, kv_cache_dtype: str,
                  tp: int) -> tuple[dict[tuple[str, int | None], list[int]], dict[tuple[str, int | None], set[int]]]:
     """Layers and page sizes per cache type; a Falcon-H1 layer is in an attention type and the state type."""
-    kv_dtype = resolve_kv_dtype(kv_cache_dtype, spec.dtype)
+    kv_dtype = resolve_kv_dtype(kv_cache_dtype, spec.dtype, sparse_mla=spec.has_sparse_indexer)
     kinds: dict[tuple[str, int | None], list[int]] = {}
     pages: dict[tuple[str, int | None], set[int]] = {}
     for i in layer_indices:

@@ -31,13 +31,14 @@ from math import ceil
 from typing import TypeVar
 
 from kvplan.errors import KvplanError
-from kvplan.spec.dtypes import KvDtype, resolve_kv_dtype
+from kvplan.spec.dtypes import FP8_DS_MLA_BYTES_PER_TOKEN, KvDtype, resolve_kv_dtype
 from kvplan.spec.layers import PER_TOKEN_KINDS
 from kvplan.spec.model import LayerAttention, ModelSpec
 
 DEFAULT_BLOCK_SIZE = 16
 KERNEL_BLOCK_ALIGNMENT = 16  # FlashAttention / FlashInfer: attention block sizes are multiples of 16
 MLA_KERNEL_BLOCK_ALIGNMENT = 64  # MLA backends (CUTLASS MLA: 128)
+SPARSE_MLA_BLOCK_SIZE = 64  # vllm/platforms/cuda.py: "Forcing kv cache block size to 64 for FlashMLASparse backend"
 
 Tokens = TypeVar("Tokens")  # an int, or a numpy integer array (the vectorised sweep)
 
@@ -94,9 +95,13 @@ def layer_bytes_per_token(layer: LayerAttention, kv_dtype: KvDtype, tp: int = 1)
     a cross-attention layer's tokens are encoder tokens; layers without a cache of their own cost 0."""
     if layer.kind not in PER_TOKEN_KINDS and layer.kind != "cross":
         return 0
+    if kv_dtype.name == "fp8_ds_mla":
+        if layer.kind != "mla":
+            raise KvplanError(f"--kv-cache-dtype fp8_ds_mla applies to sparse MLA layers only, not {layer.kind} attention")
+        return FP8_DS_MLA_BYTES_PER_TOKEN + layer.indexer_bytes_per_token  # one latent + indexer K, every rank
     k = kv_dtype.bytes_for(layer.head_dim_k) + kv_dtype.scale_bytes_per_token_head
     v = kv_dtype.bytes_for(layer.head_dim_v) + kv_dtype.scale_bytes_per_token_head if layer.head_dim_v else 0
-    return kv_heads_per_rank(layer, tp) * (k + v)
+    return kv_heads_per_rank(layer, tp) * (k + v) + layer.indexer_bytes_per_token
 
 
 def pp_layer_range(num_layers: int, pp: int, pp_rank: int) -> range:
@@ -139,7 +144,7 @@ def bytes_per_block(spec: ModelSpec, block_size: int = DEFAULT_BLOCK_SIZE, kv_ca
     if block_size <= 0:
         raise KvplanError(f"block size must be positive, got {block_size}")
     validate_parallel(spec, tp, pp)
-    kv_dtype = resolve_kv_dtype(kv_cache_dtype, spec.dtype)
+    kv_dtype = resolve_kv_dtype(kv_cache_dtype, spec.dtype, sparse_mla=spec.has_sparse_indexer)
     if layer_indices is None:
         ranks = range(pp) if pp_rank is None else [pp_rank]
         return max(
@@ -175,7 +180,10 @@ def attention_bytes_per_token(spec: ModelSpec, kv_dtype: KvDtype, tp: int = 1) -
 def unified_block_size(spec: ModelSpec, block_size: int, kv_dtype: KvDtype, tp: int = 1) -> int:
     """The attention block size vLLM serves a hybrid attention + state model with: the smallest
     multiple of the kernel alignment (max(16, --block-size); MLA 64) whose attention page holds one
-    request's state; `block_size` itself for models without both kinds, or when it is already enough."""
+    request's state; `block_size` itself for models without both kinds, or when it is already enough.
+    DeepSeek-V3.2's sparse MLA always runs 64-token blocks (FlashMLASparse)."""
+    if spec.has_sparse_indexer:
+        return SPARSE_MLA_BLOCK_SIZE
     attn_1 = attention_bytes_per_token(spec, kv_dtype, tp)
     state = max((state_bytes(layer, spec.dtype, tp) for layer in spec.layers), default=0)
     if not attn_1 or not state:
@@ -216,7 +224,7 @@ class KvLayout:
         if block_size <= 0:
             raise KvplanError(f"--block-size must be positive, got {block_size}")
         validate_parallel(spec, tp, pp)
-        kv_dtype = resolve_kv_dtype(kv_cache_dtype, spec.dtype)
+        kv_dtype = resolve_kv_dtype(kv_cache_dtype, spec.dtype, sparse_mla=spec.has_sparse_indexer)
         return cls(spec, kv_dtype, unified_block_size(spec, block_size, kv_dtype, tp), tp, pp, state_copies)
 
     def with_state_copies(self, copies: int) -> KvLayout:

@@ -103,9 +103,16 @@ def _rotary_cache_bytes(spec: ModelSpec, dtype_bytes: int) -> int:
     max_pos = spec.max_position_embeddings
     scaling = cfg.get("rope_scaling") or {}
     kind = str(scaling.get("rope_type") or scaling.get("type") or "")
+    local = 0
+    if cfg.get("rope_local_base_freq") or spec.model_type in ("gemma3", "gemma3_text"):
+        # Gemma 3: the sliding layers' RoPE (rope_local_base_freq, default 10000, unscaled) is a second cache
+        local = max_pos * rot * dtype_bytes
     if kind in ("yarn", "dynamic", "longrope") and scaling.get("original_max_position_embeddings"):
         max_pos = max(max_pos, int(scaling["original_max_position_embeddings"] * float(scaling.get("factor") or 1)))
-    return max_pos * rot * dtype_bytes
+    elif kind == "linear" and scaling.get("factor"):
+        # vLLM LinearScalingRotaryEmbedding: cos/sin for max_position x factor positions
+        max_pos = int(max_pos * float(scaling["factor"]))
+    return max_pos * rot * dtype_bytes + local
 
 
 def model_weights_bytes(spec: ModelSpec, dtype: str = "auto", quantization: str | None = None) -> int:
@@ -165,15 +172,20 @@ def activation_bytes(spec: ModelSpec, *, dtype: str, max_num_batched_tokens: int
     hidden states kept + the dummy sampler over `min(max_num_seqs, mnbt)` rows of fp32 logits)."""
     db = MODEL_DTYPE_BYTES[model_dtype(spec, dtype)]
     tokens = max_num_batched_tokens
-    # residual + hidden + attention in/out (4 x hidden) and MLP intermediates (3 x width / TP)
-    forward = tokens * db * (4 * spec.hidden_size + 3 * _mlp_width_per_rank(spec, tp))
-    peak = forward
+    width = _mlp_width_per_rank(spec, tp)
+    sampler = 0
     if last_stage:
         per_logit = SAMPLER_BYTES_PER_LOGIT if version >= NEW_ACTIVATION_SINCE else SAMPLER_BYTES_PER_LOGIT_PRE_017
         rows = min(max_num_seqs, tokens)
         sampler = tokens * spec.hidden_size * db + int(rows * spec.vocab_size * (db + per_logit))
-        peak = max(forward, sampler)
-    return ACTIVATION_C0_BYTES + peak
+    if version < V1_SINCE:
+        # V0 profiles one prefill of max_num_batched_tokens (= max_model_len up to 32K): residual, hidden and
+        # attention output (3 x hidden) and the MLP intermediates (3 x width), with no fixed part beside it;
+        # two RTX 3090 V0 logs (vLLM issue #10517: 2.07 and 2.99 GiB at 20K and 29K tokens) fit it within 1%
+        return max(tokens * db * 3 * (spec.hidden_size + width), ACTIVATION_C0_BYTES + sampler)
+    # residual + hidden + attention in/out (4 x hidden) and MLP intermediates (3 x width / TP)
+    forward = tokens * db * (4 * spec.hidden_size + 3 * width)
+    return ACTIVATION_C0_BYTES + max(forward, sampler)
 
 
 # --- non-torch and CUDA graphs -------------------------------------------------------------

@@ -66,7 +66,7 @@ def options(spec: ModelSpec, args: EngineArgs, weight_quants: tuple[str, ...] = 
     """Every configuration from `args` upwards (TP up to 8 that the model's heads allow, PP up to 4,
     fp8 KV, weight quantization of an unquantized checkpoint), fewest GPUs first, then least invasive."""
     tp0, pp0 = args.tensor_parallel_size, args.pipeline_parallel_size
-    kv = resolve_kv_dtype(args.kv_cache_dtype, oh.model_dtype(spec, args.dtype))
+    kv = resolve_kv_dtype(args.kv_cache_dtype, oh.model_dtype(spec, args.dtype), sparse_mla=spec.has_sparse_indexer)
     kvs = [(args.kv_cache_dtype, 0)] + ([("fp8", SCORE_FP8_KV)] if kv.bits > 8 else [])
     quants = [(args.quantization, 0)]
     if spec.quant.method == "none" and not args.quantization:
@@ -127,7 +127,7 @@ def serve_command(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, target:
     else:
         parts.append(f"--gpu-memory-utilization {args.gpu_memory_utilization:.2f}")
     parts += [f"--max-model-len {plan.max_model_len}", f"--max-num-seqs {plan.max_num_seqs}", f"--block-size {args.block_size}"]
-    kv_flag = vllm_kv_cache_dtype(resolve_kv_dtype(args.kv_cache_dtype, oh.model_dtype(spec, args.dtype)), oh.model_dtype(spec, args.dtype))
+    kv_flag = vllm_kv_cache_dtype(resolve_kv_dtype(args.kv_cache_dtype, oh.model_dtype(spec, args.dtype), sparse_mla=spec.has_sparse_indexer), oh.model_dtype(spec, args.dtype))
     if kv_flag is not None:
         parts.append(f"--kv-cache-dtype {args.kv_cache_dtype if args.kv_cache_dtype == 'auto' else kv_flag}")
     parts.append(f"--tensor-parallel-size {args.tensor_parallel_size}")
@@ -148,7 +148,7 @@ def servable(spec: ModelSpec, args: EngineArgs) -> tuple[EngineArgs, str]:
     """`args` with a KV dtype `vllm serve` accepts, and what was changed (int8/int4 become fp8,
     a 16-bit KV dtype other than the model's becomes auto)."""
     model = oh.model_dtype(spec, args.dtype)
-    kv = resolve_kv_dtype(args.kv_cache_dtype, model)
+    kv = resolve_kv_dtype(args.kv_cache_dtype, model, sparse_mla=spec.has_sparse_indexer)
     if vllm_kv_cache_dtype(kv, model) is not None:
         return args, ""
     served = "fp8" if kv.bits <= 8 else "auto"

@@ -50,7 +50,9 @@ def _window_lines(est: Estimate) -> list[str]:
             lines.append(f"{count} sliding layers (window {window:,}): keep min({L:,}, {window:,}) = {kept_tokens(kind, window, L):,} tokens")
         elif kind == "mla":
             lines.append(f"{count} MLA layers: one {est.spec.layers[0].head_dim_k}-element latent per token "
-                         "(no separate V; the same latent on every TP rank)")
+                         "(no separate V; the same latent on every TP rank)"
+                         + (f", plus the sparse-attention indexer's {est.spec.layers[0].indexer_bytes_per_token}-byte K "
+                            "per token" if est.spec.has_sparse_indexer else ""))
         else:
             lines.append(f"{count} {kind}-attention layers: keep all {L:,} tokens")
     return lines + _state_lines(est)
@@ -65,7 +67,12 @@ def _stage_layers(lay: KvLayout) -> list[LayerAttention]:
 def _elements(layer: LayerAttention, lay: KvLayout) -> str:
     """Bytes of one cached vector, as a product: '128 × 2 B', '(128 × 0.5 B + 2 B scale)'."""
     d = lay.kv_dtype
+    index = f" + {layer.indexer_bytes_per_token} B indexer K" if layer.indexer_bytes_per_token else ""
+    if d.name == "fp8_ds_mla":  # FlashMLA's fixed layout: 512 fp8 + 4 fp32 scales + 64 bf16 RoPE values
+        return f"(656 B fp8_ds_mla{index})"
     text = f"{layer.head_dim_k} × {d.bits / 8:g} B"
+    if index:
+        return f"({text}{index})"
     return f"({text} + {d.scale_bytes_per_token_head} B scale)" if d.scale_bytes_per_token_head else text
 
 
@@ -159,6 +166,14 @@ def _request_rows(t: Table, est: Estimate) -> None:
 
 def _weights_how(est: Estimate) -> str:
     spec = est.spec
+    how = _weights_base_how(est)
+    if spec.params.encoder:
+        how += f"; vision tower + projector {spec.params.encoder:,} of them (16-bit)"
+    return how
+
+
+def _weights_base_how(est: Estimate) -> str:
+    spec = est.spec
     if spec.checkpoint_weights_bytes and spec.checkpoint_weights_bytes != spec.params.total * spec.dtype_bytes:
         return f"bytes of the checkpoint's weight files ({spec.params.total:,} params)"
     if spec.quant.method != "none":
@@ -193,7 +208,7 @@ def _verdict(est: Estimate, f: Fit) -> str:
 
 def _fit_table(est: Estimate, f: Fit) -> Table:
     """Whether the batch fits the GPU's KV budget, and the largest concurrency and context that do."""
-    g = Table(title=f"{est.concurrency} × {est.ctx_tokens:,} tokens on {f.gpu.display_name or f.gpu.name}: {_verdict(est, f)}",
+    g = Table(title=f"{est.concurrency} × {est.ctx_tokens:,} tokens on {(f.gpu.display_name or f.gpu.name) if f.gpu else 'any GPU (--kv-cache-memory-bytes)'}: {_verdict(est, f)}",
               show_header=True, header_style="bold")
     g.add_column("per GPU")
     g.add_column("value", justify="right")

@@ -42,11 +42,17 @@ KV_DTYPES: dict[str, KvDtype] = {
     "fp8_e5m2": KvDtype("fp8_e5m2", 8, 0, "float8_e5m2"),
     "int8": KvDtype("int8", 8, 2, "int8"),
     "int4": KvDtype("int4", 4, 2, "uint8"),
+    # DeepSeek-V3.2's sparse-MLA cache (FlashMLA layout): a fixed 656 bytes per token per layer,
+    # whatever the element count (`FP8_DS_MLA_BYTES_PER_TOKEN`); only sparse MLA layers take it.
+    "fp8_ds_mla": KvDtype("fp8_ds_mla", 8, 0, "uint8"),
 }
+# vllm/v1/attention/backends/mla/flashmla_sparse.py get_kv_cache_shape and MLAAttentionSpec.page_size_bytes:
+# 512 fp8 latent values + 4 float32 scales (one per 128) + 64 bf16 RoPE values = 512 + 16 + 128.
+FP8_DS_MLA_BYTES_PER_TOKEN = 656
 KV_DTYPE_CHOICES = ("auto", *KV_DTYPES)
 # What `vllm serve --kv-cache-dtype` accepts (newer versions add bfloat16 and hardware-specific
 # fp8 variants): int8 and int4 are planned by kvplan but have no vLLM flag.
-VLLM_KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
+VLLM_KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla")
 
 
 def normalize_model_dtype(name: str) -> str:
@@ -57,9 +63,16 @@ def normalize_model_dtype(name: str) -> str:
     return MODEL_DTYPE_ALIASES[key]
 
 
-def resolve_kv_dtype(kv_cache_dtype: str, model_dtype: str) -> KvDtype:
-    """`auto` means the model's activation dtype, as in vLLM."""
+def resolve_kv_dtype(kv_cache_dtype: str, model_dtype: str, *, sparse_mla: bool = False) -> KvDtype:
+    """`auto` means the model's activation dtype, as in vLLM. A DeepSeek-V3.2 sparse-MLA model
+    (`sparse_mla`) gets vLLM's fp8_ds_mla cache for auto and every fp8 name, and a 16-bit cache
+    only when asked for bfloat16 (vllm/model_executor/models/config.py DeepseekV32ForCausalLM)."""
     key = str(kv_cache_dtype).lower()
+    if sparse_mla and (key == "auto" or key.startswith("fp8")):
+        return KV_DTYPES["fp8_ds_mla"]
+    if key == "fp8_ds_mla" and not sparse_mla:
+        raise KvplanError("--kv-cache-dtype fp8_ds_mla is the cache of DeepSeek-V3.2's sparse MLA only; "
+                          f"choices here: {', '.join(c for c in KV_DTYPE_CHOICES if c != 'fp8_ds_mla')}")
     if key == "auto":
         return KV_DTYPES[normalize_model_dtype(model_dtype)]
     if key in MODEL_DTYPE_ALIASES:

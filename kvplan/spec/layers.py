@@ -53,6 +53,9 @@ class LayerAttention:
     head_dim_v: int  # elements per V vector; MLA: 0 (V is not cached separately)
     window_tokens: int | None = None  # sliding: window; chunked: chunk; cross: encoder tokens per request
     state: RecurrentState | None = None  # fixed bytes per request (Mamba / Gated-DeltaNet mixer)
+    # DeepSeek-V3.2 sparse-attention indexer: its own K cache beside the MLA latent, bytes per token
+    # (fp8 values + one fp32 scale per 128, stored as uint8 whatever --kv-cache-dtype says)
+    indexer_bytes_per_token: int = 0
 
     @property
     def label(self) -> str:

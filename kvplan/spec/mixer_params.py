@@ -42,7 +42,9 @@ def state_mixer_params(cfg: dict[str, Any], state: RecurrentState, hidden: int) 
         inner, heads, conv_dim = state.conv_channels, state.heads, state.conv_elements_total(1)
         in_out = hidden * (inner + conv_dim + heads) + inner * hidden
         conv = conv_dim * state.conv_kernel + (conv_dim if conv_bias else 0)
-        return in_out + conv + 3 * heads + inner + ((inner + conv_dim + heads + hidden) if proj_bias else 0)
+        # the gated RMSNorm over the inner width; Falcon-H1 has it only with mamba_rms_norm (default off)
+        norm = inner if str(cfg.get("model_type", "")) != "falcon_h1" or cfg.get("mamba_rms_norm") else 0
+        return in_out + conv + 3 * heads + norm + ((inner + conv_dim + heads + hidden) if proj_bias else 0)
     if state.kind == "mamba1":
         inner, n, rank = state.conv_channels, state.state_size, _dt_rank(cfg, hidden)
         params = hidden * 2 * inner + inner * hidden + inner * (rank + 2 * n) + rank * inner + inner

@@ -16,6 +16,7 @@ from typing import Any
 from kvplan.errors import ConfigError
 from kvplan.spec.config_schema import check_config
 from kvplan.spec.dtypes import MODEL_DTYPE_BYTES, normalize_model_dtype
+from kvplan.spec.encoder_params import encoder_params
 from kvplan.spec.layers import ATTENTION_FREE_TYPES, PER_TOKEN_KINDS, AttentionKind, LayerAttention, build_layers
 from kvplan.spec.params import ParamCount, count_params
 from kvplan.spec.quant import WeightQuant, weight_quant_from_config
@@ -83,6 +84,11 @@ class ModelSpec:
         return counts
 
     @property
+    def has_sparse_indexer(self) -> bool:
+        """DeepSeek-V3.2 sparse MLA: vLLM serves it with the fp8_ds_mla cache and 64-token blocks."""
+        return any(layer.indexer_bytes_per_token for layer in self.layers)
+
+    @property
     def has_state(self) -> bool:
         """Whether any layer holds a fixed per-request state (Mamba, Gated-DeltaNet)."""
         return any(layer.state is not None for layer in self.layers)
@@ -101,6 +107,16 @@ class ModelSpec:
         if self.checkpoint_weights_bytes:
             return self.checkpoint_weights_bytes
         return self.quant.weights_bytes(self.params, self.dtype_bytes)
+
+    def without_encoder(self) -> ModelSpec:
+        """The model as vLLM loads it text-only (--limit-mm-per-prompt image=0,video=0): no vision tower."""
+        from dataclasses import replace
+
+        if not self.params.encoder:
+            return self
+        saved = self.params.encoder * self.dtype_bytes  # the tower stays 16-bit in quantized checkpoints too
+        weights = self.checkpoint_weights_bytes - saved if self.checkpoint_weights_bytes else None
+        return replace(self, params=replace(self.params, encoder=0), checkpoint_weights_bytes=weights)
 
     def with_kv_heads(self, num_kv_heads: int) -> ModelSpec:
         """A what-if copy with `num_kv_heads` cached heads per full/sliding layer (GQA variant)."""
@@ -207,13 +223,37 @@ def _intermediate(cfg: dict[str, Any], hidden: int, where: str) -> int:
     return int(inter) if inter else 4 * hidden
 
 
+_NEMOTRON_BLOCKS = {"mamba": "M", "linear_attention": "M", "attention": "*", "full_attention": "*", "mlp": "-", "moe": "E"}
+
+
+def _nemotron_pattern(blocks: list[Any], where: str) -> str:
+    """Nemotron-H as transformers 5 writes it: `layers_block_type` words instead of hybrid_override_pattern."""
+    unknown = sorted({str(b) for b in blocks} - set(_NEMOTRON_BLOCKS))
+    if unknown:
+        raise ConfigError(f"{where}: unsupported layers_block_type {unknown[0]!r}; known: {', '.join(sorted(_NEMOTRON_BLOCKS))}")
+    return "".join(_NEMOTRON_BLOCKS[str(b)] for b in blocks)
+
+
+def _indexer_bytes(cfg: dict[str, Any], where: str) -> int:
+    """DeepSeek-V3.2 (`index_topk` set): the indexer's K cache per token and layer, as vLLM's
+    deepseek_v2.py Indexer sizes DeepseekV32IndexerCache: index_head_dim fp8 bytes + 4 (fp32 scale)
+    per 128 values; 0 for dense MLA."""
+    if cfg.get("index_topk") is None:
+        return 0
+    dim = int(cfg.get("index_head_dim") or 128)
+    if dim <= 0 or dim % 128:
+        raise ConfigError(f"{where}: index_head_dim must be a positive multiple of 128, got {dim}")
+    return dim + dim // 128 * 4
+
+
 def _layers(cfg: dict[str, Any], outer: dict[str, Any], n_layers: int, att: _Attention, max_pos: int,
             where: str) -> tuple[LayerAttention, ...]:
     if cfg.get("kv_lora_rank"):
         _require_int(cfg, "qk_nope_head_dim", where)  # MLA: the parameter count needs all three
         _require_int(cfg, "v_head_dim", where)
         latent = int(cfg["kv_lora_rank"]) + _require_int(cfg, "qk_rope_head_dim", where)
-        return tuple(LayerAttention("mla", 1, latent, 0) for _ in range(n_layers))
+        return tuple(LayerAttention("mla", 1, latent, 0, indexer_bytes_per_token=_indexer_bytes(cfg, where))
+                     for _ in range(n_layers))
     return build_layers(cfg, outer, n_layers, att.kv_heads, att.head_dim, max_pos, where)
 
 
@@ -223,6 +263,8 @@ def spec_from_config(config: dict[str, Any], name: str, *, where: str = "config.
     check_config(config, where)  # every key read below has its type and range (config_schema)
     outer = config
     cfg = _with_defaults(text_config(config))
+    if not cfg.get("hybrid_override_pattern") and isinstance(cfg.get("layers_block_type"), list):
+        cfg["hybrid_override_pattern"] = _nemotron_pattern(cfg["layers_block_type"], where)
     if _get(cfg, "num_hidden_layers") is None and isinstance(cfg.get("hybrid_override_pattern"), str):
         cfg["num_hidden_layers"] = len(cfg["hybrid_override_pattern"])  # Nemotron-H: one character per layer
     n_layers = _require_int(cfg, "num_hidden_layers", where)
@@ -236,7 +278,8 @@ def spec_from_config(config: dict[str, Any], name: str, *, where: str = "config.
     layers = _layers(cfg, outer, n_layers, att, max_pos, where)
     dtype, config_dtype = _serving_dtype(cfg, where)
     params = count_params(cfg, layers=layers, hidden=hidden, n_heads=att.n_heads, kv_heads=att.kv_heads,
-                          head_dim=att.head_dim, intermediate=inter, vocab=int(vocab))
+                          head_dim=att.head_dim, intermediate=inter, vocab=int(vocab),
+                          encoder=encoder_params(outer, hidden))
     archs = outer.get("architectures") or cfg.get("architectures") or [cfg.get("model_type", "unknown")]
     return ModelSpec(
         name=name, model_type=str(cfg.get("model_type", "unknown")), architecture=str(archs[0]),

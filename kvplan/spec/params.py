@@ -20,6 +20,7 @@ _QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "gpt2", "opt", "phi
 _QK_NORM = {"qwen3", "qwen3_moe", "gemma3_text", "gemma3", "olmo2", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"}
 _ATTENTION_WEIGHT_KINDS = {"full", "sliding", "chunked", "mla", "cross", "shared"}
 _FOUR_NORMS = {"gemma2", "gemma3_text", "gemma3"}
+_GRANITE_SHARED_MLP = {"granitemoehybrid", "granitemoeshared"}  # shared_mlp: input_linear h x 2s, output_linear s x h
 
 
 @dataclass(frozen=True)
@@ -32,9 +33,15 @@ class ParamCount:
     experts_active: int  # routed experts used by one token
     norms: int  # layer norms (replicated under TP)
     mixer: int = 0  # Mamba / Gated-DeltaNet mixers of the state layers (not attention)
+    encoder: int = 0  # vision tower + projector of a multimodal model (kvplan.spec.encoder_params)
 
     @property
     def total(self) -> int:
+        return self.decoder + self.encoder
+
+    @property
+    def decoder(self) -> int:
+        """The text decoder alone (what text-only parameter counts publish)."""
         return self.embedding + self.lm_head + self.attention + self.mixer + self.mlp_dense + self.experts + self.norms
 
     @property
@@ -114,11 +121,13 @@ def _mlp_params(cfg: dict[str, Any], n_layers: int, hidden: int, dense_mlp: int)
             mlp_dense += router + shared
             if shared_inter and mt != "nemotron_h":  # Qwen2-MoE / Qwen3-Next: one shared expert with its own gate
                 mlp_dense += 3 * hidden * int(shared_inter) + hidden
+            if mt in _GRANITE_SHARED_MLP and cfg.get("shared_intermediate_size"):
+                mlp_dense += 3 * hidden * int(cfg["shared_intermediate_size"])  # beside the experts, no gate
     return mlp_dense, experts, experts_active
 
 
 def count_params(cfg: dict[str, Any], *, layers: tuple[LayerAttention, ...], hidden: int, n_heads: int,
-                 kv_heads: int, head_dim: int, intermediate: int, vocab: int) -> ParamCount:
+                 kv_heads: int, head_dim: int, intermediate: int, vocab: int, encoder: int = 0) -> ParamCount:
     """Parameters by where they live; attention only in the layers that attend, state mixers apart."""
     mt = str(cfg.get("model_type", ""))
     n_layers = len(layers)
@@ -149,4 +158,4 @@ def count_params(cfg: dict[str, Any], *, layers: tuple[LayerAttention, ...], hid
     dense_inter = int(cfg.get("intermediate_size_mlp") or intermediate) if mt.startswith("llama4") else intermediate
     dense_mlp = (3 if gated else 2) * hidden * dense_inter + ((dense_inter + hidden) if mlp_bias else 0)
     mlp_dense, experts, experts_active = _mlp_params(cfg, n_layers, hidden, dense_mlp)
-    return ParamCount(embedding, lm_head, attention, mlp_dense, experts, experts_active, norms, mixer)
+    return ParamCount(embedding, lm_head, attention, mlp_dense, experts, experts_active, norms, mixer, encoder)

@@ -1,0 +1,140 @@
+"""Parameters of a multimodal model's encoders: the vision tower and the projector that feeds the
+text decoder, counted from the config's `vision_config` (vLLM loads them beside the decoder, in
+16-bit even when the decoder's linear layers are quantized).
+
+Per family, as the Hugging Face / vLLM modules build them (h: vision hidden, I: vision MLP width,
+L: blocks, p: patch, C: channels, t: temporal patch, m: spatial merge, H: text hidden):
+    siglip (Gemma-3)   patch conv C p^2 h + h, positions (image/p)^2 h, L x (4 (h^2 + h) attention with
+                       biases, 2 (h I) + I + h MLP, two LayerNorms 4h), post LayerNorm 2h, the pooling
+                       head unless vision_use_head is false;
+                       Gemma-3 projector: h x H + RMSNorm h
+    pixtral (Mistral-3) patch conv C p^2 h, ln_pre h, L x (4 h^2 + 3 h I + 2h) (no biases, gated MLP);
+                       projector: RMSNorm h, patch merger (h m^2) x h, linear h x H, linear H x H
+    qwen2_5_vl         patch conv3d C t p^2 h, L x (3h^2 + 3h + h^2 + h attention, 3 (h I) + 2I + h gated MLP,
+                       2 RMSNorms 2h); merger RMSNorm h + (h m^2)^2 + h m^2 + h m^2 x H + H
+    qwen3_vl           patch conv3d C t p^2 h + h, positions n h, L x (4 (h^2 + h) + 2 h I + I + h + 4h);
+                       merger and each deepstack merger: LayerNorm + (h m^2)^2 + h m^2 + h m^2 x H + H
+    moonvit (Kimi-VL)  siglip blocks, patch conv + h, 64 x 64 positions; projector LayerNorm 2h +
+                       (4h)^2 + 4h + 4h x H + H
+Other vision towers (Mllama, GLM-4V, ...) get the generic ViT count (siglip blocks, global layers
+included, and an h x H projector): an approximation, said so by `encoder_is_exact`.
+Audio towers are not counted yet.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kvplan.errors import KvplanError
+
+_EXACT = {"siglip", "pixtral", "qwen2_5_vl", "qwen3_vl", "moonvit"}
+
+
+def _i(cfg: dict[str, Any], *keys: str, default: int = 0) -> int:
+    for key in keys:
+        value = cfg.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return int(value)
+    return default
+
+
+def _siglip_blocks(h: int, inter: int, layers: int) -> int:
+    return layers * (4 * (h * h + h) + 2 * h * inter + inter + h + 4 * h)
+
+
+def _family(outer: dict[str, Any], vision: dict[str, Any]) -> str:
+    vt, mt = str(vision.get("model_type", "")), str(outer.get("model_type", ""))
+    if vt.startswith("siglip") or mt == "gemma3":
+        return "siglip"
+    if vt == "pixtral" or mt in ("mistral3", "pixtral"):
+        return "pixtral"
+    if mt.startswith("qwen2_5_vl") or vt.startswith("qwen2_5_vl"):
+        return "qwen2_5_vl"
+    if mt.startswith(("qwen3_vl", "qwen3_5")) or vt.startswith(("qwen3_vl", "qwen3_5")):  # Qwen3.5 reuses the Qwen3-VL ViT
+        return "qwen3_vl"
+    if vt == "moonvit":
+        return "moonvit"
+    return "generic"
+
+
+def encoder_family(outer: dict[str, Any]) -> str | None:
+    """The vision tower's family (module doc), or None when the config has no vision tower."""
+    vision = outer.get("vision_config")
+    if not isinstance(vision, dict) or not _i(vision, "hidden_size", "embed_dim"):
+        return None
+    return _family(outer, vision)
+
+
+def encoder_is_exact(outer: dict[str, Any]) -> bool:
+    return encoder_family(outer) in _EXACT
+
+
+def encoder_params(outer: dict[str, Any], text_hidden: int) -> int:
+    """Vision tower + projector parameters (0 without a `vision_config`)."""
+    family = encoder_family(outer)
+    if family is None:
+        return 0
+    v = outer["vision_config"]
+    h = _i(v, "hidden_size", "embed_dim")
+    inter = _i(v, "intermediate_size", default=4 * h)
+    layers = _i(v, "num_hidden_layers", "depth")
+    p, c = _i(v, "patch_size", "spatial_patch_size", default=14), _i(v, "num_channels", "in_chans", "in_channels", default=3)
+    t, m = _i(v, "temporal_patch_size", default=2), _i(v, "spatial_merge_size", default=2)
+    out = _i(v, "out_hidden_size", default=text_hidden)
+    if family == "siglip":
+        positions = (_i(v, "image_size", default=224) // p) ** 2
+        tower = c * p * p * h + h + positions * h + _siglip_blocks(h, inter, layers) + 2 * h
+        if v.get("vision_use_head", True):  # SigLIP's pooling head (Gemma-3 checkpoints turn it off)
+            tower += h + 4 * (h * h + h) + 2 * h + 2 * h * inter + inter + h
+        return tower + h * text_hidden + h  # Gemma-3 mm_input_projection + mm_soft_emb_norm
+    if family == "pixtral":
+        merge = _i(outer, "spatial_merge_size", default=2)
+        bias = text_hidden if outer.get("multimodal_projector_bias") else 0
+        tower = c * p * p * h + h + layers * (4 * h * h + 3 * h * inter + 2 * h)
+        return tower + h + h * merge * merge * h + h * text_hidden + bias + text_hidden * text_hidden + bias
+    if family == "qwen2_5_vl":
+        block = 4 * h * h + 4 * h + 3 * h * inter + 2 * inter + h + 2 * h
+        hm = h * m * m
+        return c * t * p * p * h + layers * block + h + hm * hm + hm + hm * out + out
+    if family == "qwen3_vl":
+        block = 4 * (h * h + h) + 2 * h * inter + inter + h + 4 * h
+        hm = h * m * m
+        merger = hm * hm + hm + hm * out + out
+        deepstack = len(v.get("deepstack_visual_indexes") or [])
+        tower = c * t * p * p * h + h + _i(v, "num_position_embeddings") * h + layers * block
+        return tower + (2 * h + merger) + deepstack * (2 * hm + merger)
+    if family == "moonvit":
+        k = 1
+        for side in v.get("merge_kernel_size") or [2, 2]:
+            k *= int(side)
+        tower = c * p * p * h + h + 64 * 64 * h + _siglip_blocks(h, inter, layers) + 2 * h
+        hk = h * k
+        return tower + 2 * h + hk * hk + hk + hk * text_hidden + text_hidden
+    # generic ViT (approximate): siglip blocks incl. global layers, patch embedding, one projection
+    layers += _i(v, "num_global_layers")
+    return c * p * p * h + _siglip_blocks(h, inter, layers) + h * text_hidden
+
+
+# --- --limit-mm-per-prompt ------------------------------------------------------------------------------
+VISION_MODALITIES = ("image", "video")
+
+
+def parse_mm_limits(text: str) -> dict[str, int]:
+    """vLLM's --limit-mm-per-prompt: JSON ('{"image": 0, "video": 0}') or the older 'image=0,video=0'."""
+    flag = "--limit-mm-per-prompt"
+    try:
+        raw = json.loads(text) if text.strip().startswith("{") else dict(p.split("=", 1) for p in text.split(",") if p.strip())
+        limits = {str(k).strip(): int(v if not isinstance(v, dict) else v.get("count", 1)) for k, v in raw.items()}
+    except (ValueError, TypeError, AttributeError):
+        raise KvplanError(f"{flag} takes JSON like '{{\"image\": 0}}' or image=0,video=0, got {text!r}") from None
+    if not limits or any(v < 0 for v in limits.values()):
+        raise KvplanError(f"{flag} takes non-negative counts per modality, got {text!r}")
+    return limits
+
+
+def vision_tower_loaded(limits: dict[str, int] | None) -> bool:
+    """vLLM builds no vision tower when images and videos are both limited to 0 (e.g. Qwen2.5-VL's
+    `if get_limit_per_prompt("image") or get_limit_per_prompt("video")`): a text-only deployment."""
+    if not limits:
+        return True
+    return any(limits.get(m, 1) for m in VISION_MODALITIES)
