@@ -48,6 +48,7 @@ class Case:
     quantization: str | None
     kv_cache_tokens: int | None  # the start-up log's pool, when the notes give it
     kv_cache_memory_bytes: int | None  # the KV GiB a README states when no start-up log gives tokens
+    prefix_hit_rate: float  # the server's logged prefix-cache hit rate (identical prompts re-sent across runs)
     output_tok_s: float
     mean_tpot_ms: float | None
     mean_ttft_ms: float | None
@@ -183,6 +184,9 @@ def _case(i: int, r: dict[str, Any]) -> Case | Skipped:
     if max_model_len is None and source in DEFAULT_MAX_MODEL_LEN_BY_SOURCE:
         max_model_len = DEFAULT_MAX_MODEL_LEN_BY_SOURCE[source]
         assumptions.append(f"max_model_len not published: {max_model_len} as in the same repo's logged runs")
+    hits = _note(notes, r"prefix-cache hit rate ([\d.]+)%")
+    if hits:
+        assumptions.append(f"prefix-cache hit rate {hits}% (server log) applied to every prompt")
     if kv_gib:
         assumptions.append(f"KV pool {kv_gib} GiB per GPU from the source's README (no start-up log)")
     quant = str(r.get("quantization") or "none").lower()
@@ -199,6 +203,7 @@ def _case(i: int, r: dict[str, Any]) -> Case | Skipped:
         max_num_batched_tokens=int(v) if (v := _num(r.get("max_num_batched_tokens"))) else None,
         gpu_memory_utilization=float(util) if util else 0.9, quantization=None if quant in ("none", "nan", "") else quant,
         kv_cache_tokens=int(kv_tokens) if kv_tokens else None,
-        kv_cache_memory_bytes=int(float(kv_gib) * 2**30) if kv_gib else None, output_tok_s=output_tok_s,
+        kv_cache_memory_bytes=int(float(kv_gib) * 2**30) if kv_gib else None,
+        prefix_hit_rate=float(hits) / 100 if hits else 0.0, output_tok_s=output_tok_s,
         mean_tpot_ms=_num(r.get("mean_tpot_ms")), mean_ttft_ms=_num(r.get("mean_ttft_ms")),
         assumptions=tuple(assumptions))

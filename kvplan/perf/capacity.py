@@ -23,8 +23,8 @@ from kvplan.spec.model import ModelSpec
 
 DEFAULT_GPUS = ("h100-sxm-80gb", "h200-sxm-141gb", "a100-sxm4-80gb", "l40s", "l4", "b200-sxm-180gb")
 TP_CHOICES = (1, 2, 4, 8)
-SEARCH_PROMPTS = 200  # requests per goodput probe: enough for a P99, few enough for seconds
-BISECTIONS = 7
+SEARCH_PROMPTS = 150  # requests per goodput probe: enough for a P99, few enough for seconds
+BISECTIONS = 5  # 64x bracket -> within 14% of the goodput
 
 
 @dataclass(frozen=True)
@@ -88,22 +88,25 @@ class _Runner:
                      float(np.percentile(tpot, slo.percentile) * 1e3) if len(tpot) else 0.0, t.headline()[0])
 
 
-def goodput(runner: _Runner, slo: Slo) -> tuple[float, Probe]:
-    """The largest request rate (req/s) one replica serves within the SLO (0 if even a trickle
-    misses it), with the probe at the lightest load tried."""
+def goodput(runner: _Runner, slo: Slo) -> tuple[float, float, Probe]:
+    """(lo, hi): the largest request rate (req/s) one replica serves within the SLO lies between
+    them (lo 0: even a trickle misses it), and the probe at the lightest load tried."""
     light = runner.probe(0.05, slo, num_prompts=20)  # nearly idle: the best latency this config can give
     if not light.meets(slo):
-        return 0.0, light
+        return 0.0, 0.0, light
     saturated = runner.probe(math.inf, slo)
-    in_tokens = runner.workload.random_output_len or 1
-    lo, hi = 0.05, max(0.1, 2.0 * saturated.output_tok_s / in_tokens)  # no replica completes faster than saturation
+    # no load above the saturated completion rate is sustainable; bisect between it and 1/64 of it
+    hi = max(0.1, saturated.output_tok_s / max(runner.workload.random_output_len, 1))
+    lo = hi / 64
+    if runner.probe(hi, slo).meets(slo):
+        return hi, hi, light
     for _ in range(BISECTIONS):
         mid = math.sqrt(lo * hi)
         if runner.probe(mid, slo).meets(slo):
             lo = mid
         else:
             hi = mid
-    return lo, light
+    return lo, hi, light
 
 
 def candidates(gpus: list[GpuSpec], kv_dtypes: list[str], quantizations: list[str | None]) -> list[Candidate]:
@@ -148,16 +151,17 @@ def search(spec: ModelSpec, base: EngineArgs, workload: Workload, slo: Slo, gpus
             continue
         smallest_tp.setdefault(cand.gpu.name, cand.tp)
         started += 1
-        good, light = goodput(runner, slo)
+        good, good_hi, light = goodput(runner, slo)
         row = {"gpu": cand.gpu.name, "tp": cand.tp, "kv_cache_dtype": cand.kv_cache_dtype, "quantization": cand.quantization,
                "goodput_req_per_s": good, "vllm_serve": vllm_serve_line(spec, args), "idle_ttft_ms": light.ttft_ms,
                "idle_tpot_ms": light.tpot_ms, "num_gpu_blocks": runner.plan.num_gpu_blocks}
         if good <= 0:
             missed.append(row)
             continue
-        replicas = max(1, math.ceil(rate / good))
+        most = max(1, math.ceil(rate / good))
+        replicas = max(1, math.ceil(rate / good_hi))  # the fewest the bisection leaves possible
         at = runner.probe(rate / replicas, slo, num_prompts=max(workload.num_prompts, SEARCH_PROMPTS))
-        while not at.meets(slo) and replicas < 4 * math.ceil(rate / good):
+        while not at.meets(slo) and replicas < 2 * most:
             replicas += 1
             at = runner.probe(rate / replicas, slo, num_prompts=max(workload.num_prompts, SEARCH_PROMPTS))
         price = prices.get(cand.gpu.name)

@@ -21,7 +21,7 @@ from kvplan.perf.cost import Coefficients, GpuStepModel
 from kvplan.perf.figures import Timings
 from kvplan.perf.predict import check_requests, scheduler_config, server_plan, step_model
 from kvplan.perf.schedule import Trace, simulate
-from kvplan.perf.workload import Workload
+from kvplan.perf.workload import Workload, with_prefix_hits
 from kvplan.plan.budget import EngineArgs
 
 FITTED = ("hbm_efficiency", "gemm_efficiency", "kv_efficiency", "attention_efficiency", "allreduce_latency_s",
@@ -61,6 +61,8 @@ def prepare(case: Case) -> Prepared | Skipped:
         config = scheduler_config(plan, case.kv_cache_tokens // plan.block_size_tokens if case.kv_cache_tokens else None)
         requests = Workload(case.input_len, case.output_len, 0.0, case.num_prompts, case.request_rate,
                             max_concurrency=case.max_concurrency).requests()
+        if case.prefix_hit_rate:
+            requests = with_prefix_hits(requests, case.prefix_hit_rate, plan.block_size_tokens)
         check_requests(requests, plan, config.num_gpu_blocks)
         model = step_model(spec, args)
     except KvplanError as exc:

@@ -38,7 +38,8 @@ class _Req:
     def __init__(self, req: Request) -> None:
         self.arrival_s, self.prompt, self.out = req.arrival_s, req.prompt_tokens, req.output_tokens
         self.known = req.prompt_tokens  # tokens whose KV must exist before the next sample
-        self.computed = self.blocks = self.generated = 0
+        self.computed = req.cached_tokens  # prefix-cache hits: computed without being scheduled
+        self.blocks = self.generated = 0
         self.send_s, self.send_step = 0.0, 0
         self.first_step = self.last_step = -1
         self.first_s = self.last_s = 0.0
@@ -108,7 +109,7 @@ class _Engine:
         while self.waiting and len(self.running) < self.config.max_num_seqs:
             r = self.waiting[0]
             n = r.known - r.computed
-            need = -(-n // self.config.block_size)
+            need = -(-(r.computed + n) // self.config.block_size)
             if tokens + n > self.config.max_num_batched_tokens or self.free - need < self.watermark:
                 break
             self.waiting.popleft()

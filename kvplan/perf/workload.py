@@ -14,6 +14,7 @@ class Request:
     arrival_s: float  # when the client would send it (0 for rate inf); max_concurrency may delay it
     prompt_tokens: int
     output_tokens: int
+    cached_tokens: int = 0  # prompt tokens found in the prefix cache (block-aligned)
 
 
 @dataclass(frozen=True)
@@ -62,3 +63,13 @@ class Workload:
             gaps = rng.gamma(self.burstiness, 1.0 / (self.request_rate * self.burstiness), size=n)
             arrivals = np.concatenate([[0.0], np.cumsum(gaps[:-1])])
         return [Request(float(a), int(i), int(o)) for a, i, o in zip(arrivals, ins, outs)]
+
+
+def with_prefix_hits(requests: list[Request], hit_rate: float, block_size: int) -> list[Request]:
+    """The same requests with `hit_rate` of each prompt already in the prefix cache (whole blocks,
+    never the last prompt token: vLLM always computes at least one)."""
+    out = []
+    for r in requests:
+        cached = min(int(r.prompt_tokens * hit_rate) // block_size * block_size, (r.prompt_tokens - 1) // block_size * block_size)
+        out.append(Request(r.arrival_s, r.prompt_tokens, r.output_tokens, max(0, cached)))
+    return out
