@@ -4,7 +4,9 @@ over the interconnect, plus CPU overhead per step and per request.
     linear  = soft-max(weights read / (BW x hbm_eff), linear FLOPs / (peak(dtype) x gemm_eff))
     attn    = KV bytes read / (BW x kv_eff) + attention FLOPs / (peak(bf16) x attention_eff)
     comm    = 2 x layers x (allreduce_latency + activation bytes x 2(tp-1)/tp / (link BW x link_eff))
-    cpu     = step_overhead + seq_overhead x requests (+ eager launches per layer)
+    step    = linear + attn + comm (+ eager launches per layer) + step_overhead, or the output
+              processing of the step's requests (seq_overhead x requests) if slower: vLLM 0.6+
+              overlaps it with the next forward pass (before 0.6 the two add up)
 
 Weights read per step count the MoE experts that the step's tokens actually touch
 (1 - (1 - k/E)^tokens of them). Every coefficient is global (`Coefficients`, fitted once on
@@ -46,7 +48,7 @@ class Coefficients:
     allreduce_latency_s: float = 20e-6  # fixed cost of one all-reduce (two per layer)
     link_efficiency: float = 0.7  # achieved fraction of the interconnect's per-direction bandwidth
     step_overhead_s: float = 2e-3  # CPU per engine step: scheduling, input prep, sampling, graph launch
-    seq_overhead_s: float = 20e-6  # CPU per scheduled request per step
+    seq_overhead_s: float = 20e-6  # output processing per scheduled request per step (overlapped from 0.6)
     legacy_step_overhead_s: float = 4e-3  # the same before vLLM 0.6
     legacy_seq_overhead_s: float = 60e-6
     eager_layer_overhead_s: float = 40e-6  # kernel launches per layer per step without CUDA graphs
@@ -135,10 +137,13 @@ class GpuStepModel:
         if self.num_allreduces:
             comm = self.num_allreduces * c.allreduce_latency_s + tokens * self.allreduce_bytes_per_token / (
                 self.link_bytes_per_s * c.link_efficiency)
-        step, per_seq = ((c.legacy_step_overhead_s, c.legacy_seq_overhead_s) if self.legacy
-                         else (c.step_overhead_s, c.seq_overhead_s))
-        cpu = step + per_seq * seqs + (self.num_layers * c.eager_layer_overhead_s if self.enforce_eager else 0.0)
-        return linear + attn + comm + cpu
+        launches = self.num_layers * c.eager_layer_overhead_s if self.enforce_eager else 0.0
+        gpu = linear + attn + comm + launches
+        if self.legacy:  # one process did everything in turn: scheduling, the forward pass, output handling
+            return gpu + c.legacy_step_overhead_s + c.legacy_seq_overhead_s * seqs
+        # 0.6+: output processing (detokenizing, streaming each request's token) runs beside the next
+        # forward pass (async output processing, then V1's separate API-server process): the slower wins
+        return np.maximum(gpu + c.step_overhead_s, c.seq_overhead_s * seqs)
 
     @classmethod
     def build(cls, spec: ModelSpec, gpu: GpuSpec, *, tp: int = 1, pp: int = 1, dtype: str = "auto",
