@@ -66,8 +66,9 @@ def main() -> int:
         meta = {
             "fitted_on": dt.date.today().isoformat(),
             "source": "tests/data/reference/gpu-bench-calibration.csv (published vLLM/SGLang serving runs; see SOURCES.md)",
-            "method": "Nelder-Mead on sum |log error| of output tok/s, mean TPOT, 0.5 x mean TTFT; vLLM rows without timed arrivals",
+            "method": "Nelder-Mead on sum |log error| of output tok/s, mean TPOT, mean TTFT; vLLM rows without timed arrivals",
             "fitted": list(FITTED), "rows_fitted": len(vllm_rows), "summary": summary(vllm_rows),
+            "priors_not_fitted": [k for k in Coefficients.names() if k not in FITTED],
             "coefficients": {k: float(f"{v:.6g}") for k, v in asdict(coeffs).items()},
         }
         STORE.write_text("# Global GPU cost-model coefficients (kvplan/perf/cost.py). Refit: benchmarks/gpu_accuracy.py --refit\n"

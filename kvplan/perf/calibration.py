@@ -81,7 +81,13 @@ def gpu_name(text: str) -> tuple[str | None, list[str]]:
     notes: list[str] = []
     pcie = "pcie" in t
     if "sxm" not in t and not pcie:
-        notes.append(f"GPU {text!r}: SXM assumed")
+        if "a100" in t and "80" in t:
+            # an A100 80GB row that names no form factor: PCIe cards are the common rental/pod part, and
+            # TP=2 runs of such rows scale like a PCIe link, not NVLink
+            pcie = True
+            notes.append(f"GPU {text!r}: form factor not stated, PCIe assumed")
+        else:
+            notes.append(f"GPU {text!r}: SXM assumed")
     if "a100" in t:
         if "40gb" in t.replace(" ", ""):
             return ("a100-pcie-40gb" if pcie else "a100-sxm4-40gb"), notes

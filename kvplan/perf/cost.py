@@ -3,7 +3,8 @@ over the interconnect, plus CPU overhead per step and per request.
 
     linear  = soft-max(weights read / (BW x hbm_eff), linear FLOPs / (peak(dtype) x gemm_eff))
     attn    = KV bytes read / (BW x kv_eff) + attention FLOPs / (peak(bf16) x attention_eff)
-    comm    = 2 x layers x (allreduce_latency + activation bytes x 2(tp-1)/tp / (link BW x link_eff))
+    comm    = 2 x layers x (allreduce_latency + activation bytes x 2(tp-1)/tp / (link BW x link_eff)),
+              PCIe and NVLink each with their own latency and efficiency
     step    = linear + attn + comm (+ eager launches per layer) + step_overhead, or the output
               processing of the step's requests (seq_overhead x requests) if slower: vLLM 0.6+
               overlaps it with the next forward pass (before 0.6 the two add up)
@@ -45,8 +46,12 @@ class Coefficients:
     gemm_efficiency: float = 0.6  # achieved fraction of dense tensor throughput in the linear layers
     kv_efficiency: float = 0.6  # achieved fraction of HBM bandwidth reading the paged KV cache
     attention_efficiency: float = 0.4  # achieved fraction of bf16 tensor throughput in prefill attention
-    allreduce_latency_s: float = 20e-6  # fixed cost of one all-reduce (two per layer)
-    link_efficiency: float = 0.7  # achieved fraction of the interconnect's per-direction bandwidth
+    allreduce_latency_s: float = 20e-6  # fixed cost of one all-reduce (two per layer) over PCIe
+    link_efficiency: float = 0.7  # achieved fraction of PCIe's per-direction bandwidth in all-reduce
+    # NVLink (and Infinity Fabric) all-reduce: no TP>1 NVLink run in the calibration file, so these
+    # stay datasheet-style priors (custom all-reduce ~15 us; NCCL bus bandwidth ~70% of the link)
+    nvlink_allreduce_latency_s: float = 15e-6
+    nvlink_efficiency: float = 0.7
     step_overhead_s: float = 2e-3  # CPU per engine step: scheduling, input prep, sampling, graph launch
     seq_overhead_s: float = 20e-6  # output processing per scheduled request per step (overlapped from 0.6)
     legacy_step_overhead_s: float = 4e-3  # the same before vLLM 0.6
@@ -69,6 +74,10 @@ def fitted_coefficients() -> tuple[Coefficients, dict[str, Any]]:
     path = profiles_dir() / "perf" / "gpu_cost.yaml"
     data = yaml.safe_load(path.read_text())
     return Coefficients(**data["coefficients"]), {k: v for k, v in data.items() if k != "coefficients"}
+
+
+def has_nvlink(gpu: GpuSpec) -> bool:
+    return bool(re.search(r"(?:NVLink[^:;]*?|Infinity Fabric)\s*:?\s*([\d.]+)\s*(TB|GB)/s", gpu.interconnect or ""))
 
 
 def link_bytes_per_s(gpu: GpuSpec) -> float:
@@ -112,6 +121,7 @@ class GpuStepModel:
     attention_peak_flops_per_s: float
     bandwidth_bytes_per_s: float
     link_bytes_per_s: float
+    nvlink: bool
     allreduce_bytes_per_token: float  # both all-reduces of all layers, ring traffic per GPU
     num_allreduces: int
     num_layers: int
@@ -135,8 +145,9 @@ class GpuStepModel:
                 + attention_pairs * self.attention_flops_per_pair / (self.attention_peak_flops_per_s * c.attention_efficiency))
         comm = 0.0
         if self.num_allreduces:
-            comm = self.num_allreduces * c.allreduce_latency_s + tokens * self.allreduce_bytes_per_token / (
-                self.link_bytes_per_s * c.link_efficiency)
+            latency, efficiency = ((c.nvlink_allreduce_latency_s, c.nvlink_efficiency) if self.nvlink
+                                   else (c.allreduce_latency_s, c.link_efficiency))
+            comm = self.num_allreduces * latency + tokens * self.allreduce_bytes_per_token / (self.link_bytes_per_s * efficiency)
         launches = self.num_layers * c.eager_layer_overhead_s if self.enforce_eager else 0.0
         gpu = linear + attn + comm + launches
         if self.legacy:  # one process did everything in turn: scheduling, the forward pass, output handling
@@ -174,6 +185,7 @@ class GpuStepModel:
             attention_flops_per_pair=2.0 * attn_layers * heads * per_head / tp,
             peak_flops_per_s=compute_peak_flops(gpu, quant.method), attention_peak_flops_per_s=compute_peak_flops(gpu, "none"),
             bandwidth_bytes_per_s=float(gpu.memory_bandwidth_gbps or 0) * 1e9, link_bytes_per_s=link_bytes_per_s(gpu),
+            nvlink=has_nvlink(gpu),
             allreduce_bytes_per_token=(2 * spec.num_layers * spec.hidden_size * ACTIVATION_BYTES * 2 * (tp - 1) / tp) if tp > 1 else 0.0,
             num_allreduces=2 * spec.num_layers if tp > 1 else 0, num_layers=spec.num_layers,
             legacy=oh.parse_vllm_version(vllm_version) < LEGACY_BEFORE, enforce_eager=enforce_eager,

@@ -24,9 +24,9 @@ from kvplan.perf.schedule import Trace, simulate
 from kvplan.perf.workload import Workload, with_prefix_hits
 from kvplan.plan.budget import EngineArgs
 
-FITTED = ("hbm_efficiency", "gemm_efficiency", "kv_efficiency", "attention_efficiency", "allreduce_latency_s",
+FITTED = ("hbm_efficiency", "gemm_efficiency", "kv_efficiency", "attention_efficiency", "allreduce_latency_s", "link_efficiency",
           "step_overhead_s", "seq_overhead_s", "legacy_step_overhead_s", "legacy_seq_overhead_s", "request_latency_s")
-TTFT_WEIGHT = 0.5  # TTFT of an all-at-once burst is mostly queueing: informative, but noisier
+TTFT_WEIGHT = 1.0  # TTFT of an all-at-once burst is mostly queueing: it checks the scheduling, not only the GPU
 
 
 @dataclass

@@ -93,3 +93,15 @@ def test_plan_model_fitting_no_candidate_is_exit_2(capsys: pytest.CaptureFixture
     rc, _, err = run(capsys, "plan", "--model", "llama-3.1-405b", "--request-rate", "1", "--slo-ttft-ms", "1000",
                      "--slo-tpot-ms", "100", "--gpus", "l4")
     assert rc == 2 and "does not start on any candidate" in err
+
+
+def test_predict_takes_a_kvplan_scenario(capsys: pytest.CaptureFixture[str]) -> None:
+    from kvplan.stress.scenario_loader import load_scenario
+    from kvplan.stress.workload import generate_requests
+
+    expected = [r for r in generate_requests(load_scenario("short-chat")) if not r.is_warmup]
+    rc, out, _ = run(capsys, "predict", "--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--scenario", "short-chat",
+                     "--json")
+    assert rc == 0
+    d = json.loads(out)
+    assert d["completed"] == len(expected) and d["total_output_tokens"] == sum(r.output_tokens for r in expected)
