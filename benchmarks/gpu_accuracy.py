@@ -13,7 +13,7 @@ import argparse
 import datetime as dt
 import os
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # every model is a bundled profile: never ask the Hub
@@ -23,7 +23,7 @@ import yaml  # noqa: E402
 
 from kvplan.perf.calibration import read_cases  # noqa: E402
 from kvplan.perf.cost import Coefficients, fitted_coefficients  # noqa: E402
-from kvplan.perf.fit import FITTED, Prepared, errors_pct, fit, prepare  # noqa: E402
+from kvplan.perf.fit import FITTED, Prepared, errors_pct, fit, fit_frontend, prepare  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "tests" / "data" / "reference" / "gpu-bench-calibration.csv"
@@ -52,13 +52,18 @@ def main() -> int:
     ap.add_argument("--refit", action="store_true", help="fit the coefficients and store them in the package")
     ap.add_argument("--loso", action="store_true", help="leave-one-source-out errors")
     ap.add_argument("--iterations", type=int, default=600)
+    ap.add_argument("--frontend-grid", default="0,0.005,0.01,0.02",
+                    help="API-server seconds per request to try when refitting (comma-separated)")
     a = ap.parse_args()
     cases, skipped = read_cases(a.csv)
     prepared, unrepresented = [], list(skipped)
     for case in cases:
         p = prepare(case)
         (prepared if isinstance(p, Prepared) else unrepresented).append(p)
-    coeffs = fitted_coefficients()[0] if not a.refit else fit(prepared, iterations=a.iterations)
+    coeffs = fitted_coefficients()[0]
+    if a.refit:
+        grid = tuple(float(v) for v in a.frontend_grid.split(","))
+        coeffs, prepared = fit_frontend(cases, grid, iterations=a.iterations)
     rows = [(p, errors_pct(p, coeffs)) for p in prepared]
     vllm_rows = [(p, e) for p, e in rows if p.fittable]
     other_rows = [(p, e) for p, e in rows if not p.fittable]
@@ -67,8 +72,8 @@ def main() -> int:
             "fitted_on": dt.date.today().isoformat(),
             "source": "tests/data/reference/gpu-bench-calibration.csv (published vLLM/SGLang serving runs; see SOURCES.md)",
             "method": "Nelder-Mead on sum |log error| of output tok/s, mean TPOT, mean TTFT; vLLM rows without timed arrivals",
-            "fitted": list(FITTED), "rows_fitted": len(vllm_rows), "summary": summary(vllm_rows),
-            "priors_not_fitted": [k for k in Coefficients.names() if k not in FITTED],
+            "fitted": [*FITTED, "frontend_request_s (grid: " + a.frontend_grid + ")"], "rows_fitted": len(vllm_rows), "summary": summary(vllm_rows),
+            "priors_not_fitted": [k for k in Coefficients.names() if k not in FITTED and k != "frontend_request_s"],
             "coefficients": {k: float(f"{v:.6g}") for k, v in asdict(coeffs).items()},
         }
         STORE.write_text("# Global GPU cost-model coefficients (kvplan/perf/cost.py). Refit: benchmarks/gpu_accuracy.py --refit\n"
@@ -102,7 +107,8 @@ def main() -> int:
         held: list[tuple[Prepared, dict]] = []
         for source in sorted({p.case.source for p, _ in vllm_rows}):
             train = [p for p in prepared if p.case.source != source]
-            c = fit(train, start=Coefficients(), iterations=a.iterations)
+            c = fit(train, start=replace(Coefficients(), frontend_request_s=coeffs.frontend_request_s),
+                    iterations=a.iterations)
             test = [(p, errors_pct(p, c)) for p in prepared if p.case.source == source and p.fittable]
             print_summary(f"  left out {source}", summary(test))
             held += test

@@ -81,7 +81,8 @@ class _Runner:
     def probe(self, rate: float, slo: Slo, num_prompts: int = SEARCH_PROMPTS) -> Probe:
         reqs = replace(self.workload, request_rate=rate, num_prompts=num_prompts).requests()
         check_requests(reqs, self.plan, self.config.num_gpu_blocks)
-        trace = simulate(reqs, self.config, self.model.step_s, max_concurrency=self.workload.max_concurrency)
+        trace = simulate(reqs, self.config, self.model.step_s, max_concurrency=self.workload.max_concurrency,
+                         frontend_s=self.model.coefficients.frontend_request_s)
         t = Timings.of(trace, self.model.coefficients.request_latency_s)
         tpot = t.tpot_s
         return Probe(float(np.percentile(t.ttft_s, slo.percentile) * 1e3),

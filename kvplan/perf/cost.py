@@ -58,6 +58,7 @@ class Coefficients:
     legacy_seq_overhead_s: float = 60e-6
     eager_layer_overhead_s: float = 40e-6  # kernel launches per layer per step without CUDA graphs
     request_latency_s: float = 0.02  # per request outside engine steps: HTTP, tokenization, streaming back
+    frontend_request_s: float = 0.0  # the API server's serial work per request before the engine sees it
 
     @classmethod
     def names(cls) -> list[str]:

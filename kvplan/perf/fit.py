@@ -34,19 +34,21 @@ class Prepared:
     case: Case
     model: GpuStepModel
     trace: Trace
-    replay: Callable[[Coefficients], Timings]  # timings under other coefficients
+    replay: Callable[[Coefficients], Timings]  # timings under other coefficients (re-simulated if timed)
+    retime: Callable[[Coefficients], Timings]  # the recorded step sequence re-timed (exact if not timed)
 
     @property
     def fittable(self) -> bool:
-        return self.case.engine == "vllm" and not self.trace.timed_arrivals
+        return self.case.engine == "vllm" and math.isinf(self.case.request_rate)
 
 
 def _unit_step(*_: float) -> float:
     return 1.0
 
 
-def prepare(case: Case) -> Prepared | Skipped:
-    """Simulate one case's scheduling (or say why it cannot be represented)."""
+def prepare(case: Case, coefficients: Coefficients | None = None) -> Prepared | Skipped:
+    """Simulate one case's scheduling with `coefficients` (default: the stored ones), or say why
+    it cannot be represented."""
     from kvplan.spec.gpu import load_gpu
     from kvplan.spec.profiles import load_model
 
@@ -64,21 +66,30 @@ def prepare(case: Case) -> Prepared | Skipped:
         if case.prefix_hit_rate:
             requests = with_prefix_hits(requests, case.prefix_hit_rate, plan.block_size_tokens)
         check_requests(requests, plan, config.num_gpu_blocks)
-        model = step_model(spec, args)
+        model = step_model(spec, args, coefficients)
     except KvplanError as exc:
         return Skipped(case.row, case.source, str(exc))
-    timed = not math.isinf(case.request_rate)
-    trace = simulate(requests, config, model.step_s if timed else _unit_step, max_concurrency=case.max_concurrency)
+    frontend_s = model.coefficients.frontend_request_s
+    timed = not math.isinf(case.request_rate) or frontend_s > 0
+    trace = simulate(requests, config, model.step_s if timed else _unit_step, max_concurrency=case.max_concurrency,
+                     frontend_s=frontend_s)
 
-    def replay(c: Coefficients) -> Timings:
+    def retime(c: Coefficients) -> Timings:
         m = replace(model, coefficients=c)
-        if timed:
-            return Timings.of(simulate(requests, config, m.step_s, max_concurrency=case.max_concurrency), c.request_latency_s)
         t = trace
         return Timings.retimed(t, m.step_s(t.step_tokens, t.step_seqs, t.step_prefill_tokens, t.step_context_tokens,
                                            t.step_attention_pairs, t.step_sampled), c.request_latency_s)
 
-    return Prepared(case, model, trace, replay)
+    def replay(c: Coefficients) -> Timings:
+        m = replace(model, coefficients=c)
+        if timed:
+            return Timings.of(simulate(requests, config, m.step_s, max_concurrency=case.max_concurrency,
+                                       frontend_s=c.frontend_request_s), c.request_latency_s)
+        t = trace
+        return Timings.retimed(t, m.step_s(t.step_tokens, t.step_seqs, t.step_prefill_tokens, t.step_context_tokens,
+                                           t.step_attention_pairs, t.step_sampled), c.request_latency_s)
+
+    return Prepared(case, model, trace, replay, retime)
 
 
 def errors_pct(p: Prepared, c: Coefficients) -> dict[str, float | None]:
@@ -92,10 +103,12 @@ def errors_pct(p: Prepared, c: Coefficients) -> dict[str, float | None]:
     return out
 
 
-def _loss(cases: list[Prepared], c: Coefficients) -> float:
+def _loss(cases: list[Prepared], c: Coefficients, exact: bool = False) -> float:
+    """With a frontend time the step sequence depends on the clock: the fit re-times the sequence
+    simulated with its starting coefficients (`exact=False`), the score re-simulates."""
     total = 0.0
     for p in cases:
-        thr, tpot_s, ttft_s = p.replay(c).headline()
+        thr, tpot_s, ttft_s = (p.replay(c) if exact else p.retime(c)).headline()
         total += abs(math.log(max(thr, 1e-9) / p.case.output_tok_s))
         if p.case.mean_tpot_ms and tpot_s > 0:
             total += abs(math.log(tpot_s * 1e3 / p.case.mean_tpot_ms))
@@ -155,3 +168,20 @@ def fit(cases: list[Prepared], start: Coefficients | None = None, iterations: in
     for _ in range(2):  # a restart escapes a collapsed simplex
         x = nelder_mead(lambda v: _loss(usable, _from_x(v, base)), x, iterations=iterations)
     return _from_x(x, base)
+
+
+def fit_frontend(cases: list[Case], grid: tuple[float, ...] = (0.0, 0.005, 0.01, 0.02), iterations: int = 800,
+                 start: Coefficients | None = None) -> tuple[Coefficients, list[Prepared]]:
+    """The API server's per-request time changes the step sequence, so it is chosen on a grid:
+    for each value the cases are simulated, the other coefficients fitted, the result scored by
+    re-simulation; the best (coefficients, its prepared cases) wins."""
+    best: tuple[float, Coefficients, list[Prepared]] | None = None
+    for frontend_s in grid:
+        begin = replace(start or Coefficients(), frontend_request_s=frontend_s)
+        prepared = [p for p in (prepare(c, begin) for c in cases) if isinstance(p, Prepared)]
+        found = fit(prepared, start=begin, iterations=iterations)
+        score = _loss([p for p in prepared if p.fittable], found, exact=True)
+        if best is None or score < best[0]:
+            best = (score, found, prepared)
+    assert best is not None
+    return best[1], best[2]

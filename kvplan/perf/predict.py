@@ -69,7 +69,8 @@ def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_c
     config = scheduler_config(plan, num_gpu_blocks)
     check_requests(requests, plan, config.num_gpu_blocks)
     model = step_model(spec, args, coefficients)
-    trace = simulate(requests, config, model.step_s, max_concurrency=max_concurrency)
+    trace = simulate(requests, config, model.step_s, max_concurrency=max_concurrency,
+                     frontend_s=model.coefficients.frontend_request_s)
     figures = bench_figures(trace, model.coefficients.request_latency_s)
     figures.update({
         "num_gpu_blocks": config.num_gpu_blocks, "kv_cache_tokens": config.num_gpu_blocks * config.block_size,

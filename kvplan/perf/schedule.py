@@ -32,11 +32,12 @@ class SchedulerConfig:
 
 
 class _Req:
-    __slots__ = ("arrival_s", "prompt", "out", "known", "computed", "blocks", "generated", "send_s", "send_step", "first_step",
+    __slots__ = ("arrival_s", "ready_s", "prompt", "out", "known", "computed", "blocks", "generated", "send_s", "send_step", "first_step",
                  "last_step", "first_s", "last_s")
 
     def __init__(self, req: Request) -> None:
         self.arrival_s, self.prompt, self.out = req.arrival_s, req.prompt_tokens, req.output_tokens
+        self.ready_s = 0.0  # when the API server hands it to the engine
         self.known = req.prompt_tokens  # tokens whose KV must exist before the next sample
         self.computed = req.cached_tokens  # prefix-cache hits: computed without being scheduled
         self.blocks = self.generated = 0
@@ -76,8 +77,10 @@ class _Engine:
     """The scheduler's state between steps; one `step()` is one engine step."""
 
     def __init__(self, requests: list[Request], config: SchedulerConfig, step_s: StepCost,
-                 max_concurrency: int | None) -> None:
+                 max_concurrency: int | None, frontend_s: float = 0.0) -> None:
         self.config, self.step_s = config, step_s
+        self.frontend_s, self.frontend_free = frontend_s, 0.0
+        self.frontend: deque[_Req] = deque()  # sent, still in the API server
         self.free = config.num_gpu_blocks
         self.watermark = int(0.01 * config.num_gpu_blocks) if not config.chunked_prefill else 0  # V0 admission watermark
         self.reqs = [_Req(r) for r in requests]
@@ -91,16 +94,30 @@ class _Engine:
         self.cap = max_concurrency or len(self.reqs) or 1
 
     def send(self) -> bool:
-        """Hand arrived requests to the server (within the client's concurrency); False: idle."""
+        """Hand arrived requests to the server (within the client's concurrency); the API server
+        passes them on one at a time, `frontend_s` each; False: the engine is idle."""
         while self.pending and self.in_flight < self.cap and self.pending[0].arrival_s <= self.clock:
             r = self.pending.popleft()
             r.send_s, r.send_step = max(self.clock, r.arrival_s), self.steps
-            self.waiting.append(r)
             self.in_flight += 1
+            if self.frontend_s:
+                r.ready_s = self.frontend_free = max(r.send_s, self.frontend_free) + self.frontend_s
+                self.frontend.append(r)
+            else:
+                self.waiting.append(r)
+        while self.frontend and self.frontend[0].ready_s <= self.clock:
+            self.waiting.append(self.frontend.popleft())
         if not self.waiting and not self.running:
-            self.clock = max(self.clock, self.pending[0].arrival_s)  # idle until the next arrival
+            self.clock = max(self.clock, self.next_event_s())  # idle until the next arrival or hand-over
             return False
         return True
+
+    def next_event_s(self) -> float:
+        """When the engine next gets a request it does not have yet (inf: never)."""
+        due = self.frontend[0].ready_s if self.frontend else float("inf")
+        if self.pending and self.in_flight < self.cap:
+            due = min(due, self.pending[0].arrival_s)
+        return due
 
     def _prefill_v0(self) -> list[tuple[_Req, int]]:
         """V0 without chunked prefill: a step of whole prompts whenever one can be admitted."""
@@ -176,7 +193,7 @@ class _Engine:
                 r.known - r.computed != 1 or not r.generated for r in running):
             return False
         steps = min(r.out - r.generated for r in running) - 1  # the finishing step goes the normal way
-        due = self.pending[0].arrival_s if self.pending and self.in_flight < self.cap else float("inf")
+        due = self.next_event_s()
         if steps < 2 or sum(-(-(r.computed + steps) // bs) - r.blocks for r in running) > self.free:
             return False
         ctx = sum(r.computed for r in running)
@@ -262,16 +279,19 @@ class _Engine:
                      prompt_tokens=np.array([r.prompt for r in reqs]), output_tokens=np.array([r.out for r in reqs]),
                      first_token_s=np.array([r.first_s for r in reqs]), last_token_s=np.array([r.last_s for r in reqs]),
                      itl_s=np.asarray(self.itl), peak_used_blocks=self.peak, max_running=self.max_running,
-                     num_preemptions=self.preemptions, timed_arrivals=any(r.arrival_s > 0 for r in reqs),
+                     num_preemptions=self.preemptions,
+                     timed_arrivals=bool(self.frontend_s) or any(r.arrival_s > 0 for r in reqs),
                      extras={"fast_decode_steps": self.fast_steps})
 
 
 def simulate(requests: list[Request], config: SchedulerConfig, step_s: StepCost,
-             max_concurrency: int | None = None, max_steps: int = 5_000_000, fast: bool = True) -> Trace:
-    """Run every request to completion; `step_s` gives each step's duration. `fast=False` steps
-    one at a time even through pure-decode stretches (the tests compare the two)."""
-    engine = _Engine(requests, config, step_s, max_concurrency)
-    while engine.pending or engine.waiting or engine.running:
+             max_concurrency: int | None = None, max_steps: int = 5_000_000, fast: bool = True,
+             frontend_s: float = 0.0) -> Trace:
+    """Run every request to completion; `step_s` gives each step's duration, `frontend_s` the API
+    server's serial time per request. `fast=False` steps one at a time even through pure-decode
+    stretches (the tests compare the two)."""
+    engine = _Engine(requests, config, step_s, max_concurrency, frontend_s)
+    while engine.pending or engine.frontend or engine.waiting or engine.running:
         if not engine.send():
             continue
         if engine.steps >= max_steps:

@@ -1,6 +1,6 @@
 """The issue's acceptance on the calibration file, with the stored (fitted) coefficients:
-median |error| of output throughput and of mean TPOT <= 10%. (Mean TTFT, whose target is 20%,
-is reported by benchmarks/gpu_accuracy.py and not asserted: see the README for where it stands.)"""
+median |error| of output throughput and of mean TPOT <= 10%, of mean TTFT <= 20% (in-sample;
+benchmarks/gpu_accuracy.py --loso reports the leave-one-source-out figures)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,4 +22,5 @@ def test_calibration_medians_within_the_issue_targets(reference_dir: Path) -> No
     errors = [errors_pct(p, coeffs) for p in prepared]
     thr = np.median([abs(e["err_output_tok_s"]) for e in errors])
     tpot = np.median([abs(e["err_tpot"]) for e in errors if e["err_tpot"] is not None])
-    assert thr <= 10.0 and tpot <= 10.0
+    ttft = np.median([abs(e["err_ttft"]) for e in errors if e["err_ttft"] is not None])
+    assert thr <= 10.0 and tpot <= 10.0 and ttft <= 20.0
