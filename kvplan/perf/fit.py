@@ -1,11 +1,14 @@
 """Fit the global `Coefficients` on published runs (`calibration.read_cases`) and score them.
 
-Each case is simulated once with vLLM's scheduling; for runs whose requests do not arrive on a
-timer the step sequence does not depend on step durations, so every trial set of coefficients
-re-times the stored traces with numpy (`Timings.retimed`). The objective is the sum of absolute
+Each case is simulated once with vLLM's scheduling. Without timed arrivals and without an API-server
+queue the step sequence does not depend on step durations, so every trial set of coefficients
+re-times the stored traces with numpy (`Timings.retimed`); with them, the fit re-times the sequence
+simulated with its starting coefficients and the score re-simulates (`fit_frontend` chooses the
+API server's time per request on a grid for that reason). The objective is the sum of absolute
 log errors of output throughput, mean TPOT and mean TTFT (a median-seeking, scale-free loss),
 minimized by Nelder-Mead over the logarithms of the coefficients (logits for efficiencies, which
-stay in (0, 1)). Timed-arrival and non-vLLM cases are predicted but not fitted.
+stay in (0, 1)). The vLLM runs sent all at once are fitted; the others (SGLang, rate 16) are
+predicted and scored apart.
 """
 from __future__ import annotations
 
