@@ -71,7 +71,7 @@ def main() -> int:
         meta = {
             "fitted_on": dt.date.today().isoformat(),
             "source": "tests/data/reference/gpu-bench-calibration.csv (published vLLM/SGLang serving runs; see SOURCES.md)",
-            "method": "Nelder-Mead on sum |log error| of output tok/s, mean TPOT, mean TTFT; vLLM rows without timed arrivals",
+            "method": "Nelder-Mead on sum |log error| of output tok/s, mean TPOT, mean TTFT over the vLLM rows sent all at once",
             "fitted": [*FITTED, "frontend_request_s (grid: " + a.frontend_grid + ")"], "rows_fitted": len(vllm_rows), "summary": summary(vllm_rows),
             "priors_not_fitted": [k for k in Coefficients.names() if k not in FITTED and k != "frontend_request_s"],
             "coefficients": {k: float(f"{v:.6g}") for k, v in asdict(coeffs).items()},
