@@ -324,6 +324,23 @@ def test_estimate_without_torch(torchless_dir: Path, tmp_path: Path) -> None:
     assert json.loads(proc.stdout)["concurrency"] == 8
 
 
+def test_predict_without_torch(torchless_dir: Path, tmp_path: Path) -> None:
+    log = tmp_path / "blocked.log"
+    args = ("predict", "--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--num-prompts", "20", "--json")
+    proc = _run_torchless(torchless_dir, log, "-m", "kvplan", *args)
+    _assert_ran_without_torch(proc, log, "kvplan " + " ".join(args))
+    assert json.loads(proc.stdout)["completed"] == 20
+
+
+def test_plan_without_torch(torchless_dir: Path, tmp_path: Path) -> None:
+    log = tmp_path / "blocked.log"
+    args = ("plan", "--model", "llama-3.1-8b-instruct", "--request-rate", "2", "--slo-ttft-ms", "2000",
+            "--slo-tpot-ms", "100", "--gpus", "h100", "--kv-cache-dtypes", "auto", "--json")
+    proc = _run_torchless(torchless_dir, log, "-m", "kvplan", *args)
+    _assert_ran_without_torch(proc, log, "kvplan " + " ".join(args))
+    assert json.loads(proc.stdout)["configs"]
+
+
 def test_sweep_without_torch(torchless_dir: Path, tmp_path: Path) -> None:
     log = tmp_path / "blocked.log"
     csv, png = tmp_path / "sweep.csv", tmp_path / "sweep.png"

@@ -1,0 +1,65 @@
+"""Time `kvplan predict` (issue 10: 1,000 simulated requests in under 2 s) and one `kvplan plan`
+answer, in-process, on this machine.
+
+    .venv/bin/python benchmarks/predict_speed.py
+Cases: Llama-3.1-8B on one H100, 1,000 requests of 2,000-in/200-out at 20 req/s and all at once
+(vLLM 0.11 V1 scheduling); Qwen3-30B-A3B (MoE) at 1,000-in/1,000-out at 10 req/s; and the
+issue's plan (20 req/s, P99 TTFT 2 s, TPOT 50 ms) over H100 and L40S.
+"""
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from kvplan.perf.capacity import Slo, search  # noqa: E402
+from kvplan.perf.predict import predict  # noqa: E402
+from kvplan.perf.workload import Workload  # noqa: E402
+from kvplan.plan.budget import EngineArgs  # noqa: E402
+from kvplan.spec.gpu import load_gpu  # noqa: E402
+from kvplan.spec.profiles import load_model  # noqa: E402
+
+CASES = (("llama-3.1-8b-instruct", "h100-sxm-80gb", Workload(2000, 200, 0.0, 1000, 20.0)),
+         ("llama-3.1-8b-instruct", "h100-sxm-80gb", Workload(2000, 200, 0.0, 1000, math.inf)),
+         ("qwen3-30b-a3b", "h100-sxm-80gb", Workload(1000, 1000, 0.0, 1000, 10.0)))
+
+
+def best_of(n: int, fn) -> tuple[float, object]:
+    best, out = float("inf"), None
+    for _ in range(n):
+        t0 = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, out
+
+
+def main() -> int:
+    ok = True
+    for model, gpu, workload in CASES:
+        spec, args = load_model(model), EngineArgs(gpu=load_gpu(gpu), vllm_version="0.11.0")
+        reqs = workload.requests()
+        s, pred = best_of(3, lambda: predict(spec, args, reqs))
+        f = pred.figures  # type: ignore[attr-defined]
+        print(f"predict {model} on {gpu}, {workload.num_prompts} x {workload.random_input_len}/{workload.random_output_len} "
+              f"at {workload.request_rate:g} req/s: {s:.3f} s ({f['num_steps']} steps; {f['output_throughput']:.0f} tok/s, "
+              f"mean TTFT {f['mean_ttft_ms']:.0f} ms, mean TPOT {f['mean_tpot_ms']:.1f} ms)")
+        ok &= s < 2.0
+    spec = load_model("llama-3.1-8b-instruct")
+    s, answer = best_of(1, lambda: search(spec, EngineArgs(vllm_version="0.11.0"), Workload(2000, 200, 0.0, 200, 20.0),
+                                          Slo(2000, 50), [load_gpu("h100"), load_gpu("l40s")], kv_dtypes=["auto", "fp8"],
+                                          quantizations=[None]))
+    print(f"plan (H100, L40S x tp x KV dtype, goodput search): {s:.2f} s, {len(answer['configs'])} configurations meet the SLO")  # type: ignore[index]
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "kvplan", "predict", "--model", "llama-3.1-8b-instruct", "--gpu", "h100",
+                    "--random-input-len", "2000", "--random-output-len", "200", "--request-rate", "20", "--json"],
+                   check=True, capture_output=True)
+    print(f"`kvplan predict ... --json` as a command (interpreter start and imports included): {time.perf_counter() - t0:.2f} s")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""Time commands: `kvplan predict` (what `vllm bench serve` would print, on a GPU you don't have)
+and `kvplan plan` (the configurations that meet latency SLOs). Pure Python: no torch.
+
+The server-side flags are `kvplan estimate`'s (same names, same checks: `plan_commands`); the
+workload flags are `vllm bench serve`'s.
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Annotated, Optional
+
+import typer
+
+from kvplan.cli.app import app, make_console
+from kvplan.cli.plan_commands import _check_estimate_flags, _engine_args, _estimate_model_and_gpu
+from kvplan.errors import KvplanError
+
+Model = Annotated[str, typer.Option("--model", "-m", help="Profile name or alias, a config.json, or a model directory.")]
+Tp = Annotated[int, typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel size.")]
+Pp = Annotated[int, typer.Option("--pp", "--pipeline-parallel-size", help="Pipeline-parallel size.")]
+Dtype = Annotated[str, typer.Option(help="Model dtype: auto (the checkpoint's), float16, bfloat16, float32.")]
+Quantization = Annotated[Optional[str], typer.Option(help="Runtime weight quantization of an unquantized checkpoint (e.g. fp8).")]
+KvDtype = Annotated[str, typer.Option(help="auto, float16, bfloat16, fp8, fp8_e4m3, fp8_e5m2.")]
+MaxModelLen = Annotated[Optional[int], typer.Option(help="vLLM --max-model-len (default: the model's maximum).")]
+MaxNumSeqs = Annotated[Optional[int], typer.Option(help="vLLM --max-num-seqs (default chosen by GPU memory and version, as vLLM).")]
+MaxBatched = Annotated[Optional[int], typer.Option(help="vLLM --max-num-batched-tokens (default by GPU memory and version).")]
+PrefixCaching = Annotated[bool, typer.Option("--enable-prefix-caching/--no-enable-prefix-caching",
+                                             help="Accepted for vLLM parity; random prompts share no prefix, so it changes nothing here.")]
+Eager = Annotated[bool, typer.Option("--enforce-eager", help="No CUDA graphs (vLLM --enforce-eager): launch cost per layer.")]
+Version = Annotated[Optional[str], typer.Option(help="vLLM version whose defaults and scheduler to model (default: the newest modelled).")]
+Util = Annotated[Optional[float], typer.Option(help="Fraction of GPU memory the engine may use (vLLM default 0.9).")]
+BlockSize = Annotated[int, typer.Option(help="Tokens per KV block (vLLM default 16).")]
+InputLen = Annotated[int, typer.Option(help="Prompt tokens per request (vllm bench serve --random-input-len).")]
+OutputLen = Annotated[int, typer.Option(help="Output tokens per request (--random-output-len; ignore_eos).")]
+RangeRatio = Annotated[float, typer.Option(help="Lengths uniform in len x [1 - r, 1 + r] (--random-range-ratio).")]
+NumPrompts = Annotated[int, typer.Option(help="Requests to simulate (--num-prompts).")]
+Burstiness = Annotated[float, typer.Option(help="Gamma shape of arrival gaps; 1 is Poisson (--burstiness).")]
+Concurrency = Annotated[Optional[int], typer.Option(help="Client-side limit on requests in flight (--max-concurrency).")]
+Seed = Annotated[int, typer.Option(help="Seed of lengths and arrivals.")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print one flat JSON object instead of tables.")]
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise KvplanError(f"--request-rate takes a number of requests/s or inf, got {text!r}") from None
+    if not value > 0:
+        raise KvplanError(f"--request-rate must be positive (or inf), got {text!r}")
+    return value
+
+
+def _server(model, gpu, tp, pp, dtype, quantization, kv_cache_dtype, max_model_len, max_num_seqs, max_num_batched_tokens,
+            enforce_eager, vllm_version, gpu_memory_utilization, block_size):
+    _check_estimate_flags(gpu, None, max_model_len, tp=tp, pp=pp, block_size=block_size)
+    spec, device = _estimate_model_and_gpu(model, dtype, gpu, None)
+    args = _engine_args(device, gpu_memory_utilization, tp, pp, dtype, quantization, kv_cache_dtype, block_size,
+                        max_model_len, max_num_seqs, max_num_batched_tokens, None, enforce_eager, vllm_version, None)
+    return spec, args
+
+
+def _scenario_requests(path: str):
+    """A kvplan scenario's requests (lengths, arrivals, concurrency) as `vllm bench serve` would send them."""
+    from kvplan.perf.workload import Request
+    from kvplan.stress.scenario_loader import load_scenario
+    from kvplan.stress.workload import generate_requests
+
+    scenario = load_scenario(path)
+    reqs = [Request(r.arrival_s or 0.0, r.prompt_tokens, r.output_tokens) for r in generate_requests(scenario)
+            if not r.is_warmup]
+    closed = scenario.arrival.type == "concurrency"
+    return reqs, (scenario.arrival.concurrency if closed else None)
+
+
+@app.command()
+def predict(
+    model: Model, gpu: Annotated[str, typer.Option(help="GPU from the catalog (see `kvplan gpus`).")],
+    tp: Tp = 1, pp: Pp = 1, dtype: Dtype = "auto", quantization: Quantization = None, kv_cache_dtype: KvDtype = "auto",
+    max_model_len: MaxModelLen = None, max_num_seqs: MaxNumSeqs = None, max_num_batched_tokens: MaxBatched = None,
+    enable_prefix_caching: PrefixCaching = True, enforce_eager: Eager = False, vllm_version: Version = None,
+    gpu_memory_utilization: Util = None, block_size: BlockSize = 16,
+    random_input_len: InputLen = 1024, random_output_len: OutputLen = 128, random_range_ratio: RangeRatio = 0.0,
+    num_prompts: NumPrompts = 1000,
+    request_rate: Annotated[str, typer.Option(help="Requests/s, or inf to send all at once (--request-rate).")] = "inf",
+    burstiness: Burstiness = 1.0, max_concurrency: Concurrency = None, seed: Seed = 0,
+    scenario: Annotated[Optional[str], typer.Option(help="A kvplan scenario (name or YAML file) instead of the random workload.")] = None,
+    as_json: AsJson = False,
+) -> None:
+    """What `vllm bench serve` would print for this server and workload, predicted (no GPU needed)."""
+    from kvplan.perf.predict import predict as run_predict
+    from kvplan.perf.workload import Workload
+
+    spec, args = _server(model, gpu, tp, pp, dtype, quantization, kv_cache_dtype, max_model_len, max_num_seqs,
+                         max_num_batched_tokens, enforce_eager, vllm_version, gpu_memory_utilization, block_size)
+    if scenario:
+        requests, max_concurrency = _scenario_requests(scenario)
+    else:
+        requests = Workload(random_input_len, random_output_len, random_range_ratio, num_prompts, _rate(request_rate),
+                            burstiness, max_concurrency, seed).requests()
+    result = run_predict(spec, args, requests, max_concurrency=max_concurrency)
+    figures = {**result.figures, "client_max_concurrency": max_concurrency}
+    if as_json:
+        typer.echo(json.dumps({k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in figures.items()}))
+        return
+    from kvplan.report.predict_view import render_prediction
+
+    render_prediction(make_console(), figures, f"{spec.name} on {args.tensor_parallel_size} x {gpu}, vLLM {args.vllm_version}")
+
+
+def _prices(texts: list[str]) -> dict[str, float]:
+    from kvplan.spec.gpu import load_gpu
+
+    out = {}
+    for text in texts:
+        name, _, value = text.partition("=")
+        try:
+            out[load_gpu(name.strip()).name] = float(value)
+        except ValueError:
+            raise KvplanError(f"--price takes GPU=USD_PER_HOUR (e.g. h100=2.5), got {text!r}") from None
+    return out
+
+
+@app.command("plan")
+def plan_command(
+    model: Model,
+    request_rate: Annotated[float, typer.Option(help="Requests/s to serve (all replicas together).")],
+    slo_ttft_ms: Annotated[float, typer.Option(help="TTFT limit at --slo-percentile, ms.")],
+    slo_tpot_ms: Annotated[float, typer.Option(help="TPOT limit at --slo-percentile, ms.")],
+    slo_percentile: Annotated[float, typer.Option(help="Percentile the SLOs apply to.")] = 99.0,
+    gpus: Annotated[Optional[str], typer.Option(help="Comma-separated GPUs to consider (default: H100, H200, A100-80GB, L40S, L4, B200).")] = None,
+    kv_cache_dtypes: Annotated[str, typer.Option(help="Comma-separated KV dtypes to consider.")] = "auto,fp8",
+    quantizations: Annotated[str, typer.Option(help="Comma-separated weight quantizations to consider (none, fp8).")] = "none",
+    price: Annotated[Optional[list[str]], typer.Option(help="GPU=USD_PER_HOUR; repeat per GPU; ranks by cost.")] = None,
+    random_input_len: InputLen = 1024, random_output_len: OutputLen = 128, random_range_ratio: RangeRatio = 0.0,
+    num_prompts: NumPrompts = 200, burstiness: Burstiness = 1.0, seed: Seed = 0,
+    dtype: Dtype = "auto", max_model_len: MaxModelLen = None, vllm_version: Version = None,
+    gpu_memory_utilization: Util = None, as_json: AsJson = False,
+) -> None:
+    """The GPU x TP x KV dtype x quantization configurations that meet TTFT/TPOT SLOs at a request
+    rate, fewest GPUs (or lowest cost) first, with their `vllm serve` lines; exit 1 if none does."""
+    from kvplan.perf.capacity import DEFAULT_GPUS, Slo, search, why_unmet
+    from kvplan.perf.workload import Workload
+    from kvplan.spec.gpu import load_gpu
+
+    slo = Slo(slo_ttft_ms, slo_tpot_ms, slo_percentile)
+    slo.validate()
+    spec, args = _server(model, "h100-sxm-80gb", 1, 1, dtype, None, "auto", max_model_len, None, None, False,
+                         vllm_version, gpu_memory_utilization, 16)
+    devices = [load_gpu(g.strip()) for g in (gpus.split(",") if gpus else DEFAULT_GPUS) if g.strip()]
+    if not devices:
+        raise KvplanError(f"--gpus names no GPU, got {gpus!r}")
+    quants = [None if q.strip() in ("none", "") else q.strip() for q in quantizations.split(",")]
+    for q in quants:
+        if q not in (None, "fp8"):
+            raise KvplanError(f"--quantizations: {q!r} is not a runtime quantization kvplan plans; choices: none, fp8")
+    workload = Workload(random_input_len, random_output_len, random_range_ratio, num_prompts, request_rate, burstiness,
+                        None, seed)
+    answer = search(spec, args, workload, slo, devices, kv_dtypes=[k.strip() for k in kv_cache_dtypes.split(",") if k.strip()],
+                    quantizations=quants, prices=_prices(price or []))
+    if as_json:
+        typer.echo(json.dumps(answer, indent=2))
+    else:
+        from kvplan.report.predict_view import render_plan
+
+        render_plan(make_console(), answer)
+    if not answer["configs"]:
+        typer.echo(f"kvplan: no configuration meets the SLOs: {why_unmet(answer)}", err=True)
+        raise typer.Exit(1)

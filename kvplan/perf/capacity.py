@@ -1,0 +1,200 @@
+"""`kvplan plan`: which GPU x tensor parallelism x KV dtype x weight quantization serves a workload
+within latency SLOs, how much load one replica sustains inside them (goodput), and how many
+replicas the requested rate needs. Every candidate is a `predict` (planned KV pool, simulated
+scheduling, GPU cost model); the search keeps few simulations per candidate so it answers in seconds.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from kvplan.errors import KvplanError
+from kvplan.perf.cost import Coefficients
+from kvplan.perf.figures import Timings
+from kvplan.perf.predict import check_requests, scheduler_config, step_model
+from kvplan.perf.schedule import simulate
+from kvplan.perf.workload import Workload
+from kvplan.plan.budget import EngineArgs, plan_capacity
+from kvplan.spec.gpu import GpuSpec
+from kvplan.spec.model import ModelSpec
+
+DEFAULT_GPUS = ("h100-sxm-80gb", "h200-sxm-141gb", "a100-sxm4-80gb", "l40s", "l4", "b200-sxm-180gb")
+TP_CHOICES = (1, 2, 4, 8)
+SEARCH_PROMPTS = 150  # requests per goodput probe: enough for a P99, few enough for seconds
+BISECTIONS = 5  # 64x bracket -> within 14% of the goodput
+
+
+@dataclass(frozen=True)
+class Slo:
+    ttft_ms: float
+    tpot_ms: float
+    percentile: float = 99.0
+
+    def validate(self) -> None:
+        if not self.ttft_ms > 0 or not self.tpot_ms > 0:
+            raise KvplanError(f"SLOs must be positive, got --slo-ttft-ms {self.ttft_ms} and --slo-tpot-ms {self.tpot_ms}")
+        if not 0 < self.percentile <= 100:
+            raise KvplanError(f"--slo-percentile must be in (0, 100], got {self.percentile}")
+
+
+@dataclass(frozen=True)
+class Probe:
+    ttft_ms: float
+    tpot_ms: float
+    output_tok_s: float
+
+    def meets(self, slo: Slo) -> bool:
+        return self.ttft_ms <= slo.ttft_ms and self.tpot_ms <= slo.tpot_ms
+
+
+@dataclass(frozen=True)
+class Candidate:
+    gpu: GpuSpec
+    tp: int
+    kv_cache_dtype: str
+    quantization: str | None
+
+
+def workload_max_model_len(workload: Workload) -> int:
+    """The smallest power of two (>= 2048) that holds the longest request the workload can draw."""
+    longest = math.ceil(workload.random_input_len * (1 + workload.random_range_ratio)) + math.ceil(
+        workload.random_output_len * (1 + workload.random_range_ratio))
+    return max(2048, 1 << (longest - 1).bit_length())
+
+
+class _Runner:
+    """Simulations of one candidate at chosen request rates."""
+
+    def __init__(self, spec: ModelSpec, args: EngineArgs, workload: Workload, coefficients: Coefficients | None):
+        self.plan = plan_capacity(spec, args)
+        self.config = scheduler_config(self.plan)
+        self.model = step_model(spec, args, coefficients)
+        self.workload = workload
+
+    @property
+    def fits(self) -> bool:
+        return self.plan.fits and self.plan.num_gpu_blocks > 0
+
+    def probe(self, rate: float, slo: Slo, num_prompts: int = SEARCH_PROMPTS) -> Probe:
+        reqs = replace(self.workload, request_rate=rate, num_prompts=num_prompts).requests()
+        check_requests(reqs, self.plan, self.config.num_gpu_blocks)
+        trace = simulate(reqs, self.config, self.model.step_s, max_concurrency=self.workload.max_concurrency,
+                         frontend_s=self.model.coefficients.frontend_request_s)
+        t = Timings.of(trace, self.model.coefficients.request_latency_s)
+        tpot = t.tpot_s
+        return Probe(float(np.percentile(t.ttft_s, slo.percentile) * 1e3),
+                     float(np.percentile(tpot, slo.percentile) * 1e3) if len(tpot) else 0.0, t.headline()[0])
+
+
+def goodput(runner: _Runner, slo: Slo) -> tuple[float, float, Probe]:
+    """(lo, hi): the largest request rate (req/s) one replica serves within the SLO lies between
+    them (lo 0: even a trickle misses it), and the probe at the lightest load tried."""
+    light = runner.probe(0.05, slo, num_prompts=20)  # nearly idle: the best latency this config can give
+    if not light.meets(slo):
+        return 0.0, 0.0, light
+    saturated = runner.probe(math.inf, slo)
+    # no load above the saturated completion rate is sustainable; bisect between it and 1/64 of it
+    hi = max(0.1, saturated.output_tok_s / max(runner.workload.random_output_len, 1))
+    lo = hi / 64
+    if runner.probe(hi, slo).meets(slo):
+        return hi, hi, light
+    for _ in range(BISECTIONS):
+        mid = math.sqrt(lo * hi)
+        if runner.probe(mid, slo).meets(slo):
+            lo = mid
+        else:
+            hi = mid
+    return lo, hi, light
+
+
+def candidates(gpus: list[GpuSpec], kv_dtypes: list[str], quantizations: list[str | None]) -> list[Candidate]:
+    return [Candidate(g, tp, kv, q) for g in gpus for tp in TP_CHOICES for kv in kv_dtypes for q in quantizations
+            if not (q == "fp8" and not g.fp8_dense_tflops)]  # fp8 weights need fp8 tensor cores to pay off
+
+
+def vllm_serve_line(spec: ModelSpec, args: EngineArgs) -> str:
+    parts = [f"vllm serve {spec.hf_id or spec.name}", f"--tensor-parallel-size {args.tensor_parallel_size}",
+             f"--max-model-len {args.max_model_len}", f"--gpu-memory-utilization {args.gpu_memory_utilization:g}"]
+    if args.kv_cache_dtype not in ("auto", None):
+        parts.append(f"--kv-cache-dtype {args.kv_cache_dtype}")
+    if args.quantization:
+        parts.append(f"--quantization {args.quantization}")
+    return " ".join(parts)
+
+
+def search(spec: ModelSpec, base: EngineArgs, workload: Workload, slo: Slo, gpus: list[GpuSpec], *,
+           kv_dtypes: list[str], quantizations: list[str | None], prices: dict[str, float] | None = None,
+           coefficients: Coefficients | None = None) -> dict[str, Any]:
+    """Every candidate that starts: its goodput, replicas for the requested rate and predicted
+    figures there; the answer lists those meeting the SLO, cheapest (GPUs, then $/h) first."""
+    slo.validate()
+    workload.validate()
+    prices = prices or {}
+    rate = workload.request_rate
+    if math.isinf(rate):
+        raise KvplanError("kvplan plan needs a finite --request-rate (the load to size for)")
+    max_model_len = base.max_model_len or workload_max_model_len(workload)
+    met, missed, started = [], [], 0
+    smallest_tp: dict[str, int] = {}
+    for cand in candidates(gpus, kv_dtypes, quantizations):
+        if cand.tp > smallest_tp.get(cand.gpu.name, cand.tp) * 2:
+            continue  # beyond twice the smallest TP that starts, more replicas beat wider TP for this search
+        args = replace(base, gpu=cand.gpu, tensor_parallel_size=cand.tp, kv_cache_dtype=cand.kv_cache_dtype,
+                       quantization=cand.quantization, max_model_len=max_model_len)
+        try:
+            runner = _Runner(spec, args, workload, coefficients)
+        except KvplanError:
+            continue  # tp does not divide the heads, or the like
+        if not runner.fits:
+            continue
+        smallest_tp.setdefault(cand.gpu.name, cand.tp)
+        started += 1
+        good, good_hi, light = goodput(runner, slo)
+        row = {"gpu": cand.gpu.name, "tp": cand.tp, "kv_cache_dtype": cand.kv_cache_dtype, "quantization": cand.quantization,
+               "goodput_req_per_s": good, "vllm_serve": vllm_serve_line(spec, args), "idle_ttft_ms": light.ttft_ms,
+               "idle_tpot_ms": light.tpot_ms, "num_gpu_blocks": runner.plan.num_gpu_blocks}
+        if good <= 0:
+            missed.append(row)
+            continue
+        most = max(1, math.ceil(rate / good))
+        replicas = max(1, math.ceil(rate / good_hi))  # the fewest the bisection leaves possible
+        at = runner.probe(rate / replicas, slo, num_prompts=max(workload.num_prompts, SEARCH_PROMPTS))
+        while not at.meets(slo) and replicas < 2 * most:
+            replicas += 1
+            at = runner.probe(rate / replicas, slo, num_prompts=max(workload.num_prompts, SEARCH_PROMPTS))
+        price = prices.get(cand.gpu.name)
+        row.update({"replicas": replicas, "total_gpus": replicas * cand.tp, "ttft_ms": at.ttft_ms, "tpot_ms": at.tpot_ms,
+                    "usd_per_hour": None if price is None else price * replicas * cand.tp})
+        (met if at.meets(slo) else missed).append(row)
+    if not started:
+        raise KvplanError(f"{spec.name} does not start on any candidate ({', '.join(g.name for g in gpus)}, tp up to "
+                          f"{max(TP_CHOICES)}) at max_model_len {max_model_len}")
+    met.sort(key=lambda r: (r["usd_per_hour"] if prices and r["usd_per_hour"] is not None else math.inf, r["total_gpus"],
+                            -r["goodput_req_per_s"]))
+    return {"model": spec.name, "workload": {"request_rate": rate, "random_input_len": workload.random_input_len,
+                                             "random_output_len": workload.random_output_len,
+                                             "random_range_ratio": workload.random_range_ratio},
+            "slo": {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "percentile": slo.percentile},
+            "max_model_len": max_model_len, "configs": met, "unmet": missed}
+
+
+def why_unmet(answer: dict[str, Any]) -> str:
+    """Which SLO the closest candidate misses, and by how much."""
+    slo = answer["slo"]
+    rows = answer["unmet"]
+    best_ttft = min(rows, key=lambda r: r.get("ttft_ms", r["idle_ttft_ms"]))
+    best_tpot = min(rows, key=lambda r: r.get("tpot_ms", r["idle_tpot_ms"]))
+    parts = []
+    ttft = best_ttft.get("ttft_ms", best_ttft["idle_ttft_ms"])
+    tpot = best_tpot.get("tpot_ms", best_tpot["idle_tpot_ms"])
+    p = f"P{slo['percentile']:g}"
+    if ttft > slo["ttft_ms"]:
+        parts.append(f"{p} TTFT: best {ttft:.0f} ms on {best_ttft['gpu']} tp{best_ttft['tp']}, "
+                     f"{ttft - slo['ttft_ms']:.0f} ms ({100 * (ttft / slo['ttft_ms'] - 1):.0f}%) over {slo['ttft_ms']:g} ms")
+    if tpot > slo["tpot_ms"]:
+        parts.append(f"{p} TPOT: best {tpot:.1f} ms on {best_tpot['gpu']} tp{best_tpot['tp']}, "
+                     f"{tpot - slo['tpot_ms']:.1f} ms ({100 * (tpot / slo['tpot_ms'] - 1):.0f}%) over {slo['tpot_ms']:g} ms")
+    return "; ".join(parts) or "the SLOs are met only together at no tested replica count"

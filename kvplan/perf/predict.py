@@ -1,0 +1,84 @@
+"""`kvplan predict`: the KV pool from vLLM's start-up budget (`plan.budget`), vLLM's scheduling on
+a simulated clock (`schedule`), each step timed by the GPU cost model (`cost`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kvplan.errors import KvplanError
+from kvplan.perf.cost import Coefficients, GpuStepModel
+from kvplan.perf.figures import bench_figures
+from kvplan.perf.schedule import SchedulerConfig, Trace, simulate
+from kvplan.perf.workload import Request
+from kvplan.plan import overheads as oh
+from kvplan.plan.budget import CapacityPlan, EngineArgs, plan_capacity
+from kvplan.spec.model import ModelSpec
+
+
+@dataclass(frozen=True)
+class Prediction:
+    figures: dict[str, Any]  # vLLM's keys, then kvplan's memory keys
+    plan: CapacityPlan
+    trace: Trace
+    scheduler: SchedulerConfig
+
+
+def scheduler_config(plan: CapacityPlan, num_gpu_blocks: int | None = None) -> SchedulerConfig:
+    """V1 always chunks prefills; V0 only above 32K max_model_len (its default)."""
+    chunked = plan.version >= oh.V1_SINCE or plan.max_model_len > 32768
+    return SchedulerConfig(num_gpu_blocks=plan.num_gpu_blocks if num_gpu_blocks is None else num_gpu_blocks,
+                           block_size=plan.block_size_tokens, max_num_seqs=plan.max_num_seqs,
+                           max_num_batched_tokens=plan.max_num_batched_tokens, chunked_prefill=chunked)
+
+
+def server_plan(spec: ModelSpec, args: EngineArgs) -> CapacityPlan:
+    """vLLM's start-up plan, or the start-up error vLLM would print, as one line."""
+    if args.gpu is None:
+        raise KvplanError("a time prediction needs --gpu NAME (see `kvplan gpus`)")
+    plan = plan_capacity(spec, args)
+    if not plan.fits or plan.num_gpu_blocks <= 0:
+        raise KvplanError(f"{spec.name} does not start on {args.tensor_parallel_size} x {args.gpu.name}: "
+                          f"{plan.error or 'no memory left for the KV cache'}")
+    return plan
+
+
+def step_model(spec: ModelSpec, args: EngineArgs, coefficients: Coefficients | None = None) -> GpuStepModel:
+    assert args.gpu is not None
+    return GpuStepModel.build(spec, args.gpu, tp=args.tensor_parallel_size, pp=args.pipeline_parallel_size,
+                              dtype=args.dtype, quantization=args.quantization, kv_cache_dtype=args.kv_cache_dtype,
+                              vllm_version=args.vllm_version, enforce_eager=args.enforce_eager, coefficients=coefficients)
+
+
+def check_requests(requests: list[Request], plan: CapacityPlan, num_gpu_blocks: int) -> None:
+    longest = max(requests, key=lambda r: r.prompt_tokens + r.output_tokens)
+    tokens = longest.prompt_tokens + longest.output_tokens
+    if tokens > plan.max_model_len:
+        raise KvplanError(f"a request of {longest.prompt_tokens} + {longest.output_tokens} tokens exceeds "
+                          f"max_model_len {plan.max_model_len}; vLLM would reject it (raise --max-model-len or shorten the workload)")
+    if -(-tokens // plan.block_size_tokens) > num_gpu_blocks:
+        raise KvplanError(f"a request of {tokens} tokens needs more than the {num_gpu_blocks} KV blocks of the pool")
+
+
+def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_concurrency: int | None = None,
+            coefficients: Coefficients | None = None, num_gpu_blocks: int | None = None) -> Prediction:
+    """Simulate `requests` against vLLM serving `spec` with `args`; `num_gpu_blocks` overrides the
+    planned pool (a start-up log's figure)."""
+    if not requests:
+        raise KvplanError("no requests to simulate")
+    plan = server_plan(spec, args)
+    config = scheduler_config(plan, num_gpu_blocks)
+    check_requests(requests, plan, config.num_gpu_blocks)
+    model = step_model(spec, args, coefficients)
+    trace = simulate(requests, config, model.step_s, max_concurrency=max_concurrency,
+                     frontend_s=model.coefficients.frontend_request_s)
+    figures = bench_figures(trace, model.coefficients.request_latency_s)
+    figures.update({
+        "num_gpu_blocks": config.num_gpu_blocks, "kv_cache_tokens": config.num_gpu_blocks * config.block_size,
+        "max_concurrency": plan.max_concurrency, "max_num_seqs": config.max_num_seqs,
+        "max_num_batched_tokens": config.max_num_batched_tokens, "peak_kv_blocks": trace.peak_used_blocks,
+        "peak_kv_bytes": trace.peak_used_blocks * plan.block_bytes,
+        "peak_kv_usage": trace.peak_used_blocks / max(config.num_gpu_blocks, 1),
+        "peak_running_requests": trace.max_running, "num_preemptions": trace.num_preemptions,
+        "num_steps": int(len(trace.step_tokens)),
+    })
+    return Prediction(figures, plan, trace, config)

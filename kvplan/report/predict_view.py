@@ -1,0 +1,65 @@
+"""Rich tables for `kvplan predict` (laid out like vLLM's "Serving Benchmark Result") and `kvplan plan`."""
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+SECTIONS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
+    ("", (("Successful requests:", "completed", "d"), ("Maximum request concurrency:", "client_max_concurrency", "d"),
+          ("Benchmark duration (s):", "duration", ".2f"), ("Total input tokens:", "total_input_tokens", "d"),
+          ("Total generated tokens:", "total_output_tokens", "d"), ("Request throughput (req/s):", "request_throughput", ".2f"),
+          ("Output token throughput (tok/s):", "output_throughput", ".2f"),
+          ("Total Token throughput (tok/s):", "total_token_throughput", ".2f"))),
+    ("Time to First Token", (("Mean TTFT (ms):", "mean_ttft_ms", ".2f"), ("Median TTFT (ms):", "median_ttft_ms", ".2f"),
+                             ("P99 TTFT (ms):", "p99_ttft_ms", ".2f"))),
+    ("Time per Output Token (excl. 1st token)", (("Mean TPOT (ms):", "mean_tpot_ms", ".2f"),
+                                                 ("Median TPOT (ms):", "median_tpot_ms", ".2f"),
+                                                 ("P99 TPOT (ms):", "p99_tpot_ms", ".2f"))),
+    ("Inter-token Latency", (("Mean ITL (ms):", "mean_itl_ms", ".2f"), ("Median ITL (ms):", "median_itl_ms", ".2f"),
+                             ("P99 ITL (ms):", "p99_itl_ms", ".2f"))),
+    ("End-to-end Latency", (("Mean E2EL (ms):", "mean_e2el_ms", ".2f"), ("Median E2EL (ms):", "median_e2el_ms", ".2f"),
+                            ("P99 E2EL (ms):", "p99_e2el_ms", ".2f"))),
+    ("KV cache (kvplan)", (("GPU KV blocks:", "num_gpu_blocks", "d"), ("KV cache tokens:", "kv_cache_tokens", "d"),
+                           ("Max concurrency at max_model_len:", "max_concurrency", ".2f"),
+                           ("Peak KV blocks used:", "peak_kv_blocks", "d"), ("Peak KV usage:", "peak_kv_usage", ".1%"),
+                           ("Peak running requests:", "peak_running_requests", "d"),
+                           ("Preemptions:", "num_preemptions", "d"))),
+)
+
+
+def _fmt(value: Any, spec: str) -> str:
+    if value is None:
+        return "None"
+    return format(value, spec) if spec != "d" else f"{int(value)}"
+
+
+def render_prediction(console: Console, figures: dict[str, Any], title: str) -> None:
+    table = Table(title=f"Serving Benchmark Result (predicted: {title})", show_header=False, box=None, pad_edge=False)
+    table.add_column(min_width=40)
+    table.add_column(justify="right", min_width=12)
+    for section, rows in SECTIONS:
+        if section:
+            table.add_row(f"[bold]{section.center(50, '-')}[/bold]", "")
+        for label, key, spec in rows:
+            table.add_row(label, _fmt(figures.get(key), spec))
+    console.print(table)
+
+
+def render_plan(console: Console, answer: dict[str, Any]) -> None:
+    """The configurations that meet the SLOs, fewest GPUs (or lowest cost) first."""
+    w = answer["workload"]
+    table = Table(title=(f"Configurations for {answer['model']} at {w['request_rate']} req/s "
+                         f"({w['random_input_len']} in / {w['random_output_len']} out); "
+                         f"P{answer['slo']['percentile']:g} TTFT <= {answer['slo']['ttft_ms']} ms, "
+                         f"TPOT <= {answer['slo']['tpot_ms']} ms"))
+    for col in ("GPU", "tp", "weights", "KV", "replicas", "GPUs", "goodput req/s", "TTFT ms", "TPOT ms", "$/h"):
+        table.add_column(col, justify="right" if col not in ("GPU", "weights", "KV") else "left")
+    for c in answer["configs"]:
+        table.add_row(c["gpu"], str(c["tp"]), c["quantization"] or "auto", c["kv_cache_dtype"], str(c["replicas"]),
+                      str(c["total_gpus"]), f"{c['goodput_req_per_s']:.1f}", f"{c['ttft_ms']:.0f}", f"{c['tpot_ms']:.1f}",
+                      "-" if c.get("usd_per_hour") is None else f"{c['usd_per_hour']:.2f}")
+    console.print(table)
+    for c in answer["configs"]:
+        console.print(f"[dim]{c['gpu']} x{c['total_gpus']}:[/dim] {c['vllm_serve']}", soft_wrap=True, highlight=False)

@@ -1,0 +1,107 @@
+"""`kvplan predict` and `kvplan plan` end to end: keys, figures that must hold, one-line errors."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kvplan.cli import main
+
+VLLM_KEYS = ("duration", "completed", "request_throughput", "output_throughput", "total_token_throughput",
+             "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
+             "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "mean_e2el_ms", "median_e2el_ms")
+MEMORY_KEYS = ("num_gpu_blocks", "max_concurrency", "peak_kv_bytes", "num_preemptions")
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    out = capsys.readouterr()
+    return int(exc.value.code or 0), out.out, out.err
+
+
+def test_predict_json_has_vllm_and_memory_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run(capsys, "predict", "--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--random-input-len", "512",
+                     "--random-output-len", "64", "--num-prompts", "50", "--request-rate", "5", "--json")
+    assert rc == 0
+    d = json.loads(out)
+    assert set(VLLM_KEYS + MEMORY_KEYS) <= set(d)
+    assert d["completed"] == 50 and d["total_output_tokens"] == 50 * 64
+    assert d["output_throughput"] == pytest.approx(50 * 64 / d["duration"])
+    assert d["median_ttft_ms"] <= d["p99_ttft_ms"] and d["peak_kv_bytes"] > 0
+    assert d["duration"] > 49 / 5 * 0.5  # arrivals alone span about 10 s
+
+
+def test_predict_table_is_laid_out_like_vllm(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run(capsys, "predict", "--model", "qwen3-8b", "--gpu", "a100-sxm4-80gb", "--num-prompts", "20",
+                     "--max-concurrency", "4", "--random-input-len", "256", "--random-output-len", "32")
+    assert rc == 0
+    for label in ("Successful requests:", "Mean TTFT (ms):", "P99 ITL (ms):", "Time per Output Token", "Preemptions:"):
+        assert label in out
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("--model", "llama-3.1-8b-instruct", "--gpu", "h900"), "h900"),
+    (("--model", "llama-3.1-405b", "--gpu", "l4"), "does not start"),
+    (("--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--request-rate", "fast"), "--request-rate"),
+    (("--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--max-model-len", "1024", "--random-input-len", "2000"),
+     "max_model_len"),
+])
+def test_predict_bad_input_is_one_line_exit_2(capsys: pytest.CaptureFixture[str], args: tuple[str, ...], needle: str) -> None:
+    rc, out, err = run(capsys, "predict", *args, "--num-prompts", "5")
+    assert rc == 2 and out == ""
+    assert err.startswith("kvplan: error:") and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_plan_lists_h100_and_l40s_for_the_issue_workload(capsys: pytest.CaptureFixture[str]) -> None:
+    """The issue's acceptance: Llama-3.1-8B, 20 req/s of 2000-in/200-out, P99 TTFT 2 s, P99 TPOT 50 ms."""
+    rc, out, _ = run(capsys, "plan", "--model", "llama-3.1-8b-instruct", "--request-rate", "20", "--random-input-len", "2000",
+                     "--random-output-len", "200", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "50", "--gpus", "h100,l40s",
+                     "--kv-cache-dtypes", "auto", "--price", "h100=3", "--price", "l40s=1", "--json")
+    assert rc == 0
+    answer = json.loads(out)
+    gpus = {c["gpu"] for c in answer["configs"]}
+    assert {"h100-sxm-80gb", "l40s"} <= gpus
+    for c in answer["configs"]:
+        assert c["vllm_serve"].startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct --tensor-parallel-size")
+        assert c["ttft_ms"] <= 2000 and c["tpot_ms"] <= 50  # predicted at 20 req/s spread over the replicas
+        assert c["total_gpus"] == c["replicas"] * c["tp"] and c["goodput_req_per_s"] > 0
+        assert c["usd_per_hour"] == pytest.approx(c["total_gpus"] * (3 if c["gpu"] == "h100-sxm-80gb" else 1))
+    costs = [c["usd_per_hour"] for c in answer["configs"]]
+    assert costs == sorted(costs)
+
+
+def test_plan_that_cannot_be_met_says_which_slo_and_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = run(capsys, "plan", "--model", "llama-3.1-8b-instruct", "--request-rate", "2", "--random-input-len", "2000",
+                     "--random-output-len", "50", "--slo-ttft-ms", "1", "--slo-tpot-ms", "500", "--gpus", "l40s",
+                     "--kv-cache-dtypes", "auto")
+    assert rc == 1
+    assert "TTFT" in err and "over 1 ms" in err and "TPOT" not in err
+
+
+@pytest.mark.parametrize("args", [("--slo-ttft-ms", "-5", "--slo-tpot-ms", "50"),
+                                  ("--slo-ttft-ms", "100", "--slo-tpot-ms", "50", "--slo-percentile", "120"),
+                                  ("--slo-ttft-ms", "100", "--slo-tpot-ms", "50", "--gpus", "h900")])
+def test_plan_bad_input_is_exit_2(capsys: pytest.CaptureFixture[str], args: tuple[str, ...]) -> None:
+    rc, _, err = run(capsys, "plan", "--model", "llama-3.1-8b-instruct", "--request-rate", "2", *args)
+    assert rc == 2 and err.startswith("kvplan: error:") and len(err.strip().splitlines()) == 1
+
+
+def test_plan_model_fitting_no_candidate_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = run(capsys, "plan", "--model", "llama-3.1-405b", "--request-rate", "1", "--slo-ttft-ms", "1000",
+                     "--slo-tpot-ms", "100", "--gpus", "l4")
+    assert rc == 2 and "does not start on any candidate" in err
+
+
+def test_predict_takes_a_kvplan_scenario(capsys: pytest.CaptureFixture[str]) -> None:
+    from kvplan.stress.scenario_loader import load_scenario
+    from kvplan.stress.workload import generate_requests
+
+    expected = [r for r in generate_requests(load_scenario("short-chat")) if not r.is_warmup]
+    rc, out, _ = run(capsys, "predict", "--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--scenario", "short-chat",
+                     "--json")
+    assert rc == 0
+    d = json.loads(out)
+    assert d["completed"] == len(expected) and d["total_output_tokens"] == sum(r.output_tokens for r in expected)

@@ -1,0 +1,102 @@
+"""The scheduler simulation against hand-counted steps, and the re-timing the fit relies on."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from kvplan.perf.figures import Timings, bench_figures
+from kvplan.perf.schedule import SchedulerConfig, simulate
+from kvplan.perf.workload import Request, Workload, with_prefix_hits
+
+
+def unit(*_: float) -> float:
+    return 1.0
+
+
+def by_tokens(tokens: float, seqs: float, *_: float) -> float:
+    return 0.001 + 0.0001 * tokens + 0.00002 * seqs
+
+
+def test_chunked_prefill_hand_counted() -> None:
+    # 32-token prompt, budget 16 tokens/step: two prefill chunks (the second samples token 1), then 2 decodes
+    cfg = SchedulerConfig(num_gpu_blocks=100, block_size=16, max_num_seqs=8, max_num_batched_tokens=16)
+    t = simulate([Request(0.0, 32, 3)], cfg, unit)
+    assert list(t.step_tokens) == [16, 16, 1, 1]
+    assert t.first_token_s[0] == 2.0 and t.last_token_s[0] == 4.0
+    assert list(t.itl_s) == [1.0, 1.0]
+    assert t.peak_used_blocks == 3  # 32 prompt + 2 generated tokens cached -> ceil(34 / 16)
+
+
+def test_v0_prefill_first_stalls_decodes() -> None:
+    # V0 without chunked prefill: the second request's prompt runs as its own step, the first decodes wait
+    cfg = SchedulerConfig(100, 16, 8, 64, chunked_prefill=False)
+    t = simulate([Request(0.0, 10, 3), Request(1.5, 10, 1)], cfg, unit)
+    # step 1 prefill A (t=1), step 2 decode A (t=2, B arrived at 1.5), step 3 prefill B alone, step 4 decode A
+    assert list(t.step_seqs) == [1, 1, 1, 1]
+    assert t.first_token_s[1] == 3.0 and t.last_token_s[0] == 4.0
+
+
+def test_small_pool_preempts_and_never_overfills() -> None:
+    cfg = SchedulerConfig(num_gpu_blocks=12, block_size=16, max_num_seqs=16, max_num_batched_tokens=512)
+    t = simulate([Request(0.0, 40, 60) for _ in range(4)], cfg, unit)
+    assert t.num_preemptions > 0
+    assert t.peak_used_blocks <= 12
+    assert (t.last_step >= t.first_step).all() and len(t.first_step) == 4
+
+
+def test_max_concurrency_one_serializes_requests() -> None:
+    cfg = SchedulerConfig(100, 16, 8, 256)
+    t = simulate([Request(0.0, 20, 5) for _ in range(3)], cfg, by_tokens, max_concurrency=1)
+    assert t.send_s[1] == pytest.approx(t.last_token_s[0]) and t.send_s[2] == pytest.approx(t.last_token_s[1])
+    assert t.max_running == 1
+
+
+def test_prefix_hits_skip_prefill_tokens() -> None:
+    cfg = SchedulerConfig(100, 16, 8, 1024)
+    cold = simulate([Request(0.0, 100, 2)], cfg, unit)
+    warm = simulate(with_prefix_hits([Request(0.0, 100, 2)], 0.5, 16), cfg, unit)
+    assert cold.step_tokens[0] == 100 and warm.step_tokens[0] == 100 - 48  # 50 tokens -> 3 whole blocks
+
+
+@pytest.mark.parametrize("concurrency", [None, 3])
+def test_retimed_trace_equals_simulated_clock(concurrency: int | None) -> None:
+    """Without timed arrivals the step sequence does not depend on step durations: re-timing a
+    trace recorded with unit steps gives exactly the clock of a simulation with the real costs."""
+    reqs = Workload(300, 40, 0.5, 30, math.inf, seed=3).requests()
+    cfg = SchedulerConfig(60, 16, 8, 256)
+    shape = simulate(reqs, cfg, unit, max_concurrency=concurrency)
+    real = simulate(reqs, cfg, by_tokens, max_concurrency=concurrency)
+    durations = np.array([by_tokens(a, b) for a, b in zip(shape.step_tokens, shape.step_seqs)])
+    re = Timings.retimed(shape, durations)
+    assert np.allclose(re.first_s, real.first_token_s) and np.allclose(re.last_s, real.last_token_s)
+    assert np.allclose(re.send_s, real.send_s)
+
+
+def test_bench_figures_keys_and_definitions() -> None:
+    cfg = SchedulerConfig(100, 16, 8, 64)
+    t = simulate([Request(0.0, 32, 3), Request(0.0, 16, 1)], cfg, unit)
+    f = bench_figures(t)
+    assert f["completed"] == 2 and f["total_output_tokens"] == 4
+    assert f["mean_tpot_ms"] == pytest.approx(1000.0)  # one-token requests have no TPOT
+    assert f["output_throughput"] == pytest.approx(4 / f["duration"])
+
+
+@pytest.mark.parametrize(("workload", "config", "concurrency"), [
+    (Workload(300, 60, 0.5, 200, 5.0, seed=1), SchedulerConfig(400, 16, 32, 512), None),
+    (Workload(300, 60, 0.5, 200, math.inf, seed=2), SchedulerConfig(200, 16, 32, 512), None),  # preempts
+    (Workload(100, 300, 0.9, 100, 2.0, burstiness=0.3, seed=3), SchedulerConfig(5000, 16, 8, 256), 3),
+    (Workload(100, 50, 0.0, 50, 1.0, seed=3), SchedulerConfig(5000, 16, 8, 256, chunked_prefill=False), None),
+])
+def test_fast_decode_stretches_change_nothing(workload: Workload, config: SchedulerConfig, concurrency: int | None) -> None:
+    """Pure-decode stretches run without the per-request loop: every recorded figure is identical."""
+    reqs = workload.requests()
+    slow = simulate(reqs, config, by_tokens, concurrency, fast=False)
+    fast = simulate(reqs, config, by_tokens, concurrency)
+    for name in ("step_tokens", "step_seqs", "step_prefill_tokens", "step_context_tokens", "step_attention_pairs",
+                 "step_sampled", "step_end_s", "send_s", "first_step", "last_step", "first_token_s", "last_token_s", "itl_s"):
+        assert np.array_equal(getattr(slow, name), getattr(fast, name)), name
+    assert fast.extras["fast_decode_steps"] > 0 and slow.extras["fast_decode_steps"] == 0
+    assert (slow.peak_used_blocks, slow.max_running, slow.num_preemptions) == (fast.peak_used_blocks, fast.max_running,
+                                                                               fast.num_preemptions)
