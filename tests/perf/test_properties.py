@@ -2,6 +2,8 @@
 throughput, a higher request rate never lowers TTFT, an fp8 KV cache never gives fewer blocks."""
 from __future__ import annotations
 
+import os
+
 import math
 
 from hypothesis import HealthCheck, assume, given, settings
@@ -19,7 +21,10 @@ MODELS = ("llama-3.1-8b-instruct", "qwen3-8b", "qwen3-30b-a3b", "mistral-7b-v0.3
 FASTER = (("a100-sxm4-80gb", "h100-sxm-80gb"), ("h100-sxm-80gb", "h200-sxm-141gb"), ("l4", "l40s"),
           ("h200-sxm-141gb", "b200-sxm-180gb"))
 VERSIONS = ("0.5.4", "0.10.1", "0.11.0")
-SETTINGS = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# derandomized: the same cases every run (a failure reproduces, and shrinking a slow simulation
+# cannot eat minutes of CI); KVPLAN_FUZZ_SEED=random draws new ones
+SETTINGS = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+                    derandomize=os.environ.get("KVPLAN_FUZZ_SEED") != "random", database=None)
 
 workloads = st.builds(Workload, random_input_len=st.integers(32, 3000), random_output_len=st.integers(8, 400),
                       random_range_ratio=st.sampled_from([0.0, 0.5]), num_prompts=st.integers(64, 160),
@@ -81,6 +86,11 @@ def test_higher_rate_never_lowers_ttft(model: str, gpu: str, rates: tuple[float,
         assume(False)  # the model does not start on this GPU
     low = predict(spec, args, replace(workload, request_rate=rates[0]).requests()).figures
     high = predict(spec, args, replace(workload, request_rate=rates[0] * rates[1]).requests()).figures
+    # Recompute preemption breaks the property in vLLM too: which request is evicted (the newest)
+    # depends on arrival order, so one preempted prompt can set P99 at the lower rate (seen: Qwen3-30B-A3B
+    # on one H100, a nearly full pool: 2 preemptions at 15 req/s gave P99 TTFT 547 ms, 17 at 30 req/s 120 ms).
+    # The property is about queueing, so it is checked where the pool holds every request.
+    assume(not low["num_preemptions"] and not high["num_preemptions"])
     step_ms = max(low["p99_itl_ms"] or 0.0, high["p99_itl_ms"] or 0.0)
     assert high["mean_ttft_ms"] >= low["mean_ttft_ms"] - step_ms
     assert high["p99_ttft_ms"] >= low["p99_ttft_ms"] - step_ms
