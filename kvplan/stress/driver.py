@@ -88,8 +88,11 @@ def run_target(scenario: Scenario, requests: list[RequestSpec], target: Target, 
     if verdict == "failed":
         notes.insert(0, f"FAILED: {metrics.get('failed')} of {metrics.get('num_requests')} requests failed "
                         f"(max_error_rate {scenario.max_error_rate:g})")
+    settings = scenario.to_dict()
+    if target.allocator in ("paged", "contiguous") and isinstance(settings.get("engine"), dict):
+        settings["engine"]["allocator"] = target.allocator  # the engine this result ran (--allocator both runs two)
     return RunResult(
-        scenario=scenario.to_dict(), allocator=target.allocator, environment=run.environment,  # type: ignore[arg-type]
+        scenario=settings, allocator=target.allocator, environment=run.environment,  # type: ignore[arg-type]
         prediction=prediction, requests=[r.to_dict() for r in run.records], metrics=metrics,
         per_class=compute_per_class_metrics(run.records, scenario.slo), timeline=run.timeline,
         complete=run.complete, notes=[*run.notes, *notes], server_telemetry=run.server_telemetry,

@@ -97,6 +97,8 @@ def test_paged_vs_contiguous_onset_of_preemption_matches(tmp_path):
     paged = load_result(tmp_path / "out/result-paged.json")
     contiguous = load_result(tmp_path / "out/result-contiguous.json")
     assert paged.metrics["num_preemptions"] > 0
+    # each result's settings name the allocator it ran, not the scenario's default
+    assert (paged.scenario["engine"]["allocator"], contiguous.scenario["engine"]["allocator"]) == ("paged", "contiguous")
     for key in ("num_preemptions", "preemption_onset_step", "peak_kv_bytes", "peak_running_requests"):
         assert paged.prediction[key] == paged.metrics[key], key
     assert contiguous.metrics["num_preemptions"] == 0
