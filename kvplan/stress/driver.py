@@ -4,8 +4,8 @@
     prediction = predict(scenario, requests, pool) # before anything runs (no model forward)
     run   = target.run(scenario, requests)         # TargetRun: records, timeline, memory figures
     metrics = compute_metrics(run.records) + run.memory
-    speed = median(measured step time / modelled step time)  # how fast this machine ran today
-    -> RunResult (result.json), with the prediction's error also after rescaling by that speed
+    speed = sum(measured step times) / sum(modelled)  # how fast this machine ran today
+    -> RunResult (result.json), with the prediction's error also after re-simulating at that speed
 """
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from kvplan.stress.machine_facts import machine_facts
-from kvplan.stress.machine_speed import machine_speed, normalized_errors
+from kvplan.stress.machine_speed import SpeedResampled, machine_speed, normalized_errors
 from kvplan.stress.metrics import compute_metrics, compute_per_class_metrics
-from kvplan.stress.predict import load_cost_model, predict
+from kvplan.stress.predict import load_cost_model, predict, rescaled_timing
 from kvplan.stress.result import RunResult
 from kvplan.stress.scenario import Scenario
 from kvplan.stress.target import Target, TargetRun
@@ -61,6 +61,16 @@ def _verdict(scenario: Scenario, run: TargetRun, metrics: dict[str, Any]) -> tup
     return ("failed" if failed else "ok"), distinct
 
 
+def _normalized(scenario: Scenario, requests: list[RequestSpec], prediction: dict[str, Any], cost_model: object,
+                speed: Any, metrics: dict[str, Any]) -> dict[str, float]:
+    """The prediction's error once re-simulated at the step speeds this run measured; one scalar
+    rescaling where the prediction has no step count to resample over."""
+    if not speed.step_ratios or prediction.get("num_gpu_blocks") is None:
+        return normalized_errors(prediction, metrics, speed.ratio)
+    rescaled = rescaled_timing(scenario, requests, prediction, SpeedResampled(cost_model, speed.step_modelled_s, speed.step_ratios))
+    return normalized_errors(rescaled, metrics)
+
+
 def run_target(scenario: Scenario, requests: list[RequestSpec], target: Target, *, calibration: Path | None = None,
                console: Console | None = None, progress: bool = True) -> RunResult:
     """Predict, run `requests` on `target`, measure; the result of one allocator / server."""
@@ -68,7 +78,9 @@ def run_target(scenario: Scenario, requests: list[RequestSpec], target: Target, 
     run = _measure(scenario, target, requests, console or Console(), progress)
     metrics = {**compute_metrics(run.records, scenario.slo), **run.memory}
     if run.reference is not None:
-        metrics.update(run.reference.figures(metrics))
+        waits = getattr(run.reference, "waits", None)
+        wait_free = compute_metrics(waits.records(run.records), scenario.slo) if waits is not None else None
+        metrics.update(run.reference.figures(metrics, wait_free))
     if run.environment.engine_threads is not None:
         metrics["engine_threads"] = run.environment.engine_threads
     speed = machine_speed(cost_model, run.step_shapes, run.step_times_s, run.cpu_s, run.wall_s, metrics)
@@ -80,7 +92,7 @@ def run_target(scenario: Scenario, requests: list[RequestSpec], target: Target, 
                      + " (run `kvplan calibrate` here, or `kvplan stress --calibrate`)")
     if speed is not None:
         metrics.update(speed.figures())
-        normalized = normalized_errors(prediction, metrics, speed.ratio)
+        normalized = _normalized(scenario, requests, prediction, cost_model, speed, metrics)
         notes.append(speed.sentence())
     if not run.complete:
         notes.append("interrupted: partial result")

@@ -67,17 +67,10 @@ def _records(sim: SimResult, requests: list[RequestSpec]) -> list[RequestRecord]
 def predict(scenario: Scenario, requests: list[RequestSpec], *, num_gpu_blocks: int, bytes_per_block: int,
             cost_model: object | None, cost_source: str, allocator: str) -> dict[str, Any]:
     """The stored prediction: memory figures always; latency figures when a cost model exists."""
-    engine = scenario.engine
-    closed = scenario.arrival.type == "concurrency"
     # memory and preemption do not depend on the clock for closed loops or bursts; a unit cost
     # keeps the step order when no model exists
     model = cost_model or LinearCostModel(1e-3, 0.0, 0.0, 0.0, 0.0)
-    sim = simulate(_sim_requests(requests), num_gpu_blocks=num_gpu_blocks, bytes_per_block=bytes_per_block,
-                   block_size=engine.block_size, max_model_len=scenario.max_model_len, max_num_seqs=engine.max_num_seqs,
-                   max_num_batched_tokens=engine.max_num_batched_tokens, cost_model=model, allocator=allocator,
-                   enable_prefix_caching=engine.enable_prefix_caching,
-                   concurrency=scenario.arrival.concurrency if closed else None,
-                   num_cpu_blocks=blocks_in_budget(engine.swap_space_bytes, bytes_per_block))
+    sim = _simulate(scenario, requests, num_gpu_blocks, bytes_per_block, model, allocator)
     out: dict[str, Any] = {
         "allocator": allocator, "num_gpu_blocks": num_gpu_blocks, "kv_pool_bytes": num_gpu_blocks * bytes_per_block,
         "bytes_per_block": bytes_per_block, "peak_kv_bytes": sim.peak_kv_bytes,
@@ -88,12 +81,36 @@ def predict(scenario: Scenario, requests: list[RequestSpec], *, num_gpu_blocks: 
         "cost_model": ({"kind": type(cost_model).__name__, **asdict(cost_model)} if cost_model is not None else None),
     }
     if cost_model is not None:
-        metrics = compute_metrics(_records(sim, requests), scenario.slo)
-        out.update({k: metrics.get(k) for k in PREDICTED_FROM_RECORDS})
-        out["preemption_onset_s"] = sim.first_preemption_s
-        out["duration_s"] = sim.duration_s
+        out.update(_timing(scenario, requests, sim))
     out["timeline"] = [asdict(s) for s in _thin(sim.timeline)]
     return out
+
+
+def rescaled_timing(scenario: Scenario, requests: list[RequestSpec], prediction: dict[str, Any],
+                    cost_model: object) -> dict[str, Any]:
+    """The prediction's time figures again, on the pool `prediction` was made for, with another
+    cost model (machine_speed.SpeedResampled: the calibrated model at the speed this run measured)."""
+    sim = _simulate(scenario, requests, prediction["num_gpu_blocks"], prediction["bytes_per_block"], cost_model,
+                    prediction["allocator"])
+    return _timing(scenario, requests, sim)
+
+
+def _simulate(scenario: Scenario, requests: list[RequestSpec], num_gpu_blocks: int, bytes_per_block: int,
+              cost_model: object, allocator: str) -> SimResult:
+    engine = scenario.engine
+    closed = scenario.arrival.type == "concurrency"
+    return simulate(_sim_requests(requests), num_gpu_blocks=num_gpu_blocks, bytes_per_block=bytes_per_block,
+                    block_size=engine.block_size, max_model_len=scenario.max_model_len, max_num_seqs=engine.max_num_seqs,
+                    max_num_batched_tokens=engine.max_num_batched_tokens, cost_model=cost_model, allocator=allocator,
+                    enable_prefix_caching=engine.enable_prefix_caching,
+                    concurrency=scenario.arrival.concurrency if closed else None,
+                    num_cpu_blocks=blocks_in_budget(engine.swap_space_bytes, bytes_per_block))
+
+
+def _timing(scenario: Scenario, requests: list[RequestSpec], sim: SimResult) -> dict[str, Any]:
+    metrics = compute_metrics(_records(sim, requests), scenario.slo)
+    return {**{k: metrics.get(k) for k in PREDICTED_FROM_RECORDS},
+            "preemption_onset_s": sim.first_preemption_s, "duration_s": sim.duration_s}
 
 
 def _thin(samples: list, limit: int = 2000) -> list:

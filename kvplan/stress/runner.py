@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvplan.stress.cpu_waits import CpuWaits
 from kvplan.stress.machine_speed import ReferenceSampler, ReferenceTiming
 from kvplan.stress.run_queue import RunQueueClock
 from kvplan.stress.result import TimelineSample
@@ -28,7 +29,11 @@ class EngineRun:
     records: list[RequestRecord] = field(default_factory=list)
     timeline: list[TimelineSample] = field(default_factory=list)
     step_shapes: list[object] = field(default_factory=list)  # StepShape per step
-    step_times_s: list[float] = field(default_factory=list)
+    step_times_s: list[float] = field(default_factory=list)  # the engine's own step time
+    # from a step's start to the next one's (the engine's step time when the runner slept between):
+    # the runner's bookkeeping between steps is in every token's latency, so machine speed counts it
+    step_cycle_s: list[float] = field(default_factory=list)
+    last_step_start_s: float | None = None  # None after an idle sleep: the next step starts a new stretch
     complete: bool = True
     num_steps: int = 0
     first_preemption_s: float | None = None
@@ -39,6 +44,8 @@ class EngineRun:
     reference: Any = None  # machine_speed.ReferenceTiming: the reference kernel and the steps' run-queue wait
     step_wall_s: float = 0.0  # engine.step() calls, wall time in total
     step_wait_s: float | None = 0.0  # of which the thread waited for a CPU; None: the OS does not say
+    # (run clock s, the thread's cumulative run-queue wait s) at each step's start and end (cpu_waits.py)
+    wait_marks: list[tuple[float, float]] = field(default_factory=list)
 
 
 def _sample(engine: object, t_s: float, shape: object, nvml: NvmlSampler | None) -> TimelineSample:
@@ -130,14 +137,20 @@ class _Session:
 def _step(engine: Any, session: _Session, run: EngineRun, probe: Any, nvml: NvmlSampler | None,
           reference: ReferenceSampler, queue: RunQueueClock) -> None:
     wait0, start = queue.wait_s(), time.perf_counter()
+    if run.last_step_start_s is not None and run.step_cycle_s:
+        run.step_cycle_s[-1] = start - run.last_step_start_s
+    run.last_step_start_s = start
     outputs = engine.step()
     run.step_wall_s += time.perf_counter() - start
-    wait1 = queue.wait_s()
+    end, wait1 = time.perf_counter(), queue.wait_s()
     run.step_wait_s = None if wait0 is None or wait1 is None or run.step_wait_s is None else run.step_wait_s + wait1 - wait0
+    if wait0 is not None and wait1 is not None:
+        run.wait_marks += [(start - session.t0, wait0), (end - session.t0, wait1)]
     run.num_steps += 1
     stats = engine.stats
     run.step_shapes.append(probe.last)
     run.step_times_s.append(stats.step_time_s)
+    run.step_cycle_s.append(stats.step_time_s)  # until the next step's start says more
     if stats.num_preemptions and run.first_preemption_s is None:
         run.first_preemption_s, run.first_preemption_step = stats.time_s - session.t0, run.num_steps
     run.timeline.append(_sample(engine, stats.time_s - session.t0, probe.last, nvml))
@@ -168,6 +181,7 @@ def run_engine(engine: Any, scenario: Scenario, requests: Iterable[RequestSpec],
             if engine.has_unfinished_requests():
                 _step(engine, session, run, probe, nvml, reference, queue)
             elif session.upcoming is not None and not session.closed:
+                run.last_step_start_s = None
                 time.sleep(max(0.0, min((session.upcoming.arrival_s or 0.0) - session.now(), 0.05)))
     except KeyboardInterrupt:
         run.complete = False
@@ -176,7 +190,8 @@ def run_engine(engine: Any, scenario: Scenario, requests: Iterable[RequestSpec],
         run.cpu_s, run.wall_s = time.process_time() - cpu0, session.now()
         reference.top_up()
         queue.close()
-        run.reference = ReferenceTiming(reference.times_s, reference.cpu_s, run.step_wall_s, run.step_wait_s)
+        run.reference = ReferenceTiming(reference.times_s, reference.cpu_s, run.step_wall_s, run.step_wait_s,
+                                        CpuWaits.from_marks(run.wait_marks))
         if nvml is not None:
             nvml.stop()
             run.nvml_error = nvml.error

@@ -37,8 +37,9 @@ class TargetRun:
     notes: list[str] = field(default_factory=list)
     server_telemetry: list[dict[str, Any]] = field(default_factory=list)
     server_info: dict[str, Any] = field(default_factory=dict)
-    # engine targets: each step's batch shape and measured time, and the process's CPU vs wall
-    # time, so the driver can tell how fast this machine ran against the cost model
+    # engine targets: each step's batch shape and measured time (start to the next step's start,
+    # runner.EngineRun.step_cycle_s), and the process's CPU vs wall time, so the driver can tell how
+    # fast this machine ran against the cost model
     step_shapes: list[Any] = field(default_factory=list)
     step_times_s: list[float] = field(default_factory=list)
     cpu_s: float | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kvplan.stress.cost import LinearCostModel, StepShape
-from kvplan.stress.machine_speed import machine_speed, normalized_errors
+from kvplan.stress.machine_speed import SpeedResampled, machine_speed, normalized_errors
 
 MODEL = LinearCostModel(1e-3, 1e-5, 1e-5, 0.0, 0.0)
 
@@ -35,3 +35,30 @@ def test_normalized_errors_rescale_times_and_rates() -> None:
     out = normalized_errors(prediction, measured, ratio=2.0)  # everything off by exactly the machine's speed
     assert out == {"median_itl_ms": pytest.approx(0.0), "output_throughput": pytest.approx(0.0), "duration": pytest.approx(0.0)}
     assert "peak_kv_bytes" not in out  # memory does not depend on speed
+
+
+def test_lumpy_contention_total_and_median_part() -> None:
+    """A neighbour's time slices on one step in five (4x there): the steps took 1.6x the model in
+    total, the median step none more; `machine_speed_ratio` is the total, the median kept beside."""
+    shapes = _shapes(50)
+    times = [(4.0 if i % 5 == 0 else 1.0) * MODEL.step_s(s) for i, s in enumerate(shapes)]
+    speed = machine_speed(MODEL, shapes, times, cpu_s=None, wall_s=None)
+    assert speed is not None and speed.median == pytest.approx(1.0)
+    assert speed.ratio == pytest.approx(sum(times) / sum(MODEL.step_s(s) for s in shapes))
+    assert speed.ratio > 1.3 and speed.figures()["machine_speed_median"] == pytest.approx(1.0)
+
+
+def test_resampled_speed_uses_each_bin_s_own_ratios() -> None:
+    """Short steps stalled 3x, long steps 1.2x: a rescaled short step takes 3x, a long one 1.2x, and
+    over as many steps as were measured every measured ratio is used once."""
+    short, long_ = StepShape.from_counts([10], [1]), StepShape.from_counts([4000] * 8, [1] * 8)
+    shapes = [short] * 32 + [long_] * 32
+    times = [3.0 * MODEL.step_s(short)] * 32 + [1.2 * MODEL.step_s(long_)] * 32
+    speed = machine_speed(MODEL, shapes, times, None, None)
+    assert speed is not None
+    resampled = SpeedResampled(MODEL, speed.step_modelled_s, speed.step_ratios)
+    assert resampled.step_s(short) == pytest.approx(3.0 * MODEL.step_s(short))
+    assert resampled.step_s(long_) == pytest.approx(1.2 * MODEL.step_s(long_))
+    mixed = SpeedResampled(MODEL, [1.0] * 20, [1.0 + i / 10 for i in range(20)], seed=3)
+    drawn = sorted(mixed.step_s(short) / MODEL.step_s(short) for _ in range(20))
+    assert drawn == pytest.approx([1.0 + i / 10 for i in range(20)])

@@ -1,6 +1,7 @@
 """The CI gate tells a slower engine from a slower machine: ci-smoke with every engine step made
 2x as costly fails it against the committed baseline, and the same engine beside one CPU hog per
-core (it waits for a CPU a large share of its time) passes it. Both runs are real `kvplan stress`
+core (it waits for a CPU a large share of its time) passes it: the normalized figures take each
+request's own CPU waits out (stress/cpu_waits.py) before dividing by the reference kernel's time. Both runs are real `kvplan stress`
 runs in a subprocess; nothing is mocked but the regression itself (tests/stress/slowed_stress.py)."""
 from __future__ import annotations
 
@@ -46,14 +47,16 @@ def test_an_engine_twice_as_slow_per_step_fails_the_ci_gate(tmp_path: Path) -> N
     assert all(c.passed for c in verdict.checks if c.kind == "exact")  # the schedule did not change, only time
 
 
-# A known miss, kept visible rather than hidden by a wider tolerance: passes in most runs (normalized
-# figures within ±1-15%), but one full-suite run on this 2-core VM measured median_itl_ref 14.12 vs the
-# baseline's 10.58 (+33.5%, tolerance +25%): the reference kernel does not yet track decode steps
-# closely enough under contention. Issue 16 stays open on it.
-@pytest.mark.xfail(strict=False, reason="normalized median ITL beside a CPU hog drifted +33.5% once (tolerance +25%)")
 def test_the_same_engine_beside_a_cpu_hog_per_core_passes_the_ci_gate(tmp_path: Path) -> None:
     hogged = _stress(tmp_path / "hogged", hogs=usable_cores())
     assert hogged.metrics["cpu_wait_share"] > 0.2  # the load was real: a neighbour held the engine's core
     verdict = run_gate(load_result(BASELINE), hogged)
     assert verdict.passed, [(c.metric, c.current, c.baseline, c.note) for c in verdict.failures]
     assert {c.metric for c in verdict.checks if c.kind == "normalized"} >= NORMALIZED
+    # the slowdown is recorded, beyond what this CPU's own speed against the calibration's explains
+    m = hogged.metrics
+    cpu_speed = m["reference_kernel_cpu_ms"] / hogged.prediction["cost_model"]["reference_kernel_cpu_ms"]
+    assert m["machine_speed_ratio"] / cpu_speed > 1.3, (m["machine_speed_ratio"], cpu_speed)
+    # and once the prediction runs at the measured speed, it holds (issue 16's acceptance: 25%)
+    for name in ("mean_ttft_ms", "median_itl_ms"):
+        assert abs(hogged.normalized_error_pct[name]) <= 25.0, hogged.normalized_error_pct

@@ -67,5 +67,5 @@ class EngineTarget:
                          environment=collect_environment(device=config.device, device_name=self.device_name,
                                                          threads=self.engine.runner.threads),
                          complete=run.complete, notes=[run.nvml_error] if run.nvml_error else [],
-                         step_shapes=run.step_shapes, step_times_s=run.step_times_s, cpu_s=run.cpu_s, wall_s=run.wall_s,
+                         step_shapes=run.step_shapes, step_times_s=run.step_cycle_s, cpu_s=run.cpu_s, wall_s=run.wall_s,
                          reference=run.reference)
