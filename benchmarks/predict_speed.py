@@ -16,7 +16,7 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from kvplan.perf.capacity import Slo, search  # noqa: E402
+from kvplan.perf.capacity import DEFAULT_GPUS, Slo, search  # noqa: E402
 from kvplan.perf.predict import predict  # noqa: E402
 from kvplan.perf.workload import Workload  # noqa: E402
 from kvplan.plan.budget import EngineArgs  # noqa: E402
@@ -49,10 +49,12 @@ def main() -> int:
               f"mean TTFT {f['mean_ttft_ms']:.0f} ms, mean TPOT {f['mean_tpot_ms']:.1f} ms)")
         ok &= s < 2.0
     spec = load_model("llama-3.1-8b-instruct")
-    s, answer = best_of(1, lambda: search(spec, EngineArgs(vllm_version="0.11.0"), Workload(2000, 200, 0.0, 200, 20.0),
-                                          Slo(2000, 50), [load_gpu("h100"), load_gpu("l40s")], kv_dtypes=["auto", "fp8"],
-                                          quantizations=[None]))
-    print(f"plan (H100, L40S x tp x KV dtype, goodput search): {s:.2f} s, {len(answer['configs'])} configurations meet the SLO")  # type: ignore[index]
+    for gpus, label in (([load_gpu("h100"), load_gpu("l40s")], "H100, L40S"), ([load_gpu(g) for g in DEFAULT_GPUS], "default six GPUs")):
+        for prompts in (200, 1000):
+            s, answer = best_of(1, lambda: search(spec, EngineArgs(vllm_version="0.11.0"), Workload(2000, 200, 0.0, prompts, 20.0),
+                                                  Slo(2000, 50), gpus, kv_dtypes=["auto", "fp8"], quantizations=[None]))
+            print(f"plan ({label} x tp x KV dtype, goodput search, {prompts} prompts, {os.cpu_count()} cores): {s:.2f} s, "
+                  f"{len(answer['configs'])} configurations meet the SLO")  # type: ignore[index]
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "kvplan", "predict", "--model", "llama-3.1-8b-instruct", "--gpu", "h100",
                     "--random-input-len", "2000", "--random-output-len", "200", "--request-rate", "20", "--json"],

@@ -125,19 +125,10 @@ def vllm_serve_line(spec: ModelSpec, args: EngineArgs) -> str:
     return " ".join(parts)
 
 
-def search(spec: ModelSpec, base: EngineArgs, workload: Workload, slo: Slo, gpus: list[GpuSpec], *,
-           kv_dtypes: list[str], quantizations: list[str | None], prices: dict[str, float] | None = None,
-           coefficients: Coefficients | None = None) -> dict[str, Any]:
-    """Every candidate that starts: its goodput, replicas for the requested rate and predicted
-    figures there; the answer lists those meeting the SLO, cheapest (GPUs, then $/h) first."""
-    slo.validate()
-    workload.validate()
-    prices = prices or {}
-    rate = workload.request_rate
-    if math.isinf(rate):
-        raise KvplanError("kvplan plan needs a finite --request-rate (the load to size for)")
-    max_model_len = base.max_model_len or workload_max_model_len(workload)
-    met, missed, started = [], [], 0
+def _started(spec: ModelSpec, base: EngineArgs, gpus: list[GpuSpec], kv_dtypes: list[str],
+             quantizations: list[str | None], max_model_len: int) -> list[EngineArgs]:
+    """The candidates' engine arguments that start (planning only, no simulation), in search order."""
+    out: list[EngineArgs] = []
     smallest_tp: dict[str, int] = {}
     for cand in candidates(gpus, kv_dtypes, quantizations):
         if cand.tp > smallest_tp.get(cand.gpu.name, cand.tp) * 2:
@@ -145,33 +136,96 @@ def search(spec: ModelSpec, base: EngineArgs, workload: Workload, slo: Slo, gpus
         args = replace(base, gpu=cand.gpu, tensor_parallel_size=cand.tp, kv_cache_dtype=cand.kv_cache_dtype,
                        quantization=cand.quantization, max_model_len=max_model_len)
         try:
-            runner = _Runner(spec, args, workload, coefficients)
+            plan = plan_capacity(spec, args)
         except KvplanError:
             continue  # tp does not divide the heads, or the like
-        if not runner.fits:
+        if not (plan.fits and plan.num_gpu_blocks > 0):
             continue
         smallest_tp.setdefault(cand.gpu.name, cand.tp)
-        started += 1
-        good, good_hi, light = goodput(runner, slo)
-        row = {"gpu": cand.gpu.name, "tp": cand.tp, "kv_cache_dtype": cand.kv_cache_dtype, "quantization": cand.quantization,
-               "goodput_req_per_s": good, "vllm_serve": vllm_serve_line(spec, args), "idle_ttft_ms": light.ttft_ms,
-               "idle_tpot_ms": light.tpot_ms, "num_gpu_blocks": runner.plan.num_gpu_blocks}
-        if good <= 0:
-            missed.append(row)
-            continue
-        most = max(1, math.ceil(rate / good))
-        replicas = max(1, math.ceil(rate / good_hi))  # the fewest the bisection leaves possible
-        at = runner.probe(rate / replicas, slo, num_prompts=max(workload.num_prompts, SEARCH_PROMPTS))
-        while not at.meets(slo) and replicas < 2 * most:
-            replicas += 1
-            at = runner.probe(rate / replicas, slo, num_prompts=max(workload.num_prompts, SEARCH_PROMPTS))
-        price = prices.get(cand.gpu.name)
-        row.update({"replicas": replicas, "total_gpus": replicas * cand.tp, "ttft_ms": at.ttft_ms, "tpot_ms": at.tpot_ms,
-                    "usd_per_hour": None if price is None else price * replicas * cand.tp})
-        (met if at.meets(slo) else missed).append(row)
+        out.append(args)
+    return out
+
+
+def _evaluate(spec: ModelSpec, args: EngineArgs, workload: Workload, slo: Slo, coefficients: Coefficients | None,
+              price: float | None) -> tuple[bool, dict[str, Any]]:
+    """(meets the SLO, row) for one candidate: goodput, then the fewest replicas that meet the SLO
+    at the requested rate, probed with the workload's own number of prompts."""
+    runner = _Runner(spec, args, workload, coefficients)
+    assert args.gpu is not None
+    good, good_hi, light = goodput(runner, slo)
+    row = {"gpu": args.gpu.name, "tp": args.tensor_parallel_size, "kv_cache_dtype": args.kv_cache_dtype,
+           "quantization": args.quantization, "goodput_req_per_s": good, "vllm_serve": vllm_serve_line(spec, args),
+           "idle_ttft_ms": light.ttft_ms, "idle_tpot_ms": light.tpot_ms, "num_gpu_blocks": runner.plan.num_gpu_blocks}
+    if good <= 0:
+        return False, row
+    rate, prompts = workload.request_rate, max(workload.num_prompts, SEARCH_PROMPTS)
+    fewest, safe = max(1, math.ceil(rate / good_hi)), max(1, math.ceil(rate / good))  # the bisection's bracket
+
+    def at(replicas: int) -> Probe:
+        return runner.probe(rate / replicas, slo, num_prompts=prompts)
+
+    # the fewest replicas that meet the SLO, by bisection: below `fewest` each replica would carry more
+    # than the search saw fail; the safe end can still miss (a longer run than the search's probes
+    # queues more), then up to twice it is tried
+    replicas, probe = safe, at(safe)
+    lo, hi = fewest - 1, safe
+    if not probe.meets(slo):
+        replicas, probe = 2 * safe, at(2 * safe)
+        lo, hi = safe, 2 * safe
+    if probe.meets(slo):
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            trial = at(mid)
+            if trial.meets(slo):
+                hi, replicas, probe = mid, mid, trial
+            else:
+                lo = mid
+    at_rate = probe
+    row.update({"replicas": replicas, "total_gpus": replicas * args.tensor_parallel_size, "ttft_ms": at_rate.ttft_ms,
+                "tpot_ms": at_rate.tpot_ms, "usd_per_hour": None if price is None else price * replicas * args.tensor_parallel_size})
+    return at_rate.meets(slo), row
+
+
+def _evaluate_star(job: tuple[Any, ...]) -> tuple[bool, dict[str, Any]]:
+    return _evaluate(*job)
+
+
+def _map(jobs: list[tuple[Any, ...]], workers: int | None) -> list[tuple[bool, dict[str, Any]]]:
+    """Candidates are independent simulations: spread them over the cores this process may use
+    (forked workers, Linux), in order; one core, one job or no fork: in this process."""
+    import multiprocessing
+    import os
+
+    if workers is None:
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    workers = min(workers, len(jobs))
+    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return [_evaluate_star(job) for job in jobs]
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        return pool.map(_evaluate_star, jobs, chunksize=1)
+
+
+def search(spec: ModelSpec, base: EngineArgs, workload: Workload, slo: Slo, gpus: list[GpuSpec], *,
+           kv_dtypes: list[str], quantizations: list[str | None], prices: dict[str, float] | None = None,
+           coefficients: Coefficients | None = None, workers: int | None = None) -> dict[str, Any]:
+    """Every candidate that starts: its goodput, replicas for the requested rate and predicted
+    figures there; the answer lists those meeting the SLO, cheapest (GPUs, then $/h) first.
+    `workers`: processes to spread the candidates over (default: the usable cores)."""
+    slo.validate()
+    workload.validate()
+    prices = prices or {}
+    rate = workload.request_rate
+    if math.isinf(rate):
+        raise KvplanError("kvplan plan needs a finite --request-rate (the load to size for)")
+    max_model_len = base.max_model_len or workload_max_model_len(workload)
+    started = _started(spec, base, gpus, kv_dtypes, quantizations, max_model_len)
     if not started:
         raise KvplanError(f"{spec.name} does not start on any candidate ({', '.join(g.name for g in gpus)}, tp up to "
                           f"{max(TP_CHOICES)}) at max_model_len {max_model_len}")
+    jobs = [(spec, args, workload, slo, coefficients, prices.get(args.gpu.name) if args.gpu else None) for args in started]
+    met, missed = [], []
+    for ok, row in _map(jobs, workers):
+        (met if ok else missed).append(row)
     met.sort(key=lambda r: (r["usd_per_hour"] if prices and r["usd_per_hour"] is not None else math.inf, r["total_gpus"],
                             -r["goodput_req_per_s"]))
     return {"model": spec.name, "workload": {"request_rate": rate, "random_input_len": workload.random_input_len,

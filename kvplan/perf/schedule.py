@@ -196,19 +196,24 @@ class _Engine:
         due = self.next_event_s()
         if steps < 2 or sum(-(-(r.computed + steps) // bs) - r.blocks for r in running) > self.free:
             return False
-        ctx = sum(r.computed for r in running)
         done = 0
-        while done < steps and self.clock < due:
-            ctx += n
-            before = self.clock
-            self.clock += self.step_s(n, n, 0, ctx, ctx, n)
-            for col, v in zip(self.cols, (n, n, 0, ctx, ctx, n, self.clock)):
-                col.append(v)
-            if done == 0:
-                self.itl.extend(self.clock - r.last_s for r in running)
-            else:
-                self.itl.extend([self.clock - before] * n)  # as the step-by-step path computes a gap
-            done += 1
+        if self.clock < due:
+            # the whole stretch at once: contexts grow by n a step; the clock is accumulated left to
+            # right from the current one (np.cumsum is sequential), so every value is the one the
+            # step-by-step loop would produce, bit for bit; a step runs while the clock before it is
+            # short of the next event
+            ctx0 = sum(r.computed for r in running)
+            ctxs = np.arange(ctx0 + n, ctx0 + n * (steps + 1), n, dtype=np.int64)[:steps]
+            dts = np.broadcast_to(np.asarray(self.step_s(n, n, 0, ctxs, ctxs, n), dtype=float), (steps,))
+            clocks = np.cumsum(np.concatenate(([self.clock], dts)))[1:]
+            done = min(steps, 1 + int(np.searchsorted(clocks, due, side="left")))
+            clocks, ctx_list = clocks[:done], ctxs[:done].tolist()
+            clock_list = clocks.tolist()
+            for col, v in zip(self.cols, ([n] * done, [n] * done, [0] * done, ctx_list, ctx_list, [n] * done, clock_list)):
+                col.extend(v)
+            self.itl.extend(clock_list[0] - r.last_s for r in running)
+            self.itl.extend(np.repeat(np.diff(clocks), n).tolist())  # as the step-by-step path computes a gap
+            self.clock = clocks[-1]
         for r in running:
             r.computed += done
             r.known += done

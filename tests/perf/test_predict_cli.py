@@ -105,3 +105,31 @@ def test_predict_takes_a_kvplan_scenario(capsys: pytest.CaptureFixture[str]) -> 
     assert rc == 0
     d = json.loads(out)
     assert d["completed"] == len(expected) and d["total_output_tokens"] == sum(r.output_tokens for r in expected)
+
+
+def test_plan_spread_over_processes_gives_the_same_answer() -> None:
+    """Candidates are simulated in forked workers when there are cores: the answer is the one a
+    single process gives, row for row, and every row's replica count is the fewest that meets the
+    SLO (one fewer misses it, checked here by a probe of its own)."""
+    from dataclasses import replace
+
+    from kvplan.perf.capacity import Slo, _Runner, search
+    from kvplan.perf.workload import Workload
+    from kvplan.plan.budget import EngineArgs
+    from kvplan.spec.gpu import load_gpu
+    from kvplan.spec.profiles import load_model
+
+    spec, slo = load_model("llama-3.1-8b-instruct"), Slo(2000, 50)
+    workload = Workload(2000, 200, 0.0, 200, 20.0)
+    kwargs = dict(kv_dtypes=["auto", "fp8"], quantizations=[None])
+    one = search(spec, EngineArgs(vllm_version="0.11.0"), workload, slo, [load_gpu("l40s")], workers=1, **kwargs)
+    two = search(spec, EngineArgs(vllm_version="0.11.0"), workload, slo, [load_gpu("l40s")], workers=2, **kwargs)
+    assert one == two and one["configs"]
+    for row in one["configs"]:
+        assert row["replicas"] >= 1 and row["ttft_ms"] <= 2000 and row["tpot_ms"] <= 50
+        if row["replicas"] > 1:
+            args = EngineArgs(vllm_version="0.11.0", gpu=load_gpu(row["gpu"]), tensor_parallel_size=row["tp"],
+                              kv_cache_dtype=row["kv_cache_dtype"], max_model_len=one["max_model_len"])
+            runner = _Runner(spec, args, workload, None)
+            fewer = runner.probe(20.0 / (row["replicas"] - 1), slo, num_prompts=200)
+            assert not fewer.meets(slo), (row, fewer)

@@ -100,3 +100,22 @@ def test_fast_decode_stretches_change_nothing(workload: Workload, config: Schedu
     assert fast.extras["fast_decode_steps"] > 0 and slow.extras["fast_decode_steps"] == 0
     assert (slow.peak_used_blocks, slow.max_running, slow.num_preemptions) == (fast.peak_used_blocks, fast.max_running,
                                                                                fast.num_preemptions)
+
+
+@pytest.mark.parametrize(("model", "rate"), [("llama-3.1-8b-instruct", 20.0), ("qwen3-30b-a3b", math.inf)])
+def test_fast_decode_with_the_gpu_cost_model_is_bit_identical(model: str, rate: float) -> None:
+    """The fast path times a whole decode stretch with one vectorized call of the GPU cost model
+    and a sequential cumsum of the clock: the same floats as stepping one at a time."""
+    from kvplan.perf.predict import scheduler_config, server_plan, step_model
+    from kvplan.plan.budget import EngineArgs
+    from kvplan.spec.gpu import load_gpu
+    from kvplan.spec.profiles import load_model
+
+    spec, args = load_model(model), EngineArgs(gpu=load_gpu("h100"), vllm_version="0.11.0")
+    config, cost = scheduler_config(server_plan(spec, args)), step_model(spec, args)
+    reqs = Workload(500, 120, 0.5, 120, rate, seed=5).requests()
+    slow = simulate(reqs, config, cost.step_s, fast=False)
+    fast = simulate(reqs, config, cost.step_s)
+    for name in ("step_context_tokens", "step_end_s", "first_token_s", "last_token_s", "itl_s"):
+        assert np.array_equal(getattr(slow, name), getattr(fast, name)), name
+    assert fast.extras["fast_decode_steps"] > 0
