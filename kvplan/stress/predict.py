@@ -113,19 +113,24 @@ def _timing(scenario: Scenario, requests: list[RequestSpec], sim: SimResult) -> 
             "preemption_onset_s": sim.first_preemption_s, "duration_s": sim.duration_s}
 
 
+THINNED_FIELDS = ("kv_bytes_used", "running", "waiting")  # the curves the report draws from a prediction
+
+
 def _thin(samples: list, limit: int = 2000) -> list:
     """At most ~`limit` samples for the report: per equal slice of simulated time, the samples with
-    the least and the most KV in use (so the predicted peak survives), plus the first and last."""
+    the least and the most of each drawn curve (KV in use, running, waiting: so no predicted peak
+    or queue is lost), plus the first and last."""
     if len(samples) <= limit:
         return samples
-    n = max(1, limit // 2)
+    n = max(1, limit // (2 * len(THINNED_FIELDS)))
     t0, t1 = samples[0].t_s, samples[-1].t_s
     width = (t1 - t0) / n or 1.0
-    extremes: dict[int, tuple[int, int]] = {}
+    extremes: dict[tuple[int, str], tuple[int, int]] = {}
     for i, s in enumerate(samples):
         b = min(int((s.t_s - t0) / width), n - 1)
-        lo, hi = extremes.get(b, (i, i))
-        extremes[b] = (lo if samples[lo].kv_bytes_used <= s.kv_bytes_used else i,
-                       hi if samples[hi].kv_bytes_used >= s.kv_bytes_used else i)
+        for name in THINNED_FIELDS:
+            lo, hi = extremes.get((b, name), (i, i))
+            v = getattr(s, name)
+            extremes[(b, name)] = (lo if getattr(samples[lo], name) <= v else i, hi if getattr(samples[hi], name) >= v else i)
     keep = {0, len(samples) - 1, *(i for pair in extremes.values() for i in pair)}
     return [samples[i] for i in sorted(keep)]

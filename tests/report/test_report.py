@@ -212,3 +212,16 @@ def test_predicted_timeline_thinning_keeps_the_peak() -> None:
                          preemptions=0, prefix_hit_tokens=0) for i in range(10_000)]
     thin = _thin(samples, limit=200)
     assert len(thin) <= 210 and max(s.kv_bytes_used for s in thin) == 10_000 and thin[-1] is samples[-1]
+
+
+def test_predicted_timeline_thinning_keeps_queue_and_running_peaks_too() -> None:
+    """A queue spike and a dip in running requests at moments when KV use is unremarkable."""
+    from kvplan.stress.predict import _thin
+    from kvplan.stress.simulate import SimSample
+
+    samples = [SimSample(t_s=i * 0.001, kv_bytes_used=1000 + i % 5, running=(0 if i == 777 else 8),
+                         waiting=(250 if i == 6001 else i % 3), preemptions=0, prefix_hit_tokens=0) for i in range(10_000)]
+    thin = _thin(samples, limit=300)
+    assert len(thin) <= 310
+    assert max(s.waiting for s in thin) == 250 and min(s.running for s in thin) == 0
+    assert max(s.kv_bytes_used for s in thin) == 1004 and min(s.kv_bytes_used for s in thin) == 1000
