@@ -7,7 +7,10 @@ in vLLM's ranges (temperature [0, 2], top_p (0, 1], top_k 0/-1 or 1..vocab, min_
 with JSON's types: `"stream": "false"` is a 400, not a true. One choice per
 request and one prompt per request; anything else is a 400 naming the field. Parameters whose
 answer this server cannot give (`n` > 1, `best_of` > 1, `echo`, `logprobs`, `top_logprobs`,
-`prompt_logprobs`, `suffix`) are a 400 naming every one of them, never silently ignored.
+`prompt_logprobs`, `suffix`) or whose effect on the output it does not implement (`stop` strings,
+presence / frequency / repetition penalties, `logit_bias`, `bad_words`, `allowed_token_ids`, guided
+or structured output, a `response_format` other than text, `tools`, `min_tokens` without
+`ignore_eos`) are a 400 naming every one of them, never silently ignored; their no-op values pass.
 
 Prompt length: a text longer than max_model_len x the tokenizer's longest token (in UTF-8 bytes)
 is refused before tokenization (megabytes of text take the tokenizer seconds); after it, vLLM's
@@ -120,6 +123,23 @@ def unsupported_parameters(body: dict[str, Any], api: Api) -> list[str]:
     for key in ("top_logprobs", "prompt_logprobs", "suffix"):
         if body.get(key) is not None:
             bad.append(key)
+    # what changes which tokens come out: refused unless at its no-op value, so a client never gets
+    # text it did not ask for (stop strings, penalties, biases, structured output, tools)
+    for key, neutral in (("stop", (None, "", [])), ("presence_penalty", (None, 0, 0.0)),
+                         ("frequency_penalty", (None, 0, 0.0)), ("repetition_penalty", (None, 1, 1.0)),
+                         ("logit_bias", (None, {})), ("bad_words", (None, [])), ("allowed_token_ids", (None,)),
+                         ("guided_json", (None,)), ("guided_regex", (None,)), ("guided_choice", (None,)),
+                         ("guided_grammar", (None,)), ("structured_outputs", (None,)), ("tools", (None, [])),
+                         ("functions", (None, []))):
+        value = body.get(key)
+        if not any(value == n and type(value) is type(n) for n in neutral):
+            bad.append(key)
+    response_format = body.get("response_format")
+    if response_format is not None and response_format != {"type": "text"}:
+        bad.append("response_format")
+    # min_tokens only holds EOS back; with ignore_eos nothing stops early anyway
+    if body.get("min_tokens") not in (None, 0) and body.get("ignore_eos") is not True:
+        bad.append("min_tokens")
     return bad
 
 

@@ -95,7 +95,7 @@ def test_completions_streaming_and_not(client: openai.OpenAI, tokenizer, prompt)
 
 @pytest.mark.parametrize("kwargs, named", [
     ({"n": 2}, "n"), ({"echo": True}, "echo"), ({"logprobs": 1}, "logprobs"), ({"best_of": 2}, "best_of"),
-    ({"echo": True, "logprobs": 2}, "echo, logprobs"),
+    ({"echo": True, "logprobs": 2}, "echo, logprobs"), ({"stop": ["\n"]}, "stop"), ({"frequency_penalty": 0.3}, "frequency_penalty"),
 ])
 def test_unsupported_parameters_are_refused(client: openai.OpenAI, kwargs: dict, named: str) -> None:
     with pytest.raises(openai.BadRequestError) as err:
