@@ -53,7 +53,7 @@ class Environment(BaseModel):
 class TimelineSample(BaseModel):
     """One memory/engine sample. Known fields below; a newer runner may add counters (kept as is)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)  # "7" is not a count: a tampered file is bad input
     t_s: float
     kv_bytes_used: int | None = None
     kv_pool_bytes: int | None = None

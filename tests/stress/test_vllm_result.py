@@ -71,3 +71,19 @@ def test_old_results_load_the_renamed_figure(tmp_path: Path) -> None:
     assert loaded.prediction["peak_running_requests"] == 6
     assert loaded.scenario["gate"]["exact"] == ["num_steps", "peak_running_requests"]  # an old baseline still gates
     assert list(loaded.scenario["gate"]["relative"]) == ["peak_running_requests"]
+
+
+@pytest.mark.parametrize("field, value", [("running", "7"), ("kv_bytes_used", 12.5), ("waiting", True), ("t_s", "0.5")])
+def test_a_timeline_sample_of_the_wrong_type_is_bad_input(tmp_path, field: str, value: object) -> None:
+    """A result whose timeline says "7" for a count is refused in one line, not read as 7."""
+    import json
+
+    from kvplan.errors import KvplanError
+    from kvplan.stress.result import load_result
+
+    data = json.loads((Path(__file__).resolve().parents[2] / "reports" / "baselines" / "ci-smoke.json").read_text())
+    data["timeline"][3][field] = value
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(KvplanError, match="timeline"):
+        load_result(path)
