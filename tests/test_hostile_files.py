@@ -140,3 +140,26 @@ def test_a_fifo_or_device_as_input_is_refused_without_reading(tmp_path: Path, ca
     assert rc == 2 and "not a regular file" in err
     rc, _, err = _cli(capsys, "report", "/dev/zero", "-o", str(tmp_path / "r.html"))
     assert rc == 2 and "not a regular file" in err
+
+
+@pytest.mark.parametrize("catalog, needle", [
+    ("gpus: {}\n", "must be a list of GPUs"),
+    ("- name: x\n  memory_marketed_gb: lots\n", "memory_marketed_gb"),
+    ("- name: x\n  memory_marketed_gb: 24\n  memory_bandwidth_gbps: .nan\n", "finite"),
+    ("- name: x\n  memory_marketed_gb: 24\n  cuda_total_bytes: -5\n", "cuda_total_bytes"),
+    ("- memory_marketed_gb: 24\n", "name"),
+    ("- h100\n", "GPU #1"),
+])
+def test_a_user_gpu_catalog_is_checked_like_any_input(tmp_path, catalog: str, needle: str) -> None:
+    """$KVPLAN_DATA points kvplan at a user's copy of its data: a bad GPU catalog there is one line
+    naming the file, the GPU and the field, exit 2, not a traceback."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "gpus.yaml").write_text(catalog)
+    env = {**os.environ, "KVPLAN_DATA": str(tmp_path), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-m", "kvplan", "gpus"], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kvplan: error:") and "gpus.yaml" in lines[0] and needle in lines[0]

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kvplan.errors import ConfigError, KvplanError, UnknownNameError
 
@@ -47,6 +50,45 @@ def custom_gpu(memory_gib: float) -> GpuSpec:
                    cuda_total_source="--gpu-memory-gib")
 
 
+PositiveNumber = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class _GpuRow(BaseModel):
+    """One catalog row as the file must hold it ($KVPLAN_DATA may point at a user's copy)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)  # memory_type, fp16/fp4 throughput, tdp_w, notes: kept as is
+    name: str = Field(min_length=1, max_length=100)
+    aliases: list[Annotated[str, Field(min_length=1, max_length=100)]] = []
+    display_name: str | None = None
+    vendor: str | None = None
+    architecture: str | None = None
+    interconnect: str | None = None
+    source: str | None = None
+    cuda_total_source: str | None = None
+    memory_marketed_gb: PositiveNumber
+    cuda_total_bytes: Annotated[int, Field(gt=0)] | None = None
+    nvidia_smi_total_mib: Annotated[int, Field(gt=0)] | None = None
+    memory_bandwidth_gbps: PositiveNumber | None = None
+    bf16_dense_tflops: PositiveNumber | None = None
+    fp8_dense_tflops: PositiveNumber | None = None
+    int8_dense_tops: PositiveNumber | None = None
+
+
+def _rows(path: object, data: object) -> list[_GpuRow]:
+    if not isinstance(data, list):
+        raise ConfigError(f"{path}: the GPU catalog must be a list of GPUs, got {type(data).__name__}")
+    rows = []
+    for i, row in enumerate(data):
+        try:
+            rows.append(_GpuRow.model_validate(row))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(x) for x in err["loc"]) or "row"
+            name = row.get("name") if isinstance(row, dict) else None
+            raise ConfigError(f"{path}: GPU #{i + 1}{f' ({name!r:.60})' if name else ''}: {where}: {err['msg']}") from None
+    return rows
+
+
 @lru_cache(maxsize=1)
 def gpu_catalog() -> dict[str, GpuSpec]:
     """Canonical name -> GpuSpec."""
@@ -56,16 +98,16 @@ def gpu_catalog() -> dict[str, GpuSpec]:
 
     path = profiles_dir() / "gpus.yaml"
     try:
-        rows = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError, ValueError) as exc:
         raise ConfigError(f"{path}: cannot read the GPU catalog ({exc})") from None
     catalog: dict[str, GpuSpec] = {}
-    for row in rows or []:
-        fields = {k: row.get(k) for k in GpuSpec.__dataclass_fields__ if k in row}
-        fields["aliases"] = tuple(row.get("aliases") or ())
+    for row in _rows(path, data or []):
+        fields = {k: getattr(row, k) for k in GpuSpec.__dataclass_fields__ if k in _GpuRow.model_fields}
+        fields["aliases"] = tuple(a.lower() for a in row.aliases)
         for key in ("interconnect", "architecture", "source", "cuda_total_source", "vendor", "display_name"):
             fields[key] = str(fields.get(key) or "")
-        catalog[row["name"]] = GpuSpec(**fields)
+        catalog[row.name] = GpuSpec(**fields)
     return catalog
 
 
