@@ -50,6 +50,40 @@ class Probe:
         return self.ttft_ms <= slo.ttft_ms and self.tpot_ms <= slo.tpot_ms
 
 
+@dataclass
+class SloWatch:
+    """Tells a simulation to stop once an SLO's percentile is sure to be missed: when more requests
+    are over a limit than the percentile may leave above it. numpy's percentile (linear) is at least
+    the value of rank floor((n - 1) p / 100), so n - that rank values over the limit decide it."""
+
+    slo: Slo
+    latency_s: float  # added to every token time outside the engine (Timings.of)
+    ttft_allowed: int  # requests over the TTFT limit that settle nothing yet
+    tpot_allowed: int
+    ttft_over: int = 0
+    tpot_over: int = 0
+
+    @classmethod
+    def of(cls, slo: Slo, latency_s: float, requests: list[Any]) -> SloWatch:
+        def allowed(n: int) -> int:
+            return n - math.floor((n - 1) * slo.percentile / 100) - 1 if n else 1 << 62
+
+        return cls(slo, latency_s, allowed(len(requests)), allowed(sum(1 for r in requests if r.output_tokens > 1)))
+
+    def first_token(self, send_s: float, first_s: float) -> bool:
+        if (first_s + self.latency_s - send_s) * 1e3 > self.slo.ttft_ms:
+            self.ttft_over += 1
+        return self.ttft_over > self.ttft_allowed
+
+    def finished(self, first_s: float, last_s: float, output_tokens: int) -> bool:
+        if (last_s - first_s) / (output_tokens - 1) * 1e3 > self.slo.tpot_ms:
+            self.tpot_over += 1
+        return self.tpot_over > self.tpot_allowed
+
+
+MISSED = Probe(math.inf, math.inf, 0.0)  # a probe stopped early: its SLO is missed, its figures unknown
+
+
 @dataclass(frozen=True)
 class Candidate:
     gpu: GpuSpec
@@ -78,11 +112,17 @@ class _Runner:
     def fits(self) -> bool:
         return self.plan.fits and self.plan.num_gpu_blocks > 0
 
-    def probe(self, rate: float, slo: Slo, num_prompts: int = SEARCH_PROMPTS) -> Probe:
+    def probe(self, rate: float, slo: Slo, num_prompts: int = SEARCH_PROMPTS, *, may_stop: bool = False) -> Probe:
+        """The SLO percentiles at `rate`; `may_stop`: only whether it meets the SLO matters, so the
+        simulation stops once a miss is certain (`MISSED`)."""
         reqs = replace(self.workload, request_rate=rate, num_prompts=num_prompts).requests()
         check_requests(reqs, self.plan, self.config.num_gpu_blocks)
+        latency = self.model.coefficients.request_latency_s
         trace = simulate(reqs, self.config, self.model.step_s, max_concurrency=self.workload.max_concurrency,
-                         frontend_s=self.model.coefficients.frontend_request_s)
+                         frontend_s=self.model.coefficients.frontend_request_s,
+                         watch=SloWatch.of(slo, latency, reqs) if may_stop else None)
+        if trace.extras.get("missed_slo"):
+            return MISSED
         t = Timings.of(trace, self.model.coefficients.request_latency_s)
         tpot = t.tpot_s
         return Probe(float(np.percentile(t.ttft_s, slo.percentile) * 1e3),
@@ -99,11 +139,11 @@ def goodput(runner: _Runner, slo: Slo) -> tuple[float, float, Probe]:
     # no load above the saturated completion rate is sustainable; bisect between it and 1/64 of it
     hi = max(0.1, saturated.output_tok_s / max(runner.workload.random_output_len, 1))
     lo = hi / 64
-    if runner.probe(hi, slo).meets(slo):
+    if runner.probe(hi, slo, may_stop=True).meets(slo):
         return hi, hi, light
     for _ in range(BISECTIONS):
         mid = math.sqrt(lo * hi)
-        if runner.probe(mid, slo).meets(slo):
+        if runner.probe(mid, slo, may_stop=True).meets(slo):
             lo = mid
         else:
             hi = mid
@@ -161,8 +201,8 @@ def _evaluate(spec: ModelSpec, args: EngineArgs, workload: Workload, slo: Slo, c
     rate, prompts = workload.request_rate, max(workload.num_prompts, SEARCH_PROMPTS)
     fewest, safe = max(1, math.ceil(rate / good_hi)), max(1, math.ceil(rate / good))  # the bisection's bracket
 
-    def at(replicas: int) -> Probe:
-        return runner.probe(rate / replicas, slo, num_prompts=prompts)
+    def at(replicas: int, may_stop: bool = True) -> Probe:
+        return runner.probe(rate / replicas, slo, num_prompts=prompts, may_stop=may_stop)
 
     # the fewest replicas that meet the SLO, by bisection: below `fewest` each replica would carry more
     # than the search saw fail; the safe end can still miss (a longer run than the search's probes
@@ -170,7 +210,7 @@ def _evaluate(spec: ModelSpec, args: EngineArgs, workload: Workload, slo: Slo, c
     replicas, probe = safe, at(safe)
     lo, hi = fewest - 1, safe
     if not probe.meets(slo):
-        replicas, probe = 2 * safe, at(2 * safe)
+        replicas, probe = 2 * safe, at(2 * safe, may_stop=False)  # reported if it misses: by how much
         lo, hi = safe, 2 * safe
     if probe.meets(slo):
         while hi - lo > 1:

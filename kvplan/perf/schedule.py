@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -77,8 +77,9 @@ class _Engine:
     """The scheduler's state between steps; one `step()` is one engine step."""
 
     def __init__(self, requests: list[Request], config: SchedulerConfig, step_s: StepCost,
-                 max_concurrency: int | None, frontend_s: float = 0.0) -> None:
+                 max_concurrency: int | None, frontend_s: float = 0.0, watch: Any = None) -> None:
         self.config, self.step_s = config, step_s
+        self.watch, self.missed = watch, False
         self.frontend_s, self.frontend_free = frontend_s, 0.0
         self.frontend: deque[_Req] = deque()  # sent, still in the API server
         self.free = config.num_gpu_blocks
@@ -264,10 +265,14 @@ class _Engine:
             r.known += 1
             if r.first_step < 0:
                 r.first_step, r.first_s = self.steps, self.clock
+                if self.watch is not None and self.watch.first_token(r.send_s, r.first_s):
+                    self.missed = True
             else:
                 self.itl.append(self.clock - r.last_s)
             r.last_step, r.last_s = self.steps, self.clock
             if r.generated >= r.out:
+                if self.watch is not None and r.out > 1 and self.watch.finished(r.first_s, r.last_s, r.out):
+                    self.missed = True
                 self.free += r.blocks
                 r.blocks = 0
                 r.computed = -1  # marks finished
@@ -286,17 +291,19 @@ class _Engine:
                      itl_s=np.asarray(self.itl), peak_used_blocks=self.peak, max_running=self.max_running,
                      num_preemptions=self.preemptions,
                      timed_arrivals=bool(self.frontend_s) or any(r.arrival_s > 0 for r in reqs),
-                     extras={"fast_decode_steps": self.fast_steps})
+                     extras={"fast_decode_steps": self.fast_steps, "missed_slo": self.missed})
 
 
 def simulate(requests: list[Request], config: SchedulerConfig, step_s: StepCost,
              max_concurrency: int | None = None, max_steps: int = 5_000_000, fast: bool = True,
-             frontend_s: float = 0.0) -> Trace:
+             frontend_s: float = 0.0, watch: Any = None) -> Trace:
     """Run every request to completion; `step_s` gives each step's duration, `frontend_s` the API
     server's serial time per request. `fast=False` steps one at a time even through pure-decode
-    stretches (the tests compare the two)."""
-    engine = _Engine(requests, config, step_s, max_concurrency, frontend_s)
-    while engine.pending or engine.frontend or engine.waiting or engine.running:
+    stretches (the tests compare the two). `watch` (capacity.SloWatch) is told each first token and
+    each finish, and stops the run as soon as it says the SLO is missed for sure: the trace is then
+    partial and `extras["missed_slo"]` is True."""
+    engine = _Engine(requests, config, step_s, max_concurrency, frontend_s, watch)
+    while (engine.pending or engine.frontend or engine.waiting or engine.running) and not engine.missed:
         if not engine.send():
             continue
         if engine.steps >= max_steps:

@@ -133,3 +133,34 @@ def test_plan_spread_over_processes_gives_the_same_answer() -> None:
             runner = _Runner(spec, args, workload, None)
             fewer = runner.probe(20.0 / (row["replicas"] - 1), slo, num_prompts=200)
             assert not fewer.meets(slo), (row, fewer)
+
+
+def test_probes_stopped_at_a_certain_miss_change_no_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Search probes stop once their SLO percentile is sure to be missed. The answer is the one
+    full simulations give, and the stop fires exactly when the full run's percentile misses."""
+    import math
+
+    from kvplan.perf import capacity
+    from kvplan.perf.capacity import Slo, SloWatch, _Runner, search
+    from kvplan.perf.workload import Workload
+    from kvplan.plan.budget import EngineArgs
+    from kvplan.spec.gpu import load_gpu
+    from kvplan.spec.profiles import load_model
+
+    spec, slo = load_model("llama-3.1-8b-instruct"), Slo(1500, 40)
+    workload = Workload(2000, 200, 0.0, 300, 12.0)
+    kwargs = dict(kv_dtypes=["auto", "fp8"], quantizations=[None], workers=1)
+    stopping = search(spec, EngineArgs(vllm_version="0.11.0"), workload, slo, [load_gpu("l40s"), load_gpu("a100")], **kwargs)
+    monkeypatch.setattr(SloWatch, "of", classmethod(lambda cls, slo, latency, reqs: cls(slo, latency, 1 << 62, 1 << 62)))
+    full = search(spec, EngineArgs(vllm_version="0.11.0"), workload, slo, [load_gpu("l40s"), load_gpu("a100")], **kwargs)
+    assert stopping == full
+    monkeypatch.undo()
+    runner = _Runner(spec, EngineArgs(vllm_version="0.11.0", gpu=load_gpu("l40s"), max_model_len=4096), workload, None)
+    stopped = 0
+    for rate in (0.5, 1.0, 2.0, 3.0, 5.0, 8.0):
+        whole, quick = runner.probe(rate, slo, 300), runner.probe(rate, slo, 300, may_stop=True)
+        assert whole.meets(slo) == quick.meets(slo), rate
+        assert quick == whole if whole.meets(slo) else quick is capacity.MISSED or quick == whole
+        assert math.isfinite(whole.ttft_ms)
+        stopped += quick is capacity.MISSED
+    assert stopped >= 2  # the overloaded rates did stop early
