@@ -53,10 +53,13 @@ def test_the_same_engine_beside_a_cpu_hog_per_core_passes_the_ci_gate(tmp_path: 
     verdict = run_gate(load_result(BASELINE), hogged)
     assert verdict.passed, [(c.metric, c.current, c.baseline, c.note) for c in verdict.failures]
     assert {c.metric for c in verdict.checks if c.kind == "normalized"} >= NORMALIZED
-    # the slowdown is recorded, beyond what this CPU's own speed against the calibration's explains
+    # the slowdown is recorded and said (on the machine the bundled calibration was taken on: elsewhere
+    # the ratio also holds that machine's own speed, which may be faster); the hog's share of it also
+    # shows as CPU time per reference kernel (a busy sibling hyperthread), so that is not divided out
     m = hogged.metrics
-    cpu_speed = m["reference_kernel_cpu_ms"] / hogged.prediction["cost_model"]["reference_kernel_cpu_ms"]
-    assert m["machine_speed_ratio"] / cpu_speed > 1.3, (m["machine_speed_ratio"], cpu_speed)
+    if not hogged.environment.calibration_mismatch:
+        assert m["machine_speed_ratio"] > 1.3, m["machine_speed_ratio"]
+        assert any("slower than calibrated" in n for n in hogged.notes), hogged.notes
     # and once the prediction runs at the measured speed, it holds (issue 16's acceptance: 25%)
     for name in ("mean_ttft_ms", "median_itl_ms"):
         assert abs(hogged.normalized_error_pct[name]) <= 25.0, hogged.normalized_error_pct
