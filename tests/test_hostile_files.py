@@ -163,3 +163,30 @@ def test_a_user_gpu_catalog_is_checked_like_any_input(tmp_path, catalog: str, ne
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("kvplan: error:") and "gpus.yaml" in lines[0] and needle in lines[0]
+
+
+@pytest.mark.parametrize("line, needle", [("name: [1, 2]", "'name' must be a non-empty string"),
+                                          ("aliases: 7", "'aliases' must be a list of names"),
+                                          ("hf_id: {a: 1}", "'hf_id' must be a non-empty string")])
+def test_a_user_model_profile_header_is_checked(tmp_path, line: str, needle: str) -> None:
+    """A profile in $KVPLAN_DATA whose own keys have the wrong type: one line naming the file and
+    the key, exit 2 (a list used to be printed as the model's name)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from kvplan.spec.catalog_files import bundled_dir
+
+    (tmp_path / "models").mkdir()
+    shutil.copy(bundled_dir() / "gpus.yaml", tmp_path / "gpus.yaml")
+    text = (bundled_dir() / "models" / "llama-2-7b.yaml").read_text()
+    key = line.split(":")[0]
+    lines = [ln for ln in text.splitlines() if not ln.startswith(f"{key}:")]
+    (tmp_path / "models" / "mine.yaml").write_text("\n".join([line, *lines]) + "\n")
+    env = {**os.environ, "KVPLAN_DATA": str(tmp_path), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-m", "kvplan", "estimate", "--model", "mine", "--ctx", "100", "--concurrency", "1"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2, (done.stdout[-500:], done.stderr)
+    err = done.stderr.strip().splitlines()
+    assert len(err) == 1 and "mine.yaml" in err[0] and needle in err[0]

@@ -115,7 +115,20 @@ def model_profile(name: str) -> dict[str, Any]:
     data = _read_yaml(path)
     if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
         raise ConfigError(f"{path}: a model profile needs a 'config' mapping")
+    _check_header(path, data)
     return data
+
+
+def _check_header(path: Path, data: dict[str, Any]) -> None:
+    """The profile's own keys have the types kvplan prints and indexes them by ($KVPLAN_DATA may
+    point at a user's copy): a list where a name belongs is bad input, not a table cell."""
+    for key in ("name", "hf_id", "source", "notes", "quantization"):
+        value = data.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise ConfigError(f"{path}: '{key}' must be a non-empty string, got {repr(value)[:60]}")
+    aliases = data.get("aliases")
+    if aliases is not None and (not isinstance(aliases, list) or not all(isinstance(a, str) and a.strip() for a in aliases)):
+        raise ConfigError(f"{path}: 'aliases' must be a list of names, got {repr(aliases)[:60]}")
 
 
 def _exists(path: Path) -> bool:
