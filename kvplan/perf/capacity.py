@@ -129,6 +129,12 @@ class _Runner:
                      float(np.percentile(tpot, slo.percentile) * 1e3) if len(tpot) else 0.0, t.headline()[0])
 
 
+def replica_prompts(num_prompts: int, replicas: int) -> int:
+    """Requests one of `replicas` replicas serves of a `num_prompts` benchmark, at least enough for
+    a P99 (SEARCH_PROMPTS)."""
+    return max(SEARCH_PROMPTS, math.ceil(num_prompts / replicas))
+
+
 def goodput(runner: _Runner, slo: Slo) -> tuple[float, float, Probe]:
     """(lo, hi): the largest request rate (req/s) one replica serves within the SLO lies between
     them (lo 0: even a trickle misses it), and the probe at the lightest load tried."""
@@ -198,11 +204,15 @@ def _evaluate(spec: ModelSpec, args: EngineArgs, workload: Workload, slo: Slo, c
            "idle_ttft_ms": light.ttft_ms, "idle_tpot_ms": light.tpot_ms, "num_gpu_blocks": runner.plan.num_gpu_blocks}
     if good <= 0:
         return False, row
-    rate, prompts = workload.request_rate, max(workload.num_prompts, SEARCH_PROMPTS)
+    rate = workload.request_rate
     fewest, safe = max(1, math.ceil(rate / good_hi)), max(1, math.ceil(rate / good))  # the bisection's bracket
 
     def at(replicas: int, may_stop: bool = True) -> Probe:
-        return runner.probe(rate / replicas, slo, num_prompts=prompts, may_stop=may_stop)
+        # `vllm bench serve` against `replicas` servers behind a round-robin router: each serves its
+        # share of the prompts at its share of the rate, over the benchmark's own duration (a
+        # single replica with every prompt at rate / replicas would run `replicas` times longer)
+        return runner.probe(rate / replicas, slo, num_prompts=replica_prompts(workload.num_prompts, replicas),
+                            may_stop=may_stop)
 
     # the fewest replicas that meet the SLO, by bisection: below `fewest` each replica would carry more
     # than the search saw fail; the safe end can still miss (a longer run than the search's probes

@@ -156,18 +156,26 @@ class _Engine:
         bs, scheduled = self.config.block_size, []
         budget = self.config.max_num_batched_tokens
         preempted_before = self.preemptions
+        append, free, running = scheduled.append, self.free, self.running
         i = 0
-        while i < len(self.running) and budget > 0:
-            r = self.running[i]
-            n = min(r.known - r.computed, budget)
+        while i < len(running) and budget > 0:  # len(): preemption shortens it
+            r = running[i]
+            n = r.known - r.computed
+            if n > budget:
+                n = budget
             need = -(-(r.computed + n) // bs) - r.blocks
-            if not self._preempt_for(r, need):
-                break
-            self.free -= need
+            if need > free:
+                self.free = free
+                if not self._preempt_for(r, need):
+                    free = self.free
+                    break
+                free = self.free
+            free -= need
             r.blocks += need
-            scheduled.append((r, n))
+            append((r, n))
             budget -= n
             i += 1
+        self.free = free
         if not self.config.chunked_prefill or self.preemptions != preempted_before:
             return scheduled
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
@@ -185,47 +193,74 @@ class _Engine:
         return scheduled
 
     def fast_decode(self) -> bool:
-        """Run a stretch of pure-decode steps (nothing waiting, no arrival due, no request finishing,
-        the blocks they need free) without the per-request scheduling loop; False if none applies.
-        The steps, clock, ITL samples and block counts are those the step-by-step path produces."""
+        """Run a stretch of pure-decode steps (nothing waiting, no arrival due, the blocks they need
+        free), up to and including the step where the first requests finish, without the
+        per-request scheduling loop; False if none applies. The steps, clock, ITL samples, block
+        counts and finishes are those the step-by-step path produces."""
         running, bs = self.running, self.config.block_size
         n = len(running)
-        if self.waiting or not n or n > self.config.max_num_batched_tokens or any(
-                r.known - r.computed != 1 or not r.generated for r in running):
+        if self.waiting or not n or n > self.config.max_num_batched_tokens:
             return False
-        steps = min(r.out - r.generated for r in running) - 1  # the finishing step goes the normal way
+        left, ctx0 = 1 << 62, 0
+        for r in reversed(running):  # a request still in prefill was admitted last: fail fast
+            if r.known - r.computed != 1 or not r.generated:
+                return False
+            if r.out - r.generated < left:
+                left = r.out - r.generated
+            ctx0 += r.computed
+        steps = left  # the last one finishes the shortest requests
+        # blocks: a request grows by at most steps // bs + 1 of them; count exactly only when short
+        if steps < 2 or (n * (steps // bs + 1) > self.free
+                         and sum(-(-(r.computed + steps) // bs) - r.blocks for r in running) > self.free):
+            return False
         due = self.next_event_s()
-        if steps < 2 or sum(-(-(r.computed + steps) // bs) - r.blocks for r in running) > self.free:
-            return False
-        done = 0
+        done, first_gaps = 0, None
         if self.clock < due:
             # the whole stretch at once: contexts grow by n a step; the clock is accumulated left to
             # right from the current one (np.cumsum is sequential), so every value is the one the
             # step-by-step loop would produce, bit for bit; a step runs while the clock before it is
             # short of the next event
-            ctx0 = sum(r.computed for r in running)
             ctxs = np.arange(ctx0 + n, ctx0 + n * (steps + 1), n, dtype=np.int64)[:steps]
-            dts = np.broadcast_to(np.asarray(self.step_s(n, n, 0, ctxs, ctxs, n), dtype=float), (steps,))
-            clocks = np.cumsum(np.concatenate(([self.clock], dts)))[1:]
-            done = min(steps, 1 + int(np.searchsorted(clocks, due, side="left")))
+            clocks = np.array(np.broadcast_to(self.step_s(n, n, 0, ctxs, ctxs, n), (steps,)), dtype=float)
+            clocks[0] += self.clock  # cumsum from here: (clock + dt0) + dt1 + ...
+            clocks = clocks.cumsum()
+            done = min(steps, 1 + int(clocks.searchsorted(due)))
             clocks, ctx_list = clocks[:done], ctxs[:done].tolist()
             clock_list = clocks.tolist()
             for col, v in zip(self.cols, ([n] * done, [n] * done, [0] * done, ctx_list, ctx_list, [n] * done, clock_list)):
                 col.extend(v)
-            self.itl.extend(clock_list[0] - r.last_s for r in running)
-            self.itl.extend(np.repeat(np.diff(clocks), n).tolist())  # as the step-by-step path computes a gap
+            first_gaps = []
             self.clock = clocks[-1]
+        clock, last_step, watch = self.clock, self.steps + done - 1, self.watch
+        finishing = done == steps
+        free = self.free
         for r in running:
+            if first_gaps is not None:
+                first_gaps.append(clock_list[0] - r.last_s)
             r.computed += done
             r.known += done
             r.generated += done
             need = -(-r.computed // bs) - r.blocks
             r.blocks += need
-            self.free -= need
-            r.last_step, r.last_s = self.steps + done - 1, self.clock
+            free -= need
+            r.last_step, r.last_s = last_step, clock
+        self.peak = max(self.peak, self.config.num_gpu_blocks - free)
+        if first_gaps is not None:
+            self.itl.extend(first_gaps)
+            self.itl.extend((clocks[1:] - clocks[:-1]).repeat(n).tolist())  # as the step-by-step path computes a gap
+        if finishing:  # as `_advance` finishes them, in running order
+            for r in running:
+                if r.generated >= r.out:
+                    if watch is not None and r.out > 1 and watch.finished(r.first_s, clock, r.out):
+                        self.missed = True
+                    free += r.blocks
+                    r.blocks = 0
+                    r.computed = -1  # marks finished
+                    self.in_flight -= 1
+            self.running = [r for r in running if r.computed >= 0]
+        self.free = free
         self.steps += done
         self.fast_steps += done
-        self.peak = max(self.peak, self.config.num_gpu_blocks - self.free)
         self.max_running = max(self.max_running, n)
         return True
 
@@ -257,6 +292,7 @@ class _Engine:
     def _advance(self, scheduled: list[tuple[_Req, int]]) -> None:
         """Tokens computed; a request whose known tokens are all cached samples one more."""
         done = False
+        clock, steps, itl_append, watch = self.clock, self.steps, self.itl.append, self.watch
         for r, n in scheduled:
             r.computed += n
             if r.computed != r.known:
@@ -264,14 +300,14 @@ class _Engine:
             r.generated += 1
             r.known += 1
             if r.first_step < 0:
-                r.first_step, r.first_s = self.steps, self.clock
-                if self.watch is not None and self.watch.first_token(r.send_s, r.first_s):
+                r.first_step, r.first_s = steps, clock
+                if watch is not None and watch.first_token(r.send_s, clock):
                     self.missed = True
             else:
-                self.itl.append(self.clock - r.last_s)
-            r.last_step, r.last_s = self.steps, self.clock
+                itl_append(clock - r.last_s)
+            r.last_step, r.last_s = steps, clock
             if r.generated >= r.out:
-                if self.watch is not None and r.out > 1 and self.watch.finished(r.first_s, r.last_s, r.out):
+                if watch is not None and r.out > 1 and watch.finished(r.first_s, clock, r.out):
                     self.missed = True
                 self.free += r.blocks
                 r.blocks = 0

@@ -110,10 +110,9 @@ def test_predict_takes_a_kvplan_scenario(capsys: pytest.CaptureFixture[str]) -> 
 def test_plan_spread_over_processes_gives_the_same_answer() -> None:
     """Candidates are simulated in forked workers when there are cores: the answer is the one a
     single process gives, row for row, and every row's replica count is the fewest that meets the
-    SLO (one fewer misses it, checked here by a probe of its own)."""
-    from dataclasses import replace
-
-    from kvplan.perf.capacity import Slo, _Runner, search
+    SLO (one fewer misses it, checked here by a probe of its own, of that many replicas' share of
+    the prompts)."""
+    from kvplan.perf.capacity import Slo, _Runner, replica_prompts, search
     from kvplan.perf.workload import Workload
     from kvplan.plan.budget import EngineArgs
     from kvplan.spec.gpu import load_gpu
@@ -131,7 +130,7 @@ def test_plan_spread_over_processes_gives_the_same_answer() -> None:
             args = EngineArgs(vllm_version="0.11.0", gpu=load_gpu(row["gpu"]), tensor_parallel_size=row["tp"],
                               kv_cache_dtype=row["kv_cache_dtype"], max_model_len=one["max_model_len"])
             runner = _Runner(spec, args, workload, None)
-            fewer = runner.probe(20.0 / (row["replicas"] - 1), slo, num_prompts=200)
+            fewer = runner.probe(20.0 / (row["replicas"] - 1), slo, num_prompts=replica_prompts(200, row["replicas"] - 1))
             assert not fewer.meets(slo), (row, fewer)
 
 
