@@ -120,7 +120,7 @@ class _Runner:
         latency = self.model.coefficients.request_latency_s
         trace = simulate(reqs, self.config, self.model.step_s, max_concurrency=self.workload.max_concurrency,
                          frontend_s=self.model.coefficients.frontend_request_s,
-                         watch=SloWatch.of(slo, latency, reqs) if may_stop else None)
+                         watch=SloWatch.of(slo, latency, reqs) if may_stop else None, record=False)
         if trace.extras.get("missed_slo"):
             return MISSED
         t = Timings.of(trace, self.model.coefficients.request_latency_s)

@@ -77,8 +77,8 @@ class _Engine:
     """The scheduler's state between steps; one `step()` is one engine step."""
 
     def __init__(self, requests: list[Request], config: SchedulerConfig, step_s: StepCost,
-                 max_concurrency: int | None, frontend_s: float = 0.0, watch: Any = None) -> None:
-        self.config, self.step_s = config, step_s
+                 max_concurrency: int | None, frontend_s: float = 0.0, watch: Any = None, record: bool = True) -> None:
+        self.config, self.step_s, self.record = config, step_s, record
         self.watch, self.missed = watch, False
         self.frontend_s, self.frontend_free = frontend_s, 0.0
         self.frontend: deque[_Req] = deque()  # sent, still in the API server
@@ -151,19 +151,23 @@ class _Engine:
                 return False
         return True
 
-    def _continuous(self) -> list[tuple[_Req, int]]:
-        """Running requests first (decodes and prefill chunks), then waiting ones in the budget left."""
+    def _continuous(self) -> tuple[list[tuple[_Req, int]], tuple[int, int, int, int, int]]:
+        """Running requests first (decodes and prefill chunks), then waiting ones in the budget
+        left; with the step's shape (`_shape`) counted on the way."""
         bs, scheduled = self.config.block_size, []
         budget = self.config.max_num_batched_tokens
         preempted_before = self.preemptions
         append, free, running = scheduled.append, self.free, self.running
+        tok = pre = ctx = pairs = sampled = 0
         i = 0
         while i < len(running) and budget > 0:  # len(): preemption shortens it
             r = running[i]
-            n = r.known - r.computed
+            computed = r.computed
+            n = r.known - computed
             if n > budget:
                 n = budget
-            need = -(-(r.computed + n) // bs) - r.blocks
+            c = computed + n
+            need = -(-c // bs) - r.blocks
             if need > free:
                 self.free = free
                 if not self._preempt_for(r, need):
@@ -174,10 +178,20 @@ class _Engine:
             r.blocks += need
             append((r, n))
             budget -= n
+            tok += n
+            ctx += c
+            if n > 1:
+                pre += n
+                pairs += n * (computed + (n + 1) // 2)
+            else:
+                pairs += c
+            if c == r.known:
+                sampled += 1
             i += 1
         self.free = free
         if not self.config.chunked_prefill or self.preemptions != preempted_before:
-            return scheduled
+            return scheduled, (tok, pre, ctx, pairs, sampled)
+        admitted = len(scheduled)
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             r = self.waiting[0]
             n = min(r.known - r.computed, budget)
@@ -190,7 +204,27 @@ class _Engine:
             self.running.append(r)
             scheduled.append((r, n))
             budget -= n
-        return scheduled
+        if admitted == len(scheduled):
+            return scheduled, (tok, pre, ctx, pairs, sampled)
+        more = self._shape(scheduled[admitted:])
+        return scheduled, (tok + more[0], pre + more[1], ctx + more[2], pairs + more[3], sampled + more[4])
+
+    @staticmethod
+    def _shape(scheduled: list[tuple[_Req, int]]) -> tuple[int, int, int, int, int]:
+        """(tokens, prefill tokens, context tokens, attention pairs, sampled) of scheduled requests,
+        before their tokens are computed."""
+        tok = pre = ctx = pairs = sampled = 0
+        for r, n in scheduled:
+            c = r.computed + n
+            tok += n
+            ctx += c
+            if n > 1:
+                pre += n
+                pairs += n * (r.computed + (n + 1) // 2)
+            else:
+                pairs += c
+            sampled += c == r.known
+        return tok, pre, ctx, pairs, sampled
 
     def fast_decode(self) -> bool:
         """Run a stretch of pure-decode steps (nothing waiting, no arrival due, the blocks they need
@@ -221,15 +255,18 @@ class _Engine:
             # step-by-step loop would produce, bit for bit; a step runs while the clock before it is
             # short of the next event
             ctxs = np.arange(ctx0 + n, ctx0 + n * (steps + 1), n, dtype=np.int64)[:steps]
-            clocks = np.array(np.broadcast_to(self.step_s(n, n, 0, ctxs, ctxs, n), (steps,)), dtype=float)
+            clocks = np.array(self.step_s(n, n, 0, ctxs, ctxs, n), dtype=float)
+            if clocks.shape != (steps,):  # a cost model that ignores the context
+                clocks = np.full(steps, float(clocks))
             clocks[0] += self.clock  # cumsum from here: (clock + dt0) + dt1 + ...
             clocks = clocks.cumsum()
             done = min(steps, 1 + int(clocks.searchsorted(due)))
-            clocks, ctx_list = clocks[:done], ctxs[:done].tolist()
-            clock_list = clocks.tolist()
-            for col, v in zip(self.cols, ([n] * done, [n] * done, [0] * done, ctx_list, ctx_list, [n] * done, clock_list)):
-                col.extend(v)
-            first_gaps = []
+            clocks = clocks[:done]
+            if self.record:
+                ctx_list, clock_list = ctxs[:done].tolist(), clocks.tolist()
+                for col, v in zip(self.cols, ([n] * done, [n] * done, [0] * done, ctx_list, ctx_list, [n] * done, clock_list)):
+                    col.extend(v)
+                first_gaps = []
             self.clock = clocks[-1]
         clock, last_step, watch = self.clock, self.steps + done - 1, self.watch
         finishing = done == steps
@@ -266,33 +303,26 @@ class _Engine:
 
     def step(self) -> None:
         scheduled = self._prefill_v0() if not self.config.chunked_prefill and self.waiting else []
-        if not scheduled:
-            scheduled = self._continuous()
+        if scheduled:
+            tok, pre, ctx, pairs, sampled = self._shape(scheduled)
+        else:
+            scheduled, shape = self._continuous()
+            tok, pre, ctx, pairs, sampled = shape
         if not scheduled:  # nothing fits even alone: a request longer than the pool
             raise RuntimeError("a request needs more KV blocks than the pool holds")
-        tok = pre = ctx = pairs = sampled = 0
-        for r, n in scheduled:
-            c = r.computed + n
-            tok += n
-            ctx += c
-            if n > 1:
-                pre += n
-                pairs += n * (r.computed + (n + 1) // 2)
-            else:
-                pairs += c
-            sampled += c == r.known
         self.clock += self.step_s(tok, len(scheduled), pre, ctx, pairs, sampled)
         self.peak = max(self.peak, self.config.num_gpu_blocks - self.free)
         self.max_running = max(self.max_running, len(self.running))
-        for col, v in zip(self.cols, (tok, len(scheduled), pre, ctx, pairs, sampled, self.clock)):
-            col.append(v)
+        if self.record:
+            for col, v in zip(self.cols, (tok, len(scheduled), pre, ctx, pairs, sampled, self.clock)):
+                col.append(v)
         self._advance(scheduled)
         self.steps += 1
 
     def _advance(self, scheduled: list[tuple[_Req, int]]) -> None:
         """Tokens computed; a request whose known tokens are all cached samples one more."""
         done = False
-        clock, steps, itl_append, watch = self.clock, self.steps, self.itl.append, self.watch
+        clock, steps, itl_append, watch, record = self.clock, self.steps, self.itl.append, self.watch, self.record
         for r, n in scheduled:
             r.computed += n
             if r.computed != r.known:
@@ -303,7 +333,7 @@ class _Engine:
                 r.first_step, r.first_s = steps, clock
                 if watch is not None and watch.first_token(r.send_s, clock):
                     self.missed = True
-            else:
+            elif record:
                 itl_append(clock - r.last_s)
             r.last_step, r.last_s = steps, clock
             if r.generated >= r.out:
@@ -332,13 +362,14 @@ class _Engine:
 
 def simulate(requests: list[Request], config: SchedulerConfig, step_s: StepCost,
              max_concurrency: int | None = None, max_steps: int = 5_000_000, fast: bool = True,
-             frontend_s: float = 0.0, watch: Any = None) -> Trace:
+             frontend_s: float = 0.0, watch: Any = None, record: bool = True) -> Trace:
     """Run every request to completion; `step_s` gives each step's duration, `frontend_s` the API
     server's serial time per request. `fast=False` steps one at a time even through pure-decode
     stretches (the tests compare the two). `watch` (capacity.SloWatch) is told each first token and
     each finish, and stops the run as soon as it says the SLO is missed for sure: the trace is then
-    partial and `extras["missed_slo"]` is True."""
-    engine = _Engine(requests, config, step_s, max_concurrency, frontend_s, watch)
+    partial and `extras["missed_slo"]` is True. `record=False` leaves the per-step columns and the
+    ITL samples empty: a search probe needs only each request's send, first and last token times."""
+    engine = _Engine(requests, config, step_s, max_concurrency, frontend_s, watch, record)
     while (engine.pending or engine.frontend or engine.waiting or engine.running) and not engine.missed:
         if not engine.send():
             continue

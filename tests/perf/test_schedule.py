@@ -119,3 +119,22 @@ def test_fast_decode_with_the_gpu_cost_model_is_bit_identical(model: str, rate: 
     for name in ("step_context_tokens", "step_end_s", "first_token_s", "last_token_s", "itl_s"):
         assert np.array_equal(getattr(slow, name), getattr(fast, name)), name
     assert fast.extras["fast_decode_steps"] > 0
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("rate", [5.0, math.inf])
+def test_unrecorded_run_gives_the_same_request_times(fast: bool, rate: float) -> None:
+    """Search probes skip the per-step columns and ITL samples (`record=False`): each request's
+    send, first- and last-token times and the pool figures are those of a recorded run, and a
+    stretch that ends in finishes (the fast path's last step) frees the same blocks."""
+    workload = Workload(300, 60, 0.5, 200, rate, seed=2)
+    config = SchedulerConfig(200, 16, 32, 512)  # small pool: all at once preempts
+    reqs = workload.requests()
+    full = simulate(reqs, config, by_tokens, fast=fast)
+    bare = simulate(reqs, config, by_tokens, fast=fast, record=False)
+    for name in ("send_s", "send_step", "first_step", "last_step", "first_token_s", "last_token_s"):
+        assert np.array_equal(getattr(full, name), getattr(bare, name)), name
+    assert (full.peak_used_blocks, full.max_running, full.num_preemptions) == (bare.peak_used_blocks, bare.max_running,
+                                                                               bare.num_preemptions)
+    assert (full.num_preemptions > 0) == math.isinf(rate) and len(full.itl_s) and len(full.step_end_s)
+    assert not len(bare.itl_s) and not len(bare.step_end_s)
