@@ -60,6 +60,14 @@ def main() -> int:
                     "--random-input-len", "2000", "--random-output-len", "200", "--request-rate", "20", "--json"],
                    check=True, capture_output=True)
     print(f"`kvplan predict ... --json` as a command (interpreter start and imports included): {time.perf_counter() - t0:.2f} s")
+    for gpus in ([], ["--gpus", "h100,l40s"]):  # the plan at 1,000 prompts, as a user runs it
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "kvplan", "plan", "--model", "llama-3.1-8b-instruct", "--request-rate", "20",
+                        "--random-input-len", "2000", "--random-output-len", "200", "--slo-ttft-ms", "2000",
+                        "--slo-tpot-ms", "50", "--num-prompts", "1000", "--json", *gpus], check=True, capture_output=True)
+        s = time.perf_counter() - t0
+        print(f"`kvplan plan ... --num-prompts 1000 {' '.join(gpus) or '(default six GPUs)'}` as a command: {s:.2f} s")
+        ok &= s < 2.0
     return 0 if ok else 1
 
 
