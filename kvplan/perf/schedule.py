@@ -248,32 +248,13 @@ class _Engine:
                          and sum(-(-(r.computed + steps) // bs) - r.blocks for r in running) > self.free):
             return False
         due = self.next_event_s()
-        done, first_gaps = 0, None
-        if self.clock < due:
-            # the whole stretch at once: contexts grow by n a step; the clock is accumulated left to
-            # right from the current one (np.cumsum is sequential), so every value is the one the
-            # step-by-step loop would produce, bit for bit; a step runs while the clock before it is
-            # short of the next event
-            ctxs = np.arange(ctx0 + n, ctx0 + n * (steps + 1), n, dtype=np.int64)[:steps]
-            clocks = np.array(self.step_s(n, n, 0, ctxs, ctxs, n), dtype=float)
-            if clocks.shape != (steps,):  # a cost model that ignores the context
-                clocks = np.full(steps, float(clocks))
-            clocks[0] += self.clock  # cumsum from here: (clock + dt0) + dt1 + ...
-            clocks = clocks.cumsum()
-            done = min(steps, 1 + int(clocks.searchsorted(due)))
-            clocks = clocks[:done]
-            if self.record:
-                ctx_list, clock_list = ctxs[:done].tolist(), clocks.tolist()
-                for col, v in zip(self.cols, ([n] * done, [n] * done, [0] * done, ctx_list, ctx_list, [n] * done, clock_list)):
-                    col.extend(v)
-                first_gaps = []
-            self.clock = clocks[-1]
-        clock, last_step, watch = self.clock, self.steps + done - 1, self.watch
-        finishing = done == steps
-        free = self.free
+        done, clocks = self._time_stretch(n, steps, ctx0, due) if self.clock < due else (0, None)
+        first = float(clocks[0]) if self.record and clocks is not None else None
+        first_gaps: list[float] = []
+        clock, last_step, free = self.clock, self.steps + done - 1, self.free
         for r in running:
-            if first_gaps is not None:
-                first_gaps.append(clock_list[0] - r.last_s)
+            if first is not None:
+                first_gaps.append(first - r.last_s)
             r.computed += done
             r.known += done
             r.generated += done
@@ -282,24 +263,49 @@ class _Engine:
             free -= need
             r.last_step, r.last_s = last_step, clock
         self.peak = max(self.peak, self.config.num_gpu_blocks - free)
-        if first_gaps is not None:
+        self.free = free
+        if first is not None:
             self.itl.extend(first_gaps)
             self.itl.extend((clocks[1:] - clocks[:-1]).repeat(n).tolist())  # as the step-by-step path computes a gap
-        if finishing:  # as `_advance` finishes them, in running order
-            for r in running:
-                if r.generated >= r.out:
-                    if watch is not None and r.out > 1 and watch.finished(r.first_s, clock, r.out):
-                        self.missed = True
-                    free += r.blocks
-                    r.blocks = 0
-                    r.computed = -1  # marks finished
-                    self.in_flight -= 1
-            self.running = [r for r in running if r.computed >= 0]
-        self.free = free
+        if done == steps:
+            self._finish_stretch()
         self.steps += done
         self.fast_steps += done
         self.max_running = max(self.max_running, n)
         return True
+
+    def _time_stretch(self, n: int, steps: int, ctx0: int, due: float) -> tuple[int, np.ndarray]:
+        """Time up to `steps` decode steps of `n` requests (`ctx0` tokens cached) at once: contexts grow
+        by n a step; the clock is accumulated left to right from the current one (cumsum is
+        sequential), so every value is the one the step-by-step loop would produce, bit for bit. A
+        step runs while the clock before it is short of `due`. Returns (steps run, their end times)."""
+        ctxs = np.arange(ctx0 + n, ctx0 + n * (steps + 1), n, dtype=np.int64)[:steps]
+        clocks = np.array(self.step_s(n, n, 0, ctxs, ctxs, n), dtype=float)
+        if clocks.shape != (steps,):  # a cost model that ignores the context
+            clocks = np.full(steps, float(clocks))
+        clocks[0] += self.clock  # cumsum from here: (clock + dt0) + dt1 + ...
+        clocks = clocks.cumsum()
+        done = min(steps, 1 + int(clocks.searchsorted(due)))
+        clocks = clocks[:done]
+        if self.record:
+            ctx_list, clock_list = ctxs[:done].tolist(), clocks.tolist()
+            for col, v in zip(self.cols, ([n] * done, [n] * done, [0] * done, ctx_list, ctx_list, [n] * done, clock_list)):
+                col.extend(v)
+        self.clock = clocks[-1]
+        return done, clocks
+
+    def _finish_stretch(self) -> None:
+        """The stretch's last step sampled the last token of its shortest requests: finish them as
+        `_advance` does, in running order."""
+        for r in self.running:
+            if r.generated >= r.out:
+                if self.watch is not None and r.out > 1 and self.watch.finished(r.first_s, r.last_s, r.out):
+                    self.missed = True
+                self.free += r.blocks
+                r.blocks = 0
+                r.computed = -1  # marks finished
+                self.in_flight -= 1
+        self.running = [r for r in self.running if r.computed >= 0]
 
     def step(self) -> None:
         scheduled = self._prefill_v0() if not self.config.chunked_prefill and self.waiting else []
