@@ -86,7 +86,7 @@ def _estimate(capsys, *args: str) -> tuple[int, str, str]:
 @pytest.mark.parametrize("limit", ['{"image": 0, "video": 0}', "image=0,video=0"])
 def test_text_only_limits_load_no_vision_tower(capsys, limit):
     """vLLM (qwen2_5_vl.py and the other Qwen-VL models) builds no vision tower when images and videos are limited
-    to 0: the weights and the budget lose the tower's bytes."""
+    to 0: the weights lose the tower's bytes, and the profile run its encoder batch (the activation term)."""
     import json
 
     spec = load_model("qwen2.5-vl-7b-instruct")
@@ -97,8 +97,9 @@ def test_text_only_limits_load_no_vision_tower(capsys, limit):
     assert rc == rc_full == 0
     assert text_only["num_encoder_parameters"] == 0 and full["num_encoder_parameters"] == spec.params.encoder
     assert full["weights_bytes"] - text_only["weights_bytes"] == spec.params.encoder * 2
+    assert full["activation_bytes"] > text_only["activation_bytes"]
     assert text_only["available_kv_cache_bytes"] - full["available_kv_cache_bytes"] == \
-        full["weights_bytes_per_gpu"] - text_only["weights_bytes_per_gpu"] > 0
+        full["weights_bytes_per_gpu"] - text_only["weights_bytes_per_gpu"] + full["activation_bytes"] - text_only["activation_bytes"]
 
 
 @pytest.mark.parametrize("bad", ["image=x", "image=-1", "{"])

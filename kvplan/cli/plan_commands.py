@@ -48,7 +48,7 @@ def estimate(
     spec, device = _estimate_model_and_gpu(model, dtype, gpu, gpu_memory_gib, limit_mm_per_prompt)
     engine_args = _engine_args(device, gpu_memory_utilization, tp, pp, dtype, quantization, kv_cache_dtype, block_size,
                                max_model_len, max_num_seqs, max_num_batched_tokens, kv_cache_memory_bytes,
-                               enforce_eager, vllm_version, target_concurrency)
+                               enforce_eager, vllm_version, target_concurrency, limit_mm_per_prompt)
     est = run_estimate(spec, ctx_tokens=ctx, concurrency=concurrency, kv_cache_dtype=kv_cache_dtype,
                        block_size=block_size, tp=tp, pp=pp, prefix_tokens=prefix_tokens,
                        max_model_len=max_model_len, gpu=device,
@@ -111,10 +111,11 @@ def _estimate_model_and_gpu(model: str, dtype: str, gpu: str | None, gpu_memory_
 
 def _engine_args(device, gpu_memory_utilization, tp, pp, dtype, quantization, kv_cache_dtype, block_size, max_model_len,
                  max_num_seqs, max_num_batched_tokens, kv_cache_memory_bytes, enforce_eager, vllm_version,
-                 target_concurrency):
+                 target_concurrency, limit_mm_per_prompt=None):
     """The vLLM engine arguments of `estimate` (None without a GPU); checks contradictions."""
     from kvplan.plan.budget import EngineArgs
     from kvplan.plan.overheads import DEFAULT_VLLM_VERSION
+    from kvplan.spec.encoder_params import parse_mm_limits
 
     if kv_cache_memory_bytes is not None and gpu_memory_utilization is not None:
         raise KvplanError("give either --kv-cache-memory-bytes or --gpu-memory-utilization, not both "
@@ -138,7 +139,8 @@ def _engine_args(device, gpu_memory_utilization, tp, pp, dtype, quantization, kv
                       kv_cache_dtype=kv_cache_dtype, block_size=block_size, max_model_len=max_model_len,
                       max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                       kv_cache_memory_bytes=kv_cache_memory_bytes, enforce_eager=enforce_eager,
-                      vllm_version=vllm_version or DEFAULT_VLLM_VERSION)
+                      vllm_version=vllm_version or DEFAULT_VLLM_VERSION,
+                      limit_mm_per_prompt=tuple(sorted(parse_mm_limits(limit_mm_per_prompt).items())) if limit_mm_per_prompt else None)
 
 
 def _int_list(flag: str, text: str, largest: int) -> list[int]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from kvplan.errors import KvplanError
 from kvplan.plan import overheads as oh
+from kvplan.plan.encoder_profile import EncoderProfile, encoder_profile
 from kvplan.plan.groups import MAMBA_CACHE_MODES, KvGroup, StateLayout, kv_groups, mamba_cache_mode, state_copies
 from kvplan.plan.kv import (blocks_in_budget, bytes_per_block, has_paged_cache, largest_fitting, pp_layer_range,
                             state_page_bytes, unified_block_size, validate_parallel)
@@ -48,6 +49,7 @@ class EngineArgs:
     enforce_eager: bool = False
     vllm_version: str = oh.DEFAULT_VLLM_VERSION
     mamba_cache_mode: str | None = None  # hybrid state models: "none" or "align"; None: vLLM's default
+    limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None  # --limit-mm-per-prompt, (modality, count) pairs
 
     def validate(self, spec: ModelSpec) -> None:
         """Raise a one-line KvplanError for a bad value (the CLI exits 2)."""
@@ -89,6 +91,7 @@ class StagePlan:
     block_bytes: int  # bytes of one block id: page x group_size (uniform-type: sum of pages)
     num_blocks: int
     block_size: int = 16  # attention tokens per block as served (raised for hybrid state models)
+    encoder: EncoderProfile | None = None  # the vision encoder's dummy batch in the profile run (first stage)
 
 
 @dataclass(frozen=True)
@@ -209,6 +212,13 @@ def _stage(spec: ModelSpec, args: EngineArgs, pp_rank: int, batch: _Batch, versi
     w = oh.weights_bytes_per_gpu(spec, dtype=args.dtype, quantization=args.quantization, tp=tp, pp=pp, pp_rank=pp_rank)
     a = oh.activation_bytes(spec, dtype=args.dtype, max_num_batched_tokens=batch.max_num_batched_tokens,
                             max_num_seqs=batch.max_num_seqs, tp=tp, last_stage=pp_rank == pp - 1, version=version)
+    encoder = None
+    if spec.params.encoder and pp_rank == 0 and version >= oh.V1_SINCE:  # V1 profiles the encoder before the decoder
+        encoder = encoder_profile(spec.config, text_hidden=spec.hidden_size, dtype_bytes=oh.MODEL_DTYPE_BYTES[oh.model_dtype(spec, args.dtype)],
+                                  tp=tp, max_num_batched_tokens=batch.max_num_batched_tokens, max_num_seqs=batch.max_num_seqs,
+                                  max_model_len=batch.max_model_len, limits=dict(args.limit_mm_per_prompt or ()))
+        if encoder is not None:
+            a = encoder.activation_bytes(a, oh.ACTIVATION_C0_BYTES)
     nt = oh.non_torch_bytes(tp, pp)
     cg = oh.cudagraph_bytes(spec, dtype=args.dtype, tp=tp, pp=pp, pp_rank=pp_rank, max_num_seqs=batch.max_num_seqs,
                             enforce_eager=args.enforce_eager)
@@ -221,7 +231,7 @@ def _stage(spec: ModelSpec, args: EngineArgs, pp_rank: int, batch: _Batch, versi
     state = StateLayout(2 if mode == "align" else 1, block if mode == "align" else batch.max_model_len)
     groups, group_size, block_bytes = kv_groups(spec, idx, block, args.kv_cache_dtype, tp, state)
     return StagePlan(pp_rank, len(idx), w, a, nt, cg, avail, groups, group_size, block_bytes,
-                     blocks_in_budget(avail, block_bytes), block)
+                     blocks_in_budget(avail, block_bytes), block, encoder)
 
 
 def _log_lines(bind: StagePlan, args: EngineArgs, version: tuple[int, int, int], batch: _Batch) -> tuple[int, float, int]:
@@ -321,9 +331,16 @@ def plan_capacity(spec: ModelSpec, args: EngineArgs) -> CapacityPlan:
     graphs = _cudagraph_warning(args, bind, requested, init_bytes, subtract_graphs)
     if graphs:
         warnings.append(graphs)
-    if spec.params.encoder:
-        warnings.append(f"{spec.name}: the vision tower's weights are counted, but not vLLM's encoder profiling (a dummy "
-                        "multimodal batch in the profile run), so KV may be over-predicted by a few percent; "
+    encoder = stages[0].encoder
+    if encoder is not None:
+        warnings.append(f"{spec.name}: vLLM profiles the vision encoder on {encoder.items} {encoder.modality} item(s) of "
+                        f"{encoder.tokens_per_item:,} tokens ({encoder.items * encoder.patches_per_item:,} ViT patches): "
+                        f"{gib(encoder.forward_peak_bytes)} GiB at the encoder's peak and {gib(encoder.cache_bytes)} GiB of "
+                        "outputs beside the decoder's dummy forward, charged to the activation (predicted from vLLM's "
+                        "rules; --limit-mm-per-prompt image=0,video=0 plans a text-only deployment)")
+    elif spec.params.encoder:
+        warnings.append(f"{spec.name}: the vision tower's weights are counted, but not vLLM's encoder profiling for this "
+                        "tower or version (a dummy multimodal batch in the profile run), so KV may be over-predicted by a few percent; "
                         "--limit-mm-per-prompt image=0,video=0 plans a text-only deployment")
     if spec.has_state and version < oh.V1_HYBRID_ALLOCATOR_SINCE:
         warnings.append(f"vLLM {'.'.join(map(str, version))} kept Mamba state outside the KV cache pool; kvplan models "

@@ -281,4 +281,13 @@ def capacity_json(plan: CapacityPlan) -> dict[str, Any]:
         "vllm_fits": plan.fits, "vllm_error": plan.error, "estimated_max_model_len": plan.estimated_max_model_len,
         "vllm_block_size": plan.block_size_tokens, "mamba_cache_mode": plan.mamba_cache_mode,
         "state_page_bytes": plan.state_page_bytes,
+        "encoder_profile": _encoder_json(plan.stages[0].encoder),
     }
+
+
+def _encoder_json(e: Any) -> dict[str, Any] | None:
+    """The vision encoder's dummy batch in vLLM's profile run (None: no tower, or not modelled)."""
+    if e is None:
+        return None
+    return {"family": e.family, "modality": e.modality, "tokens_per_item": e.tokens_per_item, "items": e.items,
+            "patches_per_item": e.patches_per_item, "forward_peak_bytes": e.forward_peak_bytes, "cache_bytes": e.cache_bytes}
