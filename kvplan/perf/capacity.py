@@ -147,13 +147,23 @@ def goodput(runner: _Runner, slo: Slo) -> tuple[float, float, Probe]:
     lo = hi / 64
     if runner.probe(hi, slo, may_stop=True).meets(slo):
         return hi, hi, light
+    lo, hi, met = _bisect(runner, slo, lo, hi)
+    if not met and not runner.probe(lo, slo, may_stop=True).meets(slo):
+        # even 1/64 of saturation misses (a tight SLO): the goodput lies between the trickle that met it and there
+        lo, hi, met = _bisect(runner, slo, min(0.05, lo), lo)
+    return lo, hi, light
+
+
+def _bisect(runner: _Runner, slo: Slo, lo: float, hi: float) -> tuple[float, float, bool]:
+    """Geometric bisection of (lo, hi), hi known to miss; True if some probed rate met the SLO."""
+    met = False
     for _ in range(BISECTIONS):
         mid = math.sqrt(lo * hi)
         if runner.probe(mid, slo, may_stop=True).meets(slo):
-            lo = mid
+            lo, met = mid, True
         else:
             hi = mid
-    return lo, hi, light
+    return lo, hi, met
 
 
 def candidates(gpus: list[GpuSpec], kv_dtypes: list[str], quantizations: list[str | None]) -> list[Candidate]:

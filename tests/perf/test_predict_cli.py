@@ -163,3 +163,30 @@ def test_probes_stopped_at_a_certain_miss_change_no_answer(monkeypatch: pytest.M
         assert math.isfinite(whole.ttft_ms)
         stopped += quick is capacity.MISSED
     assert stopped >= 2  # the overloaded rates did stop early
+
+
+def test_goodput_below_a_64th_of_saturation_is_searched_not_assumed() -> None:
+    """When every bisection probe misses, 1/64 of the saturated rate was never shown to meet the SLO:
+    it is probed, and the search goes on below it (down to the trickle that met it), so the goodput
+    reported is a rate that met the SLO."""
+    import math
+
+    from kvplan.perf.capacity import Probe, Slo, goodput
+
+    class Fake:
+        def __init__(self, limit: float) -> None:
+            self.limit, self.rates = limit, []
+            self.workload = type("W", (), {"random_output_len": 100})()
+
+        def probe(self, rate: float, slo: Slo, num_prompts: int = 150, *, may_stop: bool = False) -> Probe:
+            self.rates.append(rate)
+            if math.isinf(rate):
+                return Probe(5000.0, 60.0, 6400.0)  # saturated: 64 req/s of 100 tokens
+            return Probe(100.0, 10.0, 0.0) if rate <= self.limit else Probe(9000.0, 90.0, 0.0)
+
+    slo = Slo(2000, 50)
+    for limit in (0.3, 20.0):  # far below hi / 64 = 1 req/s, and well inside the first bracket
+        runner = Fake(limit)
+        lo, hi, light = goodput(runner, slo)  # type: ignore[arg-type]
+        assert lo <= limit < hi and light.meets(slo)
+        assert hi / lo < 1.2 and any(r == lo for r in runner.rates)  # the reported rate was probed and met
