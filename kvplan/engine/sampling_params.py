@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from kvplan.errors import KvplanError
 
-SAMPLING_EPS = 1e-5  # vLLM's floor: a temperature below it is greedy (dividing logits by 1e-40 gives inf/nan)
+SAMPLING_EPS = 1e-5  # vLLM: a temperature below it is greedy
+MIN_TEMPERATURE = 1e-2  # vLLM (sampling_params.py _MAX_TEMP) raises any 0 < t < 0.01 to 0.01: logits / 1e-40 are inf/nan
 MAX_TEMPERATURE = 2.0  # vLLM refuses more (temperature must be in [0, 2])
 MAX_SEED = 2**63 - 1
 
@@ -21,8 +22,9 @@ def _is_number(value: object) -> bool:
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """`temperature=0` is greedy. `seed` gives the request its own generator (else the engine's).
-    `top_k=0` (or -1, which vLLM quietly accepts) and `min_p=0` turn those filters off."""
+    """`temperature=0` is greedy; 0 < t < 0.01 samples at 0.01, as vLLM. `seed` gives the request its own
+    generator (else the engine's). `top_k=0` (or -1, which vLLM quietly accepts) and `min_p=0` turn
+    those filters off."""
 
     max_tokens: int = 16
     temperature: float = 1.0
@@ -57,6 +59,8 @@ class SamplingParams:
         object.__setattr__(self, "stop_token_ids", tuple(self.stop_token_ids))
         if self.top_k == -1:
             object.__setattr__(self, "top_k", 0)
+        if 0 < self.temperature < MIN_TEMPERATURE:
+            object.__setattr__(self, "temperature", MIN_TEMPERATURE)
         if self.greedy:  # as vLLM: the filters mean nothing to an argmax
             object.__setattr__(self, "top_p", 1.0)
             object.__setattr__(self, "top_k", 0)
@@ -64,5 +68,5 @@ class SamplingParams:
 
     @property
     def greedy(self) -> bool:
-        """Greedy below vLLM's floor: a tiny temperature would turn the logits into inf/nan."""
+        """Greedy at temperature 0 (vLLM: below 1e-5, which only 0 reaches after the 0.01 floor)."""
         return self.temperature < SAMPLING_EPS

@@ -67,8 +67,17 @@ def test_sampling_params_refuse_out_of_range(kwargs: dict[str, Any]) -> None:
 
 def test_greedy_params_drop_their_filters_as_vllm_does() -> None:
     assert SamplingParams(top_k=-1).top_k == 0
-    tiny = SamplingParams(temperature=1e-40, top_k=5, top_p=0.5, min_p=0.3)
-    assert tiny.greedy and (tiny.top_k, tiny.top_p, tiny.min_p) == (0, 1.0, 0.0)
+    zero = SamplingParams(temperature=0, top_k=5, top_p=0.5, min_p=0.3)
+    assert zero.greedy and (zero.top_k, zero.top_p, zero.min_p) == (0, 1.0, 0.0)
+
+
+@pytest.mark.parametrize("temperature", [5e-324, 1e-40, 1e-6, 0.005])
+def test_a_tiny_temperature_samples_at_vllms_floor(temperature: float) -> None:
+    """vLLM (sampling_params.py) raises 0 < t < 0.01 to 0.01 ("We have maxed it out to 0.01") and keeps
+    the request's filters: it is sampling, not greedy."""
+    tiny = SamplingParams(temperature=temperature, top_k=5, top_p=0.5, min_p=0.3)
+    assert tiny.temperature == 0.01 and not tiny.greedy and (tiny.top_k, tiny.top_p, tiny.min_p) == (5, 0.5, 0.3)
+    assert SamplingParams(temperature=0.01).temperature == 0.01 and SamplingParams(temperature=0.02).temperature == 0.02
 
 
 def test_top_k_1_and_min_p_1_sample_the_argmax() -> None:
@@ -134,11 +143,11 @@ NORMAL = {"model": "tiny", "prompt": [5, 6, 7, 8, 9], "max_tokens": 6, "ignore_e
 
 @pytest.mark.parametrize("temperature", [1e-40, 5e-324])
 def test_poisonous_temperature_then_a_normal_request(server: ThreadServer, temperature: float) -> None:
-    poison = httpx.post(f"{server.url}/v1/completions", json={**NORMAL, "temperature": temperature}, timeout=60)
+    poison = httpx.post(f"{server.url}/v1/completions", json={**NORMAL, "temperature": temperature, "seed": 7}, timeout=60)
     assert poison.status_code == 200, poison.text
-    greedy = httpx.post(f"{server.url}/v1/completions", json={**NORMAL, "temperature": 0}, timeout=60)
-    assert greedy.status_code == 200, greedy.text
-    assert poison.json()["choices"][0]["text"] == greedy.json()["choices"][0]["text"]  # below the floor: greedy
+    floor = httpx.post(f"{server.url}/v1/completions", json={**NORMAL, "temperature": 0.01, "seed": 7}, timeout=60)
+    assert floor.status_code == 200, floor.text
+    assert poison.json()["choices"][0]["text"] == floor.json()["choices"][0]["text"]  # sampled at vLLM's 0.01 floor
     normal = httpx.post(f"{server.url}/v1/completions", json={**NORMAL, "temperature": 0.8, "top_k": 20, "min_p": 0.05}, timeout=60)
     assert normal.status_code == 200, normal.text
     assert normal.json()["usage"]["completion_tokens"] == 6
