@@ -109,3 +109,28 @@ def test_the_profile_run_peak_and_a_logged_image_on_off_pair() -> None:
     old = plan_capacity(spec, EngineArgs(gpu=custom_gpu(80.0), vllm_version="0.6.4", max_model_len=8192))
     assert any("not vLLM's encoder profiling" in w for w in old.warnings)
     assert any("profiles the vision encoder on 1 image item(s)" in w for w in full.warnings)
+
+
+def test_skip_mm_profiling_and_language_model_only_flags(capsys) -> None:
+    """vLLM's --skip-mm-profiling keeps the tower's weights but runs no dummy batch (kvplan warns: images
+    can then run out of memory); --language-model-only loads no tower, as image=0,video=0."""
+    import json
+
+    from kvplan.cli import main
+
+    def run(*flags: str) -> dict:
+        with pytest.raises(SystemExit) as info:
+            main(["estimate", "--model", "qwen3.5-35b-a3b", "--gpu-memory-gib", "80", "--max-num-seqs", "256",
+                  "--max-num-batched-tokens", "2048", "--max-model-len", "8192", "--json", *flags])
+        assert info.value.code == 0
+        out, err = capsys.readouterr()
+        return {**json.loads(out), "stderr": err}
+
+    full, skip, lm_only, limits = run(), run("--skip-mm-profiling"), run("--language-model-only"), \
+        run("--limit-mm-per-prompt", "image=0,video=0")
+    assert full["encoder_profile"]["items"] == 1 and skip["encoder_profile"] is None and lm_only["encoder_profile"] is None
+    assert skip["weights_bytes_per_gpu"] == full["weights_bytes_per_gpu"] > lm_only["weights_bytes_per_gpu"]
+    assert skip["activation_bytes"] == lm_only["activation_bytes"] < full["activation_bytes"]
+    assert any("--skip-mm-profiling" in w for w in skip["vllm_warnings"])
+    assert any("profiles the vision encoder on 1 image item(s)" in w for w in full["vllm_warnings"])
+    assert {k: v for k, v in lm_only.items() if k != "stderr"} == {k: v for k, v in limits.items() if k != "stderr"}

@@ -37,18 +37,22 @@ def estimate(
     vllm_version: Annotated[Optional[str], typer.Option(help="vLLM version whose behaviour to model (default: the newest modelled).")] = None,
     target_concurrency: Annotated[Optional[int], typer.Option(help="Print the `vllm serve` line that serves N requests of max_model_len.")] = None,
     limit_mm_per_prompt: Annotated[Optional[str], typer.Option(help="vLLM --limit-mm-per-prompt ('{\"image\": 0}' or image=0,video=0): 0 images and videos load no vision tower.")] = None,
+    skip_mm_profiling: Annotated[bool, typer.Option("--skip-mm-profiling", help="vLLM --skip-mm-profiling: the vision tower is loaded but its dummy batch is not profiled.")] = False,
+    language_model_only: Annotated[bool, typer.Option("--language-model-only", help="vLLM --language-model-only: no vision tower (as image=0,video=0).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
     """KV-cache bytes per token, request and batch; with a GPU, vLLM's capacity plan and whether it fits."""
     from kvplan.plan.estimate import estimate as run_estimate
-    from kvplan.plan.estimate import to_json
 
     _check_estimate_flags(gpu, gpu_memory_gib, max_model_len, ctx=ctx, concurrency=concurrency, block_size=block_size,
                           tp=tp, pp=pp)
-    spec, device = _estimate_model_and_gpu(model, dtype, gpu, gpu_memory_gib, limit_mm_per_prompt)
+    spec, device = _estimate_model_and_gpu(model, dtype, gpu, gpu_memory_gib,
+                                           "image=0,video=0" if language_model_only else limit_mm_per_prompt)
     engine_args = _engine_args(device, gpu_memory_utilization, tp, pp, dtype, quantization, kv_cache_dtype, block_size,
                                max_model_len, max_num_seqs, max_num_batched_tokens, kv_cache_memory_bytes,
                                enforce_eager, vllm_version, target_concurrency, limit_mm_per_prompt)
+    if engine_args is not None and skip_mm_profiling:
+        engine_args = replace(engine_args, skip_mm_profiling=True)
     est = run_estimate(spec, ctx_tokens=ctx, concurrency=concurrency, kv_cache_dtype=kv_cache_dtype,
                        block_size=block_size, tp=tp, pp=pp, prefix_tokens=prefix_tokens,
                        max_model_len=max_model_len, gpu=device,
@@ -62,6 +66,12 @@ def estimate(
         engine_args = replace(engine_args, max_model_len=est.max_model_len)  # as planned: --ctx when not given
         fixes = fixes_for(spec, engine_args, capacity, target_concurrency)
         rec = recommend(spec, engine_args, target_concurrency) if target_concurrency else None
+    _print_estimate(est, fixes, rec, as_json)
+
+
+def _print_estimate(est, fixes, rec, as_json: bool) -> None:
+    from kvplan.plan.estimate import to_json
+
     for warning in est.warnings:
         typer.echo(f"kvplan: warning: {warning}", err=True)
     if as_json:

@@ -50,6 +50,7 @@ class EngineArgs:
     vllm_version: str = oh.DEFAULT_VLLM_VERSION
     mamba_cache_mode: str | None = None  # hybrid state models: "none" or "align"; None: vLLM's default
     limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None  # --limit-mm-per-prompt, (modality, count) pairs
+    skip_mm_profiling: bool = False  # --skip-mm-profiling: the tower's dummy batch is not run in the profile
 
     def validate(self, spec: ModelSpec) -> None:
         """Raise a one-line KvplanError for a bad value (the CLI exits 2)."""
@@ -213,7 +214,8 @@ def _stage(spec: ModelSpec, args: EngineArgs, pp_rank: int, batch: _Batch, versi
     a = oh.activation_bytes(spec, dtype=args.dtype, max_num_batched_tokens=batch.max_num_batched_tokens,
                             max_num_seqs=batch.max_num_seqs, tp=tp, last_stage=pp_rank == pp - 1, version=version)
     encoder = None
-    if spec.params.encoder and pp_rank == 0 and version >= oh.V1_SINCE:  # V1 profiles the encoder before the decoder
+    if spec.params.encoder and pp_rank == 0 and version >= oh.V1_SINCE and not args.skip_mm_profiling:
+        # V1 profiles the encoder before the decoder
         encoder = encoder_profile(spec.config, text_hidden=spec.hidden_size, dtype_bytes=oh.MODEL_DTYPE_BYTES[oh.model_dtype(spec, args.dtype)],
                                   tp=tp, max_num_batched_tokens=batch.max_num_batched_tokens, max_num_seqs=batch.max_num_seqs,
                                   max_model_len=batch.max_model_len, limits=dict(args.limit_mm_per_prompt or ()))
@@ -338,6 +340,9 @@ def plan_capacity(spec: ModelSpec, args: EngineArgs) -> CapacityPlan:
                         f"{gib(encoder.forward_peak_bytes)} GiB at the encoder's peak and {gib(encoder.cache_bytes)} GiB of "
                         "outputs beside the decoder's dummy forward, charged to the activation (predicted from vLLM's "
                         "rules; --limit-mm-per-prompt image=0,video=0 plans a text-only deployment)")
+    elif spec.params.encoder and args.skip_mm_profiling:
+        warnings.append(f"{spec.name}: --skip-mm-profiling: the vision encoder's activations are not reserved, so a "
+                        "request with images can run out of memory at the KV cache vLLM sized without them")
     elif spec.params.encoder:
         warnings.append(f"{spec.name}: the vision tower's weights are counted, but not vLLM's encoder profiling for this "
                         "tower or version (a dummy multimodal batch in the profile run), so KV may be over-predicted by a few percent; "

@@ -281,7 +281,7 @@ def capacity_json(plan: CapacityPlan) -> dict[str, Any]:
         "vllm_fits": plan.fits, "vllm_error": plan.error, "estimated_max_model_len": plan.estimated_max_model_len,
         "vllm_block_size": plan.block_size_tokens, "mamba_cache_mode": plan.mamba_cache_mode,
         "state_page_bytes": plan.state_page_bytes,
-        "encoder_profile": _encoder_json(plan.stages[0].encoder),
+        "encoder_profile": _encoder_json(plan.stages[0].encoder), "vllm_warnings": list(plan.warnings),
     }
 
 
