@@ -134,3 +134,32 @@ def test_skip_mm_profiling_and_language_model_only_flags(capsys) -> None:
     assert any("--skip-mm-profiling" in w for w in skip["vllm_warnings"])
     assert any("profiles the vision encoder on 1 image item(s)" in w for w in full["vllm_warnings"])
     assert {k: v for k, v in lm_only.items() if k != "stderr"} == {k: v for k, v in limits.items() if k != "stderr"}
+
+
+def test_max_pixels_bounds_the_qwen_image_as_a_logged_run(capsys) -> None:
+    """A Qwen3-VL-8B run with --mm-processor-kwargs '{"max_pixels": 1003520}', --max-num-seqs 5,
+    --limit-mm-per-prompt image=1, max_model_len 4096 logged "a budget of 8192 tokens, and profiled
+    with 5 image items" (an offline LLM: 8,192 batched tokens): smart_resize keeps floor(sqrt(1003520) / 32) = 31 merged cells a side, so
+    T = 31^2 = 961 and items = min(8192 // 961, 5 x 1) = 5."""
+    import json
+
+    from kvplan.cli import main
+
+    e = _profile("qwen3-vl-8b-instruct", mns=5, mml=4096, limits={"image": 1})
+    assert e.items == 1
+    spec = load_model("qwen3-vl-8b-instruct")
+    small = encoder_profile(spec.config, text_hidden=spec.hidden_size, dtype_bytes=2, tp=1, max_num_batched_tokens=8192,
+                            max_num_seqs=5, max_model_len=4096, limits={"image": 1}, max_pixels=1003520)
+    assert (small.tokens_per_item, small.patches_per_item, small.items) == (961, 62 * 62, 5)
+    with pytest.raises(SystemExit) as info:
+        main(["estimate", "--model", "qwen3-vl-8b-instruct", "--gpu-memory-gib", "47.5", "--max-model-len", "4096",
+              "--max-num-seqs", "5", "--max-num-batched-tokens", "8192", "--limit-mm-per-prompt", '{"image": 1}', "--mm-processor-kwargs",
+              '{"max_pixels": 1003520, "min_pixels": 784}', "--json"])
+    out, err = capsys.readouterr()
+    assert info.value.code == 0 and json.loads(out)["encoder_profile"]["items"] == 5
+    assert "min_pixels: not modelled" in err
+    for bad in ("[1]", '{"max_pixels": -5}', "{"):
+        with pytest.raises(SystemExit) as info:
+            main(["estimate", "--model", "qwen3-vl-8b-instruct", "--gpu", "h100", "--mm-processor-kwargs", bad])
+        _, err = capsys.readouterr()
+        assert info.value.code == 2 and len(err.strip().splitlines()) == 1 and "--mm-processor-kwargs" in err

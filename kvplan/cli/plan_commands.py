@@ -39,6 +39,7 @@ def estimate(
     limit_mm_per_prompt: Annotated[Optional[str], typer.Option(help="vLLM --limit-mm-per-prompt ('{\"image\": 0}' or image=0,video=0): 0 images and videos load no vision tower.")] = None,
     skip_mm_profiling: Annotated[bool, typer.Option("--skip-mm-profiling", help="vLLM --skip-mm-profiling: the vision tower is loaded but its dummy batch is not profiled.")] = False,
     language_model_only: Annotated[bool, typer.Option("--language-model-only", help="vLLM --language-model-only: no vision tower (as image=0,video=0).")] = False,
+    mm_processor_kwargs: Annotated[Optional[str], typer.Option(help="vLLM --mm-processor-kwargs JSON; max_pixels bounds a Qwen-VL image in the profile run.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
     """KV-cache bytes per token, request and batch; with a GPU, vLLM's capacity plan and whether it fits."""
@@ -51,8 +52,7 @@ def estimate(
     engine_args = _engine_args(device, gpu_memory_utilization, tp, pp, dtype, quantization, kv_cache_dtype, block_size,
                                max_model_len, max_num_seqs, max_num_batched_tokens, kv_cache_memory_bytes,
                                enforce_eager, vllm_version, target_concurrency, limit_mm_per_prompt)
-    if engine_args is not None and skip_mm_profiling:
-        engine_args = replace(engine_args, skip_mm_profiling=True)
+    engine_args = _multimodal_args(engine_args, skip_mm_profiling, mm_processor_kwargs)
     est = run_estimate(spec, ctx_tokens=ctx, concurrency=concurrency, kv_cache_dtype=kv_cache_dtype,
                        block_size=block_size, tp=tp, pp=pp, prefix_tokens=prefix_tokens,
                        max_model_len=max_model_len, gpu=device,
@@ -67,6 +67,18 @@ def estimate(
         fixes = fixes_for(spec, engine_args, capacity, target_concurrency)
         rec = recommend(spec, engine_args, target_concurrency) if target_concurrency else None
     _print_estimate(est, fixes, rec, as_json)
+
+
+def _multimodal_args(engine_args, skip_mm_profiling: bool, mm_processor_kwargs: str | None):
+    """--skip-mm-profiling and --mm-processor-kwargs on the engine arguments (None without a GPU)."""
+    from kvplan.spec.encoder_params import parse_mm_processor_kwargs
+
+    max_pixels, ignored = parse_mm_processor_kwargs(mm_processor_kwargs) if mm_processor_kwargs else (None, [])
+    if ignored:
+        typer.echo(f"kvplan: warning: --mm-processor-kwargs {', '.join(ignored)}: not modelled (only max_pixels is)", err=True)
+    if engine_args is None:
+        return None
+    return replace(engine_args, skip_mm_profiling=skip_mm_profiling, mm_max_pixels=max_pixels)
 
 
 def _print_estimate(est, fixes, rec, as_json: bool) -> None:

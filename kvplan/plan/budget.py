@@ -51,6 +51,7 @@ class EngineArgs:
     mamba_cache_mode: str | None = None  # hybrid state models: "none" or "align"; None: vLLM's default
     limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None  # --limit-mm-per-prompt, (modality, count) pairs
     skip_mm_profiling: bool = False  # --skip-mm-profiling: the tower's dummy batch is not run in the profile
+    mm_max_pixels: int | None = None  # --mm-processor-kwargs '{"max_pixels": N}' (Qwen-VL image processors)
 
     def validate(self, spec: ModelSpec) -> None:
         """Raise a one-line KvplanError for a bad value (the CLI exits 2)."""
@@ -218,7 +219,8 @@ def _stage(spec: ModelSpec, args: EngineArgs, pp_rank: int, batch: _Batch, versi
         # V1 profiles the encoder before the decoder
         encoder = encoder_profile(spec.config, text_hidden=spec.hidden_size, dtype_bytes=oh.MODEL_DTYPE_BYTES[oh.model_dtype(spec, args.dtype)],
                                   tp=tp, max_num_batched_tokens=batch.max_num_batched_tokens, max_num_seqs=batch.max_num_seqs,
-                                  max_model_len=batch.max_model_len, limits=dict(args.limit_mm_per_prompt or ()))
+                                  max_model_len=batch.max_model_len, limits=dict(args.limit_mm_per_prompt or ()),
+                                  max_pixels=args.mm_max_pixels)
         if encoder is not None:
             a = encoder.activation_bytes(a, oh.ACTIVATION_C0_BYTES)
     nt = oh.non_torch_bytes(tp, pp)

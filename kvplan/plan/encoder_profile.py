@@ -80,7 +80,7 @@ def _qwen25_video(max_model_len: int) -> tuple[int, int] | None:
 
 
 def _items_by_modality(family: str, outer: dict[str, Any], v: dict[str, Any], limits: dict[str, int],
-                       max_model_len: int) -> dict[str, tuple[int, int]]:
+                       max_model_len: int, max_pixels: int | None = None) -> dict[str, tuple[int, int]]:
     """{modality: (T, patches per item)} for the modalities the limits allow."""
     p = _i(v, "patch_size", 14)
     out: dict[str, tuple[int, int]] = {}
@@ -93,8 +93,8 @@ def _items_by_modality(family: str, outer: dict[str, Any], v: dict[str, Any], li
         out["image"] = (grid * (grid + 1), side * side)
     elif family in ("qwen2_5_vl", "qwen3_vl"):
         m = _i(v, "spatial_merge_size", 2)
-        pixels = _QWEN25_MAX_PIXELS if family == "qwen2_5_vl" else _QWEN3_LONGEST_EDGE
-        side = math.isqrt(pixels) // (p * m) * m  # patches per side, a multiple of the merge
+        pixels = max_pixels or (_QWEN25_MAX_PIXELS if family == "qwen2_5_vl" else _QWEN3_LONGEST_EDGE)
+        side = max(1, math.isqrt(pixels) // (p * m)) * m  # patches per side, a multiple of the merge
         out["image"] = (side * side // (m * m), side * side)
         video = _qwen25_video(max_model_len) if family == "qwen2_5_vl" else None
         if video and video[0] > out["image"][0]:
@@ -109,14 +109,16 @@ def _items_by_modality(family: str, outer: dict[str, Any], v: dict[str, Any], li
 
 
 def encoder_profile(config: dict[str, Any], *, text_hidden: int, dtype_bytes: int, tp: int, max_num_batched_tokens: int,
-                    max_num_seqs: int, max_model_len: int, limits: dict[str, int] | None = None) -> EncoderProfile | None:
+                    max_num_seqs: int, max_model_len: int, limits: dict[str, int] | None = None,
+                    max_pixels: int | None = None) -> EncoderProfile | None:
     """The encoder part of the profile run for a modelled vision tower (None: no tower, a tower
-    not modelled, or every vision modality limited to 0)."""
+    not modelled, or every vision modality limited to 0). `max_pixels`: --mm-processor-kwargs'
+    bound on a Qwen-VL image (smart_resize keeps floor(sqrt(max_pixels) / (p m)) merged cells a side)."""
     family = encoder_family(config)
     if family not in MODELLED:
         return None
     v = config["vision_config"]
-    tokens = _items_by_modality(family, config, v, limits or {}, max_model_len)
+    tokens = _items_by_modality(family, config, v, limits or {}, max_model_len, max_pixels)
     if not tokens:
         return None
     modality, items = _items(tokens, limits or {}, mnbt=max_num_batched_tokens, max_num_seqs=max_num_seqs,

@@ -138,3 +138,19 @@ def vision_tower_loaded(limits: dict[str, int] | None) -> bool:
     if not limits:
         return True
     return any(limits.get(m, 1) for m in VISION_MODALITIES)
+
+
+def parse_mm_processor_kwargs(text: str) -> tuple[int | None, list[str]]:
+    """vLLM's --mm-processor-kwargs (a JSON object): (`max_pixels`, which bounds a Qwen-VL image and so
+    the profile run's encoder batch; the other keys, which kvplan does not model)."""
+    flag = "--mm-processor-kwargs"
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        raw = None
+    if not isinstance(raw, dict):
+        raise KvplanError(f"{flag} takes a JSON object like '{{\"max_pixels\": 1003520}}', got {text[:80]!r}")
+    pixels = raw.get("max_pixels")
+    if pixels is not None and (not isinstance(pixels, int) or isinstance(pixels, bool) or pixels <= 0):
+        raise KvplanError(f"{flag}: max_pixels must be a positive integer, got {pixels!r}")
+    return pixels, sorted(str(k) for k in raw if k != "max_pixels")
