@@ -47,12 +47,12 @@ def estimate(
 
     _check_estimate_flags(gpu, gpu_memory_gib, max_model_len, ctx=ctx, concurrency=concurrency, block_size=block_size,
                           tp=tp, pp=pp)
-    spec, device = _estimate_model_and_gpu(model, dtype, gpu, gpu_memory_gib,
-                                           "image=0,video=0" if language_model_only else limit_mm_per_prompt)
+    limits = _mm_limits(limit_mm_per_prompt, language_model_only)
+    spec, device = _estimate_model_and_gpu(model, dtype, gpu, gpu_memory_gib, limits)
     engine_args = _engine_args(device, gpu_memory_utilization, tp, pp, dtype, quantization, kv_cache_dtype, block_size,
                                max_model_len, max_num_seqs, max_num_batched_tokens, kv_cache_memory_bytes,
-                               enforce_eager, vllm_version, target_concurrency, limit_mm_per_prompt)
-    engine_args = _multimodal_args(engine_args, skip_mm_profiling, mm_processor_kwargs)
+                               enforce_eager, vllm_version, target_concurrency)
+    engine_args = _multimodal_args(engine_args, limits, skip_mm_profiling, mm_processor_kwargs)
     est = run_estimate(spec, ctx_tokens=ctx, concurrency=concurrency, kv_cache_dtype=kv_cache_dtype,
                        block_size=block_size, tp=tp, pp=pp, prefix_tokens=prefix_tokens,
                        max_model_len=max_model_len, gpu=device,
@@ -69,8 +69,16 @@ def estimate(
     _print_estimate(est, fixes, rec, as_json)
 
 
-def _multimodal_args(engine_args, skip_mm_profiling: bool, mm_processor_kwargs: str | None):
-    """--skip-mm-profiling and --mm-processor-kwargs on the engine arguments (None without a GPU)."""
+def _mm_limits(limit_mm_per_prompt: str | None, language_model_only: bool) -> dict[str, int] | None:
+    """--limit-mm-per-prompt, parsed once; --language-model-only is images and videos at 0."""
+    from kvplan.spec.encoder_params import parse_mm_limits
+
+    limits = parse_mm_limits(limit_mm_per_prompt) if limit_mm_per_prompt is not None else None
+    return {**(limits or {}), "image": 0, "video": 0} if language_model_only else limits
+
+
+def _multimodal_args(engine_args, limits: dict[str, int] | None, skip_mm_profiling: bool, mm_processor_kwargs: str | None):
+    """The multimodal flags on the engine arguments (None without a GPU)."""
     from kvplan.spec.encoder_params import parse_mm_processor_kwargs
 
     max_pixels, ignored = parse_mm_processor_kwargs(mm_processor_kwargs) if mm_processor_kwargs else (None, [])
@@ -78,7 +86,8 @@ def _multimodal_args(engine_args, skip_mm_profiling: bool, mm_processor_kwargs: 
         typer.echo(f"kvplan: warning: --mm-processor-kwargs {', '.join(ignored)}: not modelled (only max_pixels is)", err=True)
     if engine_args is None:
         return None
-    return replace(engine_args, skip_mm_profiling=skip_mm_profiling, mm_max_pixels=max_pixels)
+    return replace(engine_args, limit_mm_per_prompt=tuple(sorted(limits.items())) if limits else None,
+                   skip_mm_profiling=skip_mm_profiling, mm_max_pixels=max_pixels)
 
 
 def _print_estimate(est, fixes, rec, as_json: bool) -> None:
@@ -112,20 +121,20 @@ def _check_estimate_flags(gpu: str | None, gpu_memory_gib: float | None, max_mod
 
 
 def _estimate_model_and_gpu(model: str, dtype: str, gpu: str | None, gpu_memory_gib: float | None,
-                            limit_mm_per_prompt: str | None = None):
+                            limits: dict[str, int] | None = None):
     """The model spec (served in `dtype`; without its vision tower when --limit-mm-per-prompt allows no
     images or videos, as vLLM loads it) and the GPU: a catalog name, a bare size, or none."""
     from dataclasses import replace
 
     from kvplan.spec.dtypes import normalize_model_dtype
-    from kvplan.spec.encoder_params import parse_mm_limits, vision_tower_loaded
+    from kvplan.spec.encoder_params import vision_tower_loaded
     from kvplan.spec.gpu import custom_gpu, load_gpu
     from kvplan.spec.profiles import load_model
 
     spec = load_model(model)
     if dtype != "auto":
         spec = replace(spec, dtype=normalize_model_dtype(dtype))
-    if limit_mm_per_prompt is not None and not vision_tower_loaded(parse_mm_limits(limit_mm_per_prompt)):
+    if limits is not None and not vision_tower_loaded(limits):
         spec = spec.without_encoder()
     device = load_gpu(gpu) if gpu else (custom_gpu(gpu_memory_gib) if gpu_memory_gib is not None else None)
     return spec, device
@@ -133,11 +142,10 @@ def _estimate_model_and_gpu(model: str, dtype: str, gpu: str | None, gpu_memory_
 
 def _engine_args(device, gpu_memory_utilization, tp, pp, dtype, quantization, kv_cache_dtype, block_size, max_model_len,
                  max_num_seqs, max_num_batched_tokens, kv_cache_memory_bytes, enforce_eager, vllm_version,
-                 target_concurrency, limit_mm_per_prompt=None):
+                 target_concurrency):
     """The vLLM engine arguments of `estimate` (None without a GPU); checks contradictions."""
     from kvplan.plan.budget import EngineArgs
     from kvplan.plan.overheads import DEFAULT_VLLM_VERSION
-    from kvplan.spec.encoder_params import parse_mm_limits
 
     if kv_cache_memory_bytes is not None and gpu_memory_utilization is not None:
         raise KvplanError("give either --kv-cache-memory-bytes or --gpu-memory-utilization, not both "
@@ -161,8 +169,7 @@ def _engine_args(device, gpu_memory_utilization, tp, pp, dtype, quantization, kv
                       kv_cache_dtype=kv_cache_dtype, block_size=block_size, max_model_len=max_model_len,
                       max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                       kv_cache_memory_bytes=kv_cache_memory_bytes, enforce_eager=enforce_eager,
-                      vllm_version=vllm_version or DEFAULT_VLLM_VERSION,
-                      limit_mm_per_prompt=tuple(sorted(parse_mm_limits(limit_mm_per_prompt).items())) if limit_mm_per_prompt else None)
+                      vllm_version=vllm_version or DEFAULT_VLLM_VERSION)
 
 
 def _int_list(flag: str, text: str, largest: int) -> list[int]:

@@ -25,6 +25,7 @@ DEFAULT_GPUS = ("h100-sxm-80gb", "h200-sxm-141gb", "a100-sxm4-80gb", "l40s", "l4
 TP_CHOICES = (1, 2, 4, 8)
 SEARCH_PROMPTS = 150  # requests per goodput probe: enough for a P99, few enough for seconds
 BISECTIONS = 5  # 64x bracket -> within 14% of the goodput
+TRICKLE_RATE = 0.05  # req/s: nearly idle, the best latency a configuration can give
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,7 @@ def replica_prompts(num_prompts: int, replicas: int) -> int:
 def goodput(runner: _Runner, slo: Slo) -> tuple[float, float, Probe]:
     """(lo, hi): the largest request rate (req/s) one replica serves within the SLO lies between
     them (lo 0: even a trickle misses it), and the probe at the lightest load tried."""
-    light = runner.probe(0.05, slo, num_prompts=20)  # nearly idle: the best latency this config can give
+    light = runner.probe(TRICKLE_RATE, slo, num_prompts=20)
     if not light.meets(slo):
         return 0.0, 0.0, light
     saturated = runner.probe(math.inf, slo)
@@ -150,7 +151,7 @@ def goodput(runner: _Runner, slo: Slo) -> tuple[float, float, Probe]:
     lo, hi, met = _bisect(runner, slo, lo, hi)
     if not met and not runner.probe(lo, slo, may_stop=True).meets(slo):
         # even 1/64 of saturation misses (a tight SLO): the goodput lies between the trickle that met it and there
-        lo, hi, met = _bisect(runner, slo, min(0.05, lo), lo)
+        lo, hi, met = _bisect(runner, slo, min(TRICKLE_RATE, lo), lo)
     return lo, hi, light
 
 

@@ -151,23 +151,19 @@ class _Engine:
                 return False
         return True
 
-    def _continuous(self) -> tuple[list[tuple[_Req, int]], tuple[int, int, int, int, int]]:
-        """Running requests first (decodes and prefill chunks), then waiting ones in the budget
-        left; with the step's shape (`_shape`) counted on the way."""
+    def _continuous(self) -> list[tuple[_Req, int]]:
+        """Running requests first (decodes and prefill chunks), then waiting ones in the budget left."""
         bs, scheduled = self.config.block_size, []
         budget = self.config.max_num_batched_tokens
         preempted_before = self.preemptions
         append, free, running = scheduled.append, self.free, self.running
-        tok = pre = ctx = pairs = sampled = 0
         i = 0
         while i < len(running) and budget > 0:  # len(): preemption shortens it
             r = running[i]
-            computed = r.computed
-            n = r.known - computed
+            n = r.known - r.computed
             if n > budget:
                 n = budget
-            c = computed + n
-            need = -(-c // bs) - r.blocks
+            need = -(-(r.computed + n) // bs) - r.blocks
             if need > free:
                 self.free = free
                 if not self._preempt_for(r, need):
@@ -178,20 +174,10 @@ class _Engine:
             r.blocks += need
             append((r, n))
             budget -= n
-            tok += n
-            ctx += c
-            if n > 1:
-                pre += n
-                pairs += n * (computed + (n + 1) // 2)
-            else:
-                pairs += c
-            if c == r.known:
-                sampled += 1
             i += 1
         self.free = free
         if not self.config.chunked_prefill or self.preemptions != preempted_before:
-            return scheduled, (tok, pre, ctx, pairs, sampled)
-        admitted = len(scheduled)
+            return scheduled
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             r = self.waiting[0]
             n = min(r.known - r.computed, budget)
@@ -204,10 +190,7 @@ class _Engine:
             self.running.append(r)
             scheduled.append((r, n))
             budget -= n
-        if admitted == len(scheduled):
-            return scheduled, (tok, pre, ctx, pairs, sampled)
-        more = self._shape(scheduled[admitted:])
-        return scheduled, (tok + more[0], pre + more[1], ctx + more[2], pairs + more[3], sampled + more[4])
+        return scheduled
 
     @staticmethod
     def _shape(scheduled: list[tuple[_Req, int]]) -> tuple[int, int, int, int, int]:
@@ -299,23 +282,25 @@ class _Engine:
         `_advance` does, in running order."""
         for r in self.running:
             if r.generated >= r.out:
-                if self.watch is not None and r.out > 1 and self.watch.finished(r.first_s, r.last_s, r.out):
-                    self.missed = True
-                self.free += r.blocks
-                r.blocks = 0
-                r.computed = -1  # marks finished
-                self.in_flight -= 1
+                self._finish(r)
         self.running = [r for r in self.running if r.computed >= 0]
+
+    def _finish(self, r: _Req) -> None:
+        """`r` sampled its last token (at `r.last_s`): its blocks go back; the caller drops it from running."""
+        if self.watch is not None and r.out > 1 and self.watch.finished(r.first_s, r.last_s, r.out):
+            self.missed = True
+        self.free += r.blocks
+        r.blocks = 0
+        r.computed = -1  # marks finished
+        self.in_flight -= 1
 
     def step(self) -> None:
         scheduled = self._prefill_v0() if not self.config.chunked_prefill and self.waiting else []
-        if scheduled:
-            tok, pre, ctx, pairs, sampled = self._shape(scheduled)
-        else:
-            scheduled, shape = self._continuous()
-            tok, pre, ctx, pairs, sampled = shape
+        if not scheduled:
+            scheduled = self._continuous()
         if not scheduled:  # nothing fits even alone: a request longer than the pool
             raise RuntimeError("a request needs more KV blocks than the pool holds")
+        tok, pre, ctx, pairs, sampled = self._shape(scheduled)
         self.clock += self.step_s(tok, len(scheduled), pre, ctx, pairs, sampled)
         self.peak = max(self.peak, self.config.num_gpu_blocks - self.free)
         self.max_running = max(self.max_running, len(self.running))
@@ -343,12 +328,7 @@ class _Engine:
                 itl_append(clock - r.last_s)
             r.last_step, r.last_s = steps, clock
             if r.generated >= r.out:
-                if watch is not None and r.out > 1 and watch.finished(r.first_s, clock, r.out):
-                    self.missed = True
-                self.free += r.blocks
-                r.blocks = 0
-                r.computed = -1  # marks finished
-                self.in_flight -= 1
+                self._finish(r)
                 done = True
         if done:
             self.running = [r for r in self.running if r.computed >= 0]
