@@ -244,7 +244,7 @@ def test_state_layers_must_split_over_tp():
 
 
 @pytest.mark.parametrize("bad", [{"hybrid_override_pattern": "MMX"}, {"attn_layer_period": 0},
-                                 {"layer_types": ["attention", "conv"]}, {"intermediate_size": [1, "x"]}])
+                                 {"layer_types": ["attention", "hyena"]}, {"intermediate_size": [1, "x"]}])
 def test_bad_layout_keys_are_one_line_errors(bad):
     base = {"model_type": "nemotron_h" if "hybrid_override_pattern" in bad else "jamba", "num_hidden_layers": 2,
             "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 100}

@@ -12,13 +12,18 @@ from kvplan.units import GIB
 
 @st.composite
 def hybrid_configs(draw):
-    """A Granite-4.0-H-style (Mamba2) or Qwen3-Next-style (Gated-DeltaNet) config with a random layout."""
+    """A Granite-4.0-H-style (Mamba2), Qwen3-Next-style (Gated-DeltaNet) or LFM2-style (short conv)
+    config with a random layout."""
     n = draw(st.integers(2, 24))
     kinds = draw(st.lists(st.booleans(), min_size=n, max_size=n).filter(lambda k: any(k)))  # True: attention
     kv_heads, head_dim = draw(st.sampled_from([1, 2, 4, 8])), draw(st.sampled_from([64, 128, 256]))
     cfg = {"num_hidden_layers": n, "hidden_size": 512, "num_attention_heads": 8, "num_key_value_heads": kv_heads,
            "head_dim": head_dim, "vocab_size": 1000, "intermediate_size": 1024, "torch_dtype": "bfloat16"}
-    if draw(st.booleans()):
+    family = draw(st.sampled_from(["granitemoehybrid", "qwen3_next", "lfm2"]))
+    if family == "lfm2":
+        cfg.update(model_type="lfm2", layer_types=["full_attention" if a else "conv" for a in kinds],
+                   conv_L_cache=draw(st.sampled_from([3, 4])))
+    elif family == "granitemoehybrid":
         cfg.update(model_type="granitemoehybrid", layer_types=["attention" if a else "mamba" for a in kinds],
                    mamba_n_heads=draw(st.sampled_from([8, 16, 32])), mamba_d_head=64, mamba_n_groups=1,
                    mamba_d_state=draw(st.sampled_from([64, 128])), mamba_d_conv=4, mamba_expand=2)

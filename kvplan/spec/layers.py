@@ -13,7 +13,7 @@ A layer may also hold a fixed per-request `state` (MambaSpec): on its own (kind 
 attention (Falcon-H1, whose layers run attention and Mamba2 in parallel).
 
 Layout keys read: `layer_types` (gpt-oss, Gemma 2/3/3n, Qwen3-Next/3.5 `linear_attention`,
-Granite-4.0-H/Bamba `mamba`), `attn_layer_indices` (Bamba), `hybrid_override_pattern` (Nemotron-H: M mamba, * attention,
+Granite-4.0-H/Bamba `mamba`, LFM2 `conv`), `full_attn_idxs` (LFM2), `attn_layer_indices` (Bamba), `hybrid_override_pattern` (Nemotron-H: M mamba, * attention,
 - MLP, E MoE), `attn_layer_period`/`attn_layer_offset` (Jamba), `attention_chunk_size` with
 `no_rope_layers` (Llama-4: the NoPE layers, every 4th by default, are full), `cross_attention_layers`
 (Llama-3.2-Vision), `num_kv_shared_layers` (Gemma-3n) and the sliding-window conventions of
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from kvplan.errors import ConfigError
-from kvplan.spec.state import RecurrentState, gated_delta_net_state, mamba1_state, mamba2_state
+from kvplan.spec.state import RecurrentState, gated_delta_net_state, mamba1_state, mamba2_state, short_conv_state
 
 AttentionKind = Literal["full", "sliding", "chunked", "mla", "cross", "shared", "none"]
 PER_TOKEN_KINDS = frozenset({"full", "sliding", "chunked", "mla"})  # cache grows with the request
@@ -40,7 +40,9 @@ _LAYER_TYPE_WORDS = {
     "full_attention": "full", "attention": "full", "global": "full", "global_attention": "full",
     "sliding_attention": "sliding", "local_attention": "sliding", "sliding": "sliding",
     "chunked_attention": "chunked", "linear_attention": "linear", "mamba": "linear",
+    "conv": "short_conv",  # LFM2: a gated short convolution (vLLM lfm2.py: anything not full_attention)
 }
+LFM2_TYPES = {"lfm2", "lfm2_moe"}
 
 
 @dataclass(frozen=True)
@@ -135,12 +137,17 @@ def _llama4_chunked(cfg: dict[str, Any], n_layers: int) -> list[str]:
 
 
 def layer_words(cfg: dict[str, Any], n_layers: int, max_pos: int, where: str) -> list[str]:
-    """One word per layer: full, sliding, chunked, cross, mlp, mamba1, mamba2, gdn or full+mamba2."""
+    """One word per layer: full, sliding, chunked, cross, mlp, mamba1, mamba2, gdn, short_conv or full+mamba2."""
     model_type = str(cfg.get("model_type", ""))
     if model_type in ATTENTION_FREE_TYPES:
         return ["mamba1" if model_type in MAMBA1_TYPES else "mamba2"] * n_layers
     if model_type == "falcon_h1":
         return ["full+mamba2"] * n_layers  # attention and Mamba2 side by side in every layer
+    if model_type in LFM2_TYPES and not cfg.get("layer_types"):
+        # transformers' Lfm2Config: attention at full_attn_idxs (default: every layer), short conv elsewhere
+        full = cfg.get("full_attn_idxs")
+        full = set(range(n_layers)) if full is None else set(full)
+        return ["full" if i in full else "short_conv" for i in range(n_layers)]
     if model_type == "bamba" and not cfg.get("layer_types"):
         attn = set(cfg.get("attn_layer_indices") or [])  # Bamba: attention at attn_layer_indices, Mamba2 elsewhere
         return ["full" if i in attn else "mamba2" for i in range(n_layers)]
@@ -178,6 +185,8 @@ def _state_for(word: str, cfg: dict[str, Any], where: str) -> RecurrentState | N
         return mamba2_state(cfg, where)
     if word == "mamba1":
         return mamba1_state(cfg, where)
+    if word == "short_conv":
+        return short_conv_state(cfg, where)
     if word == "gdn":
         if cfg.get("linear_num_value_heads") is None:
             raise ConfigError(f"{where}: linear_attention layers without linear_num_value_heads "
@@ -197,7 +206,7 @@ def build_layers(cfg: dict[str, Any], outer: dict[str, Any], n_layers: int, kv_h
         kind = word.split("+")[0]
         if (kind == "sliding" and not window) or (kind == "chunked" and not chunk):
             kind = "full"  # a layer type without its window attends to everything
-        if kind in ("mamba1", "mamba2", "gdn", "mlp"):
+        if kind in ("mamba1", "mamba2", "gdn", "short_conv", "mlp"):
             layers.append(LayerAttention("none", 0, 0, 0, state=states[word]))
             continue
         span = {"sliding": window, "chunked": int(chunk) if chunk else None,

@@ -6,6 +6,7 @@ Shapes follow the Hugging Face modules (and vLLM's, which load the same checkpoi
             gated norm I, out_proj I x h
     gdn     in_proj_qkvz h x (2 nk dk + 2 nv dv), in_proj_ba h x 2nv, conv1d (2 nk dk + nv dv) x k,
             dt_bias/A_log nv each, norm dv, out_proj nv dv x h
+    short_conv  in_proj h x 3c, depthwise conv1d c x k, out_proj c x h (LFM2)
     mamba1  in_proj h x 2I, conv1d I x k (+ bias), x_proj I x (R + 2N), dt_proj R x I + I,
             A_log I x N, D I, out_proj I x h (Jamba adds dt/B/C layer norms R + 2N)
 """
@@ -54,7 +55,11 @@ def state_mixer_params(cfg: dict[str, Any], state: RecurrentState, hidden: int) 
         if str(cfg.get("model_type", "")) == "jamba":
             params += rank + 2 * n  # dt, B and C layer norms
         return params
-    # linear attention / short conv: projections only (not yet seen in a bundled profile)
+    if state.kind == "short_conv":
+        # LFM2 ShortConv: in_proj h x 3c (B, C, x gates), depthwise conv c x k, out_proj c x h (biases: conv_bias)
+        c = state.conv_channels
+        return hidden * 3 * c + c * state.conv_kernel + c * hidden + ((3 * c + c + hidden) if _flag(cfg, "conv_bias") else 0)
+    # linear attention: projections only (not yet seen in a bundled profile)
     return 4 * hidden * state.heads * state.head_dim + state.conv_elements_total(1) * state.conv_kernel
 
 
@@ -78,6 +83,9 @@ def mlp_plan(cfg: dict[str, Any], n_layers: int) -> list[str] | None:
     if model_type == "jamba":
         period, offset = int(cfg.get("expert_layer_period") or 1), int(cfg.get("expert_layer_offset") or 0)
         return ["moe" if i % period == offset else "dense" for i in range(n_layers)]
+    if model_type == "lfm2_moe":  # the first num_dense_layers layers dense, then experts
+        dense = int(cfg.get("num_dense_layers") or 0)
+        return ["dense" if i < dense else "moe" for i in range(n_layers)]
     if model_type.startswith("llama4"):
         step = int(cfg.get("interleave_moe_layer_step") or 1)
         return ["moe" if (i + 1) % step == 0 else "dense" for i in range(n_layers)]

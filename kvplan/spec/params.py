@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 _GATED_MLP_FREE = {"gpt2", "falcon", "opt", "phi", "gpt_neox", "gptj", "bloom", "starcoder2", "gpt_bigcode"}
 _LAYERNORM_WITH_BIAS = {"gpt2", "falcon", "opt", "phi", "gpt_neox", "gptj", "bloom", "starcoder2", "gpt_bigcode"}
 _QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "gpt2", "opt", "phi", "gpt_neox", "bloom", "starcoder2"}
-_QK_NORM = {"qwen3", "qwen3_moe", "gemma3_text", "gemma3", "olmo2", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"}
+_QK_NORM = {"qwen3", "qwen3_moe", "gemma3_text", "gemma3", "olmo2", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text",
+            "lfm2", "lfm2_moe"}
 _ATTENTION_WEIGHT_KINDS = {"full", "sliding", "chunked", "mla", "cross", "shared"}
 _FOUR_NORMS = {"gemma2", "gemma3_text", "gemma3"}
 _GRANITE_SHARED_MLP = {"granitemoehybrid", "granitemoeshared"}  # shared_mlp: input_linear h x 2s, output_linear s x h
@@ -64,6 +65,16 @@ def _moe(cfg: dict[str, Any]) -> tuple[int, int, int, int]:
     return int(n), int(k), int(inter if not isinstance(inter, list) else max(inter)), int(shared)
 
 
+def _lfm2_ff_width(cfg: dict[str, Any], inter: int) -> int:
+    """LFM2's MLP width (vLLM lfm2.py Lfm2MLP): 2/3 of intermediate_size, times block_ffn_dim_multiplier,
+    rounded up to block_multiple_of."""
+    width = int(2 * inter / 3)
+    if cfg.get("block_ffn_dim_multiplier") is not None:
+        width = int(float(cfg["block_ffn_dim_multiplier"]) * width)
+    multiple = int(cfg.get("block_multiple_of") or 256)
+    return multiple * ((width + multiple - 1) // multiple)
+
+
 def _attention(cfg: dict[str, Any], hidden: int, n_heads: int, kv_heads: int, head_dim: int) -> int:
     mt = str(cfg.get("model_type", ""))
     if cfg.get("kv_lora_rank"):  # MLA (DeepSeek-V2/V3, Kimi)
@@ -108,7 +119,8 @@ def _mlp_params(cfg: dict[str, Any], n_layers: int, hidden: int, dense_mlp: int)
                 for i in range(n_layers)]
     expert = _expert_params(cfg, hidden, exp_inter)
     # gpt-oss router bias; DeepSeek-V3 / Nemotron-H (noaux_tc) keep a per-expert score-correction bias
-    router = hidden * n_exp + (n_exp if mt in ("gpt_oss", "nemotron_h") or cfg.get("topk_method") == "noaux_tc" else 0)
+    biased = mt in ("gpt_oss", "nemotron_h") or cfg.get("topk_method") == "noaux_tc" or cfg.get("use_expert_bias")
+    router = hidden * n_exp + (n_exp if biased else 0)
     shared_inter = cfg.get("shared_expert_intermediate_size") or cfg.get("moe_shared_expert_intermediate_size")
     shared = n_shared * (_expert_params(cfg, hidden, int(shared_inter)) if mt == "nemotron_h" and shared_inter else expert)
     mlp_dense = experts = experts_active = 0
@@ -156,6 +168,8 @@ def count_params(cfg: dict[str, Any], *, layers: tuple[LayerAttention, ...], hid
     gated = mt not in _GATED_MLP_FREE and gated_mlp(mt)
     mlp_bias = mt in ("gpt2", "opt", "phi", "falcon") and mt != "falcon"
     dense_inter = int(cfg.get("intermediate_size_mlp") or intermediate) if mt.startswith("llama4") else intermediate
+    if cfg.get("block_auto_adjust_ff_dim"):
+        dense_inter = _lfm2_ff_width(cfg, dense_inter)
     dense_mlp = (3 if gated else 2) * hidden * dense_inter + ((dense_inter + hidden) if mlp_bias else 0)
     mlp_dense, experts, experts_active = _mlp_params(cfg, n_layers, hidden, dense_mlp)
     return ParamCount(embedding, lm_head, attention, mlp_dense, experts, experts_active, norms, mixer, encoder)

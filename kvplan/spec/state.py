@@ -129,6 +129,14 @@ def mamba2_state(cfg: dict[str, Any], where: str) -> RecurrentState:
         groups=_int(cfg, where, "mamba_n_groups", "n_groups", default=1), ssm_dtype=_ssm_dtype(cfg, model_type, where))
 
 
+def short_conv_state(cfg: dict[str, Any], where: str) -> RecurrentState:
+    """LFM2 `conv` layers (vLLM lfm2.py `short_conv_state_shape(intermediate_size=conv_dim,
+    conv_kernel=conv_L_cache)`): a conv state of (conv_L_cache - 1) x conv_dim, no SSM state."""
+    hidden = _int(cfg, where, "hidden_size")
+    channels = _int(cfg, where, "conv_dim", default=hidden)  # transformers' Lfm2Config convolves the hidden width
+    return RecurrentState("short_conv", channels, _int(cfg, where, "conv_L_cache", default=3), channels, 1, 0)
+
+
 def mamba1_state(cfg: dict[str, Any], where: str) -> RecurrentState:
     """Mamba v1 mixers: Jamba (`mamba_expand` x hidden, `mamba_d_state`, `mamba_d_conv`) and
     Mamba / Falcon-Mamba (`intermediate_size`, `state_size`, `conv_kernel`)."""
