@@ -12,15 +12,17 @@ from kvplan.units import GIB
 
 @st.composite
 def hybrid_configs(draw):
-    """A Granite-4.0-H-style (Mamba2), Qwen3-Next-style (Gated-DeltaNet) or LFM2-style (short conv)
-    config with a random layout."""
+    """A Granite-4.0-H-style (Mamba2), Qwen3-Next-style (Gated-DeltaNet), LFM2-style (short conv) or
+    MiniMax-style (lightning attention) config with a random layout."""
     n = draw(st.integers(2, 24))
     kinds = draw(st.lists(st.booleans(), min_size=n, max_size=n).filter(lambda k: any(k)))  # True: attention
     kv_heads, head_dim = draw(st.sampled_from([1, 2, 4, 8])), draw(st.sampled_from([64, 128, 256]))
     cfg = {"num_hidden_layers": n, "hidden_size": 512, "num_attention_heads": 8, "num_key_value_heads": kv_heads,
            "head_dim": head_dim, "vocab_size": 1000, "intermediate_size": 1024, "torch_dtype": "bfloat16"}
-    family = draw(st.sampled_from(["granitemoehybrid", "qwen3_next", "lfm2"]))
-    if family == "lfm2":
+    family = draw(st.sampled_from(["granitemoehybrid", "qwen3_next", "lfm2", "minimax"]))
+    if family == "minimax":
+        cfg.update(model_type="minimax", layer_types=["full_attention" if a else "linear_attention" for a in kinds])
+    elif family == "lfm2":
         cfg.update(model_type="lfm2", layer_types=["full_attention" if a else "conv" for a in kinds],
                    conv_L_cache=draw(st.sampled_from([3, 4])))
     elif family == "granitemoehybrid":

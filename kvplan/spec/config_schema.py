@@ -114,11 +114,13 @@ _FIELDS: dict[str, Any] = {
     **dict.fromkeys(("hidden_size", "n_embd", "d_model", "dim"), _whole(1, _WIDTH)),
     **dict.fromkeys(("num_attention_heads", "n_head", "num_heads", "n_heads", "num_key_value_heads", "num_kv_heads",
                      "n_head_kv", "multi_query_group_num", "linear_num_key_heads", "linear_num_value_heads",
-                     "mamba_n_heads", "mamba_num_heads", "n_groups", "mamba_n_groups"), _whole(1, _HEADS)),
+                     "mamba_n_heads", "mamba_num_heads", "n_groups", "mamba_n_groups", "n_mamba_heads", "mamba_ngroups", "linear_num_heads"),
+                    _whole(1, _HEADS)),
     **dict.fromkeys(("head_dim", "attention_head_dim", "kv_lora_rank", "qk_rope_head_dim", "q_lora_rank",
                      "qk_nope_head_dim", "v_head_dim", "linear_key_head_dim", "linear_value_head_dim", "mamba_d_head",
                      "mamba_head_dim", "ssm_state_size", "state_size", "mamba_d_state", "d_state", "conv_kernel",
-                     "mamba_d_conv", "d_conv", "linear_conv_kernel_dim", "conv_L_cache"), _whole(1, _DIM)),
+                     "mamba_d_conv", "d_conv", "linear_conv_kernel_dim", "conv_L_cache", "mamba_headdim",
+                     "linear_head_dim"), _whole(1, _DIM)),
     "intermediate_size": _whole_or_list(1, _WIDTH * 16),
     **dict.fromkeys(("ffn_dim", "n_inner", "ffn_hidden_size", "moe_intermediate_size", "shared_expert_intermediate_size",
                      "moe_shared_expert_intermediate_size", "intermediate_size_mlp", "mamba_d_ssm", "vocab_size", "conv_dim", "block_multiple_of"),
@@ -127,24 +129,26 @@ _FIELDS: dict[str, Any] = {
                     _whole(1, _TOKENS)),
     "sliding_window": _whole(0, _TOKENS),  # 0: no window in some configs
     **dict.fromkeys(("num_local_experts", "num_experts", "num_experts_per_tok", "n_routed_experts", "n_shared_experts",
-                     "experts_per_token", "moe_topk"), _whole(0, 2**16)),
+                     "experts_per_token", "moe_topk", "num_experts_per_token", "num_shared_experts"), _whole(0, 2**16)),
     **dict.fromkeys(("first_k_dense_replace", "max_window_layers", "num_kv_shared_layers", "attn_layer_offset",
                      "expert_layer_offset", "num_dense_layers"), _whole(0, _LAYERS)),
+    **dict.fromkeys(("num_mem_blocks", "adapter_rank"), _whole(1, _WIDTH)),
     **dict.fromkeys(("sliding_window_pattern", "attn_layer_period", "expert_layer_period", "full_attention_interval",
                      "interleave_moe_layer_step", "decoder_sparse_step", "no_rope_layer_interval"), _whole(1, _LAYERS)),
     **dict.fromkeys(("expand", "mamba_expand"), _number(0, 2**10)),
     "partial_rotary_factor": _number(0, 1),
     "block_ffn_dim_multiplier": _number(0, 2**10),
     **dict.fromkeys(("time_step_rank", "mamba_dt_rank"), _whole_or_auto(1, _WIDTH)),
-    **dict.fromkeys(("cross_attention_layers", "mlp_only_layers", "attn_layer_indices", "no_rope_layers", "full_attn_idxs"),
-                    _whole_list(0, _LAYERS)),
-    "layer_types": _TEXTS,
+    **dict.fromkeys(("cross_attention_layers", "mlp_only_layers", "attn_layer_indices", "no_rope_layers", "full_attn_idxs",
+                     "attn_type_list", "decoder_attention_types", "hybrid_layer_ids"), _whole_list(0, _LAYERS)),
+    **dict.fromkeys(("layer_types", "layers_block_type", "mlp_layer_types"), _TEXTS),
     "architectures": _TEXTS,
     **dict.fromkeys(("hybrid_override_pattern", "model_type", "torch_dtype", "dtype", "mamba_ssm_dtype",
                      "mamba_ssm_cache_dtype", "topk_method"), _TEXT),
     **dict.fromkeys(("tie_word_embeddings", "attention_bias", "multi_query", "new_decoder_architecture",
                      "use_sliding_window", "mamba_conv_bias", "mamba_proj_bias", "use_bias", "use_conv_bias",
-                     "attn_output_gate", "bias", "conv_bias", "block_auto_adjust_ff_dim", "use_expert_bias"), _FLAG),
+                     "attn_output_gate", "bias", "conv_bias", "block_auto_adjust_ff_dim", "add_bias_linear",
+                     "use_shared_attention_adapter"), _FLAG),
 }
 _OPEN = ConfigDict(extra="allow", protected_namespaces=())  # keys the planner does not read pass untouched
 
@@ -194,6 +198,17 @@ class RopeScaling(BaseModel):
     factor: _number(0, 2**10) = None  # type: ignore[valid-type]
 
 
+class LinearAttnConfig(BaseModel):
+    """Kimi-Linear's `linear_attn_config` (its KDA layers, 1-based, and their head geometry)."""
+
+    model_config = _OPEN
+    num_heads: _whole(1, _HEADS) = None  # type: ignore[valid-type]
+    head_dim: _whole(1, _DIM) = None  # type: ignore[valid-type]
+    short_conv_kernel_size: _whole(1, _DIM) = None  # type: ignore[valid-type]
+    kda_layers: _whole_list(1, _LAYERS) = None  # type: ignore[valid-type]
+    full_attn_layers: _whole_list(1, _LAYERS) = None  # type: ignore[valid-type]
+
+
 _Keys = create_model("_Keys", __config__=_OPEN, **{k: (t, None) for k, t in _FIELDS.items()})  # type: ignore[call-overload]
 
 
@@ -206,6 +221,7 @@ class HfConfig(_Keys):  # type: ignore[misc, valid-type]
     vision_config: Optional[VisionConfig] = None
     quantization_config: Optional[QuantConfig] = None
     rope_scaling: Optional[RopeScaling] = None
+    linear_attn_config: Optional[LinearAttnConfig] = None
 
 
 HfConfig.model_rebuild()

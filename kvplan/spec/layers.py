@@ -10,10 +10,11 @@ Kinds (per-token cache):
     shared    reads another layer's cache and holds none (Gemma-3n `num_kv_shared_layers`)
     none      no attention cache (a Mamba / linear-attention mixer, or an MLP-only layer)
 A layer may also hold a fixed per-request `state` (MambaSpec): on its own (kind none) or beside its
-attention (Falcon-H1, whose layers run attention and Mamba2 in parallel).
+attention (Falcon-H1, whose layers run attention and Mamba2 in parallel; Zamba2's hybrid layers).
 
 Layout keys read: `layer_types` (gpt-oss, Gemma 2/3/3n, Qwen3-Next/3.5 `linear_attention`,
-Granite-4.0-H/Bamba `mamba`, LFM2 `conv`), `full_attn_idxs` (LFM2), `attn_layer_indices` (Bamba), `hybrid_override_pattern` (Nemotron-H: M mamba, * attention,
+Granite-4.0-H/Bamba `mamba`, LFM2 `conv`, MiniMax `linear_attention`), `full_attn_idxs` (LFM2),
+`attn_type_list` (MiniMax-Text-01/M1), `layers_block_type` (Zamba2 mamba / hybrid), `attn_layer_indices` (Bamba), `hybrid_override_pattern` (Nemotron-H: M mamba, * attention,
 - MLP, E MoE), `attn_layer_period`/`attn_layer_offset` (Jamba), `attention_chunk_size` with
 `no_rope_layers` (Llama-4: the NoPE layers, every 4th by default, are full), `cross_attention_layers`
 (Llama-3.2-Vision), `num_kv_shared_layers` (Gemma-3n) and the sliding-window conventions of
@@ -25,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from kvplan.errors import ConfigError
-from kvplan.spec.state import RecurrentState, gated_delta_net_state, mamba1_state, mamba2_state, short_conv_state
+from kvplan.spec.state import (RecurrentState, gated_delta_net_state, linear_attention_state, mamba1_state,
+                               mamba2_state, short_conv_state)
 
 AttentionKind = Literal["full", "sliding", "chunked", "mla", "cross", "shared", "none"]
 PER_TOKEN_KINDS = frozenset({"full", "sliding", "chunked", "mla"})  # cache grows with the request
@@ -43,6 +45,7 @@ _LAYER_TYPE_WORDS = {
     "conv": "short_conv",  # LFM2: a gated short convolution (vLLM lfm2.py: anything not full_attention)
 }
 LFM2_TYPES = {"lfm2", "lfm2_moe"}
+MINIMAX_TYPES = {"minimax", "minimax_text_01", "minimax_m1"}  # lightning (linear) attention hybrids
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,55 @@ def _from_period(cfg: dict[str, Any], n_layers: int, where: str) -> list[str]:
     return ["full" if i % period == offset else "mamba1" for i in range(n_layers)]
 
 
+def _minimax(cfg: dict[str, Any], n_layers: int, where: str) -> list[str]:
+    """MiniMax-Text-01 / M1 (vLLM minimax_text_01.py): `attn_type_list` (or `decoder_attention_types`),
+    0 = lightning linear attention, 1 = softmax attention; else transformers' `layer_types`; else all
+    softmax. The softmax layers ignore `sliding_window` (vLLM does not pass it to Attention)."""
+    flags = cfg.get("attn_type_list") or cfg.get("decoder_attention_types")
+    if flags:
+        if len(flags) != n_layers or set(flags) - {0, 1}:
+            raise ConfigError(f"{where}: attn_type_list must hold {n_layers} entries of 0 (linear) or 1 (full)")
+        return ["full" if flag == 1 else "linear" for flag in flags]
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and types:
+        words = {"full_attention": "full", "linear_attention": "linear"}
+        if len(types) != n_layers or set(types) - set(words):
+            raise ConfigError(f"{where}: layer_types must hold {n_layers} entries of full_attention or linear_attention")
+        return [words[t] for t in types]
+    return ["full"] * n_layers
+
+
+def _zamba2(cfg: dict[str, Any], n_layers: int, where: str) -> list[str]:
+    """Zamba2 (vLLM zamba2.py): every layer runs a Mamba2 mixer; a "hybrid" layer also runs the shared
+    attention block, whose weights are shared but whose KV cache is its own."""
+    blocks = cfg.get("layers_block_type")
+    if blocks is None and isinstance(cfg.get("hybrid_layer_ids"), list):
+        blocks = ["hybrid" if i in set(cfg["hybrid_layer_ids"]) else "mamba" for i in range(n_layers)]
+    # transformers 5 writes the Mamba layers as "linear_attention"
+    if not isinstance(blocks, list) or len(blocks) != n_layers or set(blocks) - {"mamba", "linear_attention", "hybrid"}:
+        raise ConfigError(f"{where}: Zamba2 needs layers_block_type: {n_layers} entries of mamba or hybrid")
+    return ["full+mamba2" if b == "hybrid" else "mamba2" for b in blocks]
+
+
+def kda_layer_indexes(cfg: dict[str, Any], n_layers: int, where: str) -> set[int]:
+    """Kimi-Linear: the KDA (linear) layers, 0-based. vLLM kimi_linear.py reads the checkpoint's
+    `linear_attn_config.kda_layers` (1-based; every other layer is MLA); transformers 5 writes `layer_types`."""
+    if str(cfg.get("model_type", "")) != "kimi_linear":
+        return set()
+    lin = cfg.get("linear_attn_config")
+    if isinstance(lin, dict) and lin.get("kda_layers") is not None:
+        kda = lin["kda_layers"]
+        if not isinstance(kda, list) or not all(isinstance(i, int) and 1 <= i <= n_layers for i in kda):
+            raise ConfigError(f"{where}: linear_attn_config.kda_layers must list layer numbers 1..{n_layers}")
+        return {i - 1 for i in kda}
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and types:
+        if len(types) != n_layers or set(types) - {"full_attention", "linear_attention"}:
+            raise ConfigError(f"{where}: layer_types must hold {n_layers} entries of full_attention or linear_attention")
+        return {i for i, t in enumerate(types) if t == "linear_attention"}
+    return set()
+
+
 def _llama4_chunked(cfg: dict[str, Any], n_layers: int) -> list[str]:
     """Llama-4: RoPE layers attend within `attention_chunk_size` chunks; NoPE layers
     (`no_rope_layers[i] == 0`, by default every 4th) attend to everything (vLLM llama4.py)."""
@@ -137,12 +189,16 @@ def _llama4_chunked(cfg: dict[str, Any], n_layers: int) -> list[str]:
 
 
 def layer_words(cfg: dict[str, Any], n_layers: int, max_pos: int, where: str) -> list[str]:
-    """One word per layer: full, sliding, chunked, cross, mlp, mamba1, mamba2, gdn, short_conv or full+mamba2."""
+    """One word per layer: full, sliding, chunked, cross, mlp, mamba1, mamba2, gdn, short_conv, linear or full+mamba2."""
     model_type = str(cfg.get("model_type", ""))
     if model_type in ATTENTION_FREE_TYPES:
         return ["mamba1" if model_type in MAMBA1_TYPES else "mamba2"] * n_layers
     if model_type == "falcon_h1":
         return ["full+mamba2"] * n_layers  # attention and Mamba2 side by side in every layer
+    if model_type in MINIMAX_TYPES:
+        return _minimax(cfg, n_layers, where)
+    if model_type == "zamba2":
+        return _zamba2(cfg, n_layers, where)
     if model_type in LFM2_TYPES and not cfg.get("layer_types"):
         # transformers' Lfm2Config: attention at full_attn_idxs (default: every layer), short conv elsewhere
         full = cfg.get("full_attn_idxs")
@@ -180,13 +236,15 @@ def _encoder_tokens(outer: dict[str, Any], where: str) -> int:
         raise ConfigError(f"{where}: cross_attention_layers need vision_config image_size and patch_size") from None
 
 
-def _state_for(word: str, cfg: dict[str, Any], where: str) -> RecurrentState | None:
+def _state_for(word: str, cfg: dict[str, Any], head_dim: int, where: str) -> RecurrentState | None:
     if word.endswith("mamba2"):
         return mamba2_state(cfg, where)
     if word == "mamba1":
         return mamba1_state(cfg, where)
     if word == "short_conv":
         return short_conv_state(cfg, where)
+    if word == "linear":
+        return linear_attention_state(cfg, head_dim, where)
     if word == "gdn":
         if cfg.get("linear_num_value_heads") is None:
             raise ConfigError(f"{where}: linear_attention layers without linear_num_value_heads "
@@ -199,14 +257,14 @@ def build_layers(cfg: dict[str, Any], outer: dict[str, Any], n_layers: int, kv_h
                  max_pos: int, where: str) -> tuple[LayerAttention, ...]:
     """Every decoder layer's cache, in order (MLA handled by the caller)."""
     words = layer_words(cfg, n_layers, max_pos, where)
-    states = {w: _state_for(w, cfg, where) for w in set(words)}  # one shape per family
+    states = {w: _state_for(w, cfg, head_dim, where) for w in set(words)}  # one shape per family
     window, chunk = _window(cfg), cfg.get("attention_chunk_size")
     layers = []
     for word in words:
         kind = word.split("+")[0]
         if (kind == "sliding" and not window) or (kind == "chunked" and not chunk):
             kind = "full"  # a layer type without its window attends to everything
-        if kind in ("mamba1", "mamba2", "gdn", "short_conv", "mlp"):
+        if kind in ("mamba1", "mamba2", "gdn", "short_conv", "linear", "mlp"):
             layers.append(LayerAttention("none", 0, 0, 0, state=states[word]))
             continue
         span = {"sliding": window, "chunked": int(chunk) if chunk else None,

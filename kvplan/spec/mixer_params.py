@@ -6,6 +6,7 @@ Shapes follow the Hugging Face modules (and vLLM's, which load the same checkpoi
             gated norm I, out_proj I x h
     gdn     in_proj_qkvz h x (2 nk dk + 2 nv dv), in_proj_ba h x 2nv, conv1d (2 nk dk + nv dv) x k,
             dt_bias/A_log nv each, norm dv, out_proj nv dv x h
+    linear  qkv_proj h x 3HD, output_gate h x HD, out_proj HD x h, norm HD (MiniMax lightning attention)
     short_conv  in_proj h x 3c, depthwise conv1d c x k, out_proj c x h (LFM2)
     mamba1  in_proj h x 2I, conv1d I x k (+ bias), x_proj I x (R + 2N), dt_proj R x I + I,
             A_log I x N, D I, out_proj I x h (Jamba adds dt/B/C layer norms R + 2N)
@@ -32,7 +33,7 @@ def _dt_rank(cfg: dict[str, Any], hidden: int) -> int:
 
 def state_mixer_params(cfg: dict[str, Any], state: RecurrentState, hidden: int) -> int:
     """Weights of one layer's state mixer (its conv and recurrent parameters included)."""
-    proj_bias = _flag(cfg, "mamba_proj_bias", "use_bias")
+    proj_bias = _flag(cfg, "mamba_proj_bias", "use_bias", "add_bias_linear" if cfg.get("model_type") == "zamba2" else "use_bias")
     conv_bias = _flag(cfg, "mamba_conv_bias", "use_conv_bias", default=True)
     if state.kind == "gdn":
         nv, dv, dk = state.heads, state.head_dim, state.state_size
@@ -55,12 +56,20 @@ def state_mixer_params(cfg: dict[str, Any], state: RecurrentState, hidden: int) 
         if str(cfg.get("model_type", "")) == "jamba":
             params += rank + 2 * n  # dt, B and C layer norms
         return params
+    if state.kind == "kda":
+        # Kimi-Linear KDA: q/k/v h x Hd, depthwise convs 3Hd x k, forget gate (dt_bias Hd, A_log H, f_a h x d,
+        # f_b d x Hd), beta b_proj h x H, output gate (g_a h x d, g_b d x Hd), o_norm d, o_proj Hd x h
+        heads, d = state.heads, state.head_dim
+        inner = heads * d
+        return 4 * hidden * inner + state.conv_channels * state.conv_kernel + inner + heads + 2 * (hidden * d + d * inner) \
+            + hidden * heads + d
     if state.kind == "short_conv":
         # LFM2 ShortConv: in_proj h x 3c (B, C, x gates), depthwise conv c x k, out_proj c x h (biases: conv_bias)
         c = state.conv_channels
         return hidden * 3 * c + c * state.conv_kernel + c * hidden + ((3 * c + c + hidden) if _flag(cfg, "conv_bias") else 0)
-    # linear attention: projections only (not yet seen in a bundled profile)
-    return 4 * hidden * state.heads * state.head_dim + state.conv_elements_total(1) * state.conv_kernel
+    # MiniMax lightning attention: qkv_proj h x 3HD, output_gate h x HD, out_proj HD x h, RMSNorm over HD
+    inner = state.heads * state.head_dim
+    return 5 * hidden * inner + inner
 
 
 def norms_per_layer(model_type: str, has_mlp: bool) -> int:
@@ -75,14 +84,16 @@ def mlp_plan(cfg: dict[str, Any], n_layers: int) -> list[str] | None:
     """Per layer "dense", "moe" or "none" for the families whose layout is not the MoE step rule;
     None: the caller's default (every layer MoE or dense by `decoder_sparse_step` / `mlp_only_layers`)."""
     model_type = str(cfg.get("model_type", ""))
-    if model_type in ("mamba", "falcon_mamba", "mamba2"):
-        return ["none"] * n_layers
+    if model_type in ("mamba", "falcon_mamba", "mamba2", "zamba2"):
+        return ["none"] * n_layers  # Zamba2: its MLPs live in the shared blocks (params.zamba2_shared)
     if model_type == "nemotron_h":
         pattern = str(cfg.get("hybrid_override_pattern") or "")
         return [{"-": "dense", "E": "moe"}.get(c, "none") for c in pattern]
     if model_type == "jamba":
         period, offset = int(cfg.get("expert_layer_period") or 1), int(cfg.get("expert_layer_offset") or 0)
         return ["moe" if i % period == offset else "dense" for i in range(n_layers)]
+    if isinstance(cfg.get("mlp_layer_types"), list) and len(cfg["mlp_layer_types"]) == n_layers:
+        return ["moe" if t == "sparse" else "dense" for t in cfg["mlp_layer_types"]]  # Kimi-Linear (transformers 5)
     if model_type == "lfm2_moe":  # the first num_dense_layers layers dense, then experts
         dense = int(cfg.get("num_dense_layers") or 0)
         return ["dense" if i < dense else "moe" for i in range(n_layers)]

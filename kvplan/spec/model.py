@@ -17,7 +17,9 @@ from kvplan.errors import ConfigError
 from kvplan.spec.config_schema import check_config
 from kvplan.spec.dtypes import MODEL_DTYPE_BYTES, normalize_model_dtype
 from kvplan.spec.encoder_params import encoder_params
-from kvplan.spec.layers import ATTENTION_FREE_TYPES, PER_TOKEN_KINDS, AttentionKind, LayerAttention, build_layers
+from kvplan.spec.layers import (ATTENTION_FREE_TYPES, PER_TOKEN_KINDS, AttentionKind, LayerAttention, build_layers,
+                                kda_layer_indexes)
+from kvplan.spec.state import kda_state
 from kvplan.spec.params import ParamCount, count_params
 from kvplan.spec.quant import WeightQuant, weight_quant_from_config
 
@@ -201,6 +203,12 @@ def _attention_geometry(cfg: dict[str, Any], hidden: int, where: str) -> _Attent
     if str(cfg.get("model_type", "")) in ATTENTION_FREE_TYPES:
         return _Attention(0, 0, 0)  # Mamba / Mamba2: no attention layer at all
     n_heads = _require_int(cfg, "num_attention_heads", where)
+    if cfg.get("model_type") == "zamba2":
+        # transformers' Zamba2Config overwrites attention_head_dim with 2 x hidden / heads (the shared block
+        # attends over [hidden, original embedding]); vLLM zamba2.py passes no num_kv_heads: multi-head
+        if (2 * hidden) % n_heads:
+            raise ConfigError(f"{where}: 2 x hidden_size={hidden} is not divisible by num_attention_heads={n_heads}")
+        return _Attention(n_heads, n_heads, 2 * hidden // n_heads)
     explicit = cfg.get("head_dim") or cfg.get("attention_head_dim")  # Nemotron-H: attention_head_dim
     if explicit is not None:
         head_dim = int(explicit)
@@ -252,8 +260,10 @@ def _layers(cfg: dict[str, Any], outer: dict[str, Any], n_layers: int, att: _Att
         _require_int(cfg, "qk_nope_head_dim", where)  # MLA: the parameter count needs all three
         _require_int(cfg, "v_head_dim", where)
         latent = int(cfg["kv_lora_rank"]) + _require_int(cfg, "qk_rope_head_dim", where)
-        return tuple(LayerAttention("mla", 1, latent, 0, indexer_bytes_per_token=_indexer_bytes(cfg, where))
-                     for _ in range(n_layers))
+        mla = LayerAttention("mla", 1, latent, 0, indexer_bytes_per_token=_indexer_bytes(cfg, where))
+        kda = kda_layer_indexes(cfg, n_layers, where)  # Kimi-Linear: KDA state layers between the MLA ones
+        kda_layer = LayerAttention("none", 0, 0, 0, state=kda_state(cfg, where)) if kda else None
+        return tuple(kda_layer if i in kda else mla for i in range(n_layers))
     return build_layers(cfg, outer, n_layers, att.kv_heads, att.head_dim, max_pos, where)
 
 
@@ -263,7 +273,8 @@ def spec_from_config(config: dict[str, Any], name: str, *, where: str = "config.
     check_config(config, where)  # every key read below has its type and range (config_schema)
     outer = config
     cfg = _with_defaults(text_config(config))
-    if not cfg.get("hybrid_override_pattern") and isinstance(cfg.get("layers_block_type"), list):
+    if not cfg.get("hybrid_override_pattern") and isinstance(cfg.get("layers_block_type"), list) \
+            and cfg.get("model_type") != "zamba2":
         cfg["hybrid_override_pattern"] = _nemotron_pattern(cfg["layers_block_type"], where)
     if _get(cfg, "num_hidden_layers") is None and isinstance(cfg.get("hybrid_override_pattern"), str):
         cfg["num_hidden_layers"] = len(cfg["hybrid_override_pattern"])  # Nemotron-H: one character per layer

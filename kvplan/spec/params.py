@@ -59,9 +59,10 @@ class ParamCount:
 def _moe(cfg: dict[str, Any]) -> tuple[int, int, int, int]:
     """(routed experts, experts per token, expert intermediate size, shared experts)."""
     n = cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts") or 0
-    k = cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or cfg.get("moe_topk") or 0
+    k = cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or cfg.get("moe_topk") or cfg.get("num_experts_per_token") or 0
     inter = cfg.get("moe_intermediate_size") or cfg.get("intermediate_size") or 0
-    shared = cfg.get("n_shared_experts") or (1 if str(cfg.get("model_type", "")).startswith("llama4") else 0)
+    shared = cfg.get("n_shared_experts") or cfg.get("num_shared_experts") \
+        or (1 if str(cfg.get("model_type", "")).startswith("llama4") else 0)
     return int(n), int(k), int(inter if not isinstance(inter, list) else max(inter)), int(shared)
 
 
@@ -119,8 +120,7 @@ def _mlp_params(cfg: dict[str, Any], n_layers: int, hidden: int, dense_mlp: int)
                 for i in range(n_layers)]
     expert = _expert_params(cfg, hidden, exp_inter)
     # gpt-oss router bias; DeepSeek-V3 / Nemotron-H (noaux_tc) keep a per-expert score-correction bias
-    biased = mt in ("gpt_oss", "nemotron_h") or cfg.get("topk_method") == "noaux_tc" or cfg.get("use_expert_bias")
-    router = hidden * n_exp + (n_exp if biased else 0)
+    router = hidden * n_exp + (n_exp if mt in ("gpt_oss", "nemotron_h") or cfg.get("topk_method") == "noaux_tc" else 0)
     shared_inter = cfg.get("shared_expert_intermediate_size") or cfg.get("moe_shared_expert_intermediate_size")
     shared = n_shared * (_expert_params(cfg, hidden, int(shared_inter)) if mt == "nemotron_h" and shared_inter else expert)
     mlp_dense = experts = experts_active = 0
@@ -136,6 +136,22 @@ def _mlp_params(cfg: dict[str, Any], n_layers: int, hidden: int, dense_mlp: int)
             if mt in _GRANITE_SHARED_MLP and cfg.get("shared_intermediate_size"):
                 mlp_dense += 3 * hidden * int(cfg["shared_intermediate_size"])  # beside the experts, no gate
     return mlp_dense, experts, experts_active
+
+
+def _zamba2_shared(cfg: dict[str, Any], hidden: int, n_heads: int, head_dim: int, n_hybrid: int) -> tuple[int, int, int]:
+    """Zamba2's shared transformer blocks (transformers modeling_zamba2.py; vLLM zamba2.py loads the same):
+    `num_mem_blocks` copies of attention over [hidden, embedding] (2h -> H d, o_proj H d -> h, multi-head) and a
+    gated MLP, cycled over the hybrid layers; each hybrid layer adds its own h x h `linear`, a LoRA-style adapter
+    on the MLP's gate_up (h x r + r x 2I) and, with use_shared_attention_adapter, on q, k and v (2h x r + r x 2h).
+    Returns (attention, MLP, norms)."""
+    blocks, rank, inter = int(cfg.get("num_mem_blocks") or 1), int(cfg.get("adapter_rank") or 128), int(cfg["intermediate_size"])
+    bias = bool(cfg.get("add_bias_linear"))
+    attention = blocks * (2 * hidden * 3 * n_heads * head_dim + n_heads * head_dim * hidden)
+    if cfg.get("use_shared_attention_adapter"):
+        attention += n_hybrid * 3 * (2 * hidden * rank + rank * 2 * hidden)
+    mlp = blocks * (hidden * 2 * inter + inter * hidden + ((2 * inter + hidden) if bias else 0))
+    mlp += n_hybrid * (hidden * hidden + hidden * rank + rank * 2 * inter)
+    return attention, mlp, blocks * 3 * hidden  # input_layernorm over 2h, pre_ff_layernorm over h
 
 
 def count_params(cfg: dict[str, Any], *, layers: tuple[LayerAttention, ...], hidden: int, n_heads: int,
@@ -172,4 +188,7 @@ def count_params(cfg: dict[str, Any], *, layers: tuple[LayerAttention, ...], hid
         dense_inter = _lfm2_ff_width(cfg, dense_inter)
     dense_mlp = (3 if gated else 2) * hidden * dense_inter + ((dense_inter + hidden) if mlp_bias else 0)
     mlp_dense, experts, experts_active = _mlp_params(cfg, n_layers, hidden, dense_mlp)
+    if mt == "zamba2":
+        attention, mlp_dense, shared_norms = _zamba2_shared(cfg, hidden, n_heads, head_dim, attending)
+        norms += shared_norms
     return ParamCount(embedding, lm_head, attention, mlp_dense, experts, experts_active, norms, mixer, encoder)

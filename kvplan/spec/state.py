@@ -11,8 +11,9 @@ Shapes per TP rank (SD layout; the element count is the same in DS):
     mamba1      conv (k-1, I/tp)                        ssm (I/tp, N)
     mamba2      conv (k-1, (I + 2 G' N)/tp)             ssm (H/tp, P, N)   G' = G extended to a multiple of tp
     gdn         conv (k-1, (2 nk dk + nv dv)/tp)        ssm (nv/tp, dv, dk)
-    linear      -                                       ssm (H/tp, d, d)
-    short_conv  conv (k-1, I/tp)                        -
+    kda         conv (k-1, 3 H d/tp) (q, k and v)       ssm (H/tp, d, d) float32 (Kimi-Linear)
+    linear      -                                       ssm (H/tp, d, d)         (MiniMax lightning attention)
+    short_conv  conv (k-1, I/tp)                        -                        (LFM2: I = conv_dim, k = conv_L_cache)
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from typing import Any, Literal
 from kvplan.errors import ConfigError
 from kvplan.spec.dtypes import MODEL_DTYPE_BYTES, normalize_model_dtype
 
-StateKind = Literal["mamba1", "mamba2", "gdn", "linear", "short_conv"]
+StateKind = Literal["mamba1", "mamba2", "gdn", "kda", "linear", "short_conv"]
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,8 @@ def mamba2_state(cfg: dict[str, Any], where: str) -> RecurrentState:
     Mamba2 (`mamba_num_heads`/`num_heads`, `n_groups`, `ssm_state_size`/`state_size`, `conv_kernel`)."""
     model_type = str(cfg.get("model_type", ""))
     hidden = _int(cfg, where, "hidden_size", "d_model")
+    if model_type == "zamba2":
+        return _zamba2_mamba(cfg, hidden, where)
     heads = _int(cfg, where, "mamba_n_heads", "mamba_num_heads", "num_heads")
     head_dim = _int(cfg, where, "mamba_d_head", "mamba_head_dim", "head_dim")
     if model_type == "nemotron_h":
@@ -129,12 +132,46 @@ def mamba2_state(cfg: dict[str, Any], where: str) -> RecurrentState:
         groups=_int(cfg, where, "mamba_n_groups", "n_groups", default=1), ssm_dtype=_ssm_dtype(cfg, model_type, where))
 
 
+def kda_state(cfg: dict[str, Any], where: str) -> RecurrentState:
+    """Kimi-Linear KDA layers (vLLM kimi_linear.py `kda_state_shape`, `kda_state_dtype`): q, k and v conv
+    states of H x d channels in the model dtype and a (H/tp, d, d) recurrent state in float32. Keys from the
+    checkpoint's `linear_attn_config` (num_heads, head_dim, short_conv_kernel_size) or transformers' names."""
+    lin = cfg.get("linear_attn_config") if isinstance(cfg.get("linear_attn_config"), dict) else {}
+    merged = {"linear_num_heads": lin.get("num_heads"), "linear_head_dim": lin.get("head_dim"),
+              "linear_conv_kernel_dim": lin.get("short_conv_kernel_size")}
+    merged = {k: v if v is not None else cfg.get(k) for k, v in merged.items()}
+    heads = _int(merged, where, "linear_num_heads")
+    head_dim = _int(merged, where, "linear_head_dim")
+    return RecurrentState("kda", 3 * heads * head_dim, _int(merged, where, "linear_conv_kernel_dim", default=4), heads,
+                          head_dim, head_dim, ssm_dtype="float32")
+
+
+def linear_attention_state(cfg: dict[str, Any], head_dim: int, where: str) -> RecurrentState:
+    """MiniMax lightning attention (vLLM minimax_text_01.py `linear_attention_state_shape`): one
+    (heads/tp, d, d) state per layer in the model dtype (`--mamba-ssm-cache-dtype` does not apply), no conv."""
+    heads = _int(cfg, where, "num_attention_heads")
+    return RecurrentState("linear", 0, 1, heads, head_dim, head_dim)
+
+
 def short_conv_state(cfg: dict[str, Any], where: str) -> RecurrentState:
     """LFM2 `conv` layers (vLLM lfm2.py `short_conv_state_shape(intermediate_size=conv_dim,
     conv_kernel=conv_L_cache)`): a conv state of (conv_L_cache - 1) x conv_dim, no SSM state."""
     hidden = _int(cfg, where, "hidden_size")
     channels = _int(cfg, where, "conv_dim", default=hidden)  # transformers' Lfm2Config convolves the hidden width
     return RecurrentState("short_conv", channels, _int(cfg, where, "conv_L_cache", default=3), channels, 1, 0)
+
+
+def _zamba2_mamba(cfg: dict[str, Any], hidden: int, where: str) -> RecurrentState:
+    """Zamba2's mixer (vLLM zamba2.py): I = mamba_expand x hidden, n_mamba_heads heads of I / heads,
+    mamba_ngroups groups (transformers' Zamba2Config defaults: expand 2, 8 heads, 1 group, d_state 64, d_conv 4)."""
+    inner = int(float(cfg.get("mamba_expand") or 2) * hidden)
+    heads = _int(cfg, where, "n_mamba_heads", default=8)
+    if inner % heads:
+        raise ConfigError(f"{where}: mamba_expand x hidden_size = {inner} is not divisible by n_mamba_heads={heads}")
+    return RecurrentState("mamba2", inner, _int(cfg, where, "mamba_d_conv", default=4), heads,
+                          _int(cfg, where, "mamba_headdim", default=inner // heads),
+                          _int(cfg, where, "mamba_d_state", default=64), groups=_int(cfg, where, "mamba_ngroups", default=1),
+                          ssm_dtype=_ssm_dtype(cfg, "zamba2", where))
 
 
 def mamba1_state(cfg: dict[str, Any], where: str) -> RecurrentState:
