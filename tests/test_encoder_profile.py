@@ -107,7 +107,7 @@ def test_the_profile_run_peak_and_a_logged_image_on_off_pair() -> None:
     assert delta == spec.params.encoder * 2 + full.activation_bytes - decoder
     # V0 (before 0.8) is not modelled: no encoder term, the plan says so
     old = plan_capacity(spec, EngineArgs(gpu=custom_gpu(80.0), vllm_version="0.6.4", max_model_len=8192))
-    assert any("not vLLM's encoder profiling" in w for w in old.warnings)
+    assert any("encoder profiling is not modelled" in w for w in old.warnings)
     assert any("profiles the vision encoder on 1 image item(s)" in w for w in full.warnings)
 
 

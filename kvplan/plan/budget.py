@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from kvplan.errors import KvplanError
 from kvplan.plan import overheads as oh
 from kvplan.plan.encoder_profile import EncoderProfile, encoder_profile
+from kvplan.spec.encoder_params import encoder_gap
 from kvplan.plan.groups import MAMBA_CACHE_MODES, KvGroup, StateLayout, kv_groups, mamba_cache_mode, state_copies
 from kvplan.plan.kv import (blocks_in_budget, bytes_per_block, has_paged_cache, largest_fitting, pp_layer_range,
                             state_page_bytes, unified_block_size, validate_parallel)
@@ -315,6 +316,28 @@ def _cudagraph_warning(args: EngineArgs, bind: StagePlan, requested: int, init_b
             "so capture will likely OOM; lower --gpu-memory-utilization or add --enforce-eager")
 
 
+def _encoder_warnings(spec: ModelSpec, args: EngineArgs, encoder: EncoderProfile | None) -> list[str]:
+    """What the plan says of a multimodal model's encoders: the profile batch, or what is not modelled."""
+    warnings: list[str] = []
+    if encoder is not None:
+        warnings.append(f"{spec.name}: vLLM profiles the vision encoder on {encoder.items} {encoder.modality} item(s) of "
+                        f"{encoder.tokens_per_item:,} tokens ({encoder.items * encoder.patches_per_item:,} ViT patches): "
+                        f"{gib(encoder.forward_peak_bytes)} GiB at the encoder's peak and {gib(encoder.cache_bytes)} GiB of "
+                        "outputs beside the decoder's dummy forward, charged to the activation (predicted from vLLM's "
+                        "rules; --limit-mm-per-prompt image=0,video=0 plans a text-only deployment)")
+    elif spec.params.encoder and args.skip_mm_profiling:
+        warnings.append(f"{spec.name}: --skip-mm-profiling: the vision encoder's activations are not reserved, so a "
+                        "request with images can run out of memory at the KV cache vLLM sized without them")
+    elif spec.params.encoder:
+        warnings.append(f"{spec.name}: vLLM's encoder profiling is not modelled for this "
+                        "tower or version (a dummy multimodal batch in the profile run), so KV may be over-predicted by a few percent; "
+                        "--limit-mm-per-prompt image=0,video=0 plans a text-only deployment")
+    gap = encoder_gap(spec.config)
+    if spec.params.encoder and gap and spec.checkpoint_weights_bytes is None:
+        warnings.append(f"{spec.name}: {gap}; a local model directory with its safetensors gives the exact weight bytes")
+    return warnings
+
+
 def plan_capacity(spec: ModelSpec, args: EngineArgs) -> CapacityPlan:
     """Predict vLLM's start-up figures for `spec` served with `args` (one GPU per rank)."""
     args.validate(spec)
@@ -335,20 +358,7 @@ def plan_capacity(spec: ModelSpec, args: EngineArgs) -> CapacityPlan:
     graphs = _cudagraph_warning(args, bind, requested, init_bytes, subtract_graphs)
     if graphs:
         warnings.append(graphs)
-    encoder = stages[0].encoder
-    if encoder is not None:
-        warnings.append(f"{spec.name}: vLLM profiles the vision encoder on {encoder.items} {encoder.modality} item(s) of "
-                        f"{encoder.tokens_per_item:,} tokens ({encoder.items * encoder.patches_per_item:,} ViT patches): "
-                        f"{gib(encoder.forward_peak_bytes)} GiB at the encoder's peak and {gib(encoder.cache_bytes)} GiB of "
-                        "outputs beside the decoder's dummy forward, charged to the activation (predicted from vLLM's "
-                        "rules; --limit-mm-per-prompt image=0,video=0 plans a text-only deployment)")
-    elif spec.params.encoder and args.skip_mm_profiling:
-        warnings.append(f"{spec.name}: --skip-mm-profiling: the vision encoder's activations are not reserved, so a "
-                        "request with images can run out of memory at the KV cache vLLM sized without them")
-    elif spec.params.encoder:
-        warnings.append(f"{spec.name}: the vision tower's weights are counted, but not vLLM's encoder profiling for this "
-                        "tower or version (a dummy multimodal batch in the profile run), so KV may be over-predicted by a few percent; "
-                        "--limit-mm-per-prompt image=0,video=0 plans a text-only deployment")
+    warnings += _encoder_warnings(spec, args, stages[0].encoder)
     if spec.has_state and version < oh.V1_HYBRID_ALLOCATOR_SINCE:
         warnings.append(f"vLLM {'.'.join(map(str, version))} kept Mamba state outside the KV cache pool; kvplan models "
                         "the V1 hybrid allocator of vLLM 0.10 and later, so its figures for this model are approximate")

@@ -9,6 +9,7 @@ from rich.table import Table
 from kvplan.plan.estimate import Estimate, Fit
 from kvplan.plan.kv import (KvLayout, has_paged_cache, kept_tokens, kv_heads_per_rank, layer_blocks, layer_bytes_per_token,
                             pp_layer_range, state_bytes, state_page_bytes)
+from kvplan.spec.encoder_params import encoder_family
 from kvplan.spec.layers import PER_TOKEN_KINDS
 from kvplan.report.capacity_view import render_capacity
 from kvplan.spec.model import LayerAttention
@@ -168,7 +169,8 @@ def _weights_how(est: Estimate) -> str:
     spec = est.spec
     how = _weights_base_how(est)
     if spec.params.encoder:
-        how += f"; vision tower + projector {spec.params.encoder:,} of them (16-bit)"
+        towers = "audio tower + embedders" if encoder_family(spec.config) == "gemma3n" else "vision tower + projector"
+        how += f"; {towers} {spec.params.encoder:,} of them (16-bit)"
     return how
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kvplan.spec.gemma3n_params import GEMMA3N_TYPES, text_extras
 from kvplan.spec.mixer_params import gated_mlp, mlp_plan, norms_per_layer, state_mixer_params
 
 if TYPE_CHECKING:
@@ -18,7 +19,7 @@ _GATED_MLP_FREE = {"gpt2", "falcon", "opt", "phi", "gpt_neox", "gptj", "bloom", 
 _LAYERNORM_WITH_BIAS = {"gpt2", "falcon", "opt", "phi", "gpt_neox", "gptj", "bloom", "starcoder2", "gpt_bigcode"}
 _QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "gpt2", "opt", "phi", "gpt_neox", "bloom", "starcoder2"}
 _QK_NORM = {"qwen3", "qwen3_moe", "gemma3_text", "gemma3", "olmo2", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text",
-            "lfm2", "lfm2_moe"}
+            "lfm2", "lfm2_moe", "gemma3n", "gemma3n_text"}
 _ATTENTION_WEIGHT_KINDS = {"full", "sliding", "chunked", "mla", "cross", "shared"}
 _FOUR_NORMS = {"gemma2", "gemma3_text", "gemma3"}
 _GRANITE_SHARED_MLP = {"granitemoehybrid", "granitemoeshared"}  # shared_mlp: input_linear h x 2s, output_linear s x h
@@ -74,6 +75,10 @@ def _lfm2_ff_width(cfg: dict[str, Any], inter: int) -> int:
         width = int(float(cfg["block_ffn_dim_multiplier"]) * width)
     multiple = int(cfg.get("block_multiple_of") or 256)
     return multiple * ((width + multiple - 1) // multiple)
+
+
+def n_exp_of(cfg: dict[str, Any]) -> int:
+    return _moe(cfg)[0]
 
 
 def _attention(cfg: dict[str, Any], hidden: int, n_heads: int, kv_heads: int, head_dim: int) -> int:
@@ -188,6 +193,12 @@ def count_params(cfg: dict[str, Any], *, layers: tuple[LayerAttention, ...], hid
         dense_inter = _lfm2_ff_width(cfg, dense_inter)
     dense_mlp = (3 if gated else 2) * hidden * dense_inter + ((dense_inter + hidden) if mlp_bias else 0)
     mlp_dense, experts, experts_active = _mlp_params(cfg, n_layers, hidden, dense_mlp)
+    widths = cfg.get("intermediate_size")
+    if isinstance(widths, list) and len(widths) == n_layers and not n_exp_of(cfg):
+        mlp_dense = sum((3 if gated else 2) * hidden * int(w) for w in widths)  # Gemma-3n: a width per layer
+    if mt in GEMMA3N_TYPES:
+        extra_embedding, extra_linear, extra_norms = text_extras(cfg, hidden, n_layers)
+        embedding, mlp_dense, norms = embedding + extra_embedding, mlp_dense + extra_linear, norms + extra_norms
     if mt == "zamba2":
         attention, mlp_dense, shared_norms = _zamba2_shared(cfg, hidden, n_heads, head_dim, attending)
         norms += shared_norms
