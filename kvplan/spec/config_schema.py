@@ -147,7 +147,7 @@ _FIELDS: dict[str, Any] = {
                      "mamba_ssm_cache_dtype", "topk_method"), _TEXT),
     **dict.fromkeys(("tie_word_embeddings", "attention_bias", "multi_query", "new_decoder_architecture",
                      "use_sliding_window", "mamba_conv_bias", "mamba_proj_bias", "use_bias", "use_conv_bias",
-                     "attn_output_gate", "bias", "conv_bias", "block_auto_adjust_ff_dim", "add_bias_linear",
+                     "attn_output_gate", "bias", "conv_bias", "use_qk_norm", "block_auto_adjust_ff_dim", "add_bias_linear",
                      "use_shared_attention_adapter"), _FLAG),
 }
 _OPEN = ConfigDict(extra="allow", protected_namespaces=())  # keys the planner does not read pass untouched
@@ -198,6 +198,22 @@ class RopeScaling(BaseModel):
     factor: _number(0, 2**10) = None  # type: ignore[valid-type]
 
 
+class DbrxAttnConfig(BaseModel):
+    """DBRX's `attn_config` (its KV heads)."""
+
+    model_config = _OPEN
+    kv_n_heads: _whole(1, _HEADS) = None  # type: ignore[valid-type]
+
+
+class DbrxFfnConfig(BaseModel):
+    """DBRX's `ffn_config` (its experts)."""
+
+    model_config = _OPEN
+    ffn_hidden_size: _whole(1, _WIDTH * 16) = None  # type: ignore[valid-type]
+    moe_num_experts: _whole(0, 2**16) = None  # type: ignore[valid-type]
+    moe_top_k: _whole(0, 2**16) = None  # type: ignore[valid-type]
+
+
 class LinearAttnConfig(BaseModel):
     """Kimi-Linear's `linear_attn_config` (its KDA layers, 1-based, and their head geometry)."""
 
@@ -222,6 +238,8 @@ class HfConfig(_Keys):  # type: ignore[misc, valid-type]
     quantization_config: Optional[QuantConfig] = None
     rope_scaling: Optional[RopeScaling] = None
     linear_attn_config: Optional[LinearAttnConfig] = None
+    attn_config: Optional[DbrxAttnConfig] = None
+    ffn_config: Optional[DbrxFfnConfig] = None
 
 
 HfConfig.model_rebuild()

@@ -161,7 +161,19 @@ def text_config(config: dict[str, Any]) -> dict[str, Any]:
     return dict(config)
 
 
+def _dbrx_keys(cfg: dict[str, Any]) -> dict[str, Any]:
+    """DBRX nests attention and MoE keys (vLLM dbrx.py reads attn_config.kv_n_heads and
+    ffn_config.ffn_hidden_size / moe_num_experts / moe_top_k): lift them to the usual names."""
+    attn = cfg.get("attn_config") if isinstance(cfg.get("attn_config"), dict) else {}
+    ffn = cfg.get("ffn_config") if isinstance(cfg.get("ffn_config"), dict) else {}
+    lifted = {"num_key_value_heads": attn.get("kv_n_heads"), "moe_intermediate_size": ffn.get("ffn_hidden_size"),
+              "num_local_experts": ffn.get("moe_num_experts"), "num_experts_per_tok": ffn.get("moe_top_k")}
+    return {**cfg, **{k: v for k, v in lifted.items() if v is not None and cfg.get(k) is None}}
+
+
 def _with_defaults(cfg: dict[str, Any]) -> dict[str, Any]:
+    if cfg.get("model_type") == "dbrx":
+        cfg = _dbrx_keys(cfg)
     defaults = _CLASS_DEFAULTS.get(str(cfg.get("model_type", "")), {})
     return {**defaults, **{k: v for k, v in cfg.items() if v is not None or k not in defaults}}
 

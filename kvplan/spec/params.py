@@ -97,8 +97,10 @@ def _attention(cfg: dict[str, Any], hidden: int, n_heads: int, kv_heads: int, he
         params += q_out + 2 * kv_out
     if mt in ("gpt2", "opt", "phi", "gpt_neox", "bloom", "starcoder2") or cfg.get("attention_bias") or cfg.get("bias"):
         params += hidden  # output projection bias
-    if mt in _QK_NORM:
-        params += 2 * head_dim
+    if mt in _QK_NORM or (cfg.get("use_qk_norm") and mt != "minimax_m2"):
+        params += 2 * head_dim  # per-head q/k RMSNorms (GLM-4.5 with use_qk_norm)
+    elif mt == "minimax_m2" and cfg.get("use_qk_norm", True):
+        params += q_out + kv_out  # MiniMax-M2: q/k norms over all heads at once (qk_norm_type per_layer)
     if mt == "gpt_oss":
         params += n_heads  # attention sinks
     return params
