@@ -32,6 +32,8 @@ FAMILIES = {
                                       num_experts=4, num_experts_per_tok=2, num_hidden_layers=4, head_dim=16,
                                       linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16,
                                       linear_value_head_dim=16)),
+    "qwen3.5": ("qwen3_5_text", dict(_C, intermediate_size=96, num_hidden_layers=4, head_dim=16, linear_num_key_heads=2,
+                                     linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16)),
     "mamba2": ("mamba2", dict(hidden_size=64, num_hidden_layers=3, num_heads=8, head_dim=16, state_size=8, n_groups=2,
                               vocab_size=300, expand=2)),
     "lfm2": ("lfm2", dict(_C, intermediate_size=96, num_hidden_layers=4, full_attn_idxs=[1, 3])),

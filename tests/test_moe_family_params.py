@@ -1,7 +1,7 @@
 """MoE families the issue names, exact against the transformers modules (meta device, shapes only):
 DBRX (keys nested in attn_config / ffn_config, as its config.json writes them and vLLM dbrx.py reads
-them), GLM-4.5/4.6 (`use_qk_norm`, first_k_dense_replace, a shared expert) and MiniMax-M2 (q/k norms over
-all heads at once)."""
+them), GLM-4.5/4.6 (`use_qk_norm`, first_k_dense_replace, a shared expert), MiniMax-M2 (q/k norms over
+all heads at once) and DeepSeek-V3.2 (the sparse-attention indexer's wq_b, wk, k_norm and weights_proj)."""
 from __future__ import annotations
 
 import pytest
@@ -18,6 +18,10 @@ FAMILIES = {
                      num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=1, partial_rotary_factor=0.5,
                      use_qk_norm=True),
     "minimax_m2": dict(_C, head_dim=16, num_hidden_layers=2, intermediate_size=32, num_local_experts=4, num_experts_per_tok=2),
+    "deepseek_v32": dict(_C, num_hidden_layers=3, intermediate_size=96, moe_intermediate_size=32, n_routed_experts=4,
+                         num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=1, kv_lora_rank=16, q_lora_rank=24,
+                         qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16, n_group=1, topk_group=1, index_head_dim=128,
+                         index_n_heads=4),
 }
 
 

@@ -81,6 +81,16 @@ def n_exp_of(cfg: dict[str, Any]) -> int:
     return _moe(cfg)[0]
 
 
+def _indexer_params(cfg: dict[str, Any], hidden: int) -> int:
+    """DeepSeek-V3.2's sparse-attention indexer (index_topk set): wq_b q_lora_rank x n d, wk h x d,
+    a LayerNorm over d (weight and bias), weights_proj h x n (n: index_n_heads, d: index_head_dim)."""
+    if cfg.get("index_topk") is None:
+        return 0
+    n, d = int(cfg.get("index_n_heads") or 64), int(cfg.get("index_head_dim") or 128)
+    q_rank = int(cfg.get("q_lora_rank") or hidden)
+    return q_rank * n * d + hidden * d + 2 * d + hidden * n
+
+
 def _attention(cfg: dict[str, Any], hidden: int, n_heads: int, kv_heads: int, head_dim: int) -> int:
     mt = str(cfg.get("model_type", ""))
     if cfg.get("kv_lora_rank"):  # MLA (DeepSeek-V2/V3, Kimi)
@@ -88,10 +98,11 @@ def _attention(cfg: dict[str, Any], hidden: int, n_heads: int, kv_heads: int, he
         v_dim, kv_rank, q_rank = int(cfg["v_head_dim"]), int(cfg["kv_lora_rank"]), cfg.get("q_lora_rank")
         q = hidden * q_rank + q_rank + q_rank * n_heads * (nope + rope) if q_rank else hidden * n_heads * (nope + rope)
         kv = hidden * (kv_rank + rope) + kv_rank + kv_rank * n_heads * (nope + v_dim)
-        return q + kv + n_heads * v_dim * hidden
+        return q + kv + n_heads * v_dim * hidden + _indexer_params(cfg, hidden)
     q_out, kv_out = n_heads * head_dim, kv_heads * head_dim
     params = hidden * (q_out + 2 * kv_out) + q_out * hidden
-    if mt == "qwen3_next" or cfg.get("attn_output_gate"):
+    gated_types = ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
+    if (mt in gated_types and cfg.get("attn_output_gate") is not False) or cfg.get("attn_output_gate"):
         params += hidden * q_out  # gated attention: q_proj also emits the output gate
     if mt in _QKV_BIAS or cfg.get("attention_bias") or cfg.get("bias"):
         params += q_out + 2 * kv_out
