@@ -1,7 +1,9 @@
 """MoE families the issue names, exact against the transformers modules (meta device, shapes only):
 DBRX (keys nested in attn_config / ffn_config, as its config.json writes them and vLLM dbrx.py reads
 them), GLM-4.5/4.6 (`use_qk_norm`, first_k_dense_replace, a shared expert), MiniMax-M2 (q/k norms over
-all heads at once) and DeepSeek-V3.2 (the sparse-attention indexer's wq_b, wk, k_norm and weights_proj)."""
+all heads at once), DeepSeek-V3.2 (the sparse-attention indexer's wq_b, wk, k_norm and weights_proj) and
+ERNIE-4.5 MoE (moe_num_experts / moe_k, experts from moe_layer_start_index to moe_layer_end_index every
+moe_layer_interval-th layer, a score-correction bias per expert)."""
 from __future__ import annotations
 
 import pytest
@@ -22,6 +24,8 @@ FAMILIES = {
                          num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=1, kv_lora_rank=16, q_lora_rank=24,
                          qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16, n_group=1, topk_group=1, index_head_dim=128,
                          index_n_heads=4),
+    "ernie4_5_moe": dict(_C, num_hidden_layers=6, intermediate_size=96, moe_intermediate_size=32, moe_num_experts=4, moe_k=2,
+                         moe_num_shared_experts=2, moe_layer_start_index=1, moe_layer_end_index=4, moe_layer_interval=2),
 }
 
 

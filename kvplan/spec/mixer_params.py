@@ -94,6 +94,10 @@ def mlp_plan(cfg: dict[str, Any], n_layers: int) -> list[str] | None:
         return ["moe" if i % period == offset else "dense" for i in range(n_layers)]
     if isinstance(cfg.get("mlp_layer_types"), list) and len(cfg["mlp_layer_types"]) == n_layers:
         return ["moe" if t == "sparse" else "dense" for t in cfg["mlp_layer_types"]]  # Kimi-Linear (transformers 5)
+    if cfg.get("moe_layer_start_index") is not None:  # ERNIE-4.5: experts from start to end, every interval-th layer
+        start, interval = int(cfg["moe_layer_start_index"]), int(cfg.get("moe_layer_interval") or 1)
+        end = int(cfg["moe_layer_end_index"]) if cfg.get("moe_layer_end_index") is not None else n_layers - 1
+        return ["moe" if start <= i <= end and (i + 1) % interval == 0 else "dense" for i in range(n_layers)]
     if model_type == "lfm2_moe":  # the first num_dense_layers layers dense, then experts
         dense = int(cfg.get("num_dense_layers") or 0)
         return ["dense" if i < dense else "moe" for i in range(n_layers)]

@@ -59,10 +59,11 @@ class ParamCount:
 
 def _moe(cfg: dict[str, Any]) -> tuple[int, int, int, int]:
     """(routed experts, experts per token, expert intermediate size, shared experts)."""
-    n = cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts") or 0
-    k = cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or cfg.get("moe_topk") or cfg.get("num_experts_per_token") or 0
+    n = cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts") or cfg.get("moe_num_experts") or 0
+    k = cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or cfg.get("moe_topk") or cfg.get("num_experts_per_token") \
+        or cfg.get("moe_k") or 0
     inter = cfg.get("moe_intermediate_size") or cfg.get("intermediate_size") or 0
-    shared = cfg.get("n_shared_experts") or cfg.get("num_shared_experts") \
+    shared = cfg.get("n_shared_experts") or cfg.get("num_shared_experts") or cfg.get("moe_num_shared_experts") \
         or (1 if str(cfg.get("model_type", "")).startswith("llama4") else 0)
     return int(n), int(k), int(inter if not isinstance(inter, list) else max(inter)), int(shared)
 
@@ -138,7 +139,8 @@ def _mlp_params(cfg: dict[str, Any], n_layers: int, hidden: int, dense_mlp: int)
                 for i in range(n_layers)]
     expert = _expert_params(cfg, hidden, exp_inter)
     # gpt-oss router bias; DeepSeek-V3 / Nemotron-H (noaux_tc) keep a per-expert score-correction bias
-    router = hidden * n_exp + (n_exp if mt in ("gpt_oss", "nemotron_h") or cfg.get("topk_method") == "noaux_tc" else 0)
+    biased = mt in ("gpt_oss", "nemotron_h", "ernie4_5_moe") or cfg.get("topk_method") == "noaux_tc"
+    router = hidden * n_exp + (n_exp if biased else 0)  # + a per-expert score-correction bias
     shared_inter = cfg.get("shared_expert_intermediate_size") or cfg.get("moe_shared_expert_intermediate_size")
     shared = n_shared * (_expert_params(cfg, hidden, int(shared_inter)) if mt == "nemotron_h" and shared_inter else expert)
     mlp_dense = experts = experts_active = 0
