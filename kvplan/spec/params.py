@@ -15,11 +15,12 @@ from kvplan.spec.mixer_params import gated_mlp, mlp_plan, norms_per_layer, state
 if TYPE_CHECKING:
     from kvplan.spec.layers import LayerAttention
 
-_GATED_MLP_FREE = {"gpt2", "falcon", "opt", "phi", "gpt_neox", "gptj", "bloom", "starcoder2", "gpt_bigcode"}
+_GATED_MLP_FREE = {"gpt2", "falcon", "opt", "phi", "gpt_neox", "gptj", "bloom", "starcoder2", "gpt_bigcode", "apertus", "arcee",
+                   "jais2"}  # up/down MLPs (xIELU, ReLU^2, GELU): no gate projection
 _LAYERNORM_WITH_BIAS = {"gpt2", "falcon", "opt", "phi", "gpt_neox", "gptj", "bloom", "starcoder2", "gpt_bigcode"}
 _QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "gpt2", "opt", "phi", "gpt_neox", "bloom", "starcoder2"}
 _QK_NORM = {"qwen3", "qwen3_moe", "gemma3_text", "gemma3", "olmo2", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text",
-            "lfm2", "lfm2_moe", "gemma3n", "gemma3n_text"}
+            "lfm2", "lfm2_moe", "gemma3n", "gemma3n_text", "apertus"}
 _ATTENTION_WEIGHT_KINDS = {"full", "sliding", "chunked", "mla", "cross", "shared"}
 _FOUR_NORMS = {"gemma2", "gemma3_text", "gemma3"}
 _GRANITE_SHARED_MLP = {"granitemoehybrid", "granitemoeshared"}  # shared_mlp: input_linear h x 2s, output_linear s x h
@@ -207,6 +208,8 @@ def count_params(cfg: dict[str, Any], *, layers: tuple[LayerAttention, ...], hid
     if cfg.get("block_auto_adjust_ff_dim"):
         dense_inter = _lfm2_ff_width(cfg, dense_inter)
     dense_mlp = (3 if gated else 2) * hidden * dense_inter + ((dense_inter + hidden) if mlp_bias else 0)
+    if mt == "apertus":
+        dense_mlp += 2  # xIELU's learned alpha_p and alpha_n
     mlp_dense, experts, experts_active = _mlp_params(cfg, n_layers, hidden, dense_mlp)
     widths = cfg.get("intermediate_size")
     if isinstance(widths, list) and len(widths) == n_layers and not n_exp_of(cfg):
