@@ -19,7 +19,7 @@ from kvplan.spec.model import spec_from_config
 from kvplan.spec.profiles import load_model
 
 NEW_PROFILES = ["deepseek-v3.2", "kimi-k2-instruct", "minimax-m2.5", "qwen3-vl-8b-instruct", "qwen3-vl-30b-a3b-instruct",
-                "qwen2.5-vl-7b-instruct", "glm-4.5v"]
+                "qwen2.5-vl-7b-instruct", "glm-4.5v", "gemma-4-26b-a4b"]
 
 
 def _config(reference_dir, folder: str) -> dict:

@@ -16,6 +16,7 @@ L: blocks, p: patch, C: channels, t: temporal patch, m: spatial merge, H: text h
                        merger and each deepstack merger: LayerNorm + (h m^2)^2 + h m^2 + h m^2 x H + H
     moonvit (Kimi-VL)  siglip blocks, patch conv + h, 64 x 64 positions; projector LayerNorm 2h +
                        (4h)^2 + 4h + 4h x H + H
+    gemma4             kvplan.spec.gemma4_params (exact)
     gemma3n            the audio tower and both embedders (kvplan.spec.gemma3n_params); the timm
                        MobileNetV5 vision tower is not counted (not exact)
 Other vision towers (Mllama, GLM-4V, ...) get the generic ViT count (siglip blocks, global layers
@@ -29,8 +30,9 @@ from typing import Any
 
 from kvplan.errors import KvplanError
 from kvplan.spec.gemma3n_params import audio_params, vision_embedder_params
+from kvplan.spec.gemma4_params import vision_params as gemma4_vision_params
 
-_EXACT = {"siglip", "pixtral", "qwen2_5_vl", "qwen3_vl", "moonvit"}  # gemma3n: its timm vision tower is not counted
+_EXACT = {"siglip", "pixtral", "qwen2_5_vl", "qwen3_vl", "moonvit", "gemma4"}  # gemma3n: its timm vision tower is not counted
 
 
 def _i(cfg: dict[str, Any], *keys: str, default: int = 0) -> int:
@@ -57,6 +59,8 @@ def _family(outer: dict[str, Any], vision: dict[str, Any]) -> str:
         return "qwen3_vl"
     if vt == "moonvit":
         return "moonvit"
+    if vt == "gemma4_vision":
+        return "gemma4"
     if vt == "gemma3n_vision" or mt == "gemma3n":
         return "gemma3n"
     return "generic"
@@ -127,6 +131,10 @@ def encoder_params(outer: dict[str, Any], text_hidden: int) -> int:
         tower = c * p * p * h + h + 64 * 64 * h + _siglip_blocks(h, inter, layers) + 2 * h
         hk = h * k
         return tower + 2 * h + hk * hk + hk + hk * text_hidden + text_hidden
+    if family == "gemma4":
+        return gemma4_vision_params(v, text_hidden)
+    if family == "gemma4":
+        return gemma4_vision_params(v, text_hidden)
     if family == "gemma3n":
         return vision_embedder_params(v, text_hidden) + audio_params(outer.get("audio_config") or {}, text_hidden)
     # generic ViT (approximate): siglip blocks incl. global layers, patch embedding, one projection

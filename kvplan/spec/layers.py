@@ -17,7 +17,8 @@ Granite-4.0-H/Bamba `mamba`, LFM2 `conv`, MiniMax `linear_attention`), `full_att
 `attn_type_list` (MiniMax-Text-01/M1), `layers_block_type` (Zamba2 mamba / hybrid), `attn_layer_indices` (Bamba), `hybrid_override_pattern` (Nemotron-H: M mamba, * attention,
 - MLP, E MoE), `attn_layer_period`/`attn_layer_offset` (Jamba), `attention_chunk_size` with
 `no_rope_layers` (Llama-4: the NoPE layers, every 4th by default, are full), `cross_attention_layers`
-(Llama-3.2-Vision), `num_kv_shared_layers` (Gemma-3n) and the sliding-window conventions of
+(Llama-3.2-Vision), `num_kv_shared_layers` (Gemma-3n), Gemma 4's `global_head_dim` /
+`num_global_key_value_heads` on its full layers, and the sliding-window conventions of
 Mistral, Qwen2, Gemma 2/3 and Cohere2.
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from kvplan.errors import ConfigError
+from kvplan.spec.gemma4_params import GEMMA4_TYPES, full_layer_geometry
 from kvplan.spec.state import (RecurrentState, gated_delta_net_state, linear_attention_state, mamba1_state,
                                mamba2_state, short_conv_state)
 
@@ -259,6 +261,7 @@ def build_layers(cfg: dict[str, Any], outer: dict[str, Any], n_layers: int, kv_h
     words = layer_words(cfg, n_layers, max_pos, where)
     states = {w: _state_for(w, cfg, head_dim, where) for w in set(words)}  # one shape per family
     window, chunk = _window(cfg), cfg.get("attention_chunk_size")
+    gemma4 = str(cfg.get("model_type", "")) in GEMMA4_TYPES  # full layers: global head dim and KV heads
     layers = []
     for word in words:
         kind = word.split("+")[0]
@@ -269,7 +272,8 @@ def build_layers(cfg: dict[str, Any], outer: dict[str, Any], n_layers: int, kv_h
             continue
         span = {"sliding": window, "chunked": int(chunk) if chunk else None,
                 "cross": _encoder_tokens(outer, where) if kind == "cross" else None}.get(kind)
-        layers.append(LayerAttention(kind, kv_heads, head_dim, head_dim, span, states[word]))  # type: ignore[arg-type]
+        heads, dim = full_layer_geometry(cfg, kv_heads, head_dim) if kind == "full" and gemma4 else (kv_heads, head_dim)
+        layers.append(LayerAttention(kind, heads, dim, dim, span, states[word]))  # type: ignore[arg-type]
     shared = cfg.get("num_kv_shared_layers") or 0
     if isinstance(shared, int) and 0 < shared < n_layers:
         # Gemma-3n: the last `num_kv_shared_layers` layers reuse an earlier layer's K/V (vLLM gemma3n.py)

@@ -1,0 +1,79 @@
+"""Gemma 4: the full-attention layers' own geometry and the model's parameters.
+
+KV cache (vLLM gemma4.py `Gemma4DecoderLayer`): sliding layers cache `num_key_value_heads` heads of
+`head_dim`; full layers use `global_head_dim` and, with `attention_k_eq_v`, `num_global_key_value_heads`
+(K and V are both cached: V is K's projection without RoPE, normed apart). Pages differ between the two
+types, so vLLM unifies them by block size (kvplan.plan.groups).
+
+Parameters, as transformers' modeling_gemma4.py builds them (h: hidden, H: heads, d: the layer's head
+dim, kv: its KV heads, I: intermediate_size, E experts of width I_e, p: hidden_size_per_layer_input):
+    attention   q h x H d, k and v h x kv d, o H d x h, q/k norms d each; a k_eq_v full layer has no v_proj
+                in the checkpoint, but vLLM's QKVParallelLinear allocates its V slot (filled with K), which
+                is what the GPU holds and what is counted
+    MLP         gated h x I (2 I on KV-shared layers with use_double_wide_mlp), always; with
+                enable_moe_block also E experts (gate_up h x 2 I_e, down I_e x h) and a router
+                (proj E x h, scale h, per-expert scale E) beside it, and three more norms
+    norms       four per layer (seven with experts), a final one
+    per layer   with p > 0: input gate h x p, projection p x h, norm h; per-layer embeddings
+                V_pl x L p, their projection h x L p and norm p
+    vision      gemma4_vision: patch projection 3 P^2 x h, 2 x position_embedding_size x h positions,
+                per layer q/k/v/o, q/k norms, gated MLP and four norms; embedder text h x vision h
+"""
+from __future__ import annotations
+
+from typing import Any
+
+GEMMA4_TYPES = {"gemma4", "gemma4_text"}
+
+
+def _int(cfg: dict[str, Any], key: str, default: int) -> int:
+    value = cfg.get(key)
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+
+
+def full_layer_geometry(cfg: dict[str, Any], kv_heads: int, head_dim: int) -> tuple[int, int]:
+    """(KV heads, head dim) of a full-attention layer."""
+    dim = _int(cfg, "global_head_dim", head_dim)
+    heads = _int(cfg, "num_global_key_value_heads", kv_heads) if cfg.get("attention_k_eq_v") else kv_heads
+    return heads, dim
+
+
+def _layer_types(cfg: dict[str, Any], n_layers: int) -> list[str]:
+    types = cfg.get("layer_types")
+    return [str(t) for t in types] if isinstance(types, list) and len(types) == n_layers else ["sliding_attention"] * n_layers
+
+
+def text_counts(cfg: dict[str, Any], n_layers: int, hidden: int, n_heads: int, kv_heads: int, head_dim: int,
+                inter: int, vocab: int) -> dict[str, int]:
+    """The text model's parameters by where they live (ParamCount's fields)."""
+    shared_from = n_layers - _int(cfg, "num_kv_shared_layers", 0) if cfg.get("num_kv_shared_layers") else n_layers
+    attention = mlp = experts = active = 0
+    n_exp, k_exp, exp_inter = _int(cfg, "num_experts", 0), _int(cfg, "top_k_experts", 0), _int(cfg, "moe_intermediate_size", 0)
+    moe = bool(cfg.get("enable_moe_block")) and n_exp > 0
+    for i, kind in enumerate(_layer_types(cfg, n_layers)):
+        kv, d = full_layer_geometry(cfg, kv_heads, head_dim) if kind == "full_attention" else (kv_heads, head_dim)
+        attention += hidden * n_heads * d + 2 * hidden * kv * d + n_heads * d * hidden + 2 * d
+        width = 2 * inter if cfg.get("use_double_wide_mlp") and i >= shared_from else inter
+        mlp += 3 * hidden * width
+        if moe:
+            experts += n_exp * 3 * hidden * exp_inter
+            active += k_exp * 3 * hidden * exp_inter
+            mlp += n_exp * hidden + hidden + n_exp  # router proj, scale, per-expert scale
+    p = _int(cfg, "hidden_size_per_layer_input", 0)
+    embedding = vocab * hidden + (_int(cfg, "vocab_size_per_layer_input", vocab) * n_layers * p if p else 0)
+    if p:
+        mlp += n_layers * 2 * hidden * p + hidden * n_layers * p
+    norms = n_layers * ((7 if moe else 4) + (1 if p else 0)) * hidden + hidden + p
+    lm_head = 0 if cfg.get("tie_word_embeddings", True) else vocab * hidden
+    return dict(embedding=embedding, lm_head=lm_head, attention=attention, mlp_dense=mlp, experts=experts,
+                experts_active=active, norms=norms)
+
+
+def vision_params(vision: dict[str, Any], text_hidden: int) -> int:
+    """A gemma4_vision tower and its embedder."""
+    h = _int(vision, "hidden_size", 0)
+    heads, d = _int(vision, "num_attention_heads", 16), _int(vision, "head_dim", h // max(1, _int(vision, "num_attention_heads", 16)))
+    kv, inter, layers = _int(vision, "num_key_value_heads", heads), _int(vision, "intermediate_size", 4 * h), _int(vision, "num_hidden_layers", 0)
+    patch = _int(vision, "patch_size", 16)
+    block = h * heads * d + 2 * h * kv * d + heads * d * h + 2 * d + 3 * h * inter + 4 * h
+    return 3 * patch * patch * h + 2 * _int(vision, "position_embedding_size", 10240) * h + layers * block + text_hidden * h
