@@ -3,7 +3,8 @@ DBRX (keys nested in attn_config / ffn_config, as its config.json writes them an
 them), GLM-4.5/4.6 (`use_qk_norm`, first_k_dense_replace, a shared expert), MiniMax-M2 (q/k norms over
 all heads at once), DeepSeek-V3.2 (the sparse-attention indexer's wq_b, wk, k_norm and weights_proj) and
 ERNIE-4.5 MoE (moe_num_experts / moe_k, experts from moe_layer_start_index to moe_layer_end_index every
-moe_layer_interval-th layer, a score-correction bias per expert)."""
+moe_layer_interval-th layer, a score-correction bias per expert) and LongCat-Flash (two MLA attentions and
+two dense MLPs per layer around experts whose router also picks weightless zero experts)."""
 from __future__ import annotations
 
 import pytest
@@ -26,6 +27,10 @@ FAMILIES = {
                          index_n_heads=4),
     "ernie4_5_moe": dict(_C, num_hidden_layers=6, intermediate_size=96, moe_intermediate_size=32, moe_num_experts=4, moe_k=2,
                          moe_num_shared_experts=2, moe_layer_start_index=1, moe_layer_end_index=4, moe_layer_interval=2),
+    "longcat_flash": dict(hidden_size=64, num_attention_heads=4, vocab_size=300, num_layers=2, ffn_hidden_size=96,
+                          expert_ffn_hidden_size=32, n_routed_experts=4, zero_expert_num=2, moe_topk=2, kv_lora_rank=16,
+                          q_lora_rank=24, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16, pad_token_id=0,
+                          bos_token_id=1, eos_token_id=2),
 }
 
 
@@ -53,3 +58,13 @@ def test_dbrx_reads_its_nested_kv_heads():
     spec = spec_from_config(cfg, "dbrx")
     assert KvLayout.of(spec).bytes_per_token() == 3 * 2 * 2 * 16 * 2 == 384
     assert spec.params.experts == 3 * 4 * 3 * 64 * 96 and spec.params.experts_active == 3 * 2 * 3 * 64 * 96
+
+
+def test_longcat_flash_caches_two_latents_per_decoder_layer():
+    """LongCat-Flash: vLLM longcat_flash.py builds two MLA attentions per decoder layer (self_attn.0 and
+    self_attn.1), each an Attention with its own cache: 2 decoder layers -> 4 MLA cache layers of
+    (16 + 8) latent values, 2 B each; zero experts route but hold no weights."""
+    cfg, _ = _hf("longcat_flash")
+    spec = spec_from_config(cfg, "longcat")
+    assert spec.attention_kinds == {"mla": 4}
+    assert KvLayout.of(spec).bytes_per_token() == 4 * (16 + 8) * 2 == 192

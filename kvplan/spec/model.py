@@ -19,6 +19,7 @@ from kvplan.spec.dtypes import MODEL_DTYPE_BYTES, normalize_model_dtype
 from kvplan.spec.encoder_params import encoder_params
 from kvplan.spec.layers import (ATTENTION_FREE_TYPES, PER_TOKEN_KINDS, AttentionKind, LayerAttention, build_layers,
                                 kda_layer_indexes)
+from kvplan.spec.longcat_params import ATTENTIONS_PER_LAYER, LONGCAT_TYPES
 from kvplan.spec.state import kda_state
 from kvplan.spec.params import ParamCount, count_params
 from kvplan.spec.quant import WeightQuant, weight_quant_from_config
@@ -275,6 +276,8 @@ def _layers(cfg: dict[str, Any], outer: dict[str, Any], n_layers: int, att: _Att
         mla = LayerAttention("mla", 1, latent, 0, indexer_bytes_per_token=_indexer_bytes(cfg, where))
         kda = kda_layer_indexes(cfg, n_layers, where)  # Kimi-Linear: KDA state layers between the MLA ones
         kda_layer = LayerAttention("none", 0, 0, 0, state=kda_state(cfg, where)) if kda else None
+        if cfg.get("model_type") in LONGCAT_TYPES:  # two MLA attentions, two caches, per decoder layer
+            n_layers *= ATTENTIONS_PER_LAYER
         return tuple(kda_layer if i in kda else mla for i in range(n_layers))
     return build_layers(cfg, outer, n_layers, att.kv_heads, att.head_dim, max_pos, where)
 
@@ -306,7 +309,7 @@ def spec_from_config(config: dict[str, Any], name: str, *, where: str = "config.
     archs = outer.get("architectures") or cfg.get("architectures") or [cfg.get("model_type", "unknown")]
     return ModelSpec(
         name=name, model_type=str(cfg.get("model_type", "unknown")), architecture=str(archs[0]),
-        num_layers=n_layers, hidden_size=hidden, num_attention_heads=att.n_heads, num_kv_heads=att.kv_heads,
+        num_layers=len(layers), hidden_size=hidden, num_attention_heads=att.n_heads, num_kv_heads=att.kv_heads,
         head_dim=att.head_dim, intermediate_size=inter, vocab_size=int(vocab), max_position_embeddings=max_pos,
         dtype=dtype, layers=layers, params=params, quant=weight_quant_from_config(outer),
         checkpoint_weights_bytes=checkpoint_weights_bytes, hf_id=hf_id, source=source, aliases=aliases,

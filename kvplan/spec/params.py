@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan.spec.gemma3n_params import GEMMA3N_TYPES, text_extras
 from kvplan.spec.gemma4_params import GEMMA4_TYPES, text_counts
+from kvplan.spec.longcat_params import LONGCAT_TYPES
+from kvplan.spec.longcat_params import counts as longcat_counts
 from kvplan.spec.mixer_params import gated_mlp, mlp_plan, norms_per_layer, state_mixer_params
 
 if TYPE_CHECKING:
@@ -181,6 +183,8 @@ def count_params(cfg: dict[str, Any], *, layers: tuple[LayerAttention, ...], hid
     """Parameters by where they live; attention only in the layers that attend, state mixers apart."""
     mt = str(cfg.get("model_type", ""))
     n_layers = len(layers)
+    if mt in LONGCAT_TYPES:
+        return ParamCount(**longcat_counts(cfg, n_layers, hidden, n_heads, vocab), encoder=encoder)
     if mt in GEMMA4_TYPES:
         return ParamCount(**text_counts(cfg, n_layers, hidden, n_heads, kv_heads, head_dim, intermediate, vocab), encoder=encoder)
     embedding = vocab * hidden
