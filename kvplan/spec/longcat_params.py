@@ -16,21 +16,14 @@ LONGCAT_TYPES = {"longcat_flash"}
 ATTENTIONS_PER_LAYER = 2
 
 
-def _mla(cfg: dict[str, Any], hidden: int, heads: int) -> int:
-    rope, nope, v_dim = int(cfg["qk_rope_head_dim"]), int(cfg["qk_nope_head_dim"]), int(cfg["v_head_dim"])
-    kv_rank, q_rank = int(cfg["kv_lora_rank"]), cfg.get("q_lora_rank")
-    q = hidden * q_rank + q_rank + q_rank * heads * (nope + rope) if q_rank else hidden * heads * (nope + rope)
-    return q + hidden * (kv_rank + rope) + kv_rank + kv_rank * heads * (nope + v_dim) + heads * v_dim * hidden
-
-
-def counts(cfg: dict[str, Any], cache_layers: int, hidden: int, heads: int, vocab: int) -> dict[str, int]:
-    """ParamCount's fields for LongCat-Flash; `cache_layers` is 2 x num_layers."""
+def counts(cfg: dict[str, Any], cache_layers: int, hidden: int, vocab: int, mla_params: int) -> dict[str, int]:
+    """ParamCount's fields for LongCat-Flash; `cache_layers` is 2 x num_layers, `mla_params` one MLA attention."""
     layers = cache_layers // ATTENTIONS_PER_LAYER
     ffn, expert_ffn = int(cfg.get("ffn_hidden_size") or 4 * hidden), int(cfg.get("expert_ffn_hidden_size") or hidden)
     n_exp, zero, top_k = int(cfg.get("n_routed_experts") or 0), int(cfg.get("zero_expert_num") or 0), int(cfg.get("moe_topk") or 0)
     expert = 3 * hidden * expert_ffn
     mlp = layers * (ATTENTIONS_PER_LAYER * 3 * hidden * ffn + (n_exp + zero) * hidden)
     lm_head = 0 if cfg.get("tie_word_embeddings") else vocab * hidden
-    return dict(embedding=vocab * hidden, lm_head=lm_head, attention=cache_layers * _mla(cfg, hidden, heads),
+    return dict(embedding=vocab * hidden, lm_head=lm_head, attention=cache_layers * mla_params,
                 mlp_dense=mlp, experts=layers * n_exp * expert, experts_active=layers * top_k * expert,
                 norms=layers * 4 * hidden + hidden)

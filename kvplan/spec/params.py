@@ -184,7 +184,8 @@ def count_params(cfg: dict[str, Any], *, layers: tuple[LayerAttention, ...], hid
     mt = str(cfg.get("model_type", ""))
     n_layers = len(layers)
     if mt in LONGCAT_TYPES:
-        return ParamCount(**longcat_counts(cfg, n_layers, hidden, n_heads, vocab), encoder=encoder)
+        mla = _attention(cfg, hidden, n_heads, kv_heads, head_dim)
+        return ParamCount(**longcat_counts(cfg, n_layers, hidden, vocab, mla), encoder=encoder)
     if mt in GEMMA4_TYPES:
         return ParamCount(**text_counts(cfg, n_layers, hidden, n_heads, kv_heads, head_dim, intermediate, vocab), encoder=encoder)
     embedding = vocab * hidden
