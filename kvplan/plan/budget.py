@@ -333,7 +333,7 @@ def _encoder_warnings(spec: ModelSpec, args: EngineArgs, encoder: EncoderProfile
                         "tower or version (a dummy multimodal batch in the profile run), so KV may be over-predicted by a few percent; "
                         "--limit-mm-per-prompt image=0,video=0 plans a text-only deployment")
     gap = encoder_gap(spec.config)
-    if spec.params.encoder and gap and spec.checkpoint_weights_bytes is None:
+    if gap and spec.checkpoint_weights_bytes is None:
         warnings.append(f"{spec.name}: {gap}; a local model directory with its safetensors gives the exact weight bytes")
     return warnings
 

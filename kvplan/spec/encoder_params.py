@@ -81,13 +81,16 @@ def encoder_is_exact(outer: dict[str, Any]) -> bool:
 def encoder_gap(outer: dict[str, Any]) -> str | None:
     """What the encoder weight count leaves out or approximates, for the plan's warnings (None: exact)."""
     family = encoder_family(outer)
+    notes = []
     if family == "gemma3n":
         arch = (outer.get("vision_config") or {}).get("architecture") or "MobileNetV5"
-        return (f"the vision tower (timm {arch}, named but not described by config.json) is not counted: weights "
-                "are under-predicted by its size")
-    if family == "generic":
-        return "the vision tower is counted as a generic ViT from vision_config (approximate)"
-    return None
+        notes.append(f"the vision tower (timm {arch}, named but not described by config.json) is not counted: "
+                     "weights are under-predicted by its size")
+    elif family == "generic":
+        notes.append("the vision tower is counted as a generic ViT from vision_config (approximate)")
+    if isinstance(outer.get("audio_config"), dict) and family != "gemma3n":
+        notes.append("the audio tower (audio_config) is not counted: weights are under-predicted by its size")
+    return "; ".join(notes) or None
 
 
 def encoder_params(outer: dict[str, Any], text_hidden: int) -> int:

@@ -162,6 +162,16 @@ def text_config(config: dict[str, Any]) -> dict[str, Any]:
     return dict(config)
 
 
+def _thinker(config: dict[str, Any]) -> dict[str, Any]:
+    """Qwen2.5-Omni / Qwen3-Omni: vLLM serves the thinker (its text decoder, vision and audio towers);
+    the talker and code2wav models are not loaded."""
+    thinker = config.get("thinker_config")
+    if not isinstance(thinker, dict):
+        return config
+    dropped = ("thinker_config", "talker_config", "code2wav_config", "token2wav_config")
+    return {**{k: v for k, v in config.items() if k not in dropped}, **thinker}
+
+
 def _dbrx_keys(cfg: dict[str, Any]) -> dict[str, Any]:
     """DBRX nests attention and MoE keys (vLLM dbrx.py reads attn_config.kv_n_heads and
     ffn_config.ffn_hidden_size / moe_num_experts / moe_top_k): lift them to the usual names."""
@@ -286,8 +296,10 @@ def spec_from_config(config: dict[str, Any], name: str, *, where: str = "config.
                      source: str = "", aliases: tuple[str, ...] = (), checkpoint_weights_bytes: int | None = None) -> ModelSpec:
     """Build a ModelSpec from a Hugging Face config dict, applying the rules in the module doc."""
     check_config(config, where)  # every key read below has its type and range (config_schema)
-    outer = config
-    cfg = _with_defaults(text_config(config))
+    outer = _thinker(config)
+    if outer is not config:
+        check_config(outer, where)
+    cfg = _with_defaults(text_config(outer))
     if not cfg.get("hybrid_override_pattern") and isinstance(cfg.get("layers_block_type"), list) \
             and cfg.get("model_type") != "zamba2":
         cfg["hybrid_override_pattern"] = _nemotron_pattern(cfg["layers_block_type"], where)
