@@ -19,6 +19,8 @@ TINY = {
     "qwen2_5_vl": dict(text_config={k: v for k, v in _TEXT.items() if k != "head_dim"},
                        vision_config=dict(depth=2, hidden_size=48, intermediate_size=96, num_heads=2, out_hidden_size=64,
                                           patch_size=14, fullatt_block_indexes=[1])),
+    "qwen2_vl": dict(text_config={k: v for k, v in _TEXT.items() if k != "head_dim"},
+                     vision_config=dict(depth=2, embed_dim=48, hidden_size=64, mlp_ratio=4, num_heads=2, patch_size=14)),
     "qwen3_vl": dict(text_config=_TEXT, vision_config=dict(depth=3, hidden_size=48, intermediate_size=96, num_heads=2,
                                                             out_hidden_size=64, patch_size=16, num_position_embeddings=16,
                                                             deepstack_visual_indexes=[0, 1])),

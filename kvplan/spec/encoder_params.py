@@ -12,6 +12,8 @@ L: blocks, p: patch, C: channels, t: temporal patch, m: spatial merge, H: text h
                        projector: RMSNorm h, patch merger (h m^2) x h, linear h x H, linear H x H
     qwen2_5_vl         patch conv3d C t p^2 h, L x (3h^2 + 3h + h^2 + h attention, 3 (h I) + 2I + h gated MLP,
                        2 RMSNorms 2h); merger RMSNorm h + (h m^2)^2 + h m^2 + h m^2 x H + H
+    qwen2_vl           patch conv3d C t p^2 h (h: embed_dim), L x siglip blocks (I = mlp_ratio h); merger
+                       LayerNorm 2h + (h m^2)^2 + h m^2 + h m^2 x H + H (H: vision_config.hidden_size)
     qwen3_vl           patch conv3d C t p^2 h + h, positions n h, L x (4 (h^2 + h) + 2 h I + I + h + 4h);
                        merger and each deepstack merger: LayerNorm + (h m^2)^2 + h m^2 + h m^2 x H + H
     moonvit (Kimi-VL)  siglip blocks, patch conv + h, 64 x 64 positions; projector LayerNorm 2h +
@@ -32,7 +34,7 @@ from kvplan.errors import KvplanError
 from kvplan.spec.gemma3n_params import audio_params, vision_embedder_params
 from kvplan.spec.gemma4_params import vision_params as gemma4_vision_params
 
-_EXACT = {"siglip", "pixtral", "qwen2_5_vl", "qwen3_vl", "moonvit", "gemma4"}  # gemma3n: its timm vision tower is not counted
+_EXACT = {"siglip", "pixtral", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "moonvit", "gemma4"}  # gemma3n: its timm vision tower is not counted
 
 
 def _i(cfg: dict[str, Any], *keys: str, default: int = 0) -> int:
@@ -53,8 +55,10 @@ def _family(outer: dict[str, Any], vision: dict[str, Any]) -> str:
         return "siglip"
     if vt == "pixtral" or mt in ("mistral3", "pixtral"):
         return "pixtral"
-    if mt.startswith("qwen2_5_vl") or vt.startswith("qwen2_5_vl"):
+    if mt.startswith("qwen2_5_vl") or vt.startswith(("qwen2_5_vl", "qwen2_5_omni_vision")):
         return "qwen2_5_vl"
+    if mt == "qwen2_vl" or vt.startswith("qwen2_vl"):
+        return "qwen2_vl"
     if mt.startswith(("qwen3_vl", "qwen3_5")) or vt.startswith(("qwen3_vl", "qwen3_5")):  # Qwen3.5 reuses the Qwen3-VL ViT
         return "qwen3_vl"
     if vt == "moonvit":
@@ -120,6 +124,11 @@ def encoder_params(outer: dict[str, Any], text_hidden: int) -> int:
         block = 4 * h * h + 4 * h + 3 * h * inter + 2 * inter + h + 2 * h
         hm = h * m * m
         return c * t * p * p * h + layers * block + h + hm * hm + hm + hm * out + out
+    if family == "qwen2_vl":  # h is embed_dim (hidden_size is the text model's width), LayerNorm ViT blocks
+        h, hm = _i(v, "embed_dim"), _i(v, "embed_dim") * m * m
+        out = _i(v, "hidden_size", default=text_hidden)
+        blocks = _siglip_blocks(h, h * _i(v, "mlp_ratio", default=4), _i(v, "depth"))
+        return c * t * p * p * h + blocks + 2 * h + hm * hm + hm + hm * out + out
     if family == "qwen3_vl":
         block = 4 * (h * h + h) + 2 * h * inter + inter + h + 4 * h
         hm = h * m * m
