@@ -21,6 +21,9 @@ TINY = {
                                           patch_size=14, fullatt_block_indexes=[1])),
     "qwen2_vl": dict(text_config={k: v for k, v in _TEXT.items() if k != "head_dim"},
                      vision_config=dict(depth=2, embed_dim=48, hidden_size=64, mlp_ratio=4, num_heads=2, patch_size=14)),
+    "glm4v": dict(text_config={k: v for k, v in _TEXT.items() if k != "head_dim"},
+                  vision_config=dict(depth=2, hidden_size=48, intermediate_size=80, num_heads=2, out_hidden_size=64,
+                                     patch_size=14, image_size=56, attention_bias=True)),
     "qwen3_vl": dict(text_config=_TEXT, vision_config=dict(depth=3, hidden_size=48, intermediate_size=96, num_heads=2,
                                                             out_hidden_size=64, patch_size=16, num_position_embeddings=16,
                                                             deepstack_visual_indexes=[0, 1])),
@@ -72,8 +75,8 @@ def test_text_only_configs_have_no_encoder():
 def test_other_towers_are_counted_approximately():
     kimi = load_model("kimi-vl-a3b-instruct")
     assert encoder_family(kimi.config) == "moonvit" and kimi.params.encoder > 0
-    glm = load_model("glm-4.5v")
-    assert encoder_family(glm.config) == "generic" and not encoder_is_exact(glm.config) and glm.params.encoder > 0
+    mllama = load_model("llama-3.2-11b-vision")
+    assert encoder_family(mllama.config) == "generic" and not encoder_is_exact(mllama.config) and mllama.params.encoder > 0
 
 
 def _estimate(capsys, *args: str) -> tuple[int, str, str]:

@@ -18,10 +18,13 @@ L: blocks, p: patch, C: channels, t: temporal patch, m: spatial merge, H: text h
                        merger and each deepstack merger: LayerNorm + (h m^2)^2 + h m^2 + h m^2 x H + H
     moonvit (Kimi-VL)  siglip blocks, patch conv + h, 64 x 64 positions; projector LayerNorm 2h +
                        (4h)^2 + 4h + 4h x H + H
+    glm4v (GLM-4.xV)   positions (image/p)^2 h, patch conv3d + bias, L x (2 RMSNorms, qkv 3h^2, proj h^2,
+                       gated MLP 3 h O; O: out_hidden_size), two norms, conv2d downsample h m^2 x O + O,
+                       merger O^2 + LayerNorm 2 O + gated 3 O x intermediate_size
     gemma4             kvplan.spec.gemma4_params (exact)
     gemma3n            the audio tower and both embedders (kvplan.spec.gemma3n_params); the timm
                        MobileNetV5 vision tower is not counted (not exact)
-Other vision towers (Mllama, GLM-4V, ...) get the generic ViT count (siglip blocks, global layers
+Other vision towers (Mllama, Llama-4, LLaVA-style, ...) get the generic ViT count (siglip blocks, global layers
 included, and an h x H projector): an approximation, said so by `encoder_is_exact`.
 Other audio towers are not counted yet.
 """
@@ -34,7 +37,7 @@ from kvplan.errors import KvplanError
 from kvplan.spec.gemma3n_params import audio_params, vision_embedder_params
 from kvplan.spec.gemma4_params import vision_params as gemma4_vision_params
 
-_EXACT = {"siglip", "pixtral", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "moonvit", "gemma4"}  # gemma3n: its timm vision tower is not counted
+_EXACT = {"siglip", "pixtral", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "moonvit", "gemma4", "glm4v"}  # gemma3n: its timm vision tower is not counted
 
 
 def _i(cfg: dict[str, Any], *keys: str, default: int = 0) -> int:
@@ -63,11 +66,23 @@ def _family(outer: dict[str, Any], vision: dict[str, Any]) -> str:
         return "qwen3_vl"
     if vt == "moonvit":
         return "moonvit"
+    if mt.startswith(("glm4v", "glm46v")) or vt.startswith("glm4v"):
+        return "glm4v"
     if vt == "gemma4_vision":
         return "gemma4"
     if vt == "gemma3n_vision" or mt == "gemma3n":
         return "gemma3n"
     return "generic"
+
+
+def _glm4v(v: dict[str, Any], h: int, layers: int, c: int, t: int, p: int, m: int) -> int:
+    """GLM-4.1V / 4.5V / 4.6V: blocks whose gated MLP is out_hidden_size (O) wide, a conv2d downsample
+    to O, and a merger (proj O x O, LayerNorm, gated MLP O x intermediate_size)."""
+    out, inter = _i(v, "out_hidden_size", default=4096), _i(v, "intermediate_size", default=4 * h)
+    positions = (_i(v, "image_size", default=336) // p) ** 2
+    block = 2 * h + 4 * h * h + (3 * h if v.get("attention_bias") else 0) + 3 * h * out
+    tower = positions * h + c * t * p * p * h + h + layers * block + 2 * h  # + post-conv and post norms
+    return tower + h * out * m * m + out + out * out + 2 * out + 3 * out * inter
 
 
 def encoder_family(outer: dict[str, Any]) -> str | None:
@@ -143,8 +158,12 @@ def encoder_params(outer: dict[str, Any], text_hidden: int) -> int:
         tower = c * p * p * h + h + 64 * 64 * h + _siglip_blocks(h, inter, layers) + 2 * h
         hk = h * k
         return tower + 2 * h + hk * hk + hk + hk * text_hidden + text_hidden
+    if family == "glm4v":
+        return _glm4v(v, h, layers, c, t, p, m)
     if family == "gemma4":
         return gemma4_vision_params(v, text_hidden)
+    if family == "glm4v":
+        return _glm4v(v, h, layers, c, t, p, m)
     if family == "gemma4":
         return gemma4_vision_params(v, text_hidden)
     if family == "gemma3n":
