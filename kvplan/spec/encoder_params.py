@@ -21,6 +21,7 @@ L: blocks, p: patch, C: channels, t: temporal patch, m: spatial merge, H: text h
     glm4v (GLM-4.xV)   positions (image/p)^2 h, patch conv3d + bias, L x (2 RMSNorms, qkv 3h^2, proj h^2,
                        gated MLP 3 h O; O: out_hidden_size), two norms, conv2d downsample h m^2 x O + O,
                        merger O^2 + LayerNorm 2 O + gated 3 O x intermediate_size
+    internvl           InternViT + pixel-shuffle projector (`_internvl`)
     gemma4             kvplan.spec.gemma4_params (exact)
     gemma3n            the audio tower and both embedders (kvplan.spec.gemma3n_params); the timm
                        MobileNetV5 vision tower is not counted (not exact)
@@ -37,7 +38,7 @@ from kvplan.errors import KvplanError
 from kvplan.spec.gemma3n_params import audio_params, vision_embedder_params
 from kvplan.spec.gemma4_params import vision_params as gemma4_vision_params
 
-_EXACT = {"siglip", "pixtral", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "moonvit", "gemma4", "glm4v"}  # gemma3n: its timm vision tower is not counted
+_EXACT = {"siglip", "pixtral", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "moonvit", "gemma4", "glm4v", "internvl"}  # gemma3n: its timm vision tower is not counted
 
 
 def _i(cfg: dict[str, Any], *keys: str, default: int = 0) -> int:
@@ -66,6 +67,8 @@ def _family(outer: dict[str, Any], vision: dict[str, Any]) -> str:
         return "qwen3_vl"
     if vt == "moonvit":
         return "moonvit"
+    if vt in ("internvl_vision", "intern_vit_6b"):
+        return "internvl"
     if mt.startswith(("glm4v", "glm46v")) or vt.startswith("glm4v"):
         return "glm4v"
     if vt == "gemma4_vision":
@@ -83,6 +86,29 @@ def _glm4v(v: dict[str, Any], h: int, layers: int, c: int, t: int, p: int, m: in
     block = 2 * h + 4 * h * h + (3 * h if v.get("attention_bias") else 0) + 3 * h * out
     tower = positions * h + c * t * p * p * h + h + layers * block + 2 * h  # + post-conv and post norms
     return tower + h * out * m * m + out + out * out + 2 * out + 3 * out * inter
+
+
+def _side(value: Any, default: int) -> int:
+    """image_size / patch_size as one number or a [height, width] pair (square assumed)."""
+    if isinstance(value, list) and value:
+        value = value[0]
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else default
+
+
+def _internvl(outer: dict[str, Any], v: dict[str, Any], h: int, inter: int, layers: int, c: int, p: int,
+              text_hidden: int) -> int:
+    """InternViT (InternVL 2.5 / 3, HF and original layouts): cls + positions + patch conv, blocks with two
+    layer-scale vectors, q/k/v (+ biases, + q/k norms), output projection, MLP and two norms; projector:
+    LayerNorm over the pixel-shuffled width s h (s = (1 / downsample_ratio)^2), then s h x H and H x H."""
+    p = _side(v.get("patch_size"), p)
+    positions = (_side(v.get("image_size"), 448) // p) ** 2 + 1
+    norm = h if v.get("norm_type") == "rms_norm" else 2 * h
+    qkv_bias = 3 * h if v.get("attention_bias") or v.get("qkv_bias") else 0
+    qk_norm = 2 * h if v.get("use_qk_norm") or v.get("qk_normalization") else 0  # RMSNorms, weight only
+    block = 2 * h + 3 * h * h + qkv_bias + qk_norm + h * h + h + 2 * h * inter + inter + h + 2 * norm
+    shuffle = round(1 / float(outer.get("downsample_ratio") or 0.5)) ** 2
+    projector = 2 * shuffle * h + shuffle * h * text_hidden + text_hidden + text_hidden * text_hidden + text_hidden
+    return h + positions * h + c * p * p * h + h + layers * block + projector
 
 
 def encoder_family(outer: dict[str, Any]) -> str | None:
@@ -158,10 +184,14 @@ def encoder_params(outer: dict[str, Any], text_hidden: int) -> int:
         tower = c * p * p * h + h + 64 * 64 * h + _siglip_blocks(h, inter, layers) + 2 * h
         hk = h * k
         return tower + 2 * h + hk * hk + hk + hk * text_hidden + text_hidden
+    if family == "internvl":
+        return _internvl(outer, v, h, inter, layers, c, p, text_hidden)
     if family == "glm4v":
         return _glm4v(v, h, layers, c, t, p, m)
     if family == "gemma4":
         return gemma4_vision_params(v, text_hidden)
+    if family == "internvl":
+        return _internvl(outer, v, h, inter, layers, c, p, text_hidden)
     if family == "glm4v":
         return _glm4v(v, h, layers, c, t, p, m)
     if family == "gemma4":
