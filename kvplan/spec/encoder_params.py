@@ -22,10 +22,11 @@ L: blocks, p: patch, C: channels, t: temporal patch, m: spatial merge, H: text h
                        gated MLP 3 h O; O: out_hidden_size), two norms, conv2d downsample h m^2 x O + O,
                        merger O^2 + LayerNorm 2 O + gated 3 O x intermediate_size
     internvl           InternViT + pixel-shuffle projector (`_internvl`)
+    mllama             Llama-3.2-Vision's tiled ViT with global layers (`_mllama`)
     gemma4             kvplan.spec.gemma4_params (exact)
     gemma3n            the audio tower and both embedders (kvplan.spec.gemma3n_params); the timm
                        MobileNetV5 vision tower is not counted (not exact)
-Other vision towers (Mllama, Llama-4, LLaVA-style, ...) get the generic ViT count (siglip blocks, global layers
+Other vision towers (Llama-4, LLaVA-style, ...) get the generic ViT count (siglip blocks, global layers
 included, and an h x H projector): an approximation, said so by `encoder_is_exact`.
 Other audio towers are not counted yet.
 """
@@ -38,7 +39,7 @@ from kvplan.errors import KvplanError
 from kvplan.spec.gemma3n_params import audio_params, vision_embedder_params
 from kvplan.spec.gemma4_params import vision_params as gemma4_vision_params
 
-_EXACT = {"siglip", "pixtral", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "moonvit", "gemma4", "glm4v", "internvl"}  # gemma3n: its timm vision tower is not counted
+_EXACT = {"siglip", "pixtral", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "moonvit", "gemma4", "glm4v", "internvl", "mllama"}  # gemma3n: its timm vision tower is not counted
 
 
 def _i(cfg: dict[str, Any], *keys: str, default: int = 0) -> int:
@@ -67,6 +68,8 @@ def _family(outer: dict[str, Any], vision: dict[str, Any]) -> str:
         return "qwen3_vl"
     if vt == "moonvit":
         return "moonvit"
+    if vt == "mllama_vision_model" or mt == "mllama":
+        return "mllama"
     if vt in ("internvl_vision", "intern_vit_6b"):
         return "internvl"
     if mt.startswith(("glm4v", "glm46v")) or vt.startswith("glm4v"):
@@ -86,6 +89,18 @@ def _glm4v(v: dict[str, Any], h: int, layers: int, c: int, t: int, p: int, m: in
     block = 2 * h + 4 * h * h + (3 * h if v.get("attention_bias") else 0) + 3 * h * out
     tower = positions * h + c * t * p * p * h + h + layers * block + 2 * h  # + post-conv and post norms
     return tower + h * out * m * m + out + out * out + 2 * out + 3 * out * inter
+
+
+def _mllama(v: dict[str, Any], h: int, inter: int, layers: int, c: int, p: int, text_hidden: int) -> int:
+    """Llama-3.2-Vision: class token, patch conv, gated position and tile embeddings (one row per
+    supported aspect ratio + 1, over max_num_tiles tiles), two LayerNorms, L local and num_global_layers
+    gated global blocks (no attention biases), projector from (intermediate layers + 1) x h to H."""
+    positions = (_i(v, "image_size", default=448) // p) ** 2 + 1
+    tiles, ratios = _i(v, "max_num_tiles", default=4), len(v.get("supported_aspect_ratios") or []) + 1
+    embeddings = h + c * p * p * h + 1 + positions * h + ratios * tiles * positions * h + 2 * (1 + ratios * tiles * h)
+    block = 4 * h * h + 2 * h * inter + inter + h + 4 * h
+    out = _i(v, "vision_output_dim", default=(len(v.get("intermediate_layers_indices") or []) + 1) * h)
+    return embeddings + 4 * h + layers * block + _i(v, "num_global_layers") * (block + 2) + out * text_hidden + text_hidden
 
 
 def _side(value: Any, default: int) -> int:
@@ -138,6 +153,27 @@ def encoder_gap(outer: dict[str, Any]) -> str | None:
     return "; ".join(notes) or None
 
 
+def _qwen_vl(family: str, v: dict[str, Any], h: int, inter: int, layers: int, c: int, t: int, p: int, m: int,
+             out: int, text_hidden: int) -> int:
+    """Qwen2-VL, Qwen2.5-VL (and Qwen2.5-Omni's) and Qwen3-VL / Qwen3.5 towers with their mergers."""
+    if family == "qwen2_5_vl":
+        block = 4 * h * h + 4 * h + 3 * h * inter + 2 * inter + h + 2 * h
+        hm = h * m * m
+        return c * t * p * p * h + layers * block + h + hm * hm + hm + hm * out + out
+    if family == "qwen2_vl":  # h is embed_dim (hidden_size is the text model's width), LayerNorm ViT blocks
+        h, hm = _i(v, "embed_dim"), _i(v, "embed_dim") * m * m
+        out = _i(v, "hidden_size", default=text_hidden)
+        blocks = _siglip_blocks(h, h * _i(v, "mlp_ratio", default=4), _i(v, "depth"))
+        return c * t * p * p * h + blocks + 2 * h + hm * hm + hm + hm * out + out
+    assert family == "qwen3_vl", family  # _family names no other Qwen tower
+    block = 4 * (h * h + h) + 2 * h * inter + inter + h + 4 * h
+    hm = h * m * m
+    merger = hm * hm + hm + hm * out + out
+    deepstack = len(v.get("deepstack_visual_indexes") or [])
+    tower = c * t * p * p * h + h + _i(v, "num_position_embeddings") * h + layers * block
+    return tower + (2 * h + merger) + deepstack * (2 * hm + merger)
+
+
 def encoder_params(outer: dict[str, Any], text_hidden: int) -> int:
     """Vision tower + projector parameters (0 without a `vision_config`)."""
     family = encoder_family(outer)
@@ -161,22 +197,8 @@ def encoder_params(outer: dict[str, Any], text_hidden: int) -> int:
         bias = text_hidden if outer.get("multimodal_projector_bias") else 0
         tower = c * p * p * h + h + layers * (4 * h * h + 3 * h * inter + 2 * h)
         return tower + h + h * merge * merge * h + h * text_hidden + bias + text_hidden * text_hidden + bias
-    if family == "qwen2_5_vl":
-        block = 4 * h * h + 4 * h + 3 * h * inter + 2 * inter + h + 2 * h
-        hm = h * m * m
-        return c * t * p * p * h + layers * block + h + hm * hm + hm + hm * out + out
-    if family == "qwen2_vl":  # h is embed_dim (hidden_size is the text model's width), LayerNorm ViT blocks
-        h, hm = _i(v, "embed_dim"), _i(v, "embed_dim") * m * m
-        out = _i(v, "hidden_size", default=text_hidden)
-        blocks = _siglip_blocks(h, h * _i(v, "mlp_ratio", default=4), _i(v, "depth"))
-        return c * t * p * p * h + blocks + 2 * h + hm * hm + hm + hm * out + out
-    if family == "qwen3_vl":
-        block = 4 * (h * h + h) + 2 * h * inter + inter + h + 4 * h
-        hm = h * m * m
-        merger = hm * hm + hm + hm * out + out
-        deepstack = len(v.get("deepstack_visual_indexes") or [])
-        tower = c * t * p * p * h + h + _i(v, "num_position_embeddings") * h + layers * block
-        return tower + (2 * h + merger) + deepstack * (2 * hm + merger)
+    if family.startswith(("qwen2", "qwen3")):
+        return _qwen_vl(family, v, h, inter, layers, c, t, p, m, out, text_hidden)
     if family == "moonvit":
         k = 1
         for side in v.get("merge_kernel_size") or [2, 2]:
@@ -184,12 +206,8 @@ def encoder_params(outer: dict[str, Any], text_hidden: int) -> int:
         tower = c * p * p * h + h + 64 * 64 * h + _siglip_blocks(h, inter, layers) + 2 * h
         hk = h * k
         return tower + 2 * h + hk * hk + hk + hk * text_hidden + text_hidden
-    if family == "internvl":
-        return _internvl(outer, v, h, inter, layers, c, p, text_hidden)
-    if family == "glm4v":
-        return _glm4v(v, h, layers, c, t, p, m)
-    if family == "gemma4":
-        return gemma4_vision_params(v, text_hidden)
+    if family == "mllama":
+        return _mllama(v, h, inter, layers, c, p, text_hidden)
     if family == "internvl":
         return _internvl(outer, v, h, inter, layers, c, p, text_hidden)
     if family == "glm4v":
