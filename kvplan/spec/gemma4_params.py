@@ -71,9 +71,9 @@ def text_counts(cfg: dict[str, Any], n_layers: int, hidden: int, n_heads: int, k
 
 def vision_params(vision: dict[str, Any], text_hidden: int) -> int:
     """A gemma4_vision tower and its embedder."""
-    h = _int(vision, "hidden_size", 0)
-    heads, d = _int(vision, "num_attention_heads", 16), _int(vision, "head_dim", h // max(1, _int(vision, "num_attention_heads", 16)))
-    kv, inter, layers = _int(vision, "num_key_value_heads", heads), _int(vision, "intermediate_size", 4 * h), _int(vision, "num_hidden_layers", 0)
+    h, heads = _int(vision, "hidden_size", 0), _int(vision, "num_attention_heads", 16)
+    d, kv = _int(vision, "head_dim", h // heads), _int(vision, "num_key_value_heads", heads)
+    inter, layers = _int(vision, "intermediate_size", 4 * h), _int(vision, "num_hidden_layers", 0)
     patch = _int(vision, "patch_size", 16)
     block = h * heads * d + 2 * h * kv * d + heads * d * h + 2 * d + 3 * h * inter + 4 * h
     return 3 * patch * patch * h + 2 * _int(vision, "position_embedding_size", 10240) * h + layers * block + text_hidden * h

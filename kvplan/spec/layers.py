@@ -14,8 +14,9 @@ attention (Falcon-H1, whose layers run attention and Mamba2 in parallel; Zamba2'
 
 Layout keys read: `layer_types` (gpt-oss, Gemma 2/3/3n, Qwen3-Next/3.5 `linear_attention`,
 Granite-4.0-H/Bamba `mamba`, LFM2 `conv`, MiniMax `linear_attention`), `full_attn_idxs` (LFM2),
-`attn_type_list` (MiniMax-Text-01/M1), `layers_block_type` (Zamba2 mamba / hybrid), `attn_layer_indices` (Bamba), `hybrid_override_pattern` (Nemotron-H: M mamba, * attention,
-- MLP, E MoE), `attn_layer_period`/`attn_layer_offset` (Jamba), `attention_chunk_size` with
+`attn_type_list` (MiniMax-Text-01/M1), `layers_block_type` (Zamba2 mamba / hybrid),
+`linear_attn_config.kda_layers` (Kimi-Linear), `attn_layer_indices` (Bamba),
+`hybrid_override_pattern` (Nemotron-H: M mamba, * attention, - MLP, E MoE), `attn_layer_period`/`attn_layer_offset` (Jamba), `attention_chunk_size` with
 `no_rope_layers` (Llama-4: the NoPE layers, every 4th by default, are full), `cross_attention_layers`
 (Llama-3.2-Vision), `num_kv_shared_layers` (Gemma-3n), Gemma 4's `global_head_dim` /
 `num_global_key_value_heads` on its full layers, and the sliding-window conventions of
