@@ -57,3 +57,20 @@ def test_gemma4_weights_match_the_hf_modules(reference_dir):
     assert params.decoder == counts["text"] + 5 * 1024 * 2816
     assert params.encoder == counts["vision"]
     assert 25.2e9 <= counts["text"] < 25.3e9 and 3.8e9 <= params.active - params.encoder < 3.9e9
+
+
+def test_gemma4_as_transformers_5_writes_it():
+    """transformers 5.25 saves the full layers' geometry as `per_layer_config` overrides ({"05": {"head_dim":
+    512}, ...}) instead of global_head_dim: the same layers, KV and weights (its default: 30 layers, 4 KV heads,
+    every 6th full, per-layer inputs of 256)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.AutoConfig.for_model("gemma4_text")
+    raw = cfg.to_dict()
+    assert "global_head_dim" not in raw and raw["per_layer_config"]["05"]["head_dim"] == 512
+    spec = spec_from_config(raw, "gemma4")
+    assert {(layer.kind, layer.head_dim_k) for layer in spec.layers} == {("sliding", 256), ("full", 512)}
+    assert KvLayout.of(spec).bytes_per_token() == 25 * 2 * 4 * 256 * 2 + 5 * 2 * 4 * 512 * 2
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(cfg)
+    assert spec.params.total == sum(p.numel() for p in model.parameters())

@@ -218,6 +218,14 @@ class DbrxFfnConfig(BaseModel):
     moe_top_k: _whole(0, 2**16) = None  # type: ignore[valid-type]
 
 
+class LayerOverride(BaseModel):
+    """One entry of transformers 5's `per_layer_config` (Gemma 4: a full layer's head geometry)."""
+
+    model_config = _OPEN
+    head_dim: _whole(1, _DIM) = None  # type: ignore[valid-type]
+    num_key_value_heads: _whole(1, _HEADS) = None  # type: ignore[valid-type]
+
+
 class LinearAttnConfig(BaseModel):
     """Kimi-Linear's `linear_attn_config` (its KDA layers, 1-based, and their head geometry)."""
 
@@ -243,6 +251,7 @@ class HfConfig(_Keys):  # type: ignore[misc, valid-type]
     rope_scaling: Optional[RopeScaling] = None
     linear_attn_config: Optional[LinearAttnConfig] = None
     attn_config: Optional[DbrxAttnConfig] = None
+    per_layer_config: Optional[dict[str, LayerOverride]] = None
     ffn_config: Optional[DbrxFfnConfig] = None
 
 

@@ -2,6 +2,7 @@
 
 KV cache (vLLM gemma4.py `Gemma4DecoderLayer`): sliding layers cache `num_key_value_heads` heads of
 `head_dim`; full layers use `global_head_dim` and, with `attention_k_eq_v`, `num_global_key_value_heads`
+(a config written by transformers 5.25 carries them as `per_layer_config` overrides instead)
 (K and V are both cached: V is K's projection without RoPE, normed apart). Pages differ between the two
 types, so vLLM unifies them by block size (kvplan.plan.groups).
 
@@ -31,8 +32,15 @@ def _int(cfg: dict[str, Any], key: str, default: int) -> int:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
 
 
-def full_layer_geometry(cfg: dict[str, Any], kv_heads: int, head_dim: int) -> tuple[int, int]:
-    """(KV heads, head dim) of a full-attention layer."""
+def layer_geometry(cfg: dict[str, Any], index: int, full: bool, kv_heads: int, head_dim: int) -> tuple[int, int]:
+    """(KV heads, head dim) of layer `index`: transformers 5's `per_layer_config` overrides ({"05": {"head_dim":
+    512, ...}}) when the config carries them, else the global keys on full-attention layers."""
+    per_layer = cfg.get("per_layer_config")
+    if isinstance(per_layer, dict):
+        over = next((v for k, v in per_layer.items() if str(k).isdigit() and int(k) == index and isinstance(v, dict)), {})
+        return _int(over, "num_key_value_heads", kv_heads), _int(over, "head_dim", head_dim)
+    if not full:
+        return kv_heads, head_dim
     dim = _int(cfg, "global_head_dim", head_dim)
     heads = _int(cfg, "num_global_key_value_heads", kv_heads) if cfg.get("attention_k_eq_v") else kv_heads
     return heads, dim
@@ -51,7 +59,7 @@ def text_counts(cfg: dict[str, Any], n_layers: int, hidden: int, n_heads: int, k
     n_exp, k_exp, exp_inter = _int(cfg, "num_experts", 0), _int(cfg, "top_k_experts", 0), _int(cfg, "moe_intermediate_size", 0)
     moe = bool(cfg.get("enable_moe_block")) and n_exp > 0
     for i, kind in enumerate(_layer_types(cfg, n_layers)):
-        kv, d = full_layer_geometry(cfg, kv_heads, head_dim) if kind == "full_attention" else (kv_heads, head_dim)
+        kv, d = layer_geometry(cfg, i, kind == "full_attention", kv_heads, head_dim)
         attention += hidden * n_heads * d + 2 * hidden * kv * d + n_heads * d * hidden + 2 * d
         width = 2 * inter if cfg.get("use_double_wide_mlp") and i >= shared_from else inter
         mlp += 3 * hidden * width

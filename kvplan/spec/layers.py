@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from kvplan.errors import ConfigError
-from kvplan.spec.gemma4_params import GEMMA4_TYPES, full_layer_geometry
+from kvplan.spec.gemma4_params import GEMMA4_TYPES, layer_geometry
 from kvplan.spec.state import (RecurrentState, gated_delta_net_state, linear_attention_state, mamba1_state,
                                mamba2_state, short_conv_state)
 
@@ -273,7 +273,7 @@ def build_layers(cfg: dict[str, Any], outer: dict[str, Any], n_layers: int, kv_h
             continue
         span = {"sliding": window, "chunked": int(chunk) if chunk else None,
                 "cross": _encoder_tokens(outer, where) if kind == "cross" else None}.get(kind)
-        heads, dim = full_layer_geometry(cfg, kv_heads, head_dim) if kind == "full" and gemma4 else (kv_heads, head_dim)
+        heads, dim = layer_geometry(cfg, len(layers), kind == "full", kv_heads, head_dim) if gemma4 else (kv_heads, head_dim)
         layers.append(LayerAttention(kind, heads, dim, dim, span, states[word]))  # type: ignore[arg-type]
     shared = cfg.get("num_kv_shared_layers") or 0
     if isinstance(shared, int) and 0 < shared < n_layers:
