@@ -20,3 +20,20 @@ def test_qwen2_5_omni_thinker_text_decoder_caches():
     assert KvLayout.of(spec).bytes_per_token() == 2 * n * text["num_key_value_heads"] * head_dim * 2
     plan = plan_capacity(spec, EngineArgs(kv_cache_memory_bytes=2**33, max_model_len=8192))
     assert any("audio tower (audio_config) is not counted" in w for w in plan.warnings)
+
+
+def test_qwen3_omni_vision_encoder_is_the_qwen3_vl_tower():
+    """Qwen3-Omni's thinker vision encoder has Qwen3-VL's blocks, merger and deepstack mergers: the count
+    is exact against transformers' Qwen3OmniMoeVisionEncoder (meta device)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    omni = pytest.importorskip("transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe")
+    from kvplan.spec.encoder_params import encoder_family, encoder_params
+
+    cfg = transformers.AutoConfig.for_model("qwen3_omni_moe")
+    vision = cfg.thinker_config.vision_config
+    with torch.device("meta"):
+        expected = sum(p.numel() for p in omni.Qwen3OmniMoeVisionEncoder(vision).parameters())
+    thinker = {"model_type": "qwen3_omni_moe_thinker", "vision_config": vision.to_dict()}
+    assert encoder_family(thinker) == "qwen3_vl"
+    assert encoder_params(thinker, cfg.thinker_config.text_config.hidden_size) == expected

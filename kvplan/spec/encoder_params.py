@@ -64,7 +64,8 @@ def _family(outer: dict[str, Any], vision: dict[str, Any]) -> str:
         return "qwen2_5_vl"
     if mt == "qwen2_vl" or vt.startswith("qwen2_vl"):
         return "qwen2_vl"
-    if mt.startswith(("qwen3_vl", "qwen3_5")) or vt.startswith(("qwen3_vl", "qwen3_5")):  # Qwen3.5 reuses the Qwen3-VL ViT
+    # Qwen3.5 and Qwen3-Omni's thinker reuse the Qwen3-VL ViT
+    if mt.startswith(("qwen3_vl", "qwen3_5")) or vt.startswith(("qwen3_vl", "qwen3_5", "qwen3_omni_moe_vision")):
         return "qwen3_vl"
     if vt == "moonvit":
         return "moonvit"
