@@ -18,11 +18,11 @@ from dataclasses import dataclass, field, replace
 from kvplan.errors import KvplanError
 from kvplan.plan import overheads as oh
 from kvplan.plan.encoder_profile import EncoderProfile, encoder_profile
-from kvplan.spec.encoder_params import encoder_gap
 from kvplan.plan.groups import MAMBA_CACHE_MODES, KvGroup, StateLayout, kv_groups, mamba_cache_mode, state_copies
 from kvplan.plan.kv import (blocks_in_budget, bytes_per_block, has_paged_cache, largest_fitting, pp_layer_range,
                             state_page_bytes, unified_block_size, validate_parallel)
 from kvplan.spec.dtypes import resolve_kv_dtype
+from kvplan.spec.encoder_params import encoder_gap
 from kvplan.spec.gpu import GpuSpec
 from kvplan.spec.model import ModelSpec
 from kvplan.spec.quant import QUANTIZATION_CHOICES

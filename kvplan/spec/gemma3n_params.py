@@ -36,7 +36,8 @@ def text_extras(cfg: dict[str, Any], hidden: int, n_layers: int) -> tuple[int, i
     embedding = vocab_pl * n_layers * p
     per_layer_linear = a * a + a * a * a + a * hidden + 2 * hidden * r + 2 * hidden * p
     linear = n_layers * per_layer_linear + hidden * n_layers * p + 2 * (a - 1) * hidden * hidden
-    per_layer_norms = hidden + hidden + hidden + hidden + 2 * hidden  # AltUp scale + router norm, LAuReL, per-layer; 2 of 4 norms
+    # AltUp output scale and router norm, LAuReL norm, per-layer-input norm, and the 2 of the 4 layer norms the caller lacks
+    per_layer_norms = 6 * hidden
     return embedding, linear, n_layers * per_layer_norms + p
 
 

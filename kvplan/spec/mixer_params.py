@@ -33,7 +33,8 @@ def _dt_rank(cfg: dict[str, Any], hidden: int) -> int:
 
 def state_mixer_params(cfg: dict[str, Any], state: RecurrentState, hidden: int) -> int:
     """Weights of one layer's state mixer (its conv and recurrent parameters included)."""
-    proj_bias = _flag(cfg, "mamba_proj_bias", "use_bias", "add_bias_linear" if cfg.get("model_type") == "zamba2" else "use_bias")
+    bias_keys = ("mamba_proj_bias", "use_bias") + (("add_bias_linear",) if cfg.get("model_type") == "zamba2" else ())
+    proj_bias = _flag(cfg, *bias_keys)
     conv_bias = _flag(cfg, "mamba_conv_bias", "use_conv_bias", default=True)
     if state.kind == "gdn":
         nv, dv, dk = state.heads, state.head_dim, state.state_size

@@ -82,10 +82,6 @@ def _lfm2_ff_width(cfg: dict[str, Any], inter: int) -> int:
     return multiple * ((width + multiple - 1) // multiple)
 
 
-def n_exp_of(cfg: dict[str, Any]) -> int:
-    return _moe(cfg)[0]
-
-
 def _indexer_params(cfg: dict[str, Any], hidden: int) -> int:
     """DeepSeek-V3.2's sparse-attention indexer (index_topk set): wq_b q_lora_rank x n d, wk h x d,
     a LayerNorm over d (weight and bias), weights_proj h x n (n: index_n_heads, d: index_head_dim)."""
@@ -220,7 +216,7 @@ def count_params(cfg: dict[str, Any], *, layers: tuple[LayerAttention, ...], hid
         dense_mlp += 2  # xIELU's learned alpha_p and alpha_n
     mlp_dense, experts, experts_active = _mlp_params(cfg, n_layers, hidden, dense_mlp)
     widths = cfg.get("intermediate_size")
-    if isinstance(widths, list) and len(widths) == n_layers and not n_exp_of(cfg):
+    if isinstance(widths, list) and len(widths) == n_layers and not _moe(cfg)[0]:
         mlp_dense = sum((3 if gated else 2) * hidden * int(w) for w in widths)  # Gemma-3n: a width per layer
     if mt in GEMMA3N_TYPES:
         extra_embedding, extra_linear, extra_norms = text_extras(cfg, hidden, n_layers)
