@@ -31,7 +31,8 @@ from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.perf.predict import predict  # noqa: E402
 from kvplan.perf.workload import Request  # noqa: E402
 from kvplan.plan import overheads as oh  # noqa: E402
-from kvplan.plan.budget import EngineArgs, plan_capacity  # noqa: E402
+from kvplan.plan.budget import plan_capacity  # noqa: E402
+from kvplan.plan.engine_args import EngineArgs
 from kvplan.spec.gpu import load_gpu  # noqa: E402
 from kvplan.spec.profiles import load_model, model_profile  # noqa: E402
 

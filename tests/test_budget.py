@@ -15,7 +15,8 @@ from dataclasses import replace
 import pytest
 
 from kvplan.cli import main
-from kvplan.plan.budget import EngineArgs, plan_capacity
+from kvplan.plan.budget import plan_capacity
+from kvplan.plan.engine_args import EngineArgs
 from kvplan.plan.calibration import load_calibration
 from kvplan.spec.gpu import custom_gpu, load_gpu
 from kvplan.spec.profiles import load_model

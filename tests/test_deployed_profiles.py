@@ -108,7 +108,8 @@ def test_deepseek_v32_fp8_ds_mla_and_indexer_by_hand(reference_dir):
 
 
 def test_deepseek_v32_pool_from_kv_bytes():
-    from kvplan.plan.budget import EngineArgs, plan_capacity
+    from kvplan.plan.budget import plan_capacity
+    from kvplan.plan.engine_args import EngineArgs
 
     spec = load_model("deepseek-v3.2")
     plan = plan_capacity(spec, EngineArgs(kv_cache_memory_bytes=40 * 2**30, tensor_parallel_size=8, max_model_len=32_768))

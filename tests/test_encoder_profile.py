@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 from kvplan.plan import overheads as oh
-from kvplan.plan.budget import EngineArgs, plan_capacity
+from kvplan.plan.budget import plan_capacity
+from kvplan.plan.engine_args import EngineArgs
 from kvplan.plan.encoder_profile import encoder_profile
 from kvplan.spec.gpu import custom_gpu
 from kvplan.spec.profiles import load_model

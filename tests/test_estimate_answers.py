@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from kvplan.cli import main
-from kvplan.plan.budget import EngineArgs, plan_capacity
+from kvplan.plan.budget import plan_capacity
+from kvplan.plan.engine_args import EngineArgs
 from kvplan.plan.explain import weights_fit, weights_per_gpu_bytes
 from kvplan.plan.fixes import fixes_for, recommend, serve_command
 from kvplan.plan.kv import KvLayout

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from kvplan.cli import main
-from kvplan.plan.budget import EngineArgs, plan_capacity
+from kvplan.plan.budget import plan_capacity
+from kvplan.plan.engine_args import EngineArgs
 from kvplan.plan.fixes import fixes_for, recommend, safe_max_utilization
 from kvplan.spec.gpu import custom_gpu, load_gpu
 from kvplan.spec.profiles import load_model

@@ -16,7 +16,8 @@ import json
 import pytest
 
 from kvplan.errors import ConfigError, KvplanError
-from kvplan.plan.budget import EngineArgs, plan_capacity
+from kvplan.plan.budget import plan_capacity
+from kvplan.plan.engine_args import EngineArgs
 from kvplan.plan.kv import KvLayout, unified_block_size
 from kvplan.spec.gpu import load_gpu
 from kvplan.spec.model import spec_from_config

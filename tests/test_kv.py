@@ -4,6 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvplan.errors import KvplanError
+from kvplan.plan.engine_args import EngineArgs
 from kvplan.plan.estimate import estimate
 from kvplan.plan.kv import KvLayout, bytes_per_block, layer_bytes_per_token, pp_layer_range
 from kvplan.spec.gpu import custom_gpu
@@ -30,7 +31,7 @@ def test_llama_2_7b_kv_table():
 
 
 def test_24gb_card_does_not_fit_4k_x8():
-    est = estimate(load_model("llama-2-7b"), ctx_tokens=4096, concurrency=8, gpu=custom_gpu(24))
+    est = estimate(load_model("llama-2-7b"), EngineArgs(gpu=custom_gpu(24)), ctx_tokens=4096, concurrency=8)
     assert not est.fit.fits
     assert 1 <= est.fit.max_concurrency_at_ctx < 8
     # what the reported concurrency claims must itself fit, and one more must not

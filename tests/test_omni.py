@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.plan.budget import EngineArgs, plan_capacity
+from kvplan.plan.budget import plan_capacity
+from kvplan.plan.engine_args import EngineArgs
 from kvplan.plan.kv import KvLayout
 from kvplan.spec.model import spec_from_config
 

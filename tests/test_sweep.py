@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from kvplan.cli import main
-from kvplan.plan.budget import EngineArgs, plan_capacity
+from kvplan.plan.budget import plan_capacity
+from kvplan.plan.engine_args import EngineArgs
 from kvplan.plan.sweep import COLUMNS, sweep
 from kvplan.spec.gpu import load_gpu
 from kvplan.spec.profiles import load_model

@@ -13,33 +13,11 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli.app import app, make_console
-from kvplan.cli.plan_commands import _check_estimate_flags, _engine_args, _estimate_model_and_gpu
+from kvplan.cli.options import (AsJson, BlockSize, Burstiness, Dtype, Eager, InputLen, KvDtype, MaxBatched,
+                                MaxConcurrency, MaxModelLen, MaxNumSeqs, Model, NumPrompts, OutputLen, Pp,
+                                PrefixCaching, Quantization, RangeRatio, Seed, Tp, Util, Version)
+from kvplan.cli.server_flags import load_device, load_served_model
 from kvplan.errors import KvplanError
-
-Model = Annotated[str, typer.Option("--model", "-m", help="Profile name or alias, a config.json, or a model directory.")]
-Tp = Annotated[int, typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel size.")]
-Pp = Annotated[int, typer.Option("--pp", "--pipeline-parallel-size", help="Pipeline-parallel size.")]
-Dtype = Annotated[str, typer.Option(help="Model dtype: auto (the checkpoint's), float16, bfloat16, float32.")]
-Quantization = Annotated[Optional[str], typer.Option(help="Runtime weight quantization of an unquantized checkpoint (e.g. fp8).")]
-KvDtype = Annotated[str, typer.Option(help="auto, float16, bfloat16, fp8, fp8_e4m3, fp8_e5m2.")]
-MaxModelLen = Annotated[Optional[int], typer.Option(help="vLLM --max-model-len (default: the model's maximum).")]
-MaxNumSeqs = Annotated[Optional[int], typer.Option(help="vLLM --max-num-seqs (default chosen by GPU memory and version, as vLLM).")]
-MaxBatched = Annotated[Optional[int], typer.Option(help="vLLM --max-num-batched-tokens (default by GPU memory and version).")]
-PrefixCaching = Annotated[bool, typer.Option("--enable-prefix-caching/--no-enable-prefix-caching",
-                                             help="Accepted for vLLM parity; random prompts share no prefix, so it changes nothing here.")]
-Eager = Annotated[bool, typer.Option("--enforce-eager", help="No CUDA graphs (vLLM --enforce-eager): launch cost per layer.")]
-Version = Annotated[Optional[str], typer.Option(help="vLLM version whose defaults and scheduler to model (default: the newest modelled).")]
-Util = Annotated[Optional[float], typer.Option(help="Fraction of GPU memory the engine may use (vLLM default 0.9).")]
-BlockSize = Annotated[int, typer.Option(help="Tokens per KV block (vLLM default 16).")]
-InputLen = Annotated[int, typer.Option(help="Prompt tokens per request (vllm bench serve --random-input-len).")]
-OutputLen = Annotated[int, typer.Option(help="Output tokens per request (--random-output-len; ignore_eos).")]
-RangeRatio = Annotated[float, typer.Option(help="Lengths uniform in len x [1 - r, 1 + r] (--random-range-ratio).")]
-NumPrompts = Annotated[int, typer.Option(help="Requests to simulate (--num-prompts).")]
-Burstiness = Annotated[float, typer.Option(help="Gamma shape of arrival gaps; 1 is Poisson (--burstiness).")]
-Concurrency = Annotated[Optional[int], typer.Option(help="Client-side limit on requests in flight (--max-concurrency).")]
-Seed = Annotated[int, typer.Option(help="Seed of lengths and arrivals.")]
-AsJson = Annotated[bool, typer.Option("--json", help="Print one flat JSON object instead of tables.")]
-
 
 def _rate(text: str) -> float:
     try:
@@ -51,13 +29,12 @@ def _rate(text: str) -> float:
     return value
 
 
-def _server(model, gpu, tp, pp, dtype, quantization, kv_cache_dtype, max_model_len, max_num_seqs, max_num_batched_tokens,
-            enforce_eager, vllm_version, gpu_memory_utilization, block_size):
-    _check_estimate_flags(gpu, None, max_model_len, tp=tp, pp=pp, block_size=block_size)
-    spec, device = _estimate_model_and_gpu(model, dtype, gpu, None)
-    args = _engine_args(device, gpu_memory_utilization, tp, pp, dtype, quantization, kv_cache_dtype, block_size,
-                        max_model_len, max_num_seqs, max_num_batched_tokens, None, enforce_eager, vllm_version, None)
-    return spec, args
+def _server(model: str, gpu: str, *, dtype: str, **flags):
+    """The served model and its engine arguments, read and checked as `estimate` reads them."""
+    from kvplan.plan.engine_args import EngineArgs
+
+    args = EngineArgs.from_flags(gpu=load_device(gpu), dtype=dtype, **flags)
+    return load_served_model(model, dtype), args
 
 
 def _scenario_requests(path: str):
@@ -83,7 +60,7 @@ def predict(
     random_input_len: InputLen = 1024, random_output_len: OutputLen = 128, random_range_ratio: RangeRatio = 0.0,
     num_prompts: NumPrompts = 1000,
     request_rate: Annotated[str, typer.Option(help="Requests/s, or inf to send all at once (--request-rate).")] = "inf",
-    burstiness: Burstiness = 1.0, max_concurrency: Concurrency = None, seed: Seed = 0,
+    burstiness: Burstiness = 1.0, max_concurrency: MaxConcurrency = None, seed: Seed = 0,
     scenario: Annotated[Optional[str], typer.Option(help="A kvplan scenario (name or YAML file) instead of the random workload.")] = None,
     as_json: AsJson = False,
 ) -> None:
@@ -91,8 +68,11 @@ def predict(
     from kvplan.perf.predict import predict as run_predict
     from kvplan.perf.workload import Workload
 
-    spec, args = _server(model, gpu, tp, pp, dtype, quantization, kv_cache_dtype, max_model_len, max_num_seqs,
-                         max_num_batched_tokens, enforce_eager, vllm_version, gpu_memory_utilization, block_size)
+    spec, args = _server(model, gpu, dtype=dtype, tensor_parallel_size=tp, pipeline_parallel_size=pp,
+                         quantization=quantization, kv_cache_dtype=kv_cache_dtype, max_model_len=max_model_len,
+                         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                         enforce_eager=enforce_eager, vllm_version=vllm_version,
+                         gpu_memory_utilization=gpu_memory_utilization, block_size=block_size)
     if scenario:
         requests, max_concurrency = _scenario_requests(scenario)
     else:
@@ -144,9 +124,9 @@ def plan_command(
     from kvplan.spec.gpu import load_gpu
 
     slo = Slo(slo_ttft_ms, slo_tpot_ms, slo_percentile)
-    slo.validate()
-    spec, args = _server(model, "h100-sxm-80gb", 1, 1, dtype, None, "auto", max_model_len, None, None, False,
-                         vllm_version, gpu_memory_utilization, 16)
+    # the GPU is each candidate's: the base arguments are planned on H100 only to check the flags
+    spec, args = _server(model, "h100-sxm-80gb", dtype=dtype, max_model_len=max_model_len, vllm_version=vllm_version,
+                         gpu_memory_utilization=gpu_memory_utilization)
     devices = [load_gpu(g.strip()) for g in (gpus.split(",") if gpus else DEFAULT_GPUS) if g.strip()]
     if not devices:
         raise KvplanError(f"--gpus names no GPU, got {gpus!r}")

@@ -8,6 +8,9 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli.app import app, make_console, profiles_app
+from kvplan.cli.options import (AsJson, BlockSize, Dtype, Eager, Gpu, GpuMemoryGib, KvCacheBytes, KvDtype, MaxBatched,
+                                MaxModelLen, MaxNumSeqs, Model, Pp, Quantization, Tp, Util, Version)
+from kvplan.cli.server_flags import load_device, load_served_model, mm_limits
 from kvplan.errors import KvplanError
 
 MAX_SWEEP_TOKENS = 2**31  # contexts and concurrencies: vLLM's own int32 limits
@@ -16,76 +19,69 @@ MAX_SWEEP_BLOCK_SIZE = 2**16
 
 @app.command()
 def estimate(
-    model: Annotated[str, typer.Option("--model", "-m", help="Profile name or alias, a config.json, or a model directory.")],
+    model: Model,
     ctx: Annotated[Optional[int], typer.Option(help="Tokens per request (prompt + output); default: --max-model-len, else 4096.")] = None,
     concurrency: Annotated[int, typer.Option(help="Concurrent requests.")] = 1,
-    kv_cache_dtype: Annotated[str, typer.Option(help="auto, float16, bfloat16, float32, fp8, fp8_e4m3, fp8_e5m2; int8, int4 (planned only: no vLLM flag).")] = "auto",
-    block_size: Annotated[int, typer.Option(help="Tokens per KV block (vLLM default 16).")] = 16,
-    tp: Annotated[int, typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel size.")] = 1,
-    pp: Annotated[int, typer.Option("--pp", "--pipeline-parallel-size", help="Pipeline-parallel size.")] = 1,
-    dtype: Annotated[str, typer.Option(help="Model dtype: auto (the checkpoint's), float16, bfloat16, float32.")] = "auto",
+    kv_cache_dtype: KvDtype = "auto", block_size: BlockSize = 16, tp: Tp = 1, pp: Pp = 1, dtype: Dtype = "auto",
     prefix_tokens: Annotated[int, typer.Option(help="Tokens of a prefix shared by all requests.")] = 0,
-    max_model_len: Annotated[Optional[int], typer.Option(help="vLLM --max-model-len (default: --ctx; vLLM's own default is the model's maximum).")] = None,
-    gpu: Annotated[Optional[str], typer.Option(help="GPU from the catalog (see `kvplan gpus`).")] = None,
-    gpu_memory_gib: Annotated[Optional[float], typer.Option(help="Total GPU memory as CUDA reports it, in GiB.")] = None,
-    gpu_memory_utilization: Annotated[Optional[float], typer.Option(help="Fraction of GPU memory the engine may use (vLLM default 0.9).")] = None,
-    quantization: Annotated[Optional[str], typer.Option(help="Runtime weight quantization of an unquantized checkpoint (e.g. fp8).")] = None,
-    max_num_seqs: Annotated[Optional[int], typer.Option(help="vLLM --max-num-seqs (default chosen by GPU memory, as vLLM).")] = None,
-    max_num_batched_tokens: Annotated[Optional[int], typer.Option(help="vLLM --max-num-batched-tokens (default by GPU memory).")] = None,
-    kv_cache_memory_bytes: Annotated[Optional[int], typer.Option(help="KV cache bytes per GPU; bypasses --gpu-memory-utilization, as in vLLM.")] = None,
-    enforce_eager: Annotated[bool, typer.Option("--enforce-eager", help="No CUDA graphs (vLLM --enforce-eager).")] = False,
-    vllm_version: Annotated[Optional[str], typer.Option(help="vLLM version whose behaviour to model (default: the newest modelled).")] = None,
+    max_model_len: MaxModelLen = None, gpu: Gpu = None, gpu_memory_gib: GpuMemoryGib = None,
+    gpu_memory_utilization: Util = None, quantization: Quantization = None, max_num_seqs: MaxNumSeqs = None,
+    max_num_batched_tokens: MaxBatched = None, kv_cache_memory_bytes: KvCacheBytes = None,
+    enforce_eager: Eager = False, vllm_version: Version = None,
     target_concurrency: Annotated[Optional[int], typer.Option(help="Print the `vllm serve` line that serves N requests of max_model_len.")] = None,
     limit_mm_per_prompt: Annotated[Optional[str], typer.Option(help="vLLM --limit-mm-per-prompt ('{\"image\": 0}' or image=0,video=0): 0 images and videos load no vision tower.")] = None,
     skip_mm_profiling: Annotated[bool, typer.Option("--skip-mm-profiling", help="vLLM --skip-mm-profiling: the vision tower is loaded but its dummy batch is not profiled.")] = False,
     language_model_only: Annotated[bool, typer.Option("--language-model-only", help="vLLM --language-model-only: no vision tower (as image=0,video=0).")] = False,
     mm_processor_kwargs: Annotated[Optional[str], typer.Option(help="vLLM --mm-processor-kwargs JSON; max_pixels bounds a Qwen-VL image in the profile run.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+    as_json: AsJson = False,
 ) -> None:
     """KV-cache bytes per token, request and batch; with a GPU, vLLM's capacity plan and whether it fits."""
+    from kvplan.plan.engine_args import EngineArgs
     from kvplan.plan.estimate import estimate as run_estimate
 
-    _check_estimate_flags(gpu, gpu_memory_gib, max_model_len, ctx=ctx, concurrency=concurrency, block_size=block_size,
-                          tp=tp, pp=pp)
-    limits = _mm_limits(limit_mm_per_prompt, language_model_only)
-    spec, device = _estimate_model_and_gpu(model, dtype, gpu, gpu_memory_gib, limits)
-    engine_args = _engine_args(device, gpu_memory_utilization, tp, pp, dtype, quantization, kv_cache_dtype, block_size,
-                               max_model_len, max_num_seqs, max_num_batched_tokens, kv_cache_memory_bytes,
-                               enforce_eager, vllm_version, target_concurrency)
-    engine_args = _multimodal_args(engine_args, limits, skip_mm_profiling, mm_processor_kwargs)
-    est = run_estimate(spec, ctx_tokens=ctx, concurrency=concurrency, kv_cache_dtype=kv_cache_dtype,
-                       block_size=block_size, tp=tp, pp=pp, prefix_tokens=prefix_tokens,
-                       max_model_len=max_model_len, gpu=device,
-                       gpu_memory_utilization=0.9 if gpu_memory_utilization is None else gpu_memory_utilization,
-                       engine_args=engine_args)
+    device = load_device(gpu, gpu_memory_gib)
+    args = EngineArgs.from_flags(gpu=device, gpu_memory_utilization=gpu_memory_utilization, tensor_parallel_size=tp,
+                                 pipeline_parallel_size=pp, dtype=dtype, quantization=quantization,
+                                 kv_cache_dtype=kv_cache_dtype, block_size=block_size, max_model_len=max_model_len,
+                                 max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                                 kv_cache_memory_bytes=kv_cache_memory_bytes, enforce_eager=enforce_eager,
+                                 vllm_version=vllm_version)
+    _check_plan_flags(args, target_concurrency=target_concurrency, vllm_version=vllm_version)
+    limits = mm_limits(limit_mm_per_prompt, language_model_only)
+    spec = load_served_model(model, dtype, limits)
+    args = _multimodal_args(args, limits, skip_mm_profiling, mm_processor_kwargs)
+    est = run_estimate(spec, args, ctx_tokens=ctx, concurrency=concurrency, prefix_tokens=prefix_tokens)
     capacity = est.fit.capacity if est.fit else None
     fixes, rec = (), None
-    if capacity is not None and engine_args is not None:
+    if capacity is not None:
         from kvplan.plan.fixes import fixes_for, recommend
 
-        engine_args = replace(engine_args, max_model_len=est.max_model_len)  # as planned: --ctx when not given
-        fixes = fixes_for(spec, engine_args, capacity, target_concurrency)
-        rec = recommend(spec, engine_args, target_concurrency) if target_concurrency else None
+        args = replace(args, max_model_len=est.max_model_len)  # as planned: --ctx when not given
+        fixes = fixes_for(spec, args, capacity, target_concurrency)
+        rec = recommend(spec, args, target_concurrency) if target_concurrency else None
     _print_estimate(est, fixes, rec, as_json)
 
 
-def _mm_limits(limit_mm_per_prompt: str | None, language_model_only: bool) -> dict[str, int] | None:
-    """--limit-mm-per-prompt, parsed once; --language-model-only is images and videos at 0."""
-    from kvplan.spec.encoder_params import parse_mm_limits
-
-    limits = parse_mm_limits(limit_mm_per_prompt) if limit_mm_per_prompt is not None else None
-    return {**(limits or {}), "image": 0, "video": 0} if language_model_only else limits
+def _check_plan_flags(args, *, target_concurrency: int | None, vllm_version: str | None) -> None:
+    """Flags that only mean something in a capacity plan, refused without a GPU (or KV bytes)."""
+    if target_concurrency is not None and target_concurrency <= 0:
+        raise KvplanError(f"--target-concurrency must be positive, got {target_concurrency}")
+    if args.plans_capacity:
+        return
+    given = [f for f, v in (("--target-concurrency", target_concurrency), ("--max-num-seqs", args.max_num_seqs),
+                            ("--max-num-batched-tokens", args.max_num_batched_tokens),
+                            ("--quantization", args.quantization), ("--vllm-version", vllm_version)) if v is not None]
+    if given or args.enforce_eager:
+        raise KvplanError(f"{(given or ['--enforce-eager'])[0]} needs a GPU: add --gpu NAME or --gpu-memory-gib X")
 
 
 def _multimodal_args(engine_args, limits: dict[str, int] | None, skip_mm_profiling: bool, mm_processor_kwargs: str | None):
-    """The multimodal flags on the engine arguments (None without a GPU)."""
+    """The multimodal flags on the engine arguments."""
     from kvplan.spec.encoder_params import parse_mm_processor_kwargs
 
     max_pixels, ignored = parse_mm_processor_kwargs(mm_processor_kwargs) if mm_processor_kwargs else (None, [])
     if ignored:
         typer.echo(f"kvplan: warning: --mm-processor-kwargs {', '.join(ignored)}: not modelled (only max_pixels is)", err=True)
-    if engine_args is None:
-        return None
     return replace(engine_args, limit_mm_per_prompt=tuple(sorted(limits.items())) if limits else None,
                    skip_mm_profiling=skip_mm_profiling, mm_max_pixels=max_pixels)
 
@@ -106,70 +102,6 @@ def _print_estimate(est, fixes, rec, as_json: bool) -> None:
     render_fixes(console, fixes)
     if rec is not None:
         render_recommendation(console, rec)
-
-
-def _check_estimate_flags(gpu: str | None, gpu_memory_gib: float | None, max_model_len: int | None,
-                          **sizes: int | None) -> None:
-    """Contradictory or non-positive flags of `estimate`, rejected before any profile is read."""
-    if gpu and gpu_memory_gib is not None:
-        raise KvplanError("give either --gpu or --gpu-memory-gib, not both")
-    for name, value in sizes.items():
-        if value is not None and value <= 0:
-            raise KvplanError(f"--{name.replace('_', '-')} must be positive, got {value}")
-    if max_model_len is not None and max_model_len <= 0:
-        raise KvplanError(f"--max-model-len must be positive, got {max_model_len}")
-
-
-def _estimate_model_and_gpu(model: str, dtype: str, gpu: str | None, gpu_memory_gib: float | None,
-                            limits: dict[str, int] | None = None):
-    """The model spec (served in `dtype`; without its vision tower when --limit-mm-per-prompt allows no
-    images or videos, as vLLM loads it) and the GPU: a catalog name, a bare size, or none."""
-    from dataclasses import replace
-
-    from kvplan.spec.dtypes import normalize_model_dtype
-    from kvplan.spec.encoder_params import vision_tower_loaded
-    from kvplan.spec.gpu import custom_gpu, load_gpu
-    from kvplan.spec.profiles import load_model
-
-    spec = load_model(model)
-    if dtype != "auto":
-        spec = replace(spec, dtype=normalize_model_dtype(dtype))
-    if limits is not None and not vision_tower_loaded(limits):
-        spec = spec.without_encoder()
-    device = load_gpu(gpu) if gpu else (custom_gpu(gpu_memory_gib) if gpu_memory_gib is not None else None)
-    return spec, device
-
-
-def _engine_args(device, gpu_memory_utilization, tp, pp, dtype, quantization, kv_cache_dtype, block_size, max_model_len,
-                 max_num_seqs, max_num_batched_tokens, kv_cache_memory_bytes, enforce_eager, vllm_version,
-                 target_concurrency):
-    """The vLLM engine arguments of `estimate` (None without a GPU); checks contradictions."""
-    from kvplan.plan.budget import EngineArgs
-    from kvplan.plan.overheads import DEFAULT_VLLM_VERSION
-
-    if kv_cache_memory_bytes is not None and gpu_memory_utilization is not None:
-        raise KvplanError("give either --kv-cache-memory-bytes or --gpu-memory-utilization, not both "
-                          "(vLLM ignores the utilization when the KV bytes are given)")
-    if kv_cache_memory_bytes is not None and kv_cache_memory_bytes < 0:
-        raise KvplanError(f"--kv-cache-memory-bytes must be >= 0, got {kv_cache_memory_bytes}")
-    if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
-        raise KvplanError(f"--gpu-memory-utilization must be in (0, 1], got {gpu_memory_utilization}")
-    if target_concurrency is not None and target_concurrency <= 0:
-        raise KvplanError(f"--target-concurrency must be positive, got {target_concurrency}")
-    if device is None and kv_cache_memory_bytes is None:
-        # --kv-cache-memory-bytes alone is a plan: vLLM then ignores the GPU's size and utilization
-        given = [f for f, v in (("--target-concurrency", target_concurrency),
-                                ("--max-num-seqs", max_num_seqs), ("--max-num-batched-tokens", max_num_batched_tokens),
-                                ("--quantization", quantization), ("--vllm-version", vllm_version)) if v is not None]
-        if given or enforce_eager:
-            raise KvplanError(f"{(given or ['--enforce-eager'])[0]} needs a GPU: add --gpu NAME or --gpu-memory-gib X")
-        return None
-    return EngineArgs(gpu=device, gpu_memory_utilization=0.9 if gpu_memory_utilization is None else gpu_memory_utilization,
-                      tensor_parallel_size=tp, pipeline_parallel_size=pp, dtype=dtype, quantization=quantization,
-                      kv_cache_dtype=kv_cache_dtype, block_size=block_size, max_model_len=max_model_len,
-                      max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                      kv_cache_memory_bytes=kv_cache_memory_bytes, enforce_eager=enforce_eager,
-                      vllm_version=vllm_version or DEFAULT_VLLM_VERSION)
 
 
 def _int_list(flag: str, text: str, largest: int) -> list[int]:
@@ -206,7 +138,7 @@ def sweep(
     plot_path: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG of max concurrency vs context per KV dtype.")] = None,
 ) -> None:
     """vLLM capacity over a grid of ctx x concurrency x KV dtype x block size x GPU (pandas table)."""
-    from kvplan.plan.budget import EngineArgs
+    from kvplan.plan.engine_args import EngineArgs
     from kvplan.plan.overheads import DEFAULT_VLLM_VERSION
     from kvplan.plan.sweep import plot_concurrency
     from kvplan.plan.sweep import sweep as run_sweep

@@ -17,7 +17,8 @@ from kvplan.perf.figures import Timings
 from kvplan.perf.predict import check_requests, scheduler_config, step_model
 from kvplan.perf.schedule import simulate
 from kvplan.perf.workload import Workload
-from kvplan.plan.budget import EngineArgs, plan_capacity
+from kvplan.plan.budget import plan_capacity
+from kvplan.plan.engine_args import EngineArgs
 from kvplan.spec.gpu import GpuSpec
 from kvplan.spec.model import ModelSpec
 

@@ -25,7 +25,7 @@ from kvplan.perf.figures import Timings
 from kvplan.perf.predict import check_requests, scheduler_config, server_plan, step_model
 from kvplan.perf.schedule import Trace, simulate
 from kvplan.perf.workload import Workload, with_prefix_hits
-from kvplan.plan.budget import EngineArgs
+from kvplan.plan.engine_args import EngineArgs
 
 FITTED = ("hbm_efficiency", "gemm_efficiency", "kv_efficiency", "attention_efficiency", "allreduce_latency_s", "link_efficiency",
           "step_overhead_s", "seq_overhead_s", "legacy_step_overhead_s", "legacy_seq_overhead_s", "request_latency_s")

@@ -11,7 +11,8 @@ from kvplan.perf.figures import bench_figures
 from kvplan.perf.schedule import SchedulerConfig, Trace, simulate
 from kvplan.perf.workload import Request
 from kvplan.plan import overheads as oh
-from kvplan.plan.budget import CapacityPlan, EngineArgs, plan_capacity
+from kvplan.plan.budget import CapacityPlan, plan_capacity
+from kvplan.plan.engine_args import EngineArgs
 from kvplan.spec.model import ModelSpec
 
 

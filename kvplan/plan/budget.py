@@ -15,67 +15,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from kvplan.errors import KvplanError
 from kvplan.plan import overheads as oh
 from kvplan.plan.encoder_profile import EncoderProfile, encoder_profile
-from kvplan.plan.groups import MAMBA_CACHE_MODES, KvGroup, StateLayout, kv_groups, mamba_cache_mode, state_copies
+from kvplan.plan.engine_args import EngineArgs
+from kvplan.plan.groups import KvGroup, StateLayout, kv_groups, mamba_cache_mode, state_copies
 from kvplan.plan.kv import (blocks_in_budget, bytes_per_block, has_paged_cache, largest_fitting, pp_layer_range,
-                            state_page_bytes, unified_block_size, validate_parallel)
+                            state_page_bytes, unified_block_size)
 from kvplan.spec.dtypes import resolve_kv_dtype
 from kvplan.spec.encoder_params import encoder_gap
-from kvplan.spec.gpu import GpuSpec
 from kvplan.spec.model import ModelSpec
-from kvplan.spec.quant import QUANTIZATION_CHOICES
 from kvplan.units import GIB
 
 DOCS_URL = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
-
-
-@dataclass(frozen=True)
-class EngineArgs:
-    """The vLLM engine arguments that decide KV capacity (names as in `vllm serve`)."""
-
-    gpu: GpuSpec | None = None
-    gpu_memory_utilization: float = 0.9
-    tensor_parallel_size: int = 1
-    pipeline_parallel_size: int = 1
-    dtype: str = "auto"
-    quantization: str | None = None
-    kv_cache_dtype: str = "auto"
-    block_size: int = 16
-    max_model_len: int | None = None
-    max_num_seqs: int | None = None
-    max_num_batched_tokens: int | None = None
-    kv_cache_memory_bytes: int | None = None
-    enforce_eager: bool = False
-    vllm_version: str = oh.DEFAULT_VLLM_VERSION
-    mamba_cache_mode: str | None = None  # hybrid state models: "none" or "align"; None: vLLM's default
-    limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None  # --limit-mm-per-prompt, (modality, count) pairs
-    skip_mm_profiling: bool = False  # --skip-mm-profiling: the tower's dummy batch is not run in the profile
-    mm_max_pixels: int | None = None  # --mm-processor-kwargs '{"max_pixels": N}' (Qwen-VL image processors)
-
-    def validate(self, spec: ModelSpec) -> None:
-        """Raise a one-line KvplanError for a bad value (the CLI exits 2)."""
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise KvplanError(f"--gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}")
-        for flag, value in (("--tensor-parallel-size/--tp", self.tensor_parallel_size),
-                            ("--pipeline-parallel-size/--pp", self.pipeline_parallel_size),
-                            ("--block-size", self.block_size), ("--max-model-len", self.max_model_len),
-                            ("--max-num-seqs", self.max_num_seqs),
-                            ("--max-num-batched-tokens", self.max_num_batched_tokens)):
-            if value is not None and value <= 0:
-                raise KvplanError(f"{flag} must be positive, got {value}")
-        if self.kv_cache_memory_bytes is not None and self.kv_cache_memory_bytes < 0:
-            raise KvplanError(f"--kv-cache-memory-bytes must be >= 0, got {self.kv_cache_memory_bytes}")
-        if self.gpu is None and self.kv_cache_memory_bytes is None:
-            raise KvplanError("a capacity plan needs --gpu or --gpu-memory-gib (or --kv-cache-memory-bytes)")
-        if self.quantization and self.quantization.lower().replace("-", "_") not in {q.replace("-", "_") for q in QUANTIZATION_CHOICES} | {"fp8"}:
-            raise KvplanError(f"unknown --quantization {self.quantization!r}; choices: {', '.join(QUANTIZATION_CHOICES)}")
-        oh.parse_vllm_version(self.vllm_version)
-        if self.mamba_cache_mode not in (None, *MAMBA_CACHE_MODES):
-            raise KvplanError(f"--mamba-cache-mode {self.mamba_cache_mode!r} is not modelled; choices: {', '.join(MAMBA_CACHE_MODES)}")
-        resolve_kv_dtype(self.kv_cache_dtype, oh.model_dtype(spec, self.dtype), sparse_mla=spec.has_sparse_indexer)
-        validate_parallel(spec, self.tensor_parallel_size, self.pipeline_parallel_size)
 
 
 @dataclass(frozen=True)

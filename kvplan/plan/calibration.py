@@ -7,7 +7,8 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvplan.plan.budget import CapacityPlan, EngineArgs, plan_capacity
+from kvplan.plan.budget import CapacityPlan, plan_capacity
+from kvplan.plan.engine_args import EngineArgs
 from kvplan.plan.overheads import V1_SINCE, parse_vllm_version
 from kvplan.spec.gpu import custom_gpu
 from kvplan.spec.model import ModelSpec

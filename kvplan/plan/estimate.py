@@ -10,7 +10,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kvplan.errors import KvplanError
-from kvplan.plan.budget import CapacityPlan, EngineArgs, plan_capacity
+from kvplan.plan.budget import CapacityPlan, plan_capacity
+from kvplan.plan.engine_args import EngineArgs
 from kvplan.plan.explain import concurrency_note, length_note, memory_shortfall, vllm_default_note, weights_fit
 from kvplan.plan.fixes import Fix, Recommendation
 from kvplan.plan.groups import state_copies
@@ -66,9 +67,9 @@ def resolve_lengths(spec: ModelSpec, ctx_tokens: int | None, max_model_len: int 
     the plan and the `vllm serve` line are for the requests asked about); neither may pass the
     model's maximum context."""
     limit = spec.max_position_embeddings
+    if ctx_tokens is not None and ctx_tokens <= 0:  # --max-model-len: EngineArgs checks it
+        raise KvplanError(f"--ctx must be a positive number of tokens, got {ctx_tokens}")
     for flag, value in (("--ctx", ctx_tokens), ("--max-model-len", max_model_len)):
-        if value is not None and value <= 0:
-            raise KvplanError(f"{flag} must be a positive number of tokens, got {value}")
         if value is not None and value > limit:
             raise KvplanError(f"{flag} {value} is beyond {spec.name}'s maximum context of {limit} tokens "
                               f"(max_position_embeddings); give {flag} of at most {limit}")
@@ -100,30 +101,27 @@ class Estimate:
     hint: str | None = None  # how to get a fit answer when there is none (no GPU)
 
 
-def _fit(layout: KvLayout, spec: ModelSpec, ctx: int, n: int, prefix: int, gpu: GpuSpec | None, util: float,
-         max_model_len: int, engine: EngineArgs | None = None) -> Fit:
+def _fit(layout: KvLayout, spec: ModelSpec, ctx: int, n: int, prefix: int, engine: EngineArgs,
+         max_model_len: int) -> Fit:
     # vLLM's budget (kvplan.plan.budget): requested - weights - activation - non-torch [- graphs]
-    args = replace(engine or EngineArgs(gpu_memory_utilization=util), gpu=gpu, kv_cache_dtype=layout.kv_dtype.name,
-                   block_size=layout.block_size, tensor_parallel_size=layout.tp, pipeline_parallel_size=layout.pp,
-                   max_model_len=max_model_len)
+    args = replace(engine, kv_cache_dtype=layout.kv_dtype.name, block_size=layout.block_size,
+                   tensor_parallel_size=layout.tp, pipeline_parallel_size=layout.pp, max_model_len=max_model_len)
     plan = plan_capacity(layout.spec, args)
     available = max(0, plan.available_kv_cache_bytes)
     needed = layout.batch_bytes_per_gpu(ctx, n, prefix_tokens=prefix)
     most = layout.max_concurrency(ctx, available, prefix_tokens=prefix)
-    return Fit(gpu, util, plan.weights_bytes, available, needed, plan.fits and needed <= available,
+    return Fit(engine.gpu, engine.gpu_memory_utilization, plan.weights_bytes, available, needed, plan.fits and needed <= available,
                most, layout.max_tokens(n, available, max_model_len), plan, weights_fit(plan), memory_shortfall(plan),
                concurrency_note(layout, plan, ctx, prefix, most))
 
 
-def _check(concurrency: int, prefix_tokens: int, ctx_tokens: int, gpu_memory_utilization: float) -> None:
+def _check(concurrency: int, prefix_tokens: int, ctx_tokens: int) -> None:
     if concurrency <= 0:
         raise KvplanError(f"--concurrency must be positive, got {concurrency}")
     if prefix_tokens < 0:
         raise KvplanError(f"--prefix-tokens must be >= 0, got {prefix_tokens}")
     if prefix_tokens > ctx_tokens:
         raise KvplanError(f"--prefix-tokens {prefix_tokens} is longer than --ctx {ctx_tokens}")
-    if not 0 < gpu_memory_utilization <= 1:
-        raise KvplanError(f"--gpu-memory-utilization must be in (0, 1], got {gpu_memory_utilization}")
 
 
 def _notes(spec: ModelSpec, lengths: Lengths, fit: Fit | None) -> tuple[str, ...]:
@@ -141,27 +139,26 @@ def _notes(spec: ModelSpec, lengths: Lengths, fit: Fit | None) -> tuple[str, ...
     return tuple(notes)
 
 
-def estimate(spec: ModelSpec, *, ctx_tokens: int | None = None, concurrency: int = 1, kv_cache_dtype: str = "auto",
-             block_size: int = 16, tp: int = 1, pp: int = 1, prefix_tokens: int = 0, max_model_len: int | None = None,
-             gpu: GpuSpec | None = None, gpu_memory_utilization: float = 0.9,
-             engine_args: EngineArgs | None = None) -> Estimate:
-    """The KV bill of `concurrency` requests of `ctx_tokens` and, with a GPU, whether they fit.
+def estimate(spec: ModelSpec, engine: EngineArgs, *, ctx_tokens: int | None = None, concurrency: int = 1,
+             prefix_tokens: int = 0) -> Estimate:
+    """The KV bill of `concurrency` requests of `ctx_tokens` served with `engine` (its KV dtype,
+    block size, TP/PP) and, when it can plan capacity (a GPU, or the KV bytes), whether they fit.
     Lengths follow `resolve_lengths`: a missing --ctx is --max-model-len, a missing max_model_len is --ctx."""
-    lengths = resolve_lengths(spec, ctx_tokens, max_model_len)
+    lengths = resolve_lengths(spec, ctx_tokens, engine.max_model_len)
     ctx, mml = lengths.ctx_tokens, lengths.max_model_len
-    _check(concurrency, prefix_tokens, ctx, gpu_memory_utilization)
-    engine = engine_args or EngineArgs()
+    _check(concurrency, prefix_tokens, ctx)
+    kv_cache_dtype, block_size = engine.kv_cache_dtype, engine.block_size
+    tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
     # state pages per request as vLLM keeps them (2 in the "align" prefix-caching mode, 0.28+ hybrids)
     copies = state_copies(spec, engine.mamba_cache_mode, parse_vllm_version(engine.vllm_version))
     layout = KvLayout.of(spec, kv_cache_dtype, block_size, tp, pp, state_copies=copies)
-    # a fit answer needs a GPU, or only the KV bytes (vLLM sizes the pool from them, whatever the GPU)
-    planned = gpu is not None or (engine_args is not None and engine_args.kv_cache_memory_bytes is not None)
+    planned = engine.plans_capacity
 
     def variant(label: str, lay: KvLayout, prefix: int = 0) -> Variant:
         total = lay.batch_bytes(ctx, concurrency, prefix_tokens=prefix)
         fits = maxc = None
         if planned:
-            f = _fit(lay, spec, ctx, concurrency, prefix, gpu, gpu_memory_utilization, mml, engine_args)
+            f = _fit(lay, spec, ctx, concurrency, prefix, engine, mml)
             fits, maxc = f.fits, f.max_concurrency_at_ctx
         return Variant(label, lay.bytes_per_token(), lay.request_bytes(ctx), total, fits, maxc)
 
@@ -177,7 +174,7 @@ def estimate(spec: ModelSpec, *, ctx_tokens: int | None = None, concurrency: int
     share = prefix_tokens or min(ctx // 2, 1024)
     if concurrency > 1 and share >= block_size:
         variants.append(variant(f"shared {share}-token prefix", layout, share))
-    fit = _fit(layout, spec, ctx, concurrency, prefix_tokens, gpu, gpu_memory_utilization, mml, engine_args) if planned else None
+    fit = _fit(layout, spec, ctx, concurrency, prefix_tokens, engine, mml) if planned else None
     return Estimate(
         spec=spec, layout=layout, ctx_tokens=ctx, concurrency=concurrency, max_model_len=mml,
         prefix_tokens=prefix_tokens, kv_bytes_per_request=layout.request_bytes(ctx),

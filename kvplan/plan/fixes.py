@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kvplan.plan import overheads as oh
-from kvplan.plan.budget import CapacityPlan, EngineArgs
+from kvplan.plan.budget import CapacityPlan
+from kvplan.plan.engine_args import EngineArgs
 from kvplan.plan.explain import weights_fit
 from kvplan.plan.kv import largest_fitting
 from kvplan.plan.replan import (SCORE_FP8_KV, SCORE_FP8_WEIGHTS, SCORE_INT4_WEIGHTS, SCORE_PP, UTIL_STEP, Fix,

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from kvplan.errors import KvplanError
-from kvplan.plan.budget import CapacityPlan, EngineArgs, plan_capacity
+from kvplan.plan.budget import CapacityPlan, plan_capacity
+from kvplan.plan.engine_args import EngineArgs
 from kvplan.plan.explain import weights_fit, weights_per_gpu_bytes
 from kvplan.spec.gpu import GpuSpec
 from kvplan.spec.model import ModelSpec

@@ -8,7 +8,8 @@ from dataclasses import dataclass, replace
 
 from kvplan.errors import KvplanError
 from kvplan.plan import overheads as oh
-from kvplan.plan.budget import CapacityPlan, EngineArgs, plan_capacity
+from kvplan.plan.budget import CapacityPlan, plan_capacity
+from kvplan.plan.engine_args import EngineArgs
 from kvplan.plan.kv import validate_parallel
 from kvplan.plan.replan import (SCORE_FP8_KV, SCORE_FP8_WEIGHTS, SCORE_INT4_WEIGHTS, SCORE_PP, Fix, Recommendation, make_fix,
                                 min_utilization, ok, safe_max_utilization, tokens_text, try_plan)

@@ -16,7 +16,8 @@ import pandas as pd
 
 from kvplan.errors import KvplanError
 from kvplan.plan import overheads as oh
-from kvplan.plan.budget import EngineArgs, plan_capacity
+from kvplan.plan.budget import plan_capacity
+from kvplan.plan.engine_args import EngineArgs
 from kvplan.spec.gpu import GpuSpec
 from kvplan.spec.model import ModelSpec
 

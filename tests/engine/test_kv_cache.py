@@ -8,7 +8,8 @@ from engine_helpers import FAMILIES, MAX_TOKENS, reference, tiny_model
 
 from kvplan.engine import EngineConfig, LLMEngine, SamplingParams
 from kvplan.engine.kv_cache import KVCache, num_blocks_for_budget
-from kvplan.plan.budget import EngineArgs, plan_capacity
+from kvplan.plan.budget import plan_capacity
+from kvplan.plan.engine_args import EngineArgs
 from kvplan.plan.kv import bytes_per_block
 from kvplan.spec.profiles import load_model
 

@@ -114,7 +114,7 @@ def test_plan_spread_over_processes_gives_the_same_answer() -> None:
     the prompts)."""
     from kvplan.perf.capacity import Slo, _Runner, replica_prompts, search
     from kvplan.perf.workload import Workload
-    from kvplan.plan.budget import EngineArgs
+    from kvplan.plan.engine_args import EngineArgs
     from kvplan.spec.gpu import load_gpu
     from kvplan.spec.profiles import load_model
 
@@ -142,7 +142,7 @@ def test_probes_stopped_at_a_certain_miss_change_no_answer(monkeypatch: pytest.M
     from kvplan.perf import capacity
     from kvplan.perf.capacity import Slo, SloWatch, _Runner, search
     from kvplan.perf.workload import Workload
-    from kvplan.plan.budget import EngineArgs
+    from kvplan.plan.engine_args import EngineArgs
     from kvplan.spec.gpu import load_gpu
     from kvplan.spec.profiles import load_model
 

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from kvplan.errors import KvplanError
 from kvplan.perf.predict import predict, server_plan
 from kvplan.perf.workload import Workload
-from kvplan.plan.budget import EngineArgs, plan_capacity
+from kvplan.plan.budget import plan_capacity
+from kvplan.plan.engine_args import EngineArgs
 from kvplan.spec.gpu import load_gpu
 from kvplan.spec.profiles import load_model
 

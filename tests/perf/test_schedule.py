@@ -107,7 +107,7 @@ def test_fast_decode_with_the_gpu_cost_model_is_bit_identical(model: str, rate: 
     """The fast path times a whole decode stretch with one vectorized call of the GPU cost model
     and a sequential cumsum of the clock: the same floats as stepping one at a time."""
     from kvplan.perf.predict import scheduler_config, server_plan, step_model
-    from kvplan.plan.budget import EngineArgs
+    from kvplan.plan.engine_args import EngineArgs
     from kvplan.spec.gpu import load_gpu
     from kvplan.spec.profiles import load_model
 

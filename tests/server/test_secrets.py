@@ -285,7 +285,7 @@ def test_metrics_errors_are_masked(echo_server) -> None:
     ("via http://user:pw@proxy:3128/", f"via http://{VALUE_MARK}@proxy:3128/"),
     (f"echoed a prefix {KEY[:12]}... of it", f"echoed a prefix {SECRET_MARK}... of it"),
     ("send the header `Authorization: Bearer <key>`", "send the header `Authorization: Bearer <key>`"),
-])
+], ids=lambda v: v.replace(KEY, "KEY").replace(KEY[:12], "KEY-PREFIX") if isinstance(v, str) else None)
 def test_redact_patterns(text: str, expected: str) -> None:
     assert redact(text, [KEY]) == expected
 

@@ -1,0 +1,99 @@
+"""`EngineArgs`: the `vllm serve` arguments that decide KV capacity and step time, and their one
+set of checks.
+
+Every way in builds the same record: `kvplan estimate/predict/plan` through `from_flags`, the
+planner's fixes and searches through `dataclasses.replace`. Each value is checked once, when the
+record is built (`__post_init__`); what can only be checked against a model (KV dtype, parallel
+sizes that divide heads and layers) is `validate(spec)`, called by `plan_capacity`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.errors import KvplanError
+from kvplan.plan import overheads as oh
+from kvplan.plan.groups import MAMBA_CACHE_MODES
+from kvplan.plan.kv import validate_parallel
+from kvplan.spec.dtypes import resolve_kv_dtype
+from kvplan.spec.gpu import GpuSpec
+from kvplan.spec.model import ModelSpec
+from kvplan.spec.quant import QUANTIZATION_CHOICES
+
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default
+
+
+@dataclass(frozen=True)
+class EngineArgs:
+    """The vLLM engine arguments that decide KV capacity (names as in `vllm serve`)."""
+
+    gpu: GpuSpec | None = None
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    dtype: str = "auto"
+    quantization: str | None = None
+    kv_cache_dtype: str = "auto"
+    block_size: int = 16
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    kv_cache_memory_bytes: int | None = None
+    enforce_eager: bool = False
+    vllm_version: str = oh.DEFAULT_VLLM_VERSION
+    mamba_cache_mode: str | None = None  # hybrid state models: "none" or "align"; None: vLLM's default
+    limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None  # --limit-mm-per-prompt, (modality, count) pairs
+    skip_mm_profiling: bool = False  # --skip-mm-profiling: the tower's dummy batch is not run in the profile
+    mm_max_pixels: int | None = None  # --mm-processor-kwargs '{"max_pixels": N}' (Qwen-VL image processors)
+
+    def __post_init__(self) -> None:
+        """A bad value is a one-line KvplanError naming the flag (the CLI exits 2)."""
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise KvplanError(f"--gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        for flag, value in (("--tensor-parallel-size/--tp", self.tensor_parallel_size),
+                            ("--pipeline-parallel-size/--pp", self.pipeline_parallel_size),
+                            ("--block-size", self.block_size), ("--max-model-len", self.max_model_len),
+                            ("--max-num-seqs", self.max_num_seqs),
+                            ("--max-num-batched-tokens", self.max_num_batched_tokens)):
+            if value is not None and value <= 0:
+                raise KvplanError(f"{flag} must be positive, got {value}")
+        if self.kv_cache_memory_bytes is not None and self.kv_cache_memory_bytes < 0:
+            raise KvplanError(f"--kv-cache-memory-bytes must be >= 0, got {self.kv_cache_memory_bytes}")
+        known = {q.replace("-", "_") for q in QUANTIZATION_CHOICES} | {"fp8"}
+        if self.quantization and self.quantization.lower().replace("-", "_") not in known:
+            raise KvplanError(f"unknown --quantization {self.quantization!r}; choices: {', '.join(QUANTIZATION_CHOICES)}")
+        oh.parse_vllm_version(self.vllm_version)
+        if self.mamba_cache_mode not in (None, *MAMBA_CACHE_MODES):
+            raise KvplanError(f"--mamba-cache-mode {self.mamba_cache_mode!r} is not modelled; "
+                              f"choices: {', '.join(MAMBA_CACHE_MODES)}")
+
+    @classmethod
+    def from_flags(cls, *, gpu: GpuSpec | None, gpu_memory_utilization: float | None = None,
+                   kv_cache_memory_bytes: int | None = None, vllm_version: str | None = None,
+                   tensor_parallel_size: int = 1, pipeline_parallel_size: int = 1, dtype: str = "auto",
+                   quantization: str | None = None, kv_cache_dtype: str = "auto", block_size: int = 16,
+                   max_model_len: int | None = None, max_num_seqs: int | None = None,
+                   max_num_batched_tokens: int | None = None, enforce_eager: bool = False) -> EngineArgs:
+        """The record from command-line flags (None: not given); the one contradiction between two
+        flags is refused here, every single value in `__post_init__`."""
+        if kv_cache_memory_bytes is not None and gpu_memory_utilization is not None:
+            raise KvplanError("give either --kv-cache-memory-bytes or --gpu-memory-utilization, not both "
+                              "(vLLM ignores the utilization when the KV bytes are given)")
+        util = DEFAULT_GPU_MEMORY_UTILIZATION if gpu_memory_utilization is None else gpu_memory_utilization
+        return cls(gpu=gpu, gpu_memory_utilization=util, tensor_parallel_size=tensor_parallel_size,
+                   pipeline_parallel_size=pipeline_parallel_size, dtype=dtype, quantization=quantization,
+                   kv_cache_dtype=kv_cache_dtype, block_size=block_size, max_model_len=max_model_len,
+                   max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                   kv_cache_memory_bytes=kv_cache_memory_bytes, enforce_eager=enforce_eager,
+                   vllm_version=vllm_version or oh.DEFAULT_VLLM_VERSION)
+
+    @property
+    def plans_capacity(self) -> bool:
+        """A capacity plan needs a GPU, or only the KV bytes (vLLM then ignores the GPU's size)."""
+        return self.gpu is not None or self.kv_cache_memory_bytes is not None
+
+    def validate(self, spec: ModelSpec) -> None:
+        """What only a model can tell: a plan at all, the KV dtype, parallel sizes that divide it."""
+        if not self.plans_capacity:
+            raise KvplanError("a capacity plan needs --gpu or --gpu-memory-gib (or --kv-cache-memory-bytes)")
+        resolve_kv_dtype(self.kv_cache_dtype, oh.model_dtype(spec, self.dtype), sparse_mla=spec.has_sparse_indexer)
+        validate_parallel(spec, self.tensor_parallel_size, self.pipeline_parallel_size)
