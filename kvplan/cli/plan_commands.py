@@ -57,15 +57,13 @@ def estimate(
         from kvplan.plan.fixes import fixes_for, recommend
 
         args = replace(args, max_model_len=est.max_model_len)  # as planned: --ctx when not given
+        rec = recommend(spec, args, target_concurrency) if target_concurrency is not None else None
         fixes = fixes_for(spec, args, capacity, target_concurrency)
-        rec = recommend(spec, args, target_concurrency) if target_concurrency else None
     _print_estimate(est, fixes, rec, as_json)
 
 
 def _check_plan_flags(args, *, target_concurrency: int | None, vllm_version: str | None) -> None:
     """Flags that only mean something in a capacity plan, refused without a GPU (or KV bytes)."""
-    if target_concurrency is not None and target_concurrency <= 0:
-        raise KvplanError(f"--target-concurrency must be positive, got {target_concurrency}")
     if args.plans_capacity:
         return
     given = [f for f, v in (("--target-concurrency", target_concurrency), ("--max-num-seqs", args.max_num_seqs),

@@ -29,7 +29,7 @@ from kvplan.plan import overheads as oh
 from kvplan.plan.kv import KvLayout
 from kvplan.spec.gpu import GpuSpec
 from kvplan.spec.model import ModelSpec
-from kvplan.spec.params import _moe
+from kvplan.spec.params import moe_shape
 from kvplan.spec.quant import make_quant
 
 LEGACY_BEFORE = (0, 6, 0)  # vLLM 0.6 rewrote the V0 hot path (async output, multi-step): CPU overhead dropped
@@ -171,7 +171,7 @@ class GpuStepModel:
         head = (p.lm_head or p.embedding) * dbytes  # tied embeddings: the LM head reads the embedding matrix
         layers_bytes = max(0.0, total - (p.embedding + p.lm_head) * dbytes)
         expert_bpp = quant.linear_bits_x100 / 800 if quant.method != "none" else dbytes
-        n_experts, k, _, _ = _moe(spec.config) if spec.config else (0, 0, 0, 0)
+        n_experts, k, _, _ = moe_shape(spec.config) if spec.config else (0, 0, 0, 0)
         expert_bytes = p.experts * expert_bpp if n_experts and k else 0.0
         dense = max(0.0, layers_bytes - expert_bytes) + head
         kv = KvLayout.of(spec, kv_cache_dtype, 16, tp).bytes_per_token_per_gpu()

@@ -14,7 +14,7 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 
 from kvplan.report.agreement import Agreement
-from kvplan.report.plots import RC, InlineFigure, _inline
+from kvplan.report.plots import RC, InlineFigure, inline_figure
 
 PASS, MISS, BAND = "#1b7f3b", "#b42318", "#d9dde5"
 MAX_RATIO = 1e4  # a figure measured 0 or near it: drawn at the edge, not off to infinity
@@ -58,6 +58,6 @@ def ratio_figure(rows: Sequence[Agreement]) -> InlineFigure | None:
         ax.set_yticks(y, [r.label for r, _ in drawn])
         ax.set_xlabel("measured ÷ predicted (log scale; 1 = exact; grey: the row's tolerance)")
         ax.grid(axis="y", visible=False)
-        return _inline(fig, "prediction_ratio", "Measured over predicted for every compared figure, on a log scale, "
+        return inline_figure(fig, "prediction_ratio", "Measured over predicted for every compared figure, on a log scale, "
                        "coloured within (green) or outside (red) its tolerance",
                        "Right of 1: the run measured more than predicted (slower, bigger); left: less.", wide=False)

@@ -44,7 +44,7 @@ class InlineFigure:
     wide: bool = True  # stretched to the page width (timelines); False: natural size (small bar charts)
 
 
-def _inline(fig: Figure, key: str, alt: str, caption: str = "", wide: bool = True) -> InlineFigure:
+def inline_figure(fig: Figure, key: str, alt: str, caption: str = "", wide: bool = True) -> InlineFigure:
     buf = io.BytesIO()
     # Date=None: the same result renders to the same bytes (diffable reports)
     fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
@@ -166,7 +166,7 @@ def kv_memory_figure(result: RunResult) -> InlineFigure | None:
         ax.set_ylim(bottom=0)
         # with a second y axis on the right, the legends go below the plot instead
         ax.legend(**(OUTSIDE if pool or not server[0].size else {"loc": "upper left", "bbox_to_anchor": (0.0, -0.2)}))
-        return _inline(fig, "kv_memory", "KV cache bytes in use over time, predicted vs measured, with the pool size",
+        return inline_figure(fig, "kv_memory", "KV cache bytes in use over time, predicted vs measured, with the pool size",
                        "Measured: engine block accounting per step. Predicted: the planner's simulation, its clock "
                        f"stretched x{clock.factor:.3g} to end with the run, so the shapes line up.")
 
@@ -208,7 +208,7 @@ def engine_load_figure(result: RunResult) -> InlineFigure | None:
         bottom.set_ylim(0, max(1.0, *(float(v.max()) for _, v in preempt.values() if v.size)) * 1.1)
         bottom.yaxis.get_major_locator().set_params(integer=True)
         bottom.legend(**OUTSIDE)
-        return _inline(fig, "engine_load", "Running and waiting requests and cumulative preemptions over time",
+        return inline_figure(fig, "engine_load", "Running and waiting requests and cumulative preemptions over time",
                        f"Dashed: predicted, its simulated clock stretched x{clock.factor:.3g} to end with the run.")
 
 
@@ -262,7 +262,7 @@ def latency_cdf_figure(records: Sequence[RequestRecord], slo_ms: dict[str, float
         axes[0].set_ylabel("fraction of requests (ITL: of gaps)")
         axes[0].set_ylim(0, 1.02)
         axes[-1].legend(loc="lower right")
-        return _inline(fig, "latency_cdf", "CDFs of TTFT, ITL and E2E latency per request class",
+        return inline_figure(fig, "latency_cdf", "CDFs of TTFT, ITL and E2E latency per request class",
                        "Completed, non-warmup requests; ITL pools every gap between consecutive tokens.")
 
 
@@ -294,7 +294,7 @@ def prediction_bars_figure(rows: Sequence[BarRow]) -> InlineFigure | None:
                 ax.set_ylim(min(positive) / 2, max(positive) * 2)
             ax.set_ylabel(unit + (" (log scale)" if ax.get_yscale() == "log" else ""))
         axes[-1].legend(**OUTSIDE)
-        return _inline(fig, "prediction_bars", "Bars of predicted vs measured figures, latencies on a log scale", wide=False)
+        return inline_figure(fig, "prediction_bars", "Bars of predicted vs measured figures, latencies on a log scale", wide=False)
 
 
 def allocator_figure(results: dict[str, RunResult]) -> InlineFigure | None:
@@ -323,4 +323,4 @@ def allocator_figure(results: dict[str, RunResult]) -> InlineFigure | None:
             ax.set_xlabel("time since run start (s)")
             ax.set_ylim(bottom=0)
         right.legend(**OUTSIDE)
-        return _inline(fig, "allocators", "Paged vs contiguous allocator: running requests and KV memory over time")
+        return inline_figure(fig, "allocators", "Paged vs contiguous allocator: running requests and KV memory over time")

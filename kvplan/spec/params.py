@@ -61,7 +61,7 @@ class ParamCount:
         return self.attention + self.mixer + self.mlp_dense + self.experts
 
 
-def _moe(cfg: dict[str, Any]) -> tuple[int, int, int, int]:
+def moe_shape(cfg: dict[str, Any]) -> tuple[int, int, int, int]:
     """(routed experts, experts per token, expert intermediate size, shared experts)."""
     n = cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts") or cfg.get("moe_num_experts") or 0
     k = cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or cfg.get("moe_topk") or cfg.get("num_experts_per_token") \
@@ -129,7 +129,7 @@ def _expert_params(cfg: dict[str, Any], hidden: int, exp_inter: int) -> int:
 def _mlp_params(cfg: dict[str, Any], n_layers: int, hidden: int, dense_mlp: int) -> tuple[int, int, int]:
     """(dense MLPs + shared experts + routers, all routed experts, routed experts one token uses)."""
     mt = str(cfg.get("model_type", ""))
-    n_exp, k_exp, exp_inter, n_shared = _moe(cfg)
+    n_exp, k_exp, exp_inter, n_shared = moe_shape(cfg)
     plan = mlp_plan(cfg, n_layers)
     if plan is None:
         first_dense = int(cfg.get("first_k_dense_replace") or 0)
@@ -216,7 +216,7 @@ def count_params(cfg: dict[str, Any], *, layers: tuple[LayerAttention, ...], hid
         dense_mlp += 2  # xIELU's learned alpha_p and alpha_n
     mlp_dense, experts, experts_active = _mlp_params(cfg, n_layers, hidden, dense_mlp)
     widths = cfg.get("intermediate_size")
-    if isinstance(widths, list) and len(widths) == n_layers and not _moe(cfg)[0]:
+    if isinstance(widths, list) and len(widths) == n_layers and not moe_shape(cfg)[0]:
         mlp_dense = sum((3 if gated else 2) * hidden * int(w) for w in widths)  # Gemma-3n: a width per layer
     if mt in GEMMA3N_TYPES:
         extra_embedding, extra_linear, extra_norms = text_extras(cfg, hidden, n_layers)

@@ -163,8 +163,8 @@ def drawn(monkeypatch) -> list[Any]:
         figures.append(fig)
         return plots.InlineFigure(key, "data:", "")
 
-    monkeypatch.setattr(plots, "_inline", capture)
-    monkeypatch.setattr(agreement_plot, "_inline", capture)
+    monkeypatch.setattr(plots, "inline_figure", capture)
+    monkeypatch.setattr(agreement_plot, "inline_figure", capture)
     return figures
 
 

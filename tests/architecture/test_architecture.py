@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "kvplan"
 SMOKE = ROOT / "kvplan" / "data" / "scenarios" / "ci-smoke.yaml"
 SMOKE_BASELINE = ROOT / "reports" / "baselines" / "ci-smoke.json"
