@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from kvplan.cli import perf_commands, plan_commands, prove_commands  # noqa: F401  (they register the commands)
+from kvplan.cli import gate_commands, perf_commands, plan_commands, prove_commands, stress_command  # noqa: F401  (they register the commands)
 from kvplan.cli.app import app
 from kvplan.errors import KvplanError
 

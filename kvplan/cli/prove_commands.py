@@ -1,5 +1,5 @@
-"""Prove commands: `kvplan serve`, `stress`, `calibrate`, `report`, `gate`, `baseline update`; heavy
-imports (torch, matplotlib, jinja2) stay inside the commands."""
+"""Prove commands: `kvplan serve`, `scenarios`, `calibrate`, `report` (`stress` is in stress_command.py,
+`gate` and `baseline` in gate_commands.py); heavy imports (torch, matplotlib, jinja2) stay inside the commands."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,11 +7,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.app import app, baseline_app, make_console
+from kvplan.cli.app import app, make_console
+from kvplan.cli.options import Threads
 from kvplan.errors import KvplanError
 
-THREADS_HELP = ("The engine's intra-op CPU threads (default: the cores this process may use, minus those other "
-                "processes keep busy; OMP_NUM_THREADS when set).")
 
 
 @app.command()
@@ -38,7 +37,7 @@ def serve(
     body_timeout_s: Annotated[float, typer.Option(help="Seconds a client has to send a request's body once its headers are in (then 408).")] = 30.0,
     max_request_bytes: Annotated[int, typer.Option(help="Largest request body (larger: 413).")] = 16 * 2**20,
     max_connections: Annotated[int, typer.Option(help="Open connections at most; over it the one idle the longest is closed.")] = 4096,
-    threads: Annotated[Optional[int], typer.Option("--threads", min=1, help=THREADS_HELP)] = None,
+    threads: Threads = None,
 ) -> None:
     """Serve the bundled engine behind an OpenAI-compatible API (/v1/completions, /v1/chat/completions,
     /v1/models, /health, /metrics with vLLM's names)."""
@@ -65,41 +64,6 @@ def serve(
 
 
 @app.command()
-def stress(
-    scenario: Annotated[Path, typer.Option("--scenario", "-s", help="A scenario YAML file, or a bundled scenario by name (`kvplan scenarios` lists them).")],
-    out: Annotated[Optional[Path], typer.Option("--out", help="Output folder (default: a new reports/<scenario>/<UTC time>, linked as reports/<scenario>/latest).")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace the run already in --out.")] = False,
-    allocator: Annotated[str, typer.Option(help="paged, contiguous, or both (same KV memory, side by side).")] = "paged",
-    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
-    calibration: Annotated[Optional[Path], typer.Option(help="Cost-model file from `kvplan calibrate` (default: profiles/calibration/).")] = None,
-    recalibrate: Annotated[bool, typer.Option("--calibrate", help="Calibrate the cost model right before the run (same machine state), and store it.")] = False,
-    target: Annotated[Optional[str], typer.Option(help="An OpenAI-compatible server, e.g. http://127.0.0.1:8000.")] = None,
-    api: Annotated[str, typer.Option(help="With --target: completions or chat.")] = "completions",
-    served_model_name: Annotated[Optional[str], typer.Option(help="With --target: the model name the server serves.")] = None,
-    api_key_env: Annotated[Optional[str], typer.Option(help="With --target: environment variable holding the API key.")] = None,
-    timeout_s: Annotated[float, typer.Option("--timeout-s", help="With --target: per-request timeout.")] = 120.0,
-    threads: Annotated[Optional[int], typer.Option("--threads", min=1, help=THREADS_HELP)] = None,
-    server_kind: Annotated[str, typer.Option("--server-kind", help="With --target: auto (ask the server what it accepts), vllm, sglang, tgi or openai.")] = "auto",
-    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="With --target: the server's tokenizer (a local directory or a repo in the Hugging Face cache; offline) for text prompts of the scenario's exact length.")] = None,
-    output_format: Annotated[str, typer.Option("--format", help="kvplan, or vllm: also write result.vllm.json with the keys and per-request arrays of `vllm bench serve --save-result`.")] = "kvplan",
-) -> None:
-    """Run a scenario on the bundled engine (or a server) and compare with the prediction made first."""
-    from kvplan.report.stress_view import stress_and_report
-    from kvplan.stress.command import StressOptions
-
-    outcome = stress_and_report(StressOptions(scenario, out_dir=out, allocator=allocator, progress=not no_progress,  # type: ignore[arg-type]
-                                    calibration=calibration, recalibrate=recalibrate, target=target, api=api,
-                                    served_model_name=served_model_name, api_key_env=api_key_env, timeout_s=timeout_s,
-                                    force=force, server_kind=server_kind, tokenizer=tokenizer, output_format=output_format,
-                                    threads=threads))
-    if outcome.interrupted:
-        typer.echo("kvplan: interrupted: the partial result is written, marked incomplete", err=True)
-        raise typer.Exit(130)  # as a shell reports SIGINT: an interrupted run never reads as a success
-    if outcome.failed:
-        raise typer.Exit(1)  # written, but failed: CI must see it
-
-
-@app.command()
 def scenarios() -> None:
     """List the bundled scenarios (`kvplan stress --scenario NAME` runs one)."""
     from rich.table import Table
@@ -122,7 +86,7 @@ def calibrate(
     model: Annotated[str, typer.Option("--model", "-m", help="Without --scenario: the profile to time (random weights).")] = "tiny-llama",
     device: Annotated[str, typer.Option(help="Without --scenario: cpu or cuda.")] = "cpu",
     out: Annotated[Optional[Path], typer.Option(help="Where to store the fit (default: the user's data folder, calibration/NAME-DEVICE.yaml).")] = None,
-    threads: Annotated[Optional[int], typer.Option("--threads", min=1, help=THREADS_HELP)] = None,
+    threads: Threads = None,
     force: Annotated[bool, typer.Option("--force", help="Store the fit even when its R² is below the quality threshold.")] = False,
 ) -> None:
     """Time engine steps on this machine and store the per-step cost model `kvplan stress` predicts with."""
@@ -182,62 +146,3 @@ def report(
     loaded = [load_result(p) for p in results]
     path = write_report(loaded, target)
     typer.echo(f"kvplan: wrote {path} ({path.stat().st_size / 1e6:.2f} MB)", err=True)
-
-
-@app.command()
-def gate(
-    result: Annotated[Path, typer.Option("--result", "-r", help="The result.json to check.")],
-    baseline: Annotated[Optional[Path], typer.Option("--baseline", "-b", help="Baseline result (default: reports/baselines/SCENARIO.json).")] = None,
-    junit: Annotated[Optional[Path], typer.Option("--junit", help="Also write the checks as JUnit XML here.")] = None,
-    html: Annotated[Optional[Path], typer.Option("--html", help="Also write the verdict as an HTML page here.")] = None,
-    tolerance: Annotated[Optional[list[str]], typer.Option("--tolerance", "-t", help="NAME=+15% or NAME=exact, vs the baseline; repeatable; overrides the scenario's gate block.")] = None,
-    prediction_tolerance: Annotated[Optional[list[str]], typer.Option("--prediction-tolerance", help="NAME=2%, measured vs predicted; repeatable.")] = None,
-) -> None:
-    """Compare a result with its baseline and its prediction: exit 0 pass, 1 regression, 2 bad input."""
-    from kvplan.files import check_output_path, write_files
-    from kvplan.report.baseline import baseline_path
-    from kvplan.report.gate import gate_html, junit_xml, run_gate
-    from kvplan.report.gate_view import render_gate
-    from kvplan.stress.result import load_result
-
-    outputs = {"junit": junit, "html": html}
-    if junit is not None and html is not None and junit.absolute() == html.absolute():
-        raise KvplanError(f"--junit and --html name the same file {junit}")
-    for path in outputs.values():
-        if path is not None:
-            check_output_path(path)
-    current = load_result(result)
-    if baseline is None:
-        baseline = baseline_path(current)
-        if not baseline.exists():
-            raise KvplanError(f"no baseline {baseline} for scenario {current.scenario_name!r}; pass --baseline or "
-                              f"create it with `kvplan baseline update {result}`")
-    verdict = run_gate(load_result(baseline), current, tolerance=tolerance or [], prediction_tolerance=prediction_tolerance or [],
-                       baseline_where=str(baseline), result_where=str(result))
-    render_gate(make_console(), verdict, baseline_where=str(baseline), result_where=str(result))
-    files: dict[Path, str] = {}  # both or neither
-    if junit is not None:
-        files[junit] = junit_xml(verdict)
-    if html is not None:
-        files[html] = gate_html(verdict, baseline_where=str(baseline), result_where=str(result))
-    write_files(files)
-    if not verdict.passed:
-        raise typer.Exit(1)  # main() returns click's exit code: 1 = regression, distinct from 2 = bad input
-
-
-@baseline_app.command("update")
-def baseline_update(
-    result: Annotated[Path, typer.Argument(help="A complete result.json to make the baseline of its scenario.")],
-    baselines_dir: Annotated[Path, typer.Option("--dir", help="Baselines directory.")] = Path("reports/baselines"),
-    force: Annotated[bool, typer.Option("--force", help="Store it even if it fails its gate against the current baseline.")] = False,
-) -> None:
-    """Copy RESULT.json to reports/baselines/SCENARIO.json (validated, gated, atomic); commit it afterwards."""
-    from kvplan.files import check_output_dir
-    from kvplan.report.baseline import update_baseline
-
-    check_output_dir(baselines_dir)
-    done = update_baseline(result, baselines_dir, force=force)
-    was = f" (replaced the baseline of commit {done.previous_commit[:12]})" if done.previous_commit else (" (replaced)" if done.replaced else "")
-    typer.echo(f"kvplan: baseline {done.path}{was}; commit it to make it the reference", err=True)
-
-

@@ -26,7 +26,7 @@ Conventions
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from math import ceil
 from typing import TypeVar
 
@@ -226,10 +226,6 @@ class KvLayout:
         validate_parallel(spec, tp, pp)
         kv_dtype = resolve_kv_dtype(kv_cache_dtype, spec.dtype, sparse_mla=spec.has_sparse_indexer)
         return cls(spec, kv_dtype, unified_block_size(spec, block_size, kv_dtype, tp), tp, pp, state_copies)
-
-    def with_state_copies(self, copies: int) -> KvLayout:
-        """The same layout with `copies` state pages per state layer and request (vLLM's mamba cache mode)."""
-        return replace(self, state_copies=copies)
 
     # --- fixed per request ---------------------------------------------------------------------
     def state_bytes_per_request(self) -> int:

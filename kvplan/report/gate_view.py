@@ -1,17 +1,17 @@
-"""Rich table of a gate verdict: metric, baseline (or prediction), current, delta, limit, PASS/FAIL."""
+"""A gate verdict for people: a rich table (metric, baseline or prediction, current, delta, limit,
+PASS/FAIL) and the same as a one-table HTML page."""
 from __future__ import annotations
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from kvplan.report.gate import GateCheck, GateVerdict
+from kvplan.gate.checks import GateCheck, GateVerdict, format_number
+from kvplan.report.jinja import render_template
 
 
 def _num(v: float | None) -> str:
-    if v is None:
-        return "n/a"
-    return f"{v:,}" if isinstance(v, int) or float(v).is_integer() else f"{v:,.4g}"
+    return format_number(v, significant=4)  # a table cell; the HTML page and JUnit keep 6 digits
 
 
 def _delta(c: GateCheck) -> str:
@@ -47,3 +47,9 @@ def render_gate(console: Console, verdict: GateVerdict, *, baseline_where: str =
                       f"{escape(', '.join(c.metric for c in failures))}")
     else:
         console.print(f"[green]PASS[/green]: {len(verdict.checks)} checks")
+
+
+def gate_html(verdict: GateVerdict, *, baseline_where: str = "", result_where: str = "") -> str:
+    """A one-table HTML page of the verdict (jinja2, autoescaped; no network)."""
+    return render_template("gate.html.j2", verdict=verdict, baseline_where=baseline_where, result_where=result_where,
+                           fmt=format_number)

@@ -1,20 +1,14 @@
-"""What `kvplan stress` shows: the predicted-vs-measured table per run, the paged-vs-contiguous
-line, and the HTML report beside the result files."""
+"""What `kvplan stress` shows on the console: the predicted-vs-measured table per run, the
+paged-vs-contiguous line, and a failed run's errors (the command is `kvplan.cli.stress_command`)."""
 from __future__ import annotations
-
-from dataclasses import dataclass
-from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from kvplan.errors import KvplanError
-from kvplan.files import sigint_deferred
 from kvplan.report.agreement import Agreement, agreements
 from kvplan.report.formatting import fmt, fmt_pct
 from kvplan.report.verdict import build_verdict
-from kvplan.stress.command import StressOptions, StressRun, run_stress, save_run
 from kvplan.stress.result import RunResult
 
 
@@ -71,50 +65,3 @@ def render_failure(console: Console, result: RunResult) -> None:
                   f"requests failed; first errors:")
     for error in result.errors:
         console.print(f"  [red]{error}[/red]", highlight=False, markup=False)
-
-
-@dataclass(frozen=True)
-class StressOutcome:
-    written: list[Path]
-    failed: bool  # a run failed its scenario's max_error_rate: `kvplan stress` exits 1
-    interrupted: bool = False  # Ctrl-C: the partial result is written, marked incomplete; exit 130
-
-
-def _save_elsewhere(run: StressRun, report_text: str, problem: KvplanError) -> KvplanError:
-    """The run could not be written where asked: write it to a new temp folder instead, and say both."""
-    import tempfile
-
-    try:
-        folder = Path(tempfile.mkdtemp(prefix=f"kvplan-{run.scenario.name}-unsaved-"))
-        save_run(run, {Path("report.html"): report_text}, out_dir=folder)
-    except (OSError, KvplanError) as exc:
-        return KvplanError(f"the run finished but could not be saved ({problem}); nor in a temp folder ({exc}); "
-                           "the tables above are all that is left of it")
-    return KvplanError(f"the run finished but could not be saved ({problem}); saved it to {folder} instead")
-
-
-def stress_and_report(opts: StressOptions, console: Console | None = None) -> StressOutcome:
-    """`kvplan stress`: run, print the comparison, then write the result files and report.html
-    together (all or none); a failed run is written all the same (its result is evidence). A run
-    that cannot be written where asked is saved to a temp folder and reported as an error."""
-    from kvplan.report.html import render_report
-
-    console = console or Console()
-    run = run_stress(opts, console)
-    for result in run.results:
-        render_comparison(console, result)
-    if len(run.results) == 2:
-        render_allocators(console, *run.results)
-    # the run is over: a (second) Ctrl-C now waits until its result and report are saved
-    with sigint_deferred():
-        report_text = render_report(list(run.results))
-        try:
-            written = list(save_run(run, {Path("report.html"): report_text}))
-        except KvplanError as exc:
-            raise _save_elsewhere(run, report_text, exc) from None
-    for path in written:
-        console.print(f"wrote {path}")
-    failed = [r for r in run.results if r.verdict == "failed"]
-    for result in failed:
-        render_failure(console, result)
-    return StressOutcome(written, bool(failed), run.interrupted)

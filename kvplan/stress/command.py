@@ -1,6 +1,6 @@
 """`kvplan stress`: validate the scenario, then for each target predict, run, measure and write
-result.json. Printing the tables and writing the HTML report are the report layer's job
-(`kvplan.report.stress_view`).
+result.json. The command (`kvplan.cli.stress_command`) prints the tables and writes the HTML report
+beside the result files.
 
 Nothing is written until the scenario, the model and the engine settings have been checked, and
 result.json is written atomically; an interrupted run still writes what it measured, marked

@@ -23,7 +23,6 @@ from kvplan.stress.figures import LATENCIES, PERCENTILES, SLO_TO_METRIC, percent
 from kvplan.stress.record import RequestRecord
 
 if TYPE_CHECKING:
-    import pandas as pd
 
     from kvplan.stress.scenario import Slo
 
@@ -155,25 +154,3 @@ def compute_per_class_metrics(records: Iterable[RequestRecord], slo: Slo | None 
     pcts = _percentiles(slo, percentiles)
     names = list(dict.fromkeys(r.class_name for r in measured))
     return {name: _compute([r for r in measured if r.class_name == name], span, slo, pcts) for name in names}
-
-
-def request_frame(records: Iterable[RequestRecord], slo: Slo | None = None) -> pd.DataFrame:
-    """One row per request with its own figures in ms (for CDF plots and tables)."""
-    import pandas as pd
-
-    pct = slo.percentile if slo is not None else 99.0
-    rows = []
-    for r in records:
-        itl = r.itl_s * 1000.0
-        rows.append({
-            "request_id": r.request_id, "class_name": r.class_name, "status": r.status, "is_warmup": r.is_warmup,
-            "prompt_tokens": r.prompt_tokens, "output_tokens": r.output_tokens, "arrival_s": r.arrival_s,
-            "ttft_ms": None if r.ttft_s is None else r.ttft_s * 1000.0,
-            "tpot_ms": None if r.tpot_s is None else r.tpot_s * 1000.0,
-            "e2el_ms": None if r.e2e_s is None else r.e2e_s * 1000.0,
-            "itl_max_ms": float(itl.max()) if itl.size else None,
-            f"itl_p{percentile_word(pct)}_ms": float(np.percentile(itl, pct)) if itl.size else None,
-            "good": meets_slo(r, slo) if slo is not None and slo.limits_ms else None,
-            "num_preemptions": r.num_preemptions,
-        })
-    return pd.DataFrame(rows)

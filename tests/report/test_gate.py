@@ -8,8 +8,9 @@ import pytest
 
 from kvplan.cli import main
 from kvplan.errors import KvplanError
-from kvplan.report.baseline import update_baseline
-from kvplan.report.gate import GateCheck, junit_xml, run_gate
+from kvplan.gate.baseline import update_baseline
+from kvplan.gate.checks import GateCheck, run_gate
+from kvplan.gate.junit import junit_xml
 from kvplan.stress.figures import figure_value as metric_value
 from kvplan.stress.result import RunResult
 

@@ -10,7 +10,7 @@ import pytest
 from server_helpers import ROOT, ServeProcess
 
 from kvplan.stress.result import load_result
-from kvplan.report.stress_view import stress_and_report
+from kvplan.cli.stress_command import stress_and_report
 from kvplan.stress.command import StressOptions
 from kvplan.stress.scenario_loader import load_scenario
 

@@ -128,7 +128,7 @@ def test_a_run_that_cannot_be_saved_goes_to_a_temp_folder(tiny: Path, tmp_path: 
     to a new temp folder, and the one error line (exit 2) says where."""
     import re
 
-    import kvplan.report.stress_view as view
+    import kvplan.stress.command as view
     from kvplan.cli import main
     from kvplan.errors import KvplanError
 

@@ -6,7 +6,7 @@ import pytest
 
 from kvplan.stress.figures import metric_names
 from kvplan.stress.metrics import (compute_metrics, compute_per_class_metrics, meets_slo,
-                                   request_frame, summarize_ms)
+                                   summarize_ms)
 from kvplan.stress.record import RequestRecord
 from kvplan.stress.scenario import Slo
 
@@ -127,13 +127,6 @@ def test_tpot_uses_last_token_and_itl_pools_gaps() -> None:
     assert r.tpot_s == pytest.approx(0.2)  # (1.6 - 1.0) / 3
     assert r.e2e_s == pytest.approx(2.0)
     assert np.allclose(r.itl_s, [0.1, 0.2, 0.3])
-
-
-def test_request_frame() -> None:
-    df = request_frame(RECORDS, Slo(ttft_ms=600))
-    assert list(df["request_id"]) == ["r1", "r2", "r3", "r4", "r5"]
-    assert df.loc[0, "ttft_ms"] == pytest.approx(500) and df.loc[0, "itl_max_ms"] == pytest.approx(200)
-    assert list(df["good"][:4]) == [True, True, False, False]
 
 
 def test_record_round_trip_and_status_check() -> None:

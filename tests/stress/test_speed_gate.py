@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kvplan.engine.threads import usable_cores
-from kvplan.report.gate import run_gate
+from kvplan.gate.checks import run_gate
 from kvplan.stress.result import RunResult, load_result
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""The CI gate: a result against a stored baseline and against its own prediction.
+"""The CI gate's checks: a result against a stored baseline and against its own prediction.
 
 Kinds of check, all from the result's scenario `gate:` block (flags may override):
 - `exact`: deterministic figures (pool blocks, peak KV bytes, preemptions, steps, tokens per
@@ -23,17 +23,13 @@ interrupted run) is a `KvplanError`: exit 2, distinct from a regression's exit 1
 from __future__ import annotations
 
 import difflib
-import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from kvplan.errors import KvplanError
-from kvplan.files import write_text_atomic
-from kvplan.report.jinja import render_template
 from kvplan.stress.result import RunResult
 from kvplan.stress.figures import default_gate, figure, figure_value, unit_of
 from kvplan.stress.scenario import Gate, Scenario, Tolerance, known_gate_keys
@@ -310,41 +306,8 @@ def run_gate(baseline: RunResult, current: RunResult, *, tolerance: Sequence[str
 
 
 # --- JUnit XML --------------------------------------------------------------------------------
-def _num(v: float | None) -> str:
+def format_number(v: float | None, significant: int = 6) -> str:
+    """A check's figure as the gate writes it: integers with separators, others to `significant` digits."""
     if v is None:
         return "n/a"
-    return f"{v:,}" if isinstance(v, int) or float(v).is_integer() else f"{v:,.6g}"
-
-
-def junit_xml(verdict: GateVerdict) -> str:
-    """One testsuite, one testcase per check (CI systems show each metric as a test)."""
-    suite = ET.Element("testsuite", name=f"kvplan.gate.{verdict.scenario}", tests=str(len(verdict.checks)),
-                       failures=str(len(verdict.failures)), errors="0", skipped="0")
-    props = ET.SubElement(suite, "properties")
-    ET.SubElement(props, "property", name="allocator", value=verdict.allocator)
-    for i, note in enumerate(verdict.notes):
-        ET.SubElement(props, "property", name=f"note{i}", value=note)
-    for c in verdict.checks:
-        case = ET.SubElement(suite, "testcase", classname=f"kvplan.gate.{verdict.scenario}.{c.kind}", name=c.metric, time="0")
-        ref = "predicted" if c.kind == "prediction" else "baseline"
-        text = f"{c.metric}: {ref} {_num(c.baseline)}, current {_num(c.current)}, limit {c.limit}" + (f" ({c.note})" if c.note else "")
-        if not c.passed:
-            ET.SubElement(case, "failure", message=text, type=f"kvplan.gate.{c.kind}").text = text
-        else:
-            ET.SubElement(case, "system-out").text = text
-    ET.indent(suite)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
-
-
-def write_junit(verdict: GateVerdict, path: str | Path) -> Path:
-    return write_text_atomic(path, junit_xml(verdict))
-
-
-def gate_html(verdict: GateVerdict, *, baseline_where: str = "", result_where: str = "") -> str:
-    """A one-table HTML page of the verdict (jinja2, autoescaped; no network)."""
-    return render_template("gate.html.j2", verdict=verdict, baseline_where=baseline_where, result_where=result_where,
-                           fmt=_num)
-
-
-def write_gate_html(verdict: GateVerdict, path: str | Path, *, baseline_where: str = "", result_where: str = "") -> Path:
-    return write_text_atomic(path, gate_html(verdict, baseline_where=baseline_where, result_where=result_where))
+    return f"{v:,}" if isinstance(v, int) or float(v).is_integer() else f"{v:,.{significant}g}"

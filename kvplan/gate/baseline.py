@@ -13,6 +13,7 @@ from pathlib import Path
 
 from kvplan.errors import KvplanError
 from kvplan.files import write_text_atomic
+from kvplan.gate.checks import run_gate
 from kvplan.stress.result import RunResult, load_result
 
 BASELINES_DIR = Path("reports") / "baselines"
@@ -36,7 +37,6 @@ def baseline_path(result: RunResult, baselines_dir: Path = BASELINES_DIR) -> Pat
 
 def _refuse_failing(source: Path, result: RunResult, old: RunResult | None, target: Path) -> None:
     """A result that fails the gate it would have to pass never silently becomes the reference."""
-    from kvplan.report.gate import run_gate
 
     against = old if old is not None and old.scenario_name == result.scenario_name else result
     verdict = run_gate(against, result, baseline_where=str(target) if against is old else "its own prediction",
