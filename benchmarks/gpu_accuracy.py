@@ -21,9 +21,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # every model is a bundled profile
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 
-from kvplan.perf.calibration import read_cases  # noqa: E402
-from kvplan.perf.cost import Coefficients, fitted_coefficients  # noqa: E402
-from kvplan.perf.fit import FITTED, Prepared, errors_pct, fit, fit_frontend, prepare  # noqa: E402
+from published_runs import read_cases  # noqa: E402
+from kvplan.perf.gpu_cost import Coefficients, fitted_coefficients  # noqa: E402
+from gpu_cost_fit import FITTED, Prepared, errors_pct, fit, fit_frontend, prepare  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "tests" / "data" / "reference" / "gpu-bench-calibration.csv"
@@ -76,7 +76,7 @@ def main() -> int:
             "priors_not_fitted": [k for k in Coefficients.names() if k not in FITTED and k != "frontend_request_s"],
             "coefficients": {k: float(f"{v:.6g}") for k, v in asdict(coeffs).items()},
         }
-        STORE.write_text("# Global GPU cost-model coefficients (kvplan/perf/cost.py). Refit: benchmarks/gpu_accuracy.py --refit\n"
+        STORE.write_text("# Global GPU cost-model coefficients (kvplan/perf/gpu_cost.py). Refit: benchmarks/gpu_accuracy.py --refit\n"
                          + yaml.safe_dump(meta, sort_keys=False))
         fitted_coefficients.cache_clear()
     print(f"{'row':>3} {'source':<14} {'model':<20} {'gpu':<14} {'tp':>2} {'ver':<7} {'in':>5} {'out':>5} {'n':>5} {'rate':>4} "

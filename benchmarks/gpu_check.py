@@ -29,7 +29,7 @@ from kvplan.engine import EngineConfig, LLMEngine, SamplingParams  # noqa: E402
 from kvplan.engine.model_runner import random_model  # noqa: E402
 from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.perf.predict import predict  # noqa: E402
-from kvplan.perf.workload import Request  # noqa: E402
+from kvplan.perf.random_dataset import Request  # noqa: E402
 from kvplan.plan import overheads as oh  # noqa: E402
 from kvplan.plan.budget import plan_capacity  # noqa: E402
 from kvplan.plan.engine_args import EngineArgs

@@ -15,7 +15,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from kvplan.plan.calibration import PROFILE_OF, CalibrationRow, load_calibration
+from startup_log_replay import PROFILE_OF, CalibrationRow, load_calibration
 from kvplan.units import GIB
 
 REFERENCE = Path(__file__).resolve().parents[1] / "tests" / "data" / "reference"

@@ -17,7 +17,7 @@ import pytest
 from kvplan.cli import main
 from kvplan.plan.budget import plan_capacity
 from kvplan.plan.engine_args import EngineArgs
-from kvplan.plan.calibration import load_calibration
+from startup_log_replay import load_calibration
 from kvplan.spec.gpu import custom_gpu, load_gpu
 from kvplan.spec.profiles import load_model
 from kvplan.units import GIB

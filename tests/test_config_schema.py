@@ -88,7 +88,7 @@ def test_request_schema_matches_request_record() -> None:
 
 def test_calibration_schema_matches_the_cost_model(tmp_path: Path) -> None:
     """Every field LinearCostModel stores is one the calibration schema reads, and a saved fit loads back."""
-    from kvplan.stress.cost import LinearCostModel, _calibration_schema
+    from kvplan.stress.cpu_cost import LinearCostModel, _calibration_schema
 
     assert set(_calibration_schema().model_fields) - {"kind"} == {f.name for f in fields(LinearCostModel)}
     fit = LinearCostModel(0.004, 1e-5, 1e-4, 1e-8, 1e-11, model="m", num_samples=10, r2=0.95, reference_kernel_ms=1.5,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.plan.calibration import CalibrationRow, load_calibration
+from startup_log_replay import CalibrationRow, load_calibration
 from kvplan.spec.gpu import load_gpu
 from kvplan.units import GIB
 

@@ -37,7 +37,7 @@ def _server(model: str, gpu: str, *, dtype: str, **flags):
 
 def _scenario_requests(path: str):
     """A kvplan scenario's requests (lengths, arrivals, concurrency) as `vllm bench serve` would send them."""
-    from kvplan.perf.workload import Request
+    from kvplan.perf.random_dataset import Request
     from kvplan.stress.scenario_loader import load_scenario
     from kvplan.stress.workload import generate_requests
 
@@ -64,7 +64,7 @@ def predict(
 ) -> None:
     """What `vllm bench serve` would print for this server and workload, predicted (no GPU needed)."""
     from kvplan.perf.predict import predict as run_predict
-    from kvplan.perf.workload import Workload
+    from kvplan.perf.random_dataset import Workload
 
     spec, args = _server(model, gpu, dtype=dtype, tensor_parallel_size=tp, pipeline_parallel_size=pp,
                          quantization=quantization, kv_cache_dtype=kv_cache_dtype, max_model_len=max_model_len,
@@ -118,7 +118,7 @@ def plan_command(
     """The GPU x TP x KV dtype x quantization configurations that meet TTFT/TPOT SLOs at a request
     rate, fewest GPUs (or lowest cost) first, with their `vllm serve` lines; exit 1 if none does."""
     from kvplan.perf.capacity import DEFAULT_GPUS, Slo, search, why_unmet
-    from kvplan.perf.workload import Workload
+    from kvplan.perf.random_dataset import Workload
     from kvplan.spec.gpu import load_gpu
 
     slo = Slo(slo_ttft_ms, slo_tpot_ms, slo_percentile)

@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 
 from kvplan.errors import KvplanError
-from kvplan.perf.cost import Coefficients
-from kvplan.perf.figures import Timings
+from kvplan.perf.gpu_cost import Coefficients
+from kvplan.perf.bench_metrics import Timings
 from kvplan.perf.predict import check_requests, scheduler_config, step_model
 from kvplan.perf.schedule import simulate
-from kvplan.perf.workload import Workload
+from kvplan.perf.random_dataset import Workload
 from kvplan.plan.budget import plan_capacity
 from kvplan.plan.engine_args import EngineArgs
 from kvplan.spec.gpu import GpuSpec

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvplan.errors import KvplanError
-from kvplan.perf.cost import Coefficients, GpuStepModel
-from kvplan.perf.figures import bench_figures
+from kvplan.perf.gpu_cost import Coefficients, GpuStepModel
+from kvplan.perf.bench_metrics import bench_figures
 from kvplan.perf.schedule import SchedulerConfig, Trace, simulate
-from kvplan.perf.workload import Request
+from kvplan.perf.random_dataset import Request
 from kvplan.plan import overheads as oh
 from kvplan.plan.budget import CapacityPlan, plan_capacity
 from kvplan.plan.engine_args import EngineArgs

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from kvplan.perf.workload import Request
+from kvplan.perf.random_dataset import Request
 
 # step_s(tokens, seqs, prefill_tokens, context_tokens, attention_pairs, sampled) -> seconds
 StepCost = Callable[[float, float, float, float, float, float], float]

@@ -4,7 +4,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 
-from kvplan.stress.cost import LinearCostModel
+from kvplan.stress.cpu_cost import LinearCostModel
 
 
 def render_fit(console: Console, fit: LinearCostModel, problem: str | None = None) -> None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvplan.engine.isolation import EngineDeadError
-from kvplan.server.metrics import ServerMetrics
+from kvplan.server.prometheus_metrics import ServerMetrics
 
 IDLE_WAIT_S = 0.5  # how long an idle thread sleeps on the command queue before checking for stop
 MAX_CONSECUTIVE_STEP_FAILURES = 3  # steps in a row that raised with no request to blame: the engine is broken

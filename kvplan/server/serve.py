@@ -4,11 +4,11 @@ from __future__ import annotations
 import sys
 
 from kvplan.engine import EngineConfig, LLMEngine
-from kvplan.server.app import ServeContext, create_app
+from kvplan.server.asgi_app import ServeContext, create_app
 from kvplan.server.connection import guarded_protocol
 from kvplan.server.engine_loop import EngineLoop
 from kvplan.server.limits import MAX_HEADER_BYTES, ServeLimits, exposure_warning, raise_open_file_limit
-from kvplan.server.metrics import CacheConfigInfo, ServerMetrics
+from kvplan.server.prometheus_metrics import CacheConfigInfo, ServerMetrics
 from kvplan.server.tokenizer import load_tokenizer
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from kvplan.files import child_path
 from kvplan.spec.catalog_files import bundled_dir, user_dir
-from kvplan.stress.cost import LinearCostModel
+from kvplan.stress.cpu_cost import LinearCostModel
 from kvplan.stress.machine_facts import machine_facts
 from kvplan.stress.machine_speed import ReferenceSampler, ReferenceTiming
 from kvplan.stress.run_queue import RunQueueClock

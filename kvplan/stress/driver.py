@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from kvplan.stress.machine_facts import machine_facts
 from kvplan.stress.machine_speed import SpeedResampled, machine_speed, normalized_errors
 from kvplan.stress.metrics import compute_metrics, compute_per_class_metrics
-from kvplan.stress.predict import load_cost_model, predict, rescaled_timing
+from kvplan.stress.prediction import load_cost_model, predict, rescaled_timing
 from kvplan.stress.result import RunResult
 from kvplan.stress.scenario import Scenario
 from kvplan.stress.target import Target, TargetRun

@@ -16,7 +16,7 @@ from kvplan.engine.block_manager import BlockManager
 from kvplan.engine.sampling_params import SamplingParams
 from kvplan.engine.scheduler import Scheduler
 from kvplan.engine.sequence import Sequence
-from kvplan.stress.cost import StepShape
+from kvplan.perf.step_cost import StepShape
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ in the engine changes.
 """
 from __future__ import annotations
 
-from kvplan.stress.cost import StepShape
+from kvplan.perf.step_cost import StepShape
 
 
 class StepProbe:

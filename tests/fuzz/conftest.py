@@ -1,4 +1,5 @@
-"""The fuzz suite prints how many generated cases it ran (and of which kind) at the end of the session."""
+"""The fuzz suite counts how many generated cases it ran (and of which kind); tests/conftest.py prints
+the total at the end of the session."""
 from __future__ import annotations
 
 import pytest
@@ -31,8 +32,12 @@ def _command_built_once(monkeypatch):
     monkeypatch.setattr(typer.main, "get_command", cached)
 
 
-def pytest_terminal_summary(terminalreporter) -> None:
-    if CASES:
-        kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(CASES.items()))
-        terminalreporter.write_line(f"kvplan fuzz: {sum(CASES.values()):,} generated cases ({kinds}); "
-                                    "every case checked for tracebacks, exit codes and files written (failures are listed above)")
+@pytest.fixture(autouse=True)
+def _count_cases(request):
+    """Each test's generated cases ride on its report (user_properties), so the count reaches the
+    process that prints the summary under pytest-xdist too (tests/conftest.py adds them up)."""
+    before = dict(CASES)
+    yield
+    delta = {k: v - before.get(k, 0) for k, v in CASES.items() if v != before.get(k, 0)}
+    if delta:
+        request.node.user_properties.append(("fuzz_cases", delta))

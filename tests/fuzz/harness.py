@@ -35,7 +35,6 @@ FUZZ = settings(derandomize=os.environ.get("KVPLAN_FUZZ_SEED") != "random", data
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                        HealthCheck.filter_too_much, HealthCheck.data_too_large])
 CASES: Counter[str] = Counter()  # generated cases run, by kind (printed at the end of the session)
-MIN_CASES = 500
 
 
 def scale() -> float:

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kvplan.perf.calibration import read_cases
-from kvplan.perf.cost import fitted_coefficients
-from kvplan.perf.fit import Prepared, errors_pct, prepare
+from published_runs import read_cases
+from kvplan.perf.gpu_cost import fitted_coefficients
+from gpu_cost_fit import Prepared, errors_pct, prepare
 
 
 @pytest.mark.slow

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from kvplan.perf.cost import Coefficients, GpuStepModel, link_bytes_per_s
+from kvplan.perf.gpu_cost import Coefficients, GpuStepModel, link_bytes_per_s
 from kvplan.spec.gpu import load_gpu
 from kvplan.spec.profiles import load_model
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from kvplan.errors import KvplanError
-from kvplan.perf.workload import Workload
+from kvplan.perf.random_dataset import Workload
 
 
 def test_random_lengths_within_range_ratio() -> None:

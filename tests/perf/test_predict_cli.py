@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -113,7 +111,7 @@ def test_plan_spread_over_processes_gives_the_same_answer() -> None:
     SLO (one fewer misses it, checked here by a probe of its own, of that many replicas' share of
     the prompts)."""
     from kvplan.perf.capacity import Slo, _Runner, replica_prompts, search
-    from kvplan.perf.workload import Workload
+    from kvplan.perf.random_dataset import Workload
     from kvplan.plan.engine_args import EngineArgs
     from kvplan.spec.gpu import load_gpu
     from kvplan.spec.profiles import load_model
@@ -141,7 +139,7 @@ def test_probes_stopped_at_a_certain_miss_change_no_answer(monkeypatch: pytest.M
 
     from kvplan.perf import capacity
     from kvplan.perf.capacity import Slo, SloWatch, _Runner, search
-    from kvplan.perf.workload import Workload
+    from kvplan.perf.random_dataset import Workload
     from kvplan.plan.engine_args import EngineArgs
     from kvplan.spec.gpu import load_gpu
     from kvplan.spec.profiles import load_model

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from kvplan.errors import KvplanError
 from kvplan.perf.predict import predict, server_plan
-from kvplan.perf.workload import Workload
+from kvplan.perf.random_dataset import Workload
 from kvplan.plan.budget import plan_capacity
 from kvplan.plan.engine_args import EngineArgs
 from kvplan.spec.gpu import load_gpu

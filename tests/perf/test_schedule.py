@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from kvplan.perf.figures import Timings, bench_figures
+from kvplan.perf.bench_metrics import Timings, bench_figures
 from kvplan.perf.schedule import SchedulerConfig, simulate
-from kvplan.perf.workload import Request, Workload, with_prefix_hits
+from kvplan.perf.random_dataset import Request, Workload, with_prefix_hits
 
 
 def unit(*_: float) -> float:

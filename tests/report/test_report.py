@@ -205,7 +205,7 @@ def test_decimation_is_by_time_not_by_sample_index() -> None:
 
 
 def test_predicted_timeline_thinning_keeps_the_peak() -> None:
-    from kvplan.stress.predict import _thin
+    from kvplan.stress.prediction import _thin
     from kvplan.stress.simulate import SimSample
 
     samples = [SimSample(t_s=i * 0.001, kv_bytes_used=(10_000 if i == 4321 else i % 7), running=1, waiting=0,
@@ -216,7 +216,7 @@ def test_predicted_timeline_thinning_keeps_the_peak() -> None:
 
 def test_predicted_timeline_thinning_keeps_queue_and_running_peaks_too() -> None:
     """A queue spike and a dip in running requests at moments when KV use is unremarkable."""
-    from kvplan.stress.predict import _thin
+    from kvplan.stress.prediction import _thin
     from kvplan.stress.simulate import SimSample
 
     samples = [SimSample(t_s=i * 0.001, kv_bytes_used=1000 + i % 5, running=(0 if i == 777 else 8),

@@ -12,7 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kvplan.engine.outputs import RequestOutput
-from kvplan.server.metrics import CacheConfigInfo, ServerMetrics, buckets_1_2_5
+from kvplan.server.prometheus_metrics import CacheConfigInfo, ServerMetrics, buckets_1_2_5
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_MODEL_LEN = 4096

@@ -15,7 +15,7 @@ from server_helpers import ThreadServer
 from kvplan.engine import EngineConfig, LLMEngine, SamplingParams
 from kvplan.engine.sampler import Sampler
 from kvplan.errors import KvplanError
-from kvplan.server.app import create_app
+from kvplan.server.asgi_app import create_app
 from kvplan.server.protocol import ProtocolError, parse_request
 from kvplan.server.serve import build_context
 from kvplan.server.tokenizer import WordTokenizer

@@ -17,7 +17,7 @@ from server_helpers import ThreadServer
 from kvplan.engine import EngineConfig, LLMEngine, SamplingParams
 from kvplan.server.engine_loop import MAX_CONSECUTIVE_STEP_FAILURES, EngineLoop, ErrorEvent, TokenEvent
 from kvplan.server.serve import build_context
-from kvplan.server.app import create_app
+from kvplan.server.asgi_app import create_app
 
 POISON_POSITION = 200  # normal prompts here are far shorter (max_model_len 256)
 POISON_SEED = 4242

@@ -55,8 +55,8 @@ def test_every_predicted_figure_is_in_the_prediction() -> None:
     """Simulate the ci-smoke scenario: the prediction carries every figure the registry marks predicted."""
     from pathlib import Path
 
-    from kvplan.stress.cost import LinearCostModel
-    from kvplan.stress.predict import predict
+    from kvplan.stress.cpu_cost import LinearCostModel
+    from kvplan.stress.prediction import predict
     from kvplan.stress.scenario_loader import load_scenario
     from kvplan.stress.workload import generate_requests
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.stress.cost import LinearCostModel, StepShape
+from kvplan.perf.step_cost import StepShape
+from kvplan.stress.cpu_cost import LinearCostModel
 from kvplan.stress.machine_speed import SpeedResampled, machine_speed, normalized_errors
 
 MODEL = LinearCostModel(1e-3, 1e-5, 1e-5, 0.0, 0.0)

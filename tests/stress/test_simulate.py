@@ -3,7 +3,9 @@ import random
 
 import pytest
 
-from kvplan.stress.cost import LinearCostModel, RooflineCostModel, StepShape, roofline_for
+from kvplan.perf.gpu_cost import GpuStepModel
+from kvplan.perf.step_cost import GpuShapeCost, StepShape
+from kvplan.stress.cpu_cost import LinearCostModel
 from kvplan.stress.simulate import SimRequest, simulate
 from kvplan.spec.gpu import load_gpu
 from kvplan.spec.profiles import load_model
@@ -55,17 +57,18 @@ def test_calibration_file_round_trip(tmp_path):
     assert LinearCostModel.load(tmp_path / "c.yaml") == m
 
 
-def test_roofline_decode_is_bandwidth_bound_and_prefill_compute_bound():
+def test_gpu_stress_times_steps_with_the_predict_cost_model():
+    """A GPU stress run's prediction uses `kvplan predict`'s step cost: the same seconds for the
+    same batch, whichever interface asks (shape here, arrays in perf.schedule)."""
     spec = load_model("llama-3.1-8b")
-    model = roofline_for(spec, load_gpu("h100"), kv_bytes_per_token_per_gpu=131072)
-    assert isinstance(model, RooflineCostModel)
+    gpu_model = GpuStepModel.build(spec, load_gpu("h100"))
+    cost = GpuShapeCost(gpu_model)
     decode = StepShape.from_counts([1000] * 8, [1] * 8)
-    # decode: weights (~15 GiB) over 3.35 TB/s at 75% is ~6.4 ms, far above the GEMM time
-    assert model.step_s(decode) == pytest.approx(spec.weights_bytes / (3350e9 * 0.75) + 0.004 +
-                                                 131072 * decode.context_tokens / (3350e9 * 0.75), rel=1e-9)
+    assert cost.step_s(decode) == pytest.approx(float(gpu_model.step_s(8, 8, 0, decode.context_tokens,
+                                                                         decode.attention_pairs, 8)), rel=1e-12)
     prefill = StepShape.from_counts([0], [8192])
-    flops = 2 * spec.params.active * 8192 + 4 * 32 * 4096 * prefill.attention_pairs
-    assert model.step_s(prefill) == pytest.approx(flops / (989.4e12 * 0.5) + 0.004, rel=1e-9)
+    assert cost.step_s(prefill) > 5 * cost.step_s(decode)  # 8,192 tokens of GEMMs outweigh one weight read
+    assert cost.step_s(StepShape.from_counts([], [])) == 0.0
 
 
 def test_all_requests_finish_with_exact_output_lengths():

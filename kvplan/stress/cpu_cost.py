@@ -1,10 +1,7 @@
-"""Per-step latency model: how long one engine step takes, from the shape of its batch.
-
-Two models share one interface (`step_s(shape)`):
-- `LinearCostModel`, calibrated on this machine by `kvplan calibrate` (timed engine steps, fitted
-  with non-negative least squares): CPUs have no datasheet roofline worth trusting.
-- `RooflineCostModel` for GPUs from a `GpuSpec`: a step is bound either by compute (prefill) or by
-  reading the weights and the KV cache (decode), whichever is slower.
+"""The CPU step cost: `LinearCostModel`, calibrated on this machine by `kvplan calibrate` (timed
+engine steps, fitted with non-negative least squares): CPUs have no datasheet roofline worth
+trusting. It is one `StepCost` (`kvplan.perf.step_cost`); on a GPU the same interface is the
+physical model of `kvplan.perf.gpu_cost`, the one `predict` and `plan` use.
 No model forward runs here; the scheduler simulation calls this once per simulated step.
 """
 from __future__ import annotations
@@ -14,27 +11,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from kvplan.errors import ConfigError
-
-
-@dataclass(frozen=True)
-class StepShape:
-    """A scheduled batch reduced to the numbers its cost depends on."""
-
-    num_tokens: int  # new tokens computed this step (prefill chunks + one per decode)
-    num_seqs: int  # sequences in the batch
-    context_tokens: int  # sum over sequences of the tokens attended to (cached + new)
-    attention_pairs: int  # sum over sequences of new_tokens x context: the quadratic prefill term
-    num_prefill_tokens: int = 0
-
-    @classmethod
-    def from_counts(cls, contexts_before: list[int], new_tokens: list[int]) -> StepShape:
-        ctx = [c + n for c, n in zip(contexts_before, new_tokens)]
-        return cls(num_tokens=sum(new_tokens), num_seqs=len(new_tokens), context_tokens=sum(ctx),
-                   attention_pairs=sum(n * c for n, c in zip(new_tokens, ctx)),
-                   num_prefill_tokens=sum(n for n in new_tokens if n > 1))
-
-    def features(self) -> list[float]:
-        return [float(self.num_tokens), float(self.num_seqs), float(self.context_tokens), float(self.attention_pairs)]
+from kvplan.perf.step_cost import StepShape
 
 
 @dataclass(frozen=True)
@@ -190,46 +167,3 @@ def _checked_fields(data: object, path: Path) -> dict[str, object]:
     if checked.machine is not None:
         fields["machine"] = checked.machine.model_dump(exclude_unset=True)
     return fields
-
-
-@dataclass(frozen=True)
-class RooflineCostModel:
-    """GPU step time from a datasheet: max(compute, memory traffic) / achievable fraction + overhead."""
-
-    flops_per_token: float  # 2 x active parameters
-    attention_flops_per_pair: float  # 4 x layers x heads x head_dim (QK^T and PV)
-    weights_bytes: float  # read once per step
-    kv_bytes_per_token: float  # read once per attended token per step (per GPU)
-    peak_flops_per_s: float
-    bandwidth_bytes_per_s: float
-    compute_efficiency: float = 0.5  # achievable MFU for dense GEMMs
-    bandwidth_efficiency: float = 0.75  # achievable fraction of peak HBM bandwidth
-    overhead_s: float = 0.004  # scheduling, sampling, kernel launches per step
-
-    def step_s(self, shape: StepShape) -> float:
-        if shape.num_seqs == 0:
-            return 0.0
-        flops = self.flops_per_token * shape.num_tokens + self.attention_flops_per_pair * shape.attention_pairs
-        traffic = self.weights_bytes + self.kv_bytes_per_token * shape.context_tokens
-        compute_s = flops / (self.peak_flops_per_s * self.compute_efficiency)
-        memory_s = traffic / (self.bandwidth_bytes_per_s * self.bandwidth_efficiency)
-        return max(compute_s, memory_s) + self.overhead_s
-
-
-def roofline_for(spec: object, gpu: object, kv_bytes_per_token_per_gpu: int, tp: int = 1) -> RooflineCostModel:
-    """A roofline model for `spec` (ModelSpec) on `gpu` (GpuSpec) with tensor parallelism `tp`."""
-    from kvplan.errors import KvplanError
-
-    peak = getattr(gpu, "bf16_dense_tflops", None)
-    bw = getattr(gpu, "memory_bandwidth_gbps", None)
-    if not peak or not bw:
-        raise KvplanError(f"GPU {getattr(gpu, 'name', gpu)!r} lacks bf16 TFLOPS or bandwidth in the catalog; "
-                          "a roofline needs both")
-    heads_dim = spec.num_attention_heads * spec.head_dim  # type: ignore[attr-defined]
-    return RooflineCostModel(
-        flops_per_token=2.0 * spec.params.active / tp,  # type: ignore[attr-defined]
-        attention_flops_per_pair=4.0 * spec.num_layers * heads_dim / tp,  # type: ignore[attr-defined]
-        weights_bytes=spec.weights_bytes / tp,  # type: ignore[attr-defined]
-        kv_bytes_per_token=float(kv_bytes_per_token_per_gpu),
-        peak_flops_per_s=peak * 1e12, bandwidth_bytes_per_s=bw * 1e9,
-    )

@@ -1,5 +1,6 @@
 """The prediction made before a stress run: pool size from the planner, then the scenario
-simulated on the engine's scheduler with a per-step cost model (`simulate.py`).
+simulated on the engine's scheduler with a per-step cost model (`simulate.py`; CPU: the
+calibrated `cpu_cost`, GPU: `perf.gpu_cost`, the model `kvplan predict` uses).
 
 Predicted latency figures go through the same metric code as measured ones, so the two tables
 line up key for key.
@@ -11,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanError
-from kvplan.plan.kv import KvLayout, blocks_in_budget
+from kvplan.perf.gpu_cost import GpuStepModel
+from kvplan.perf.step_cost import GpuShapeCost, StepCost
+from kvplan.plan.kv import blocks_in_budget
 from kvplan.spec.gpu import load_gpu
 from kvplan.stress.calibrate import find_calibration
-from kvplan.stress.cost import LinearCostModel, roofline_for
+from kvplan.stress.cpu_cost import LinearCostModel
 from kvplan.stress.figures import FIGURES
 from kvplan.stress.simulate import SimRequest, SimResult, simulate
 from kvplan.stress.metrics import compute_metrics
@@ -27,29 +30,34 @@ PREDICTED_FROM_RECORDS = tuple(f.name for f in FIGURES.values() if f.predicted a
 
 
 def load_cost_model(scenario: Scenario, calibration: Path | None = None,
-                    device_name: str | None = None) -> tuple[object | None, str]:
-    """(cost model, how it was chosen). CPU: the calibration file; CUDA: a roofline of the GPU
-    named `device_name` (as `torch.cuda.get_device_name` gives it; the target knows it)."""
+                    device_name: str | None = None) -> tuple[StepCost | None, str]:
+    """(cost model, how it was chosen). CPU: the calibration file; CUDA: the GPU cost model
+    `kvplan predict` uses (`perf.gpu_cost`), for the GPU named `device_name` (as
+    `torch.cuda.get_device_name` gives it; the target knows it)."""
     device = scenario.engine.device
     if calibration is not None:
         return LinearCostModel.load(calibration), f"calibrated: {calibration}"
     if device.startswith("cuda"):
-        if device_name is None:
-            return None, "no roofline: the GPU's name is unknown"
-        name = device_name.lower().replace(" ", "-")
-        try:
-            gpu = load_gpu(name)
-        except KvplanError:
-            return None, f"no roofline: GPU {name!r} is not in the GPU catalog"
-        spec = scenario.model_spec()
-        kv = KvLayout.of(spec, scenario.kv_cache_dtype_name(), scenario.engine.block_size).bytes_per_token_per_gpu()
-        return roofline_for(spec, gpu, kv), f"roofline: {gpu.name}"
+        return _gpu_cost(scenario, device_name)
     for name in (scenario.name, scenario.model_spec().name):
         path = find_calibration(name, device)
         if path is not None:
             return LinearCostModel.load(path), f"calibrated: {path.name}"
     return None, (f"no calibration for scenario {scenario.name} or model {scenario.model_spec().name} on {device}; "
                   f"run `kvplan calibrate --scenario ...`")
+
+
+def _gpu_cost(scenario: Scenario, device_name: str | None) -> tuple[StepCost | None, str]:
+    if device_name is None:
+        return None, "no GPU cost model: the GPU's name is unknown"
+    name = device_name.lower().replace(" ", "-")
+    try:
+        gpu = load_gpu(name)
+        model = GpuStepModel.build(scenario.model_spec(), gpu, dtype=scenario.engine.compute_dtype(),
+                                   kv_cache_dtype=scenario.kv_cache_dtype_name())
+    except KvplanError as exc:
+        return None, f"no GPU cost model for {name!r}: {exc}"
+    return GpuShapeCost(model), f"GPU cost model (kvplan predict's): {gpu.name}"
 
 
 def _sim_requests(requests: list[RequestSpec]) -> list[SimRequest]:
@@ -65,7 +73,7 @@ def _records(sim: SimResult, requests: list[RequestSpec]) -> list[RequestRecord]
 
 
 def predict(scenario: Scenario, requests: list[RequestSpec], *, num_gpu_blocks: int, bytes_per_block: int,
-            cost_model: object | None, cost_source: str, allocator: str) -> dict[str, Any]:
+            cost_model: StepCost | None, cost_source: str, allocator: str) -> dict[str, Any]:
     """The stored prediction: memory figures always; latency figures when a cost model exists."""
     # memory and preemption do not depend on the clock for closed loops or bursts; a unit cost
     # keeps the step order when no model exists
@@ -87,7 +95,7 @@ def predict(scenario: Scenario, requests: list[RequestSpec], *, num_gpu_blocks: 
 
 
 def rescaled_timing(scenario: Scenario, requests: list[RequestSpec], prediction: dict[str, Any],
-                    cost_model: object) -> dict[str, Any]:
+                    cost_model: StepCost) -> dict[str, Any]:
     """The prediction's time figures again, on the pool `prediction` was made for, with another
     cost model (machine_speed.SpeedResampled: the calibrated model at the speed this run measured)."""
     sim = _simulate(scenario, requests, prediction["num_gpu_blocks"], prediction["bytes_per_block"], cost_model,
@@ -96,7 +104,7 @@ def rescaled_timing(scenario: Scenario, requests: list[RequestSpec], prediction:
 
 
 def _simulate(scenario: Scenario, requests: list[RequestSpec], num_gpu_blocks: int, bytes_per_block: int,
-              cost_model: object, allocator: str) -> SimResult:
+              cost_model: StepCost, allocator: str) -> SimResult:
     engine = scenario.engine
     closed = scenario.arrival.type == "concurrency"
     return simulate(_sim_requests(requests), num_gpu_blocks=num_gpu_blocks, bytes_per_block=bytes_per_block,

@@ -1,4 +1,4 @@
-"""Fit the global `Coefficients` on published runs (`calibration.read_cases`) and score them.
+"""Fit the global `Coefficients` on published runs (`published_runs.read_cases`) and score them.
 
 Each case is simulated once with vLLM's scheduling. Without timed arrivals and without an API-server
 queue the step sequence does not depend on step durations, so every trial set of coefficients
@@ -19,12 +19,12 @@ from typing import Callable
 import numpy as np
 
 from kvplan.errors import KvplanError
-from kvplan.perf.calibration import Case, Skipped
-from kvplan.perf.cost import Coefficients, GpuStepModel
-from kvplan.perf.figures import Timings
+from published_runs import Case, Skipped
+from kvplan.perf.gpu_cost import Coefficients, GpuStepModel
+from kvplan.perf.bench_metrics import Timings
 from kvplan.perf.predict import check_requests, scheduler_config, server_plan, step_model
 from kvplan.perf.schedule import Trace, simulate
-from kvplan.perf.workload import Workload, with_prefix_hits
+from kvplan.perf.random_dataset import Workload, with_prefix_hits
 from kvplan.plan.engine_args import EngineArgs
 
 FITTED = ("hbm_efficiency", "gemm_efficiency", "kv_efficiency", "attention_efficiency", "allreduce_latency_s", "link_efficiency",
