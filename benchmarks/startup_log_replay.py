@@ -1,6 +1,6 @@
 """Read a vLLM calibration CSV (one row per logged `vllm serve` start-up: GPU, utilization, TP,
 dtypes, max_model_len and the logged KV figures) and replay each row through `plan_capacity`
-(used by `tests/test_budget.py` and `benchmarks/vllm_accuracy.py`)."""
+(used by `tests/plan/test_budget.py` and `benchmarks/vllm_accuracy.py`)."""
 from __future__ import annotations
 
 import csv

@@ -9,6 +9,8 @@ os.environ.setdefault("KVPLAN_HOME", tempfile.mkdtemp(prefix="kvplan-test-home-"
 import pytest
 from pathlib import Path
 
+pytest_plugins = ["server_fixtures", "run_results"]  # tests/helpers: servers and synthetic results
+
 REFERENCE = Path(__file__).resolve().parent / "data" / "reference"  # copies; see SOURCES.md there
 
 

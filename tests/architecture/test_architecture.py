@@ -250,9 +250,9 @@ def test_functions_are_at_most_60_lines() -> None:
 
 
 # --- 4. commands that run without torch ----------------------------------------------------------
-BLOCK_MARKER = "is not importable here (tests/test_architecture.py)"
+BLOCK_MARKER = "is not importable here (tests/architecture/test_architecture.py)"
 SITECUSTOMIZE = textwrap.dedent(f'''
-    """Makes torch and transformers unimportable (tests/test_architecture.py); logs each attempt."""
+    """Makes torch and transformers unimportable (tests/architecture/test_architecture.py); logs each attempt."""
     import os
     import sys
     import traceback

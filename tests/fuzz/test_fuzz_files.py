@@ -9,7 +9,6 @@ import struct
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st

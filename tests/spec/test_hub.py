@@ -21,7 +21,7 @@ from kvplan.errors import KvplanError, UnknownNameError
 from kvplan.spec import hub
 from kvplan.spec.profiles import load_model, model_config, model_profile
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 QWEN3_8B = ROOT / "tests" / "data" / "reference" / "hf-configs" / "Qwen--Qwen3-8B" / "config.json"
 FAKE_ID = "kvplan-test/Qwen3-8B-copy"  # a made-up repo id no bundled profile carries
 QWEN3_8B_KV_BYTES_PER_TOKEN = 36 * 2 * 8 * 128 * 2  # layers x (K, V) x KV heads x head_dim x bf16

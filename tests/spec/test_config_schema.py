@@ -14,7 +14,7 @@ from kvplan.errors import ConfigError
 from kvplan.spec.config_schema import check_config
 from kvplan.spec.model import spec_from_config
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _real_configs() -> list[tuple[str, dict]]:

@@ -11,7 +11,7 @@ import pytest
 
 from kvplan.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BASELINE = ROOT / "reports" / "baselines" / "ci-smoke.json"
 BIG = str(2**64)
 LONG = "x" * 5000

@@ -12,7 +12,7 @@ from startup_log_replay import CalibrationRow, load_calibration
 from kvplan.spec.gpu import load_gpu
 from kvplan.units import GIB
 
-BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "vllm_accuracy.py"
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "vllm_accuracy.py"
 
 
 @pytest.fixture(scope="module")

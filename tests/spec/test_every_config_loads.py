@@ -10,7 +10,7 @@ import pytest
 from kvplan.cli import main
 from kvplan.spec.profiles import model_names
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 CONFIGS = sorted(DATA.rglob("config.json"))
 HYBRID_PROFILES = ["qwen3-next-80b-a3b-thinking", "qwen3.5-27b", "qwen3.5-35b-a3b", "nemotron-h-56b-base-8k",
                    "nemotron-3-nano-30b-a3b", "llama-4-scout-17b-16e-instruct", "llama-4-maverick-17b-128e-instruct",

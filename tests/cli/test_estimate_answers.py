@@ -24,7 +24,7 @@ from kvplan.spec.gpu import load_gpu
 from kvplan.spec.profiles import load_model
 from kvplan.units import GIB
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_cli(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
@@ -197,7 +197,7 @@ def test_serve_command_kv_flags_are_vllm_choices():
     plan = plan_capacity(spec, EngineArgs(gpu=load_gpu("h100"), max_model_len=4096))
     for name in KV_DTYPES:
         if name == "fp8_ds_mla":
-            continue  # DeepSeek-V3.2's sparse-MLA cache: refused for other models (tests/test_deployed_profiles.py)
+            continue  # DeepSeek-V3.2's sparse-MLA cache: refused for other models (tests/spec/test_deployed_profiles.py)
         line = serve_command(spec, EngineArgs(gpu=load_gpu("h100"), kv_cache_dtype=name), plan, 1)
         flags = re.findall(r"--kv-cache-dtype (\S+)", line)
         assert all(f in VLLM_KV_CACHE_DTYPES for f in flags), (name, line)
