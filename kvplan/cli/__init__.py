@@ -1,6 +1,11 @@
 """The `kvplan` command line. Commands stay thin; heavy modules (torch, transformers) are
 imported inside the commands that need them so `kvplan --help` and `kvplan estimate` stay fast.
 
+Modules: app.py (the typer apps), options.py (flags shared by commands, typed once),
+server_flags.py (the served model and GPU from those flags), plan_commands.py (estimate, sweep,
+gpus, profiles), perf_commands.py (predict, plan), stress_command.py (stress: run, print, save),
+prove_commands.py (serve, scenarios, calibrate, report), gate_commands.py (gate, baseline update).
+
 Every user mistake is a `KvplanError` (or a click usage error): one line on stderr, exit code 2,
 no traceback unless `--debug`.
 """

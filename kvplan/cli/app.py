@@ -1,4 +1,4 @@
-"""The typer apps the commands attach to (the commands live in plan_commands.py and prove_commands.py)."""
+"""The typer apps the commands attach to (the commands: the other modules of kvplan.cli)."""
 from __future__ import annotations
 
 from typing import Annotated

@@ -1,5 +1,10 @@
 """The bundled paged-attention engine (nano-vllm's shape, transformers' models).
 
+Modules: config.py (`EngineConfig`), llm_engine.py (`LLMEngine`), scheduler.py, block_manager.py,
+kv_cache.py, sequence.py, model_runner.py, attention.py, triton_attention.py,
+reference_kernel.py, sampler.py, sampling_params.py, outputs.py, threads.py, isolation.py.
+May import plan, spec and below.
+
 Names load on first use: `kvplan.engine.config` is light, while `LLMEngine` pulls in torch and
 transformers, which a process that never builds an engine (estimate, report, an HTTP target)
 must not pay for.

@@ -1,5 +1,10 @@
-"""Performance prediction for GPUs that are not present: vLLM's scheduler simulated on a
-simulated clock (`schedule`), each step timed by a physical GPU cost model with a few global
-fitted coefficients (`cost`, `coefficients`), turned into `vllm bench serve` figures (`figures`).
-Pure Python + numpy: `kvplan predict` and `kvplan plan` import neither torch nor transformers.
+"""Time prediction for GPUs that are not present: vLLM's scheduler on a simulated clock, each step
+timed by a physical GPU cost model with a few global fitted coefficients.
+
+Modules: schedule.py (the scheduler simulation), gpu_cost.py (`GpuStepModel`), step_cost.py (the
+one step-cost interface, shared with `kvplan stress`), random_dataset.py (`vllm bench serve`'s
+random requests), bench_metrics.py (its figures), predict.py (`kvplan predict`), capacity.py
+(`kvplan plan`: the configurations that meet SLOs). The coefficients are fitted offline by
+benchmarks/gpu_cost_fit.py. Pure Python + numpy: may import plan and below, never engine, server,
+stress, gate, report or cli.
 """

@@ -18,6 +18,7 @@ import platform
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,6 +28,12 @@ from kvplan.stress.cpu_cost import LinearCostModel
 from kvplan.stress.machine_facts import machine_facts
 from kvplan.stress.machine_speed import ReferenceSampler, ReferenceTiming
 from kvplan.stress.run_queue import RunQueueClock
+
+if TYPE_CHECKING:
+    from kvplan.engine.config import EngineConfig
+    from kvplan.engine.llm_engine import LLMEngine
+    from kvplan.perf.step_cost import StepShape
+    from kvplan.stress.scenario import Scenario
 
 WARMUP_STEPS = 6
 MIN_R2 = 0.9  # quiet runs here fit 0.96-0.99; a busy neighbour scattered one to 0.01
@@ -67,20 +74,20 @@ def _grid(max_len_tokens: int, max_batched_tokens: int, max_num_seqs: int, pool_
 class _Timer:
     """Steps timed with their shapes, the reference kernel between them, and the CPU waits."""
 
-    def __init__(self, engine: object) -> None:
+    def __init__(self, engine: LLMEngine) -> None:
         from kvplan.engine.reference_kernel import ReferenceKernel
         from kvplan.stress.step_probe import StepProbe
 
         self.engine, self.probe = engine, StepProbe(engine)
-        self.shapes: list[object] = []
+        self.shapes: list[StepShape] = []
         self.seconds: list[float] = []
-        self.reference = ReferenceSampler(ReferenceKernel(str(engine.config.device)).time_s)  # type: ignore[attr-defined]
+        self.reference = ReferenceSampler(ReferenceKernel(str(engine.config.device)).time_s)
         self.queue = RunQueueClock()
         self.wall_s, self.wait_s = 0.0, 0.0
 
     def step(self) -> None:
         wait0, start = self.queue.wait_s(), time.perf_counter()
-        self.engine.step()  # type: ignore[attr-defined]
+        self.engine.step()
         self.wall_s += time.perf_counter() - start
         wait1 = self.queue.wait_s()
         waited = (wait1 - wait0) if wait0 is not None and wait1 is not None else 0.0
@@ -88,8 +95,8 @@ class _Timer:
         self.shapes.append(self.probe.last)
         # the step as it would have run with a CPU to itself: the model predicts the engine, and a
         # stress run measures its own machine's waits (machine_speed.reference_slowdown)
-        self.seconds.append(max(1e-6, self.engine.stats.step_time_s - waited))  # type: ignore[attr-defined]
-        self.reference.after_step(self.engine.stats.step_time_s)  # type: ignore[attr-defined]
+        self.seconds.append(max(1e-6, self.engine.stats.step_time_s - waited))
+        self.reference.after_step(self.engine.stats.step_time_s)
 
     def machine(self) -> dict[str, object]:
         """What a stress run compares itself with: the reference kernel, CPU waits, facts."""
@@ -114,7 +121,7 @@ def fit_problem(fit: LinearCostModel, min_r2: float = MIN_R2) -> str | None:
     return f"fit R² {fit.r2:.3f} is below {min_r2}{spread}{busy}"
 
 
-def calibrate(model: str, config: object | None = None, *, seed: int = 0, engine: object | None = None,
+def calibrate(model: str, config: EngineConfig | None = None, *, seed: int = 0, engine: LLMEngine | None = None,
               mix: list[tuple[list[int], int]] | None = None,
               on_progress: Callable[[int, int], None] | None = None) -> LinearCostModel:
     """Time the grid (and, when given, a replay of `mix`: (prompt ids, output tokens) pairs drawn
@@ -127,25 +134,25 @@ def calibrate(model: str, config: object | None = None, *, seed: int = 0, engine
 
     if engine is None:
         config = config or EngineConfig(kv_cache_memory_bytes=512 * 2**20, max_model_len=4096, max_num_batched_tokens=2048,
-                                        device=device)  # refused here when CUDA is asked for and missing
+                                        device="cpu")
         engine = LLMEngine.from_profile(model, config, seed=seed)
-    config = engine.config  # type: ignore[attr-defined]
+    config = engine.config
     timer = _Timer(engine)
     rng = np.random.default_rng(seed)
-    vocab = engine.vocab_size  # type: ignore[attr-defined]
-    rounds = _grid(engine.max_model_len, config.max_num_batched_tokens, config.max_num_seqs,  # type: ignore[attr-defined]
-                   engine.num_gpu_blocks * config.block_size)  # type: ignore[attr-defined]
+    vocab = engine.vocab_size
+    rounds = _grid(engine.max_model_len, config.max_num_batched_tokens, config.max_num_seqs,
+                   engine.num_gpu_blocks * config.block_size)
     levels = [c for c in (4, 16, config.max_num_seqs) if c <= config.max_num_seqs] if mix else []
     total = len(rounds) + len(levels)
 
     def drain() -> None:
-        while engine.has_unfinished_requests():  # type: ignore[attr-defined]
+        while engine.has_unfinished_requests():
             timer.step()
 
     for i, (batch, prompt, output) in enumerate(rounds):
         for _ in range(batch):
             ids = rng.integers(3, vocab, size=prompt).tolist()
-            engine.add_request(ids, SamplingParams(max_tokens=output, ignore_eos=True, temperature=0.0))  # type: ignore[attr-defined]
+            engine.add_request(ids, SamplingParams(max_tokens=output, ignore_eos=True, temperature=0.0))
         drain()
         if on_progress:
             on_progress(i + 1, total)
@@ -153,20 +160,20 @@ def calibrate(model: str, config: object | None = None, *, seed: int = 0, engine
         per_level = max(1, len(mix) // len(levels))
         for j, level in enumerate(levels):
             todo = list(mix[j * per_level:(j + 1) * per_level])
-            while todo or engine.has_unfinished_requests():  # type: ignore[attr-defined]
-                while todo and engine.num_unfinished_requests < level:  # type: ignore[attr-defined]
+            while todo or engine.has_unfinished_requests():
+                while todo and engine.num_unfinished_requests < level:
                     ids, out = todo.pop(0)
-                    engine.add_request(ids, SamplingParams(max_tokens=out, ignore_eos=True, temperature=0.0))  # type: ignore[attr-defined]
+                    engine.add_request(ids, SamplingParams(max_tokens=out, ignore_eos=True, temperature=0.0))
                 timer.step()
             if on_progress:
                 on_progress(len(rounds) + j + 1, total)
     device = str(config.device)
     keep = slice(WARMUP_STEPS, None)  # first steps pay one-off costs (allocator, kernels' first use)
-    return LinearCostModel.fit(timer.shapes[keep], timer.seconds[keep], model=model,  # type: ignore[arg-type]
+    return LinearCostModel.fit(timer.shapes[keep], timer.seconds[keep], model=model,
                                device=device.split(":")[0], host=platform.node(), **timer.machine())
 
 
-def calibrate_scenario(scenario: object, on_progress: Callable[[int, int], None] | None = None,
+def calibrate_scenario(scenario: Scenario, on_progress: Callable[[int, int], None] | None = None,
                        threads: int | None = None) -> LinearCostModel:
     """Calibrate on a fresh engine with the scenario's model and settings, replaying (up to 96 of)
     its own requests. A fresh engine keeps the replay out of the stress run's prefix cache.
@@ -177,9 +184,9 @@ def calibrate_scenario(scenario: object, on_progress: Callable[[int, int], None]
     from kvplan.stress.workload import generate_requests
 
     if threads is not None:
-        scenario = scenario.model_copy(update={"engine": replace(scenario.engine, num_threads=threads)})  # type: ignore[attr-defined]
-    engine = build_engine(scenario)  # type: ignore[arg-type]
-    cap = min(scenario.num_requests or 96, 96)  # type: ignore[attr-defined]
+        scenario = scenario.model_copy(update={"engine": replace(scenario.engine, num_threads=threads)})
+    engine = build_engine(scenario)
+    cap = min(scenario.num_requests or 96, 96)
     mix = [(list(r.prompt_token_ids), r.output_tokens)
-           for r in generate_requests(scenario, vocab_size=engine.vocab_size, max_requests=cap)]  # type: ignore[arg-type,attr-defined]
-    return calibrate(scenario.model.name, engine=engine, mix=mix, on_progress=on_progress)  # type: ignore[attr-defined]
+           for r in generate_requests(scenario, vocab_size=engine.vocab_size, max_requests=cap)]
+    return calibrate(scenario.model.name, engine=engine, mix=mix, on_progress=on_progress)

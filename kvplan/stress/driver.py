@@ -15,6 +15,8 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from kvplan.perf.step_cost import StepCost
+from kvplan.stress.cpu_cost import LinearCostModel
 from kvplan.stress.machine_facts import machine_facts
 from kvplan.stress.machine_speed import SpeedResampled, machine_speed, normalized_errors
 from kvplan.stress.metrics import compute_metrics, compute_per_class_metrics
@@ -26,7 +28,7 @@ from kvplan.stress.workload import RequestSpec
 
 
 def _prediction(scenario: Scenario, requests: list[RequestSpec], target: Target,
-                calibration: Path | None) -> tuple[dict[str, Any], object | None, list[str]]:
+                calibration: Path | None) -> tuple[dict[str, Any], StepCost | None, list[str]]:
     pool = target.pool()
     if pool.num_gpu_blocks is None:
         return {}, None, ["no prediction: the scenario does not fix the server's KV pool (kv_cache_memory_bytes)"]
@@ -36,11 +38,11 @@ def _prediction(scenario: Scenario, requests: list[RequestSpec], target: Target,
     return prediction, cost_model, [f"cost model: {source}"]
 
 
-def calibration_mismatch(cost_model: object | None) -> list[str]:
-    """How a calibrated cost model's machine differs from this one (empty for rooflines and matches)."""
-    if cost_model is None or not hasattr(cost_model, "machine"):
+def calibration_mismatch(cost_model: StepCost | None) -> list[str]:
+    """How a calibrated cost model's machine differs from this one (empty for GPU models and matches)."""
+    if not isinstance(cost_model, LinearCostModel):
         return []
-    return machine_facts().differences(cost_model.machine)  # type: ignore[attr-defined]
+    return machine_facts().differences(cost_model.machine)
 
 
 def _measure(scenario: Scenario, target: Target, requests: list[RequestSpec], console: Console,
@@ -61,7 +63,7 @@ def _verdict(scenario: Scenario, run: TargetRun, metrics: dict[str, Any]) -> tup
     return ("failed" if failed else "ok"), distinct
 
 
-def _normalized(scenario: Scenario, requests: list[RequestSpec], prediction: dict[str, Any], cost_model: object,
+def _normalized(scenario: Scenario, requests: list[RequestSpec], prediction: dict[str, Any], cost_model: StepCost,
                 speed: Any, metrics: dict[str, Any]) -> dict[str, float]:
     """The prediction's error once re-simulated at the step speeds this run measured; one scalar
     rescaling where the prediction has no step count to resample over."""
@@ -104,7 +106,7 @@ def run_target(scenario: Scenario, requests: list[RequestSpec], target: Target, 
     if target.allocator in ("paged", "contiguous") and isinstance(settings.get("engine"), dict):
         settings["engine"]["allocator"] = target.allocator  # the engine this result ran (--allocator both runs two)
     return RunResult(
-        scenario=settings, allocator=target.allocator, environment=run.environment,  # type: ignore[arg-type]
+        scenario=settings, allocator=target.allocator, environment=run.environment,
         prediction=prediction, requests=[r.to_dict() for r in run.records], metrics=metrics,
         per_class=compute_per_class_metrics(run.records, scenario.slo), timeline=run.timeline,
         complete=run.complete, notes=[*run.notes, *notes], server_telemetry=run.server_telemetry,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvplan.stress.cpu_waits import CpuWaits
 from kvplan.stress.machine_speed import ReferenceSampler, ReferenceTiming
@@ -23,12 +23,16 @@ from kvplan.stress.record import RequestRecord
 from kvplan.stress.scenario import Scenario
 from kvplan.stress.workload import RequestSpec, concurrency_limit
 
+if TYPE_CHECKING:
+    from kvplan.engine.llm_engine import LLMEngine
+    from kvplan.perf.step_cost import StepShape
+
 
 @dataclass
 class EngineRun:
     records: list[RequestRecord] = field(default_factory=list)
     timeline: list[TimelineSample] = field(default_factory=list)
-    step_shapes: list[object] = field(default_factory=list)  # StepShape per step
+    step_shapes: list[StepShape] = field(default_factory=list)
     step_times_s: list[float] = field(default_factory=list)  # the engine's own step time
     # from a step's start to the next one's (the engine's step time when the runner slept between):
     # the runner's bookkeeping between steps is in every token's latency, so machine speed counts it
@@ -48,8 +52,8 @@ class EngineRun:
     wait_marks: list[tuple[float, float]] = field(default_factory=list)
 
 
-def _sample(engine: object, t_s: float, shape: object, nvml: NvmlSampler | None) -> TimelineSample:
-    stats = engine.stats  # type: ignore[attr-defined]
+def _sample(engine: LLMEngine, t_s: float, shape: StepShape, nvml: NvmlSampler | None) -> TimelineSample:
+    stats = engine.stats
     allocated, peak = cuda_bytes()
     return TimelineSample(
         t_s=t_s, kv_bytes_used=stats.kv_bytes_in_use, kv_pool_bytes=stats.kv_cache_bytes,
@@ -60,18 +64,18 @@ def _sample(engine: object, t_s: float, shape: object, nvml: NvmlSampler | None)
         nvml_used_bytes=nvml.samples[-1][1] if nvml is not None and nvml.samples else None,
         num_scheduled_tokens=stats.num_scheduled_tokens, step_time_s=stats.step_time_s,
         # the batch's shape, so the cost model can be checked step by step against this run
-        num_scheduled_seqs=shape.num_seqs, context_tokens=shape.context_tokens,  # type: ignore[attr-defined]
-        attention_pairs=shape.attention_pairs,  # type: ignore[attr-defined]
+        num_scheduled_seqs=shape.num_seqs, context_tokens=shape.context_tokens,
+        attention_pairs=shape.attention_pairs,
     )
 
 
-def _warm_up(engine: object) -> None:
+def _warm_up(engine: LLMEngine) -> None:
     """One short request before the clock starts: the first forward pays one-off costs (kernel
     selection, allocator growth) that are not part of serving and that the prediction leaves out."""
     from kvplan.engine import SamplingParams
 
-    vocab = engine.vocab_size  # type: ignore[attr-defined]
-    engine.generate([[3 + i % (vocab - 3) for i in range(24)]],  # type: ignore[attr-defined]
+    vocab = engine.vocab_size
+    engine.generate([[3 + i % (vocab - 3) for i in range(24)]],
                     SamplingParams(max_tokens=2, ignore_eos=True, temperature=0.0))
 
 

@@ -16,7 +16,7 @@ from kvplan.engine.block_manager import BlockManager
 from kvplan.engine.sampling_params import SamplingParams
 from kvplan.engine.scheduler import Scheduler
 from kvplan.engine.sequence import Sequence
-from kvplan.perf.step_cost import StepShape
+from kvplan.perf.step_cost import StepCost, StepShape
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class SimResult:
 class _Simulation:
     """The engine's scheduler on a simulated clock; one `step()` is one engine step."""
 
-    def __init__(self, sched: Scheduler, bm: BlockManager, result: SimResult, cost_model: object,
+    def __init__(self, sched: Scheduler, bm: BlockManager, result: SimResult, cost_model: StepCost,
                  max_model_len: int) -> None:
         self.sched, self.bm, self.result, self.cost_model = sched, bm, result, cost_model
         self.max_model_len = max_model_len
@@ -95,7 +95,7 @@ class _Simulation:
     def step(self) -> None:
         result, batch = self.result, self.sched.schedule()
         shape = StepShape.from_counts([s.num_computed_tokens for s in batch.seqs], list(batch.num_new_tokens))
-        self.clock += self.cost_model.step_s(shape)  # type: ignore[attr-defined]
+        self.clock += self.cost_model.step_s(shape)
         result.num_steps += 1
         if batch.num_preempted and result.first_preemption_step is None:
             result.first_preemption_step, result.first_preemption_s = result.num_steps, self.clock
@@ -125,7 +125,7 @@ class _Simulation:
 
 
 def simulate(requests: list[SimRequest], *, num_gpu_blocks: int, bytes_per_block: int, block_size: int,
-             max_model_len: int, max_num_seqs: int, max_num_batched_tokens: int, cost_model: object,
+             max_model_len: int, max_num_seqs: int, max_num_batched_tokens: int, cost_model: StepCost,
              allocator: str = "paged", enable_prefix_caching: bool = False, concurrency: int | None = None,
              num_cpu_blocks: int = 0, max_steps: int = 10_000_000) -> SimResult:
     """Run the scheduler to completion on a simulated clock (seconds from the first arrival)."""
@@ -140,7 +140,7 @@ def simulate(requests: list[SimRequest], *, num_gpu_blocks: int, bytes_per_block
     pending = deque(sorted(requests, key=lambda r: r.arrival_s or 0.0) if not closed else requests)
     while pending or sched.has_unfinished():
         if closed:
-            while pending and sim.in_flight < concurrency:  # type: ignore[operator]
+            while pending and sim.in_flight < concurrency:
                 sim.admit(pending.popleft(), sim.clock)
         else:
             while pending and (pending[0].arrival_s or 0.0) <= sim.clock:

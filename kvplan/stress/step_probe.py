@@ -7,14 +7,19 @@ in the engine changes.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvplan.perf.step_cost import StepShape
+
+if TYPE_CHECKING:
+    from kvplan.engine.llm_engine import LLMEngine
 
 
 class StepProbe:
-    def __init__(self, engine: object) -> None:
+    def __init__(self, engine: LLMEngine) -> None:
         self.engine = engine
         self.shapes: list[StepShape] = []
-        scheduler = engine.scheduler  # type: ignore[attr-defined]
+        scheduler = engine.scheduler
         original = scheduler.schedule
 
         def schedule():  # same signature and result; records the shape first

@@ -1,1 +1,6 @@
-"""Load targets of `kvplan stress`: the in-process engine and any OpenAI-compatible HTTP server."""
+"""Load targets of `kvplan stress`: the in-process engine and any OpenAI-compatible HTTP server.
+
+Modules: engine_target.py (the bundled engine), http_target.py (a server), openai_http.py and
+openai_stream.py (requests and streamed answers), http1.py (the hot-path HTTP/1.1 client),
+prompt_text.py (text prompts of exact length), server_features.py (what a server accepts).
+"""
