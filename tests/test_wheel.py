@@ -16,11 +16,20 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
-    """`pip wheel .` then the wheel installed (not editable) into a folder of its own."""
+    """`pip wheel .` then the wheel installed (not editable) into a folder of its own. Under
+    pytest-xdist the workers share one build (two builds of one tree at once trip over build/)."""
+    import fcntl
+
     tmp = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q",
-                    "-w", str(tmp / "dist")], check=True, cwd=tmp, capture_output=True)
-    (wheel,) = (tmp / "dist").glob("kvplan-*.whl")
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "kvplan-wheel"
+    shared.mkdir(exist_ok=True)
+    with open(shared / "lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not list((shared / "dist").glob("kvplan-*.whl")):
+            subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q",
+                            "-w", str(shared / "dist")], check=True, cwd=tmp, capture_output=True)
+    (wheel,) = (shared / "dist").glob("kvplan-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     for needed in ("kvplan/py.typed", "kvplan/data/gpus.yaml", "kvplan/data/models/llama-2-7b.yaml",
                    "kvplan/data/scenarios/ci-smoke.yaml", "kvplan/data/calibration/ci-smoke-cpu.yaml",
@@ -61,7 +70,7 @@ def test_wheel_runs_a_bundled_scenario(installed: Path, tmp_path: Path) -> None:
 
 def test_wheel_resolves_hugging_face_ids(installed: Path, tmp_path: Path) -> None:
     """A bundled profile by the id users type into `vllm serve`, and a model only in a (fake) HF cache."""
-    from test_hub import FAKE_ID, MAIN_SHA, QWEN3_8B, QWEN3_8B_KV_BYTES_PER_TOKEN, put
+    from hf_cache import FAKE_ID, MAIN_SHA, QWEN3_8B, QWEN3_8B_KV_BYTES_PER_TOKEN, put
 
     by_id = _kvplan(installed, tmp_path, "estimate", "--model", "meta-llama/Llama-2-7b-hf", "--json")
     assert by_id.returncode == 0, by_id.stderr

@@ -14,6 +14,7 @@ Model = Annotated[str, typer.Option("--model", "-m", help="Profile name or alias
 Gpu = Annotated[Optional[str], typer.Option(help="GPU from the catalog (see `kvplan gpus`).")]
 GpuMemoryGib = Annotated[Optional[float], typer.Option(help="Total GPU memory as CUDA reports it, in GiB.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
+Strict = Annotated[bool, typer.Option("--strict", help="Refuse (exit 2) a model with config keys or a quantization kvplan does not model, instead of warning.")]
 
 # --- the server (vllm serve) -------------------------------------------------------------------
 Tp = Annotated[int, typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel size.")]

@@ -15,7 +15,7 @@ import typer
 from kvplan.cli.app import app, make_console
 from kvplan.cli.options import (AsJson, BlockSize, Burstiness, Dtype, Eager, InputLen, KvDtype, MaxBatched,
                                 MaxConcurrency, MaxModelLen, MaxNumSeqs, Model, NumPrompts, OutputLen, Pp,
-                                PrefixCaching, Quantization, RangeRatio, Seed, Tp, Util, Version)
+                                PrefixCaching, Quantization, RangeRatio, Seed, Strict, Tp, Util, Version)
 from kvplan.cli.server_flags import load_device, load_served_model
 from kvplan.errors import KvplanError
 
@@ -27,12 +27,16 @@ def _rate(text: str) -> float:
     return value  # its range: Workload's check
 
 
-def _server(model: str, gpu: str, *, dtype: str, **flags):
-    """The served model and its engine arguments, read and checked as `estimate` reads them."""
+def _server(model: str, gpu: str, *, dtype: str, strict: bool, **flags):
+    """The served model and its engine arguments, read and checked as `estimate` reads them; what
+    the model's spec could not model is a warning (refused with --strict)."""
     from kvplan.plan.engine_args import EngineArgs
 
     args = EngineArgs.from_flags(gpu=load_device(gpu), dtype=dtype, **flags)
-    return load_served_model(model, dtype), args
+    spec = load_served_model(model, dtype, strict=strict)
+    for warning in spec.warnings:
+        typer.echo(f"kvplan: warning: {warning}", err=True)
+    return spec, args
 
 
 def _scenario_requests(path: str):
@@ -60,13 +64,13 @@ def predict(
     request_rate: Annotated[str, typer.Option(help="Requests/s, or inf to send all at once (--request-rate).")] = "inf",
     burstiness: Burstiness = 1.0, max_concurrency: MaxConcurrency = None, seed: Seed = 0,
     scenario: Annotated[Optional[str], typer.Option(help="A kvplan scenario (name or YAML file) instead of the random workload.")] = None,
-    as_json: AsJson = False,
+    as_json: AsJson = False, strict: Strict = False,
 ) -> None:
     """What `vllm bench serve` would print for this server and workload, predicted (no GPU needed)."""
     from kvplan.perf.predict import predict as run_predict
     from kvplan.perf.random_dataset import Workload
 
-    spec, args = _server(model, gpu, dtype=dtype, tensor_parallel_size=tp, pipeline_parallel_size=pp,
+    spec, args = _server(model, gpu, dtype=dtype, strict=strict, tensor_parallel_size=tp, pipeline_parallel_size=pp,
                          quantization=quantization, kv_cache_dtype=kv_cache_dtype, max_model_len=max_model_len,
                          max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                          enforce_eager=enforce_eager, vllm_version=vllm_version,
@@ -113,7 +117,7 @@ def plan_command(
     random_input_len: InputLen = 1024, random_output_len: OutputLen = 128, random_range_ratio: RangeRatio = 0.0,
     num_prompts: NumPrompts = 200, burstiness: Burstiness = 1.0, seed: Seed = 0,
     dtype: Dtype = "auto", max_model_len: MaxModelLen = None, vllm_version: Version = None,
-    gpu_memory_utilization: Util = None, as_json: AsJson = False,
+    gpu_memory_utilization: Util = None, as_json: AsJson = False, strict: Strict = False,
 ) -> None:
     """The GPU x TP x KV dtype x quantization configurations that meet TTFT/TPOT SLOs at a request
     rate, fewest GPUs (or lowest cost) first, with their `vllm serve` lines; exit 1 if none does."""
@@ -123,7 +127,8 @@ def plan_command(
 
     slo = Slo(slo_ttft_ms, slo_tpot_ms, slo_percentile)
     # the GPU is each candidate's: the base arguments are planned on H100 only to check the flags
-    spec, args = _server(model, "h100-sxm-80gb", dtype=dtype, max_model_len=max_model_len, vllm_version=vllm_version,
+    spec, args = _server(model, "h100-sxm-80gb", dtype=dtype, strict=strict, max_model_len=max_model_len,
+                         vllm_version=vllm_version,
                          gpu_memory_utilization=gpu_memory_utilization)
     devices = [load_gpu(g.strip()) for g in (gpus.split(",") if gpus else DEFAULT_GPUS) if g.strip()]
     if not devices:

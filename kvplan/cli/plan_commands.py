@@ -9,7 +9,7 @@ import typer
 
 from kvplan.cli.app import app, make_console, profiles_app
 from kvplan.cli.options import (AsJson, BlockSize, Dtype, Eager, Gpu, GpuMemoryGib, KvCacheBytes, KvDtype, MaxBatched,
-                                MaxModelLen, MaxNumSeqs, Model, Pp, Quantization, Tp, Util, Version)
+                                MaxModelLen, MaxNumSeqs, Model, Pp, Quantization, Strict, Tp, Util, Version)
 from kvplan.cli.server_flags import load_device, load_served_model, mm_limits
 from kvplan.errors import KvplanError
 
@@ -33,7 +33,7 @@ def estimate(
     skip_mm_profiling: Annotated[bool, typer.Option("--skip-mm-profiling", help="vLLM --skip-mm-profiling: the vision tower is loaded but its dummy batch is not profiled.")] = False,
     language_model_only: Annotated[bool, typer.Option("--language-model-only", help="vLLM --language-model-only: no vision tower (as image=0,video=0).")] = False,
     mm_processor_kwargs: Annotated[Optional[str], typer.Option(help="vLLM --mm-processor-kwargs JSON; max_pixels bounds a Qwen-VL image in the profile run.")] = None,
-    as_json: AsJson = False,
+    as_json: AsJson = False, strict: Strict = False,
 ) -> None:
     """KV-cache bytes per token, request and batch; with a GPU, vLLM's capacity plan and whether it fits."""
     from kvplan.plan.engine_args import EngineArgs
@@ -48,7 +48,7 @@ def estimate(
                                  vllm_version=vllm_version)
     _check_plan_flags(args, target_concurrency=target_concurrency, vllm_version=vllm_version)
     limits = mm_limits(limit_mm_per_prompt, language_model_only)
-    spec = load_served_model(model, dtype, limits)
+    spec = load_served_model(model, dtype, limits, strict=strict)
     args = _multimodal_args(args, limits, skip_mm_profiling, mm_processor_kwargs)
     est = run_estimate(spec, args, ctx_tokens=ctx, concurrency=concurrency, prefix_tokens=prefix_tokens)
     capacity = est.fit.capacity if est.fit else None

@@ -21,7 +21,6 @@ from kvplan.plan.engine_args import EngineArgs
 from kvplan.plan.groups import KvGroup, StateLayout, kv_groups, mamba_cache_mode, state_copies
 from kvplan.plan.kv import (blocks_in_budget, bytes_per_block, has_paged_cache, largest_fitting, pp_layer_range,
                             state_page_bytes, unified_block_size)
-from kvplan.spec.dtypes import resolve_kv_dtype
 from kvplan.spec.encoder_params import encoder_gap
 from kvplan.spec.model import ModelSpec
 from kvplan.units import GIB
@@ -106,7 +105,7 @@ def needed_bytes(spec: ModelSpec, layer_indices: list[int] | range, args: Engine
     """`max_memory_usage_bytes` summed over the stage's layers (vLLM's "KV cache is needed"); a
     state layer needs its padded page per copy, whatever the length."""
     tp = args.tensor_parallel_size
-    kv_dtype = resolve_kv_dtype(args.kv_cache_dtype, spec.dtype, sparse_mla=spec.has_sparse_indexer)
+    kv_dtype = spec.kv_dtype(args.kv_cache_dtype)
     block = unified_block_size(spec, args.block_size, kv_dtype, tp)
     copies = state_copies(spec, args.mamba_cache_mode, oh.parse_vllm_version(args.vllm_version))
     total = 0
@@ -182,7 +181,7 @@ def _stage(spec: ModelSpec, args: EngineArgs, pp_rank: int, batch: _Batch, versi
         avail = args.kv_cache_memory_bytes
     else:
         avail = requested - w - a - nt - (cg if subtract_graphs else 0)
-    block = unified_block_size(spec, args.block_size, resolve_kv_dtype(args.kv_cache_dtype, spec.dtype, sparse_mla=spec.has_sparse_indexer), tp)
+    block = unified_block_size(spec, args.block_size, spec.kv_dtype(args.kv_cache_dtype), tp)
     mode = mamba_cache_mode(spec, args.mamba_cache_mode, version)
     state = StateLayout(2 if mode == "align" else 1, block if mode == "align" else batch.max_model_len)
     groups, group_size, block_bytes = kv_groups(spec, idx, block, args.kv_cache_dtype, tp, state)
@@ -294,7 +293,7 @@ def plan_capacity(spec: ModelSpec, args: EngineArgs) -> CapacityPlan:
     args.validate(spec)
     given = args
     # "auto" KV dtype follows the *served* dtype (--dtype float32 gives a float32 cache)
-    args = replace(args, kv_cache_dtype=resolve_kv_dtype(args.kv_cache_dtype, oh.model_dtype(spec, args.dtype), sparse_mla=spec.has_sparse_indexer).name)
+    args = replace(args, kv_cache_dtype=spec.kv_dtype(args.kv_cache_dtype, oh.model_dtype(spec, args.dtype)).name)
     version = oh.parse_vllm_version(args.vllm_version)
     warnings: list[str] = []
     batch = _batch(spec, args, version, warnings)
@@ -313,7 +312,7 @@ def plan_capacity(spec: ModelSpec, args: EngineArgs) -> CapacityPlan:
     if spec.has_state and version < oh.V1_HYBRID_ALLOCATOR_SINCE:
         warnings.append(f"vLLM {'.'.join(map(str, version))} kept Mamba state outside the KV cache pool; kvplan models "
                         "the V1 hybrid allocator of vLLM 0.10 and later, so its figures for this model are approximate")
-    kv_dtype = resolve_kv_dtype(args.kv_cache_dtype, spec.dtype, sparse_mla=spec.has_sparse_indexer)
+    kv_dtype = spec.kv_dtype(args.kv_cache_dtype)
     return CapacityPlan(
         spec_name=spec.name, args=given, version=version, max_model_len=batch.max_model_len,
         max_num_seqs=batch.max_num_seqs, max_num_batched_tokens=batch.max_num_batched_tokens,

@@ -14,7 +14,6 @@ from kvplan.errors import KvplanError
 from kvplan.plan import overheads as oh
 from kvplan.plan.groups import MAMBA_CACHE_MODES
 from kvplan.plan.kv import validate_parallel
-from kvplan.spec.dtypes import resolve_kv_dtype
 from kvplan.spec.gpu import GpuSpec
 from kvplan.spec.model import ModelSpec
 from kvplan.spec.quant import QUANTIZATION_CHOICES
@@ -95,5 +94,5 @@ class EngineArgs:
         """What only a model can tell: a plan at all, the KV dtype, parallel sizes that divide it."""
         if not self.plans_capacity:
             raise KvplanError("a capacity plan needs --gpu or --gpu-memory-gib (or --kv-cache-memory-bytes)")
-        resolve_kv_dtype(self.kv_cache_dtype, oh.model_dtype(spec, self.dtype), sparse_mla=spec.has_sparse_indexer)
+        spec.kv_dtype(self.kv_cache_dtype, oh.model_dtype(spec, self.dtype))
         validate_parallel(spec, self.tensor_parallel_size, self.pipeline_parallel_size)

@@ -176,6 +176,7 @@ def estimate(spec: ModelSpec, engine: EngineArgs, *, ctx_tokens: int | None = No
         variants.append(variant(f"shared {share}-token prefix", layout, share))
     fit = _fit(layout, spec, ctx, concurrency, prefix_tokens, engine, mml) if planned else None
     return Estimate(
+        warnings=spec.warnings,
         spec=spec, layout=layout, ctx_tokens=ctx, concurrency=concurrency, max_model_len=mml,
         prefix_tokens=prefix_tokens, kv_bytes_per_request=layout.request_bytes(ctx),
         kv_bytes_per_request_exact=layout.request_bytes(ctx, paged=False),

@@ -18,7 +18,6 @@ from kvplan.plan.replan import (SCORE_FP8_KV, SCORE_FP8_WEIGHTS, SCORE_INT4_WEIG
                                 Recommendation, make_fix, min_utilization, ok, safe_max_utilization, tokens_text,
                                 try_plan)
 from kvplan.plan.search import combined_fixes, recommend, serve_command
-from kvplan.spec.dtypes import resolve_kv_dtype
 from kvplan.spec.gpu import gpu_catalog
 from kvplan.spec.model import ModelSpec
 from kvplan.units import GIB
@@ -106,7 +105,7 @@ def _fix_gqa(spec: ModelSpec, args: EngineArgs, target: int | None) -> Fix | Non
 
 
 def _fix_fp8_kv(spec: ModelSpec, args: EngineArgs, target: int | None) -> Fix | None:
-    kv = resolve_kv_dtype(args.kv_cache_dtype, oh.model_dtype(spec, args.dtype), sparse_mla=spec.has_sparse_indexer)
+    kv = spec.kv_dtype(args.kv_cache_dtype, oh.model_dtype(spec, args.dtype))
     p = try_plan(spec, args, kv_cache_dtype="fp8") if kv.bits > 8 else None
     if p is None:
         return None

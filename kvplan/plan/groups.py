@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from math import ceil
 
 from kvplan.plan.kv import Tokens, bytes_per_block, has_paged_cache, kept_tokens, state_page_bytes
-from kvplan.spec.dtypes import resolve_kv_dtype
 from kvplan.spec.model import ModelSpec
 
 HYBRID_GROUP_RATIO = 1.5  # vLLM's hybrid grouping: group_size = max layer count when max < 1.5 x min
@@ -76,7 +75,7 @@ def state_copies(spec: ModelSpec, mode: str | None, version: tuple[int, int, int
 def _layer_pages(spec: ModelSpec, layer_indices: list[int] | range, block_size: int, kv_cache_dtype: str,
                  tp: int) -> tuple[dict[tuple[str, int | None], list[int]], dict[tuple[str, int | None], set[int]]]:
     """Layers and page sizes per cache type; a Falcon-H1 layer is in an attention type and the state type."""
-    kv_dtype = resolve_kv_dtype(kv_cache_dtype, spec.dtype, sparse_mla=spec.has_sparse_indexer)
+    kv_dtype = spec.kv_dtype(kv_cache_dtype)
     kinds: dict[tuple[str, int | None], list[int]] = {}
     pages: dict[tuple[str, int | None], set[int]] = {}
     for i in layer_indices:

@@ -31,7 +31,7 @@ from math import ceil
 from typing import TypeVar
 
 from kvplan.errors import KvplanError
-from kvplan.spec.dtypes import FP8_DS_MLA_BYTES_PER_TOKEN, KvDtype, resolve_kv_dtype
+from kvplan.spec.dtypes import FP8_DS_MLA_BYTES_PER_TOKEN, KvDtype
 from kvplan.spec.layers import PER_TOKEN_KINDS
 from kvplan.spec.model import LayerAttention, ModelSpec
 
@@ -144,7 +144,7 @@ def bytes_per_block(spec: ModelSpec, block_size: int = DEFAULT_BLOCK_SIZE, kv_ca
     if block_size <= 0:
         raise KvplanError(f"block size must be positive, got {block_size}")
     validate_parallel(spec, tp, pp)
-    kv_dtype = resolve_kv_dtype(kv_cache_dtype, spec.dtype, sparse_mla=spec.has_sparse_indexer)
+    kv_dtype = spec.kv_dtype(kv_cache_dtype)
     if layer_indices is None:
         ranks = range(pp) if pp_rank is None else [pp_rank]
         return max(
@@ -224,7 +224,7 @@ class KvLayout:
         if block_size <= 0:
             raise KvplanError(f"--block-size must be positive, got {block_size}")
         validate_parallel(spec, tp, pp)
-        kv_dtype = resolve_kv_dtype(kv_cache_dtype, spec.dtype, sparse_mla=spec.has_sparse_indexer)
+        kv_dtype = spec.kv_dtype(kv_cache_dtype)
         return cls(spec, kv_dtype, unified_block_size(spec, block_size, kv_dtype, tp), tp, pp, state_copies)
 
     # --- fixed per request ---------------------------------------------------------------------

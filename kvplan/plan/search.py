@@ -13,7 +13,7 @@ from kvplan.plan.engine_args import EngineArgs
 from kvplan.plan.kv import validate_parallel
 from kvplan.plan.replan import (SCORE_FP8_KV, SCORE_FP8_WEIGHTS, SCORE_INT4_WEIGHTS, SCORE_PP, Fix, Recommendation, make_fix,
                                 min_utilization, ok, safe_max_utilization, tokens_text, try_plan)
-from kvplan.spec.dtypes import no_vllm_kv_flag_reason, resolve_kv_dtype, vllm_kv_cache_dtype
+from kvplan.spec.dtypes import no_vllm_kv_flag_reason, vllm_kv_cache_dtype
 from kvplan.spec.gpu import gpu_catalog
 from kvplan.spec.model import ModelSpec
 from kvplan.spec.quant import VLLM_QUANTIZATION_FLAGS
@@ -67,7 +67,7 @@ def options(spec: ModelSpec, args: EngineArgs, weight_quants: tuple[str, ...] = 
     """Every configuration from `args` upwards (TP up to 8 that the model's heads allow, PP up to 4,
     fp8 KV, weight quantization of an unquantized checkpoint), fewest GPUs first, then least invasive."""
     tp0, pp0 = args.tensor_parallel_size, args.pipeline_parallel_size
-    kv = resolve_kv_dtype(args.kv_cache_dtype, oh.model_dtype(spec, args.dtype), sparse_mla=spec.has_sparse_indexer)
+    kv = spec.kv_dtype(args.kv_cache_dtype, oh.model_dtype(spec, args.dtype))
     kvs = [(args.kv_cache_dtype, 0)] + ([("fp8", SCORE_FP8_KV)] if kv.bits > 8 else [])
     quants = [(args.quantization, 0)]
     if spec.quant.method == "none" and not args.quantization:
@@ -128,7 +128,7 @@ def serve_command(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, target:
     else:
         parts.append(f"--gpu-memory-utilization {args.gpu_memory_utilization:.2f}")
     parts += [f"--max-model-len {plan.max_model_len}", f"--max-num-seqs {plan.max_num_seqs}", f"--block-size {args.block_size}"]
-    kv_flag = vllm_kv_cache_dtype(resolve_kv_dtype(args.kv_cache_dtype, oh.model_dtype(spec, args.dtype), sparse_mla=spec.has_sparse_indexer), oh.model_dtype(spec, args.dtype))
+    kv_flag = vllm_kv_cache_dtype(spec.kv_dtype(args.kv_cache_dtype, oh.model_dtype(spec, args.dtype)), oh.model_dtype(spec, args.dtype))
     if kv_flag is not None:
         parts.append(f"--kv-cache-dtype {args.kv_cache_dtype if args.kv_cache_dtype == 'auto' else kv_flag}")
     parts.append(f"--tensor-parallel-size {args.tensor_parallel_size}")
@@ -149,7 +149,7 @@ def servable(spec: ModelSpec, args: EngineArgs) -> tuple[EngineArgs, str]:
     """`args` with a KV dtype `vllm serve` accepts, and what was changed (int8/int4 become fp8,
     a 16-bit KV dtype other than the model's becomes auto)."""
     model = oh.model_dtype(spec, args.dtype)
-    kv = resolve_kv_dtype(args.kv_cache_dtype, model, sparse_mla=spec.has_sparse_indexer)
+    kv = spec.kv_dtype(args.kv_cache_dtype, model)
     if vllm_kv_cache_dtype(kv, model) is not None:
         return args, ""
     served = "fp8" if kv.bits <= 8 else "auto"

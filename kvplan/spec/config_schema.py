@@ -123,8 +123,9 @@ _FIELDS: dict[str, Any] = {
                      "mamba_d_conv", "d_conv", "linear_conv_kernel_dim", "conv_L_cache", "mamba_headdim",
                      "linear_head_dim", "index_head_dim"), _whole(1, _DIM)),
     "intermediate_size": _whole_or_list(1, _WIDTH * 16),
-    **dict.fromkeys(("ffn_dim", "n_inner", "ffn_hidden_size", "moe_intermediate_size", "shared_expert_intermediate_size",
-                     "moe_shared_expert_intermediate_size", "intermediate_size_mlp", "mamba_d_ssm", "vocab_size", "conv_dim", "block_multiple_of",
+    # 0: no shared expert (Qwen3-Coder-480B's config writes it so; vLLM qwen3_moe.py builds none)
+    **dict.fromkeys(("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size"), _whole(0, _WIDTH * 16)),
+    **dict.fromkeys(("ffn_dim", "n_inner", "ffn_hidden_size", "moe_intermediate_size", "intermediate_size_mlp", "mamba_d_ssm", "vocab_size", "conv_dim", "block_multiple_of",
                      "expert_ffn_hidden_size"),
                     _whole(1, _WIDTH * 16)),
     **dict.fromkeys(("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "attention_chunk_size"),
@@ -237,6 +238,7 @@ class LinearAttnConfig(BaseModel):
     full_attn_layers: _whole_list(1, _LAYERS) = None  # type: ignore[valid-type]
 
 
+SCHEMA_KEYS = frozenset(_FIELDS)  # every config key the schema checks (and the planner reads)
 _Keys = create_model("_Keys", __config__=_OPEN, **{k: (t, None) for k, t in _FIELDS.items()})  # type: ignore[call-overload]
 
 

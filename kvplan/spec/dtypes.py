@@ -63,11 +63,16 @@ def normalize_model_dtype(name: str) -> str:
     return MODEL_DTYPE_ALIASES[key]
 
 
-def resolve_kv_dtype(kv_cache_dtype: str, model_dtype: str, *, sparse_mla: bool = False) -> KvDtype:
-    """`auto` means the model's activation dtype, as in vLLM. A DeepSeek-V3.2 sparse-MLA model
-    (`sparse_mla`) gets vLLM's fp8_ds_mla cache for auto and every fp8 name, and a 16-bit cache
-    only when asked for bfloat16 (vllm/model_executor/models/config.py DeepseekV32ForCausalLM)."""
+def resolve_kv_dtype(kv_cache_dtype: str, model_dtype: str, *, sparse_mla: bool = False,
+                     checkpoint: str | None = None) -> KvDtype:
+    """`auto` means the model's activation dtype, as in vLLM, unless the checkpoint declares a
+    quantized KV cache (`checkpoint`: ModelOpt `kv_cache_quant_algo: FP8`), which `auto` then uses.
+    A DeepSeek-V3.2 sparse-MLA model (`sparse_mla`) gets vLLM's fp8_ds_mla cache for auto and every
+    fp8 name, and a 16-bit cache only when asked for bfloat16
+    (vllm/model_executor/models/config.py DeepseekV32ForCausalLM)."""
     key = str(kv_cache_dtype).lower()
+    if key == "auto" and checkpoint:
+        key = checkpoint
     if sparse_mla and (key == "auto" or key.startswith("fp8")):
         return KV_DTYPES["fp8_ds_mla"]
     if key == "fp8_ds_mla" and not sparse_mla:

@@ -14,15 +14,17 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import ConfigError
+from kvplan.spec.config_keys import unread_keys_warning
 from kvplan.spec.config_schema import check_config
-from kvplan.spec.dtypes import MODEL_DTYPE_BYTES, normalize_model_dtype
+from kvplan.spec.dtypes import MODEL_DTYPE_BYTES, KvDtype, normalize_model_dtype, resolve_kv_dtype
 from kvplan.spec.encoder_params import encoder_params
-from kvplan.spec.layers import (ATTENTION_FREE_TYPES, PER_TOKEN_KINDS, AttentionKind, LayerAttention, build_layers,
+from kvplan.spec.layers import (ATTENTION_FREE_TYPES, ATTENTION_KINDS, PER_TOKEN_KINDS, AttentionKind, LayerAttention, build_layers,
                                 kda_layer_indexes)
 from kvplan.spec.longcat_params import ATTENTIONS_PER_LAYER, LONGCAT_TYPES
 from kvplan.spec.state import kda_state
 from kvplan.spec.params import ParamCount, count_params
-from kvplan.spec.quant import WeightQuant, weight_quant_from_config
+from kvplan.spec.checkpoint_quant import weight_quant_from_config
+from kvplan.spec.quant import WeightQuant
 
 __all__ = ["AttentionKind", "LayerAttention", "ModelSpec", "spec_from_config", "spec_from_path", "text_config"]
 
@@ -73,6 +75,7 @@ class ModelSpec:
     aliases: tuple[str, ...] = ()
     config_dtype: str | None = None  # dtype as written in config.json, before vLLM's float32 downcast
     config: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    warnings: tuple[str, ...] = ()  # what the spec could not model (unread config keys, quantization assumed)
 
     @property
     def is_mla(self) -> bool:
@@ -85,6 +88,12 @@ class ModelSpec:
         for layer in self.layers:
             counts[layer.label] = counts.get(layer.label, 0) + 1
         return counts
+
+    def kv_dtype(self, kv_cache_dtype: str, model_dtype: str | None = None) -> KvDtype:
+        """What `--kv-cache-dtype` caches for this model, served in `model_dtype` (default: its own):
+        the one place `auto`, the checkpoint's KV quantization and sparse MLA are decided."""
+        return resolve_kv_dtype(kv_cache_dtype, model_dtype or self.dtype, sparse_mla=self.has_sparse_indexer,
+                                checkpoint=self.quant.kv_cache_dtype)
 
     @property
     def has_sparse_indexer(self) -> bool:
@@ -235,6 +244,9 @@ def _attention_geometry(cfg: dict[str, Any], hidden: int, where: str) -> _Attent
     explicit = cfg.get("head_dim") or cfg.get("attention_head_dim")  # Nemotron-H: attention_head_dim
     if explicit is not None:
         head_dim = int(explicit)
+    elif hidden % n_heads and cfg.get("kv_lora_rank") and cfg.get("qk_nope_head_dim") and cfg.get("qk_rope_head_dim"):
+        # MLA caches a latent; a head is qk_nope + qk_rope wide whatever hidden / heads is (Kimi-K3: 7168 / 96)
+        head_dim = int(cfg["qk_nope_head_dim"]) + int(cfg["qk_rope_head_dim"])
     elif hidden % n_heads:
         raise ConfigError(f"{where}: hidden_size={hidden} is not divisible by num_attention_heads={n_heads} and no head_dim is given")
     else:
@@ -319,13 +331,17 @@ def spec_from_config(config: dict[str, Any], name: str, *, where: str = "config.
                           head_dim=att.head_dim, intermediate=inter, vocab=int(vocab),
                           encoder=encoder_params(outer, hidden))
     archs = outer.get("architectures") or cfg.get("architectures") or [cfg.get("model_type", "unknown")]
+    quant = weight_quant_from_config(outer, {"attention": sum(1 for layer in layers if layer.kind in ATTENTION_KINDS),
+                                             "mixer": sum(1 for layer in layers if layer.state is not None)})
+    unread = unread_keys_warning(outer, cfg)
     return ModelSpec(
         name=name, model_type=str(cfg.get("model_type", "unknown")), architecture=str(archs[0]),
         num_layers=len(layers), hidden_size=hidden, num_attention_heads=att.n_heads, num_kv_heads=att.kv_heads,
         head_dim=att.head_dim, intermediate_size=inter, vocab_size=int(vocab), max_position_embeddings=max_pos,
-        dtype=dtype, layers=layers, params=params, quant=weight_quant_from_config(outer),
+        dtype=dtype, layers=layers, params=params, quant=quant,
         checkpoint_weights_bytes=checkpoint_weights_bytes, hf_id=hf_id, source=source, aliases=aliases,
         config_dtype=config_dtype, config=outer,
+        warnings=tuple(f"{name}: {w}" for w in ((unread,) if unread else ()) + quant.notes),
     )
 
 
@@ -342,6 +358,18 @@ def load_config_json(path: Path) -> dict[str, Any]:
     return data
 
 
+def with_hf_quant_config(config: dict[str, Any], path: Path) -> dict[str, Any]:
+    """A ModelOpt checkpoint's `hf_quant_config.json` beside config.json, as vLLM reads it: the
+    scheme of a config without its own `quantization_config`."""
+    if config.get("quantization_config") or not path.is_file():
+        return config
+    data = load_config_json(path)
+    scheme = data.get("quantization")
+    if not isinstance(scheme, dict):
+        raise ConfigError(f"{path}: expected a 'quantization' object (ModelOpt's hf_quant_config.json)")
+    return {**config, "quantization_config": {"quant_method": "modelopt", **scheme}}
+
+
 def spec_from_path(path: str | Path) -> ModelSpec:
     """A config.json file, or a local model directory (config.json + safetensors for real weight bytes)."""
     from kvplan.spec.checkpoint import checkpoint_bytes
@@ -350,7 +378,7 @@ def spec_from_path(path: str | Path) -> ModelSpec:
     cfg_path = p / "config.json" if p.is_dir() else p
     if not cfg_path.exists():
         raise ConfigError(f"{p}: no config.json found")
-    config = load_config_json(cfg_path)
+    config = with_hf_quant_config(load_config_json(cfg_path), cfg_path.parent / "hf_quant_config.json")
     weights = checkpoint_bytes(p) if p.is_dir() else None
     name = p.name if p.is_dir() else p.parent.name or p.stem
     return spec_from_config(config, name, where=str(cfg_path), source=str(cfg_path), checkpoint_weights_bytes=weights)

@@ -7,7 +7,6 @@ stay in the model dtype. Group-wise int4 formats add a 16-bit scale per group (a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from kvplan.errors import KvplanError
 from kvplan.spec.params import ParamCount
@@ -15,15 +14,32 @@ from kvplan.spec.params import ParamCount
 QUANTIZATION_CHOICES = ("none", "fp8", "int8", "w8a8", "w4a16", "gptq", "awq", "mxfp4", "bitsandbytes")
 
 
+LINEAR_GROUPS = ("attention", "mixer", "mlp_dense", "experts")  # ParamCount fields a scheme may convert
+
+
 @dataclass(frozen=True)
 class WeightQuant:
     method: str = "none"
     linear_bits_x100: int = 0  # hundredths of a bit per converted weight, scales included (0: model dtype)
     experts_only: bool = False  # MXFP4 in gpt-oss converts the MoE experts only
+    # per ParamCount group (LINEAR_GROUPS) where a checkpoint says more: (group, bits x100 of its
+    # converted part, hundredths of the group converted); the rest of the group stays in the model dtype
+    groups: tuple[tuple[str, int, int], ...] = ()
+    kv_cache_dtype: str | None = None  # the checkpoint's KV cache quantization ("fp8"): what vLLM's `auto` uses
+    notes: tuple[str, ...] = ()  # what was assumed in reading the scheme (shown as warnings)
 
     def weights_bytes(self, params: ParamCount, dtype_bytes: int) -> int:
         if self.method == "none":
             return params.total * dtype_bytes
+        if self.groups:
+            total_x800 = (params.total - params.linear) * dtype_bytes * 800
+            for group, bits, pct in self.groups:
+                n = getattr(params, group)
+                converted = n * pct // 100
+                total_x800 += converted * bits + (n - converted) * dtype_bytes * 800
+            untouched = [g for g in LINEAR_GROUPS if g not in {g2 for g2, _, _ in self.groups}]
+            total_x800 += sum(getattr(params, g) for g in untouched) * dtype_bytes * 800
+            return (total_x800 + 799) // 800
         converted = params.experts if self.experts_only else params.linear
         kept = params.total - converted
         return kept * dtype_bytes + (converted * self.linear_bits_x100 + 799) // 800
@@ -51,27 +67,6 @@ def make_quant(method: str, *, group_size: int = 128) -> WeightQuant:
         return WeightQuant("bitsandbytes", 450)  # nf4 + blockwise absmax (64) with double quantization
     raise KvplanError(f"unknown quantization {method!r}; choices: {', '.join(QUANTIZATION_CHOICES)}")
 
-
-def weight_quant_from_config(config: dict[str, Any]) -> WeightQuant:
-    """Read `quantization_config` (also nested in `text_config`) of a checkpoint."""
-    q = config.get("quantization_config") or (config.get("text_config") or {}).get("quantization_config")
-    if not isinstance(q, dict):
-        return WeightQuant()
-    method = str(q.get("quant_method", "")).lower()
-    if method == "compressed-tensors":
-        groups = q.get("config_groups") or {}
-        weights = (next(iter(groups.values()), {}).get("weights") or {}) if groups else {}
-        bits = int(weights.get("num_bits", 8))
-        if bits == 4:
-            return make_quant("w4a16", group_size=int(weights.get("group_size") or 128))
-        return make_quant("fp8" if weights.get("type") == "float" else "int8")
-    if method in ("gptq", "awq"):
-        if int(q.get("bits", q.get("w_bit", 4))) == 8:
-            return make_quant("int8")
-        return make_quant(method, group_size=int(q.get("group_size", q.get("q_group_size", 128)) or 128))
-    if method in ("fp8", "fbgemm_fp8", "mxfp4", "bitsandbytes"):
-        return make_quant(method)
-    return WeightQuant()
 
 # `vllm serve --quantization` values among QUANTIZATION_CHOICES; int8 / w8a8 / w4a16 checkpoints are
 # compressed-tensors ones, whose method vLLM reads from the checkpoint (no flag to pass).

@@ -1,0 +1,34 @@
+"""A checkpoint's own quantization, as vLLM reads it from `quantization_config` (GPTQ, AWQ,
+compressed-tensors, FP8, MXFP4, bitsandbytes; ModelOpt in `modelopt_quant`)."""
+from __future__ import annotations
+
+from typing import Any
+
+from kvplan.spec.modelopt_quant import modelopt_quant
+from kvplan.spec.quant import WeightQuant, make_quant
+
+
+def weight_quant_from_config(config: dict[str, Any], layers_per_group: dict[str, int] | None = None) -> WeightQuant:
+    """Read `quantization_config` (also nested in `text_config`) of a checkpoint; a model
+    directory's `hf_quant_config.json` arrives here as a modelopt `quantization_config`.
+    `layers_per_group`: how many decoder layers hold each ParamCount group (hybrids: fewer attention)."""
+    q = config.get("quantization_config") or (config.get("text_config") or {}).get("quantization_config")
+    if not isinstance(q, dict):
+        return WeightQuant()
+    method = str(q.get("quant_method", "")).lower()
+    if method == "modelopt" or (q.get("quant_algo") and method in ("", "fp8")):
+        return modelopt_quant(q, config, layers_per_group or {})
+    if method == "compressed-tensors":
+        groups = q.get("config_groups") or {}
+        weights = (next(iter(groups.values()), {}).get("weights") or {}) if groups else {}
+        bits = int(weights.get("num_bits", 8))
+        if bits == 4:
+            return make_quant("w4a16", group_size=int(weights.get("group_size") or 128))
+        return make_quant("fp8" if weights.get("type") == "float" else "int8")
+    if method in ("gptq", "awq"):
+        if int(q.get("bits", q.get("w_bit", 4))) == 8:
+            return make_quant("int8")
+        return make_quant(method, group_size=int(q.get("group_size", q.get("q_group_size", 128)) or 128))
+    if method in ("fp8", "fbgemm_fp8", "mxfp4", "bitsandbytes"):
+        return make_quant(method)
+    return WeightQuant()

@@ -1,0 +1,122 @@
+"""The 2026 configs AIConfigurator ships (copies in tests/data/aiconfigurator, Apache-2.0): each one
+plans, what kvplan does not model is named in a warning (never planned silently as a plain decoder),
+and checkpoint quantization is read as vLLM reads it (ModelOpt `hf_quant_config.json`,
+`quantization_config`; vllm/model_executor/layers/quantization/modelopt.py)."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kvplan.cli import main
+from kvplan.plan.kv import KvLayout
+from kvplan.spec.config_keys import unread_keys
+from kvplan.spec.model import spec_from_config
+from kvplan.spec.profiles import load_model
+
+CONFIGS = Path(__file__).resolve().parents[1] / "data" / "aiconfigurator" / "model_configs"
+MODELS = sorted(p.name.removesuffix("_config.json") for p in CONFIGS.glob("*_config.json")
+                if not p.name.endswith("_hf_quant_config.json"))
+
+
+def model_dir(tmp_path: Path, name: str) -> Path:
+    """A local model directory as a user has it: config.json (+ hf_quant_config.json)."""
+    d = tmp_path / name
+    d.mkdir()
+    shutil.copy(CONFIGS / f"{name}_config.json", d / "config.json")
+    quant = CONFIGS / f"{name}_hf_quant_config.json"
+    if quant.exists():
+        shutil.copy(quant, d / "hf_quant_config.json")
+    return d
+
+
+def test_the_copies_are_there() -> None:
+    assert len(MODELS) == 88  # 89 in the wheel; MiniMax-M3-NVFP4 left out for size (SOURCES.md)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_every_current_config_plans(tmp_path: Path, name: str) -> None:
+    spec = load_model(str(model_dir(tmp_path, name)))
+    layout = KvLayout.of(spec, "auto", 16)
+    assert layout.bytes_per_token() + layout.state_bytes_per_request() > 0
+    assert spec.weights_bytes > 0
+
+
+@pytest.mark.parametrize("name, keys", [
+    ("nvidia--Llama-3_3-Nemotron-Super-49B-v1", {"block_configs"}),  # vLLM nemotron_nas.py: per-block layout
+    ("deepseek-ai--DeepSeek-V4-Flash", {"compress_ratios", "o_lora_rank"}),  # compressed caches (deepseek_v4)
+    ("nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8", {"moe_latent_size"}),  # latent MoE
+    ("zai-org--GLM-5.2", {"index_topk_pattern"}),  # an indexer on some layers only
+    ("XiaomiMiMo--MiMo-V2-Flash", {"hybrid_layer_pattern", "swa_num_key_value_heads"}),  # SWA with its own heads
+    ("moonshotai--Kimi-K3", {"routed_expert_hidden_size"}),
+])
+def test_unmodelled_layouts_are_named(tmp_path: Path, name: str, keys: set[str], capsys) -> None:
+    d = model_dir(tmp_path, name)
+    spec = load_model(str(d))
+    assert spec.warnings and keys <= set(unread_keys(spec.config, spec.config.get("text_config") or spec.config))
+    assert all(k in spec.warnings[0] for k in keys)
+    with pytest.raises(SystemExit) as info:
+        main(["estimate", "--model", str(d), "--json"])
+    out, err = capsys.readouterr()
+    assert info.value.code == 0 and all(k in err for k in keys) and json.loads(out)["warnings"] == list(spec.warnings)
+    with pytest.raises(SystemExit) as info:
+        main(["estimate", "--model", str(d), "--strict"])
+    assert info.value.code == 2 and "--strict" in capsys.readouterr().err
+
+
+def test_a_made_up_layout_key_is_named_and_known_ones_are_not() -> None:
+    base = json.loads((CONFIGS / "meta-llama--Meta-Llama-3.1-8B_config.json").read_text())
+    assert spec_from_config(base, "llama").warnings == ()
+    spec = spec_from_config({**base, "fancy_layer_ratio": 4, "temperature": 0.7}, "llama")
+    assert len(spec.warnings) == 1 and "fancy_layer_ratio" in spec.warnings[0] and "temperature" not in spec.warnings[0]
+    # a key that changes nothing at the value the plan assumes: only another value is named
+    assert spec_from_config({**base, "add_cross_attention": False}, "llama").warnings == ()
+    assert "add_cross_attention" in spec_from_config({**base, "add_cross_attention": True}, "llama").warnings[0]
+
+
+def test_qwen3_coder_has_no_shared_expert() -> None:
+    """`shared_expert_intermediate_size: 0` (vLLM qwen3_moe.py builds no shared expert): 480 B, as published."""
+    spec = spec_from_config(json.loads((CONFIGS / "Qwen--Qwen3-Coder-480B-A35B-Instruct_config.json").read_text()), "coder")
+    assert round(spec.params.total / 1e9) == 480
+    assert KvLayout.of(spec, "auto", 16).bytes_per_token() == 2 * 62 * 8 * 128 * 2  # K and V, 62 layers, 8 KV heads
+
+
+def test_modelopt_fp8_checkpoint(tmp_path: Path) -> None:
+    """nvidia/Llama-3.1-70B-Instruct-FP8: hf_quant_config.json says FP8 weights (lm_head excluded)
+    and an FP8 KV cache, which vLLM's `--kv-cache-dtype auto` then uses."""
+    spec = load_model(str(model_dir(tmp_path, "nvidia--Llama-3.1-70B-Instruct-FP8")))
+    p = spec.params
+    assert spec.weights_bytes == (p.total - p.linear) * 2 + p.linear  # linear layers 1 B, the rest bf16
+    assert KvLayout.of(spec, "auto", 16).bytes_per_token() == 80 * 8 * 128 * 2 * 1  # fp8 K and V
+    assert KvLayout.of(spec, "bfloat16", 16).bytes_per_token() == 80 * 8 * 128 * 2 * 2  # asked for: bf16
+
+
+def test_modelopt_nvfp4_with_excluded_attention(tmp_path: Path) -> None:
+    """nvidia/GLM-5-NVFP4: NVFP4 (4 bits + an FP8 scale per 16 values: 4.5 bits) everywhere but the
+    excluded modules, which are every layer's self_attn (q/kv projections, o_proj, indexer): bf16."""
+    spec = load_model(str(model_dir(tmp_path, "nvidia--GLM-5-NVFP4")))
+    p = spec.params
+    expected_x800 = ((p.total - p.linear) * 2 + p.attention * 2) * 800 + (p.mixer + p.mlp_dense + p.experts) * 450
+    assert spec.weights_bytes == (expected_x800 + 799) // 800
+    assert spec.weights_bytes < 0.31 * p.total * 2  # was weighed as bf16 (1,488 GB); now ~441 GB
+
+
+def test_mixed_precision_checkpoint(tmp_path: Path) -> None:
+    """nvidia/Qwen3.6-35B-A3B-NVFP4, MIXED_PRECISION: only the listed modules are converted, each by
+    its own algorithm (FP8 attention and linear-attention mixers, NVFP4 experts), all of them on
+    the layers that hold them (10 attention and 30 Gated-DeltaNet of 40). Its config.json carries
+    its own quantization_config, which vLLM reads before hf_quant_config.json: that one says no KV
+    quantization, so `auto` stays bf16 (the FP8 KV cache of hf_quant_config.json is not used)."""
+    spec = load_model(str(model_dir(tmp_path, "nvidia--Qwen3.6-35B-A3B-NVFP4")))
+    groups = {group: (b, pct) for group, b, pct in spec.quant.groups}
+    assert groups["experts"] == (450, 100) and groups["attention"] == (800, 100) and groups["mixer"] == (800, 100)
+    assert spec.quant.kv_cache_dtype is None and KvLayout.of(spec, "auto", 16).kv_dtype.name == "bfloat16"
+    assert spec.weights_bytes < 0.4 * spec.params.total * 2
+
+
+def test_kv_cache_scheme_in_config_json(tmp_path: Path) -> None:
+    """nvidia/Qwen3.6-27B-NVFP4's quantization_config declares an FP8 `kv_cache_scheme`: auto is fp8."""
+    spec = load_model(str(model_dir(tmp_path, "nvidia--Qwen3.6-27B-NVFP4")))
+    assert spec.quant.kv_cache_dtype == "fp8" and KvLayout.of(spec, "auto", 16).kv_dtype.name == "fp8"
