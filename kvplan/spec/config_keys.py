@@ -18,7 +18,7 @@ READ_ELSEWHERE = frozenset({
     "attention_k_eq_v", "global_head_dim", "num_global_key_value_heads", "hidden_size_per_layer_input",
     "vocab_size_per_layer_input", "enable_moe_block", "index_topk", "mm_tokens_per_image", "multimodal_projector_bias",
     "original_max_position_embeddings", "qkv_bias", "rope_local_base_freq", "shared_intermediate_size",
-    "spatial_merge_size", "use_double_wide_mlp", "eos_token_id",
+    "spatial_merge_size", "use_double_wide_mlp", "eos_token_id", "block_configs",
 })
 
 # keys that change neither the layout, nor the weights kvplan counts, nor the KV cache

@@ -45,7 +45,6 @@ def test_every_current_config_plans(tmp_path: Path, name: str) -> None:
 
 
 @pytest.mark.parametrize("name, keys", [
-    ("nvidia--Llama-3_3-Nemotron-Super-49B-v1", {"block_configs"}),  # vLLM nemotron_nas.py: per-block layout
     ("deepseek-ai--DeepSeek-V4-Flash", {"compress_ratios", "o_lora_rank"}),  # compressed caches (deepseek_v4)
     ("nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8", {"moe_latent_size"}),  # latent MoE
     ("zai-org--GLM-5.2", {"index_topk_pattern"}),  # an indexer on some layers only
@@ -120,3 +119,24 @@ def test_kv_cache_scheme_in_config_json(tmp_path: Path) -> None:
     """nvidia/Qwen3.6-27B-NVFP4's quantization_config declares an FP8 `kv_cache_scheme`: auto is fp8."""
     spec = load_model(str(model_dir(tmp_path, "nvidia--Qwen3.6-27B-NVFP4")))
     assert spec.quant.kv_cache_dtype == "fp8" and KvLayout.of(spec, "auto", 16).kv_dtype.name == "fp8"
+
+
+def test_nemotron_nas_blocks() -> None:
+    """Llama-3.3-Nemotron-Super-49B-v1 as vLLM nemotron_nas.py builds it from block_configs: 31
+    no-op attention blocks (no KV), 49 with 64 // 8 = 8 KV heads, per-block FFN widths."""
+    from kvplan.spec.families.nemotron_nas import ffn_intermediate
+
+    config = json.loads((CONFIGS / "nvidia--Llama-3_3-Nemotron-Super-49B-v1_config.json").read_text())
+    spec = spec_from_config(config, "nas")
+    assert spec.warnings == ()
+    assert KvLayout.of(spec, "auto", 16).bytes_per_token() == 49 * 2 * 8 * 128 * 2 == 200_704
+    # the hand count: embeddings and LM head, 49 attention blocks, each FFN by its multiplier, norms
+    h, vocab = 8192, 128256
+    attention = 49 * (2 * h * h + 2 * h * 1024)
+    widths = {5.25: 28672, 1.3125: 7168, 1.0: 5632, 2.625: 14336, 0.5: 2816, 3.28125: 17920}
+    assert all(ffn_intermediate(m, h) == w for m, w in widths.items())
+    mults = [b["ffn"]["ffn_mult"] for b in config["block_configs"]]
+    mlp = sum(3 * h * widths[m] for m in mults)
+    norms = (49 + 80 + 1) * h
+    assert spec.params.total == 2 * vocab * h + attention + mlp + norms
+    assert round(spec.params.total / 1e9, 2) == 49.87
