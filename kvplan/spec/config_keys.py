@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.spec.config_schema import SCHEMA_KEYS
+from kvplan.spec.families import family_of
 
 # read by family rules outside the schema (tests/architecture checks each appears in kvplan's source)
 READ_ELSEWHERE = frozenset({
@@ -18,7 +19,7 @@ READ_ELSEWHERE = frozenset({
     "attention_k_eq_v", "global_head_dim", "num_global_key_value_heads", "hidden_size_per_layer_input",
     "vocab_size_per_layer_input", "enable_moe_block", "index_topk", "mm_tokens_per_image", "multimodal_projector_bias",
     "original_max_position_embeddings", "qkv_bias", "rope_local_base_freq", "shared_intermediate_size",
-    "spatial_merge_size", "use_double_wide_mlp", "eos_token_id", "block_configs",
+    "spatial_merge_size", "use_double_wide_mlp", "eos_token_id",
 })
 
 # keys that change neither the layout, nor the weights kvplan counts, nor the KV cache
@@ -89,7 +90,8 @@ def _plain(key: str, value: Any, d: dict[str, Any]) -> bool:
 def unread_keys(config: dict[str, Any], text: dict[str, Any]) -> list[str]:
     """The keys of the config (top level and its text config) kvplan neither reads nor knows to be
     irrelevant, sorted."""
-    known = SCHEMA_KEYS | READ_ELSEWHERE | IRRELEVANT
+    family = family_of(text)
+    known = SCHEMA_KEYS | READ_ELSEWHERE | IRRELEVANT | (family.read_keys if family else frozenset())
     found = set()
     for d in (config, text):
         for key, value in d.items():

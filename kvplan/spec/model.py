@@ -18,7 +18,7 @@ from kvplan.spec.config_keys import unread_keys_warning
 from kvplan.spec.config_schema import check_config
 from kvplan.spec.dtypes import MODEL_DTYPE_BYTES, KvDtype, normalize_model_dtype, resolve_kv_dtype
 from kvplan.spec.encoder_params import encoder_params
-from kvplan.spec.families.nemotron_nas import NAS_TYPES, nas_layers
+from kvplan.spec.families import family_of
 from kvplan.spec.layers import (ATTENTION_FREE_TYPES, ATTENTION_KINDS, PER_TOKEN_KINDS, AttentionKind, LayerAttention, build_layers,
                                 kda_layer_indexes)
 from kvplan.spec.longcat_params import ATTENTIONS_PER_LAYER, LONGCAT_TYPES
@@ -302,8 +302,9 @@ def _layers(cfg: dict[str, Any], outer: dict[str, Any], n_layers: int, att: _Att
         if cfg.get("model_type") in LONGCAT_TYPES:  # two MLA attentions, two caches, per decoder layer
             n_layers *= ATTENTIONS_PER_LAYER
         return tuple(kda_layer if i in kda else mla for i in range(n_layers))
-    if cfg.get("model_type") in NAS_TYPES:
-        return nas_layers(cfg, n_layers, att.n_heads, att.head_dim, where)
+    family = family_of(cfg)
+    if family is not None and family.layers is not None:
+        return family.layers(cfg, n_layers, att.n_heads, att.head_dim, where)
     return build_layers(cfg, outer, n_layers, att.kv_heads, att.head_dim, max_pos, where)
 
 

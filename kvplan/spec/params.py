@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan.spec.gemma3n_params import GEMMA3N_TYPES, text_extras
 from kvplan.spec.gemma4_params import GEMMA4_TYPES, text_counts
-from kvplan.spec.families.nemotron_nas import NAS_TYPES, nas_counts
+from kvplan.spec.families import family_of
 from kvplan.spec.longcat_params import LONGCAT_TYPES
 from kvplan.spec.longcat_params import counts as longcat_counts
 from kvplan.spec.mixer_params import gated_mlp, mlp_plan, norms_per_layer, state_mixer_params
@@ -183,8 +183,9 @@ def count_params(cfg: dict[str, Any], *, layers: tuple[LayerAttention, ...], hid
     if mt in LONGCAT_TYPES:
         mla = _attention(cfg, hidden, n_heads, kv_heads, head_dim)
         return ParamCount(**longcat_counts(cfg, n_layers, hidden, vocab, mla), encoder=encoder)
-    if mt in NAS_TYPES:
-        return ParamCount(**nas_counts(cfg, n_layers, hidden, n_heads, head_dim, vocab, "config.json"), encoder=encoder)
+    family = family_of(cfg)
+    if family is not None and family.counts is not None:
+        return ParamCount(**family.counts(cfg, n_layers, hidden, n_heads, head_dim, vocab, "config.json"), encoder=encoder)
     if mt in GEMMA4_TYPES:
         return ParamCount(**text_counts(cfg, n_layers, hidden, n_heads, kv_heads, head_dim, intermediate, vocab), encoder=encoder)
     embedding = vocab * hidden

@@ -17,9 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.errors import ConfigError
+from kvplan.spec.families.family import Family
 from kvplan.spec.layers import LayerAttention
-
-NAS_TYPES = {"nemotron-nas"}
 
 
 def _blocks(cfg: dict[str, Any], n_layers: int, where: str) -> list[dict[str, Any]]:
@@ -87,3 +86,7 @@ def nas_counts(cfg: dict[str, Any], n_layers: int, hidden: int, n_heads: int, he
     lm_head = 0 if cfg.get("tie_word_embeddings") else vocab * hidden
     return dict(embedding=embedding, lm_head=lm_head, attention=attention, mlp_dense=mlp, experts=0,
                 experts_active=0, norms=norms + hidden)
+
+
+FAMILY = Family(frozenset({"nemotron-nas"}), "vllm/model_executor/models/nemotron_nas.py", layers=nas_layers,
+                counts=nas_counts, read_keys=frozenset({"block_configs"}))
