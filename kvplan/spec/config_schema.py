@@ -124,7 +124,8 @@ _FIELDS: dict[str, Any] = {
                      "linear_head_dim", "index_head_dim"), _whole(1, _DIM)),
     "intermediate_size": _whole_or_list(1, _WIDTH * 16),
     # 0: no shared expert (Qwen3-Coder-480B's config writes it so; vLLM qwen3_moe.py builds none)
-    **dict.fromkeys(("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size"), _whole(0, _WIDTH * 16)),
+    **dict.fromkeys(("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size", "moe_latent_size"),
+                    _whole(0, _WIDTH * 16)),  # moe_latent_size 0/absent: experts work at hidden_size
     **dict.fromkeys(("ffn_dim", "n_inner", "ffn_hidden_size", "moe_intermediate_size", "intermediate_size_mlp", "mamba_d_ssm", "vocab_size", "conv_dim", "block_multiple_of",
                      "expert_ffn_hidden_size"),
                     _whole(1, _WIDTH * 16)),

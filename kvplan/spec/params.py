@@ -138,7 +138,11 @@ def _mlp_params(cfg: dict[str, Any], n_layers: int, hidden: int, dense_mlp: int)
         step = int(cfg.get("decoder_sparse_step") or 1)
         plan = ["dense" if not n_exp or i < first_dense or i in only_dense or (i + 1) % step else "moe"
                 for i in range(n_layers)]
-    expert = _expert_params(cfg, hidden, exp_inter)
+    # a latent MoE (Nemotron-3, vLLM nemotron_h.py `moe_latent_size`): the routed experts work in a
+    # narrower latent space, entered and left through one hidden x latent projection each per layer
+    latent = int(cfg.get("moe_latent_size") or 0)
+    expert = _expert_params(cfg, latent or hidden, exp_inter)
+    latent_proj = 2 * hidden * latent
     # gpt-oss router bias; DeepSeek-V3 / Nemotron-H (noaux_tc) keep a per-expert score-correction bias
     biased = mt in ("gpt_oss", "nemotron_h", "ernie4_5_moe") or cfg.get("topk_method") == "noaux_tc"
     router = hidden * n_exp + (n_exp if biased else 0)  # + a per-expert score-correction bias
@@ -151,7 +155,7 @@ def _mlp_params(cfg: dict[str, Any], n_layers: int, hidden: int, dense_mlp: int)
         elif kind == "moe" and n_exp:
             experts += n_exp * expert
             experts_active += k_exp * expert
-            mlp_dense += router + shared
+            mlp_dense += router + shared + latent_proj
             if shared_inter and mt != "nemotron_h":  # Qwen2-MoE / Qwen3-Next: one shared expert with its own gate
                 mlp_dense += 3 * hidden * int(shared_inter) + hidden
             if mt in _GRANITE_SHARED_MLP and cfg.get("shared_intermediate_size"):

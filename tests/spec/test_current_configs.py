@@ -46,7 +46,6 @@ def test_every_current_config_plans(tmp_path: Path, name: str) -> None:
 
 @pytest.mark.parametrize("name, keys", [
     ("deepseek-ai--DeepSeek-V4-Flash", {"compress_ratios", "o_lora_rank"}),  # compressed caches (deepseek_v4)
-    ("nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8", {"moe_latent_size"}),  # latent MoE
     ("zai-org--GLM-5.2", {"index_topk_pattern"}),  # an indexer on some layers only
     ("XiaomiMiMo--MiMo-V2-Flash", {"hybrid_layer_pattern", "swa_num_key_value_heads"}),  # SWA with its own heads
     ("moonshotai--Kimi-K3", {"routed_expert_hidden_size"}),
@@ -140,3 +139,22 @@ def test_nemotron_nas_blocks() -> None:
     norms = (49 + 80 + 1) * h
     assert spec.params.total == 2 * vocab * h + attention + mlp + norms
     assert round(spec.params.total / 1e9, 2) == 49.87
+
+
+@pytest.mark.parametrize("name, total_b, active_b", [
+    ("nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8", 120.7, 12.8),
+    ("nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16", 549.3, 56.1),
+])
+def test_latent_moe(name: str, total_b: float, active_b: float) -> None:
+    """Nemotron-3's latent MoE (vLLM nemotron_h.py `moe_latent_size`): the routed experts (relu^2,
+    up and down) work at the latent width, entered and left through a hidden x latent projection
+    each per MoE layer; the shared expert stays at hidden width. The names say 120B/A12B and 550B/A55B."""
+    config = json.loads((CONFIGS / f"{name}_config.json").read_text())
+    spec = spec_from_config(config, "n3")
+    assert spec.warnings == ()
+    latent, inter, hidden = config["moe_latent_size"], config["moe_intermediate_size"], config["hidden_size"]
+    pattern = config.get("hybrid_override_pattern") or config["layers_block_type"]  # "E" per MoE layer, or "moe"
+    moe_layers = pattern.count("E") if isinstance(pattern, str) else pattern.count("moe")
+    assert spec.params.experts == moe_layers * config["n_routed_experts"] * 2 * latent * inter
+    assert round(spec.params.total / 1e9, 1) == total_b and round(spec.params.active / 1e9, 1) == active_b
+    assert 2 * hidden * latent * moe_layers < spec.params.mlp_dense  # the latent projections are counted
