@@ -47,7 +47,6 @@ def test_every_current_config_plans(tmp_path: Path, name: str) -> None:
 @pytest.mark.parametrize("name, keys", [
     ("deepseek-ai--DeepSeek-V4-Flash", {"compress_ratios", "o_lora_rank"}),  # compressed caches (deepseek_v4)
     ("zai-org--GLM-5.2", {"index_topk_pattern"}),  # an indexer on some layers only
-    ("XiaomiMiMo--MiMo-V2-Flash", {"hybrid_layer_pattern", "swa_num_key_value_heads"}),  # SWA with its own heads
     ("moonshotai--Kimi-K3", {"routed_expert_hidden_size"}),
 ])
 def test_unmodelled_layouts_are_named(tmp_path: Path, name: str, keys: set[str], capsys) -> None:
@@ -158,3 +157,19 @@ def test_latent_moe(name: str, total_b: float, active_b: float) -> None:
     assert spec.params.experts == moe_layers * config["n_routed_experts"] * 2 * latent * inter
     assert round(spec.params.total / 1e9, 1) == total_b and round(spec.params.active / 1e9, 1) == active_b
     assert 2 * hidden * latent * moe_layers < spec.params.mlp_dense  # the latent projections are counted
+
+
+def test_mimo_v2_flash_hybrid_sliding_window() -> None:
+    """MiMo-V2-Flash as vLLM mimo_v2_flash.py builds it: 9 full layers (4 KV heads) and 39 sliding
+    ones (8 KV heads, window 128), V padded to the 192-wide K head in the cache; 309 B / 15 B active."""
+    config = json.loads((CONFIGS / "XiaomiMiMo--MiMo-V2-Flash_config.json").read_text())
+    spec = spec_from_config(config, "mimo")
+    assert spec.warnings == ()
+    assert config["hybrid_layer_pattern"].count(0) == 9 and config["hybrid_layer_pattern"].count(1) == 39
+    layout = KvLayout.of(spec, "auto", 16)
+    full, sliding = 9 * 4 * 2 * 192 * 2, 39 * 8 * 2 * 192 * 2
+    assert layout.bytes_per_token() == full + sliding == 267_264
+    # at 256k tokens the full layers hold every token, the sliding ones their window (in 16-token blocks)
+    per_request = layout.request_bytes(262_144)
+    assert full * 262_144 < per_request < full * 262_144 + sliding * (128 + 2 * 16)
+    assert round(spec.params.total / 1e9) == 309 and round(spec.params.active / 1e9) == 15
