@@ -19,7 +19,7 @@ READ_ELSEWHERE = frozenset({
     "attention_k_eq_v", "global_head_dim", "num_global_key_value_heads", "hidden_size_per_layer_input",
     "vocab_size_per_layer_input", "enable_moe_block", "index_topk", "mm_tokens_per_image", "multimodal_projector_bias",
     "original_max_position_embeddings", "qkv_bias", "rope_local_base_freq", "shared_intermediate_size",
-    "spatial_merge_size", "use_double_wide_mlp", "eos_token_id",
+    "spatial_merge_size", "use_double_wide_mlp", "eos_token_id", "indexer_types",
 })
 
 # keys that change neither the layout, nor the weights kvplan counts, nor the KV cache
@@ -82,6 +82,8 @@ def _plain(key: str, value: Any, d: dict[str, Any]) -> bool:
         return value == d.get("sliding_window")
     if key == "word_embed_proj_dim":  # OPT: project_in/out exist only when it differs from hidden_size
         return value == d.get("hidden_size")
+    if key in ("index_topk_freq", "index_skip_topk_offset", "index_topk_pattern"):  # indexer_types spells it out
+        return d.get("indexer_types") is not None or value is None
     if key == "use_bidirectional_attention":  # Gemma: image tokens attend both ways; same weights and cache
         return True
     return False

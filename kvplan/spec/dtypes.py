@@ -63,8 +63,14 @@ def normalize_model_dtype(name: str) -> str:
     return MODEL_DTYPE_ALIASES[key]
 
 
+# architectures whose `auto` KV cache vLLM sets to fp8_ds_mla (vllm/model_executor/models/config.py
+# DeepseekV32ForCausalLM); other sparse-MLA models (GLM-5's GlmMoeDsaForCausalLM) cache the model dtype
+# under auto and take fp8_ds_mla only when fp8 is asked for
+SPARSE_MLA_FP8_BY_DEFAULT = frozenset({"DeepseekV32ForCausalLM"})
+
+
 def resolve_kv_dtype(kv_cache_dtype: str, model_dtype: str, *, sparse_mla: bool = False,
-                     checkpoint: str | None = None) -> KvDtype:
+                     checkpoint: str | None = None, auto_fp8_ds_mla: bool = True) -> KvDtype:
     """`auto` means the model's activation dtype, as in vLLM, unless the checkpoint declares a
     quantized KV cache (`checkpoint`: ModelOpt `kv_cache_quant_algo: FP8`), which `auto` then uses.
     A DeepSeek-V3.2 sparse-MLA model (`sparse_mla`) gets vLLM's fp8_ds_mla cache for auto and every
@@ -73,7 +79,7 @@ def resolve_kv_dtype(kv_cache_dtype: str, model_dtype: str, *, sparse_mla: bool 
     key = str(kv_cache_dtype).lower()
     if key == "auto" and checkpoint:
         key = checkpoint
-    if sparse_mla and (key == "auto" or key.startswith("fp8")):
+    if sparse_mla and ((key == "auto" and auto_fp8_ds_mla) or key.startswith("fp8")):
         return KV_DTYPES["fp8_ds_mla"]
     if key == "fp8_ds_mla" and not sparse_mla:
         raise KvplanError("--kv-cache-dtype fp8_ds_mla is the cache of DeepSeek-V3.2's sparse MLA only; "

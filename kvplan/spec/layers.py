@@ -280,3 +280,15 @@ def build_layers(cfg: dict[str, Any], outer: dict[str, Any], n_layers: int, kv_h
         # Gemma-3n: the last `num_kv_shared_layers` layers reuse an earlier layer's K/V (vLLM gemma3n.py)
         layers[n_layers - shared:] = [LayerAttention("shared", 0, 0, 0) for _ in range(shared)]
     return tuple(layers)
+
+
+def indexer_layers(cfg: dict[str, Any], n_layers: int, where: str) -> list[bool]:
+    """Which layers keep a sparse-attention indexer of their own (its weights and K cache). All of
+    them unless `indexer_types` says otherwise (GLM-5.2/5.3: "full" layers own one, "shared" ones
+    reuse an earlier layer's top-k, so they hold neither weights nor cache)."""
+    types = cfg.get("indexer_types")
+    if types is None:
+        return [True] * n_layers
+    if not isinstance(types, list) or len(types) != n_layers or any(t not in ("full", "shared") for t in types):
+        raise ConfigError(f"{where}: indexer_types must list 'full' or 'shared' for each of the {n_layers} layers")
+    return [t == "full" for t in types]

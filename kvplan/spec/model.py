@@ -16,11 +16,11 @@ from typing import Any
 from kvplan.errors import ConfigError
 from kvplan.spec.config_keys import unread_keys_warning
 from kvplan.spec.config_schema import check_config
-from kvplan.spec.dtypes import MODEL_DTYPE_BYTES, KvDtype, normalize_model_dtype, resolve_kv_dtype
+from kvplan.spec.dtypes import MODEL_DTYPE_BYTES, SPARSE_MLA_FP8_BY_DEFAULT, KvDtype, normalize_model_dtype, resolve_kv_dtype
 from kvplan.spec.encoder_params import encoder_params
 from kvplan.spec.families import family_of
 from kvplan.spec.layers import (ATTENTION_FREE_TYPES, ATTENTION_KINDS, PER_TOKEN_KINDS, AttentionKind, LayerAttention, build_layers,
-                                kda_layer_indexes)
+                                indexer_layers, kda_layer_indexes)
 from kvplan.spec.longcat_params import ATTENTIONS_PER_LAYER, LONGCAT_TYPES
 from kvplan.spec.state import kda_state
 from kvplan.spec.params import ParamCount, count_params
@@ -94,7 +94,8 @@ class ModelSpec:
         """What `--kv-cache-dtype` caches for this model, served in `model_dtype` (default: its own):
         the one place `auto`, the checkpoint's KV quantization and sparse MLA are decided."""
         return resolve_kv_dtype(kv_cache_dtype, model_dtype or self.dtype, sparse_mla=self.has_sparse_indexer,
-                                checkpoint=self.quant.kv_cache_dtype)
+                                checkpoint=self.quant.kv_cache_dtype,
+                                auto_fp8_ds_mla=self.architecture in SPARSE_MLA_FP8_BY_DEFAULT)
 
     @property
     def has_sparse_indexer(self) -> bool:
@@ -296,12 +297,14 @@ def _layers(cfg: dict[str, Any], outer: dict[str, Any], n_layers: int, att: _Att
         _require_int(cfg, "qk_nope_head_dim", where)  # MLA: the parameter count needs all three
         _require_int(cfg, "v_head_dim", where)
         latent = int(cfg["kv_lora_rank"]) + _require_int(cfg, "qk_rope_head_dim", where)
-        mla = LayerAttention("mla", 1, latent, 0, indexer_bytes_per_token=_indexer_bytes(cfg, where))
+        indexer = _indexer_bytes(cfg, where)
+        mla, mla_shared = (LayerAttention("mla", 1, latent, 0, indexer_bytes_per_token=b) for b in (indexer, 0))
         kda = kda_layer_indexes(cfg, n_layers, where)  # Kimi-Linear: KDA state layers between the MLA ones
         kda_layer = LayerAttention("none", 0, 0, 0, state=kda_state(cfg, where)) if kda else None
         if cfg.get("model_type") in LONGCAT_TYPES:  # two MLA attentions, two caches, per decoder layer
             n_layers *= ATTENTIONS_PER_LAYER
-        return tuple(kda_layer if i in kda else mla for i in range(n_layers))
+        own = indexer_layers(cfg, n_layers, where)
+        return tuple(kda_layer if i in kda else (mla if own[i] else mla_shared) for i in range(n_layers))
     family = family_of(cfg)
     if family is not None and family.layers is not None:
         return family.layers(cfg, n_layers, att.n_heads, att.head_dim, where)

@@ -15,6 +15,7 @@ from kvplan.spec.families import family_of
 from kvplan.spec.longcat_params import LONGCAT_TYPES
 from kvplan.spec.longcat_params import counts as longcat_counts
 from kvplan.spec.mixer_params import gated_mlp, mlp_plan, norms_per_layer, state_mixer_params
+from kvplan.spec.layers import indexer_layers
 
 if TYPE_CHECKING:
     from kvplan.spec.layers import LayerAttention
@@ -205,6 +206,9 @@ def count_params(cfg: dict[str, Any], *, layers: tuple[LayerAttention, ...], hid
 
     attending = sum(1 for layer in layers if layer.kind in _ATTENTION_WEIGHT_KINDS)
     attention = attending * _attention(cfg, hidden, n_heads, kv_heads, head_dim) if attending else 0
+    if cfg.get("indexer_types") is not None and attending:  # indexers on some layers only (GLM-5.2)
+        without = attending - sum(indexer_layers(cfg, n_layers, "config.json"))
+        attention -= without * _indexer_params(cfg, hidden)
     mixer = sum(state_mixer_params(cfg, layer.state, hidden) for layer in layers if layer.state is not None)
     norm = 2 * hidden if mt in _LAYERNORM_WITH_BIAS else hidden
     plan = mlp_plan(cfg, n_layers)

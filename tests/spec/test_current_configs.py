@@ -46,7 +46,7 @@ def test_every_current_config_plans(tmp_path: Path, name: str) -> None:
 
 @pytest.mark.parametrize("name, keys", [
     ("deepseek-ai--DeepSeek-V4-Flash", {"compress_ratios", "o_lora_rank"}),  # compressed caches (deepseek_v4)
-    ("zai-org--GLM-5.2", {"index_topk_pattern"}),  # an indexer on some layers only
+    ("MiniMaxAI--MiniMax-M3", {"sparse_attention_config", "dense_intermediate_size"}),  # block-sparse attention
     ("moonshotai--Kimi-K3", {"routed_expert_hidden_size"}),
 ])
 def test_unmodelled_layouts_are_named(tmp_path: Path, name: str, keys: set[str], capsys) -> None:
@@ -173,3 +173,24 @@ def test_mimo_v2_flash_hybrid_sliding_window() -> None:
     per_request = layout.request_bytes(262_144)
     assert full * 262_144 < per_request < full * 262_144 + sliding * (128 + 2 * 16)
     assert round(spec.params.total / 1e9) == 309 and round(spec.params.active / 1e9) == 15
+
+
+def test_glm5_indexers_and_default_kv() -> None:
+    """GLM-5.2 keeps a sparse-attention indexer on the 21 layers `indexer_types` marks "full" (the
+    "shared" ones reuse an earlier layer's top-k: no indexer weights, no indexer cache); vLLM caches
+    GLM's MLA latent in the model dtype under `auto` (fp8_ds_mla is DeepSeek-V3.2's default only)
+    and in fp8_ds_mla when fp8 is asked for."""
+    glm52 = spec_from_config(json.loads((CONFIGS / "zai-org--GLM-5.2_config.json").read_text()), "glm52")
+    glm5 = spec_from_config(json.loads((CONFIGS / "zai-org--GLM-5_config.json").read_text()), "glm5")
+    assert glm52.warnings == () and glm5.warnings == ()
+    indexer = 128 + 4  # fp8 K of index_head_dim 128 + one fp32 scale
+    assert KvLayout.of(glm52, "auto", 64).bytes_per_token() == 78 * 576 * 2 + 21 * indexer == 92_628
+    assert KvLayout.of(glm5, "auto", 64).bytes_per_token() == 78 * (576 * 2 + indexer)
+    assert KvLayout.of(glm52, "fp8", 64).kv_dtype.name == "fp8_ds_mla"
+    assert KvLayout.of(glm52, "fp8", 64).bytes_per_token() == 78 * 656 + 21 * indexer
+    # the 57 layers without an indexer hold none of its weights: wq_b, wk, k_norm, weights_proj
+    c = glm52.config
+    h, q_rank, n, d = c["hidden_size"], c["q_lora_rank"], c["index_n_heads"], c["index_head_dim"]
+    assert glm5.params.attention - glm52.params.attention == 57 * (q_rank * n * d + h * d + 2 * d + h * n)
+    deepseek = spec_from_config(json.loads((CONFIGS / "deepseek-ai--DeepSeek-V3.2_config.json").read_text()), "v32")
+    assert KvLayout.of(deepseek, "auto", 64).kv_dtype.name == "fp8_ds_mla"
