@@ -143,7 +143,7 @@ class _Batch:
 
 def _batch(spec: ModelSpec, args: EngineArgs, version: tuple[int, int, int], warnings: list[str]) -> _Batch:
     mml = args.max_model_len or spec.max_position_embeddings
-    if args.max_model_len and args.max_model_len > spec.max_position_embeddings:
+    if args.max_model_len and args.max_model_len > spec.max_position_embeddings and spec.max_len_known:
         warnings.append(f"--max-model-len {args.max_model_len} exceeds {spec.name}'s max_position_embeddings "
                         f"({spec.max_position_embeddings}); vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
     gpu_bytes = args.gpu.memory_bytes if args.gpu is not None else None

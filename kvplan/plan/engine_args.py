@@ -19,6 +19,9 @@ from kvplan.spec.model import ModelSpec
 from kvplan.spec.quant import QUANTIZATION_CHOICES
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default
+# what vLLM applies to an unquantized checkpoint at load time; gptq, awq, w8a8, w4a16, mxfp4 need
+# a checkpoint quantized that way (vLLM refuses them otherwise: no quantization config to read)
+RUNTIME_QUANTIZATIONS = ("fp8", "bitsandbytes")
 
 
 @dataclass(frozen=True)
@@ -94,5 +97,9 @@ class EngineArgs:
         """What only a model can tell: a plan at all, the KV dtype, parallel sizes that divide it."""
         if not self.plans_capacity:
             raise KvplanError("a capacity plan needs --gpu or --gpu-memory-gib (or --kv-cache-memory-bytes)")
+        method = (self.quantization or "none").lower().replace("-", "_")
+        if method not in ("none", *RUNTIME_QUANTIZATIONS) and spec.quant.method == "none":
+            raise KvplanError(f"--quantization {self.quantization} needs a checkpoint quantized with it; {spec.name} is "
+                              f"not (vLLM refuses it); at load time vLLM applies only: {', '.join(RUNTIME_QUANTIZATIONS)}")
         spec.kv_dtype(self.kv_cache_dtype, oh.model_dtype(spec, self.dtype))
         validate_parallel(spec, self.tensor_parallel_size, self.pipeline_parallel_size)

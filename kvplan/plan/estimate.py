@@ -16,7 +16,7 @@ from kvplan.plan.explain import concurrency_note, length_note, memory_shortfall,
 from kvplan.plan.fixes import Fix, Recommendation
 from kvplan.plan.groups import state_copies
 from kvplan.plan.kv import KvLayout
-from kvplan.plan.overheads import parse_vllm_version
+from kvplan.plan.overheads import model_weights_bytes, parse_vllm_version
 from kvplan.spec.gpu import GpuSpec
 from kvplan.spec.model import ModelSpec
 
@@ -70,7 +70,7 @@ def resolve_lengths(spec: ModelSpec, ctx_tokens: int | None, max_model_len: int 
     if ctx_tokens is not None and ctx_tokens <= 0:  # --max-model-len: EngineArgs checks it
         raise KvplanError(f"--ctx must be a positive number of tokens, got {ctx_tokens}")
     for flag, value in (("--ctx", ctx_tokens), ("--max-model-len", max_model_len)):
-        if value is not None and value > limit:
+        if value is not None and value > limit and spec.max_len_known:  # no length in the config: vLLM takes the user's
             raise KvplanError(f"{flag} {value} is beyond {spec.name}'s maximum context of {limit} tokens "
                               f"(max_position_embeddings); give {flag} of at most {limit}")
     if ctx_tokens and max_model_len and ctx_tokens > max_model_len:
@@ -92,7 +92,7 @@ class Estimate:
     kv_bytes_per_request_all_full: int
     kv_bytes_total: int  # whole model
     kv_bytes_total_contiguous: int  # whole model
-    weights_bytes: int  # whole model
+    weights_bytes: int  # whole model, as loaded (a runtime --quantization applied)
     fit: Fit | None
     variants: tuple[Variant, ...]
     warnings: tuple[str, ...] = field(default=())
@@ -183,7 +183,7 @@ def estimate(spec: ModelSpec, engine: EngineArgs, *, ctx_tokens: int | None = No
         kv_bytes_per_request_all_full=layout.request_bytes_all_full(ctx),
         kv_bytes_total=layout.batch_bytes(ctx, concurrency, prefix_tokens=prefix_tokens),
         kv_bytes_total_contiguous=concurrency * layout.contiguous_request_bytes(mml),
-        weights_bytes=spec.weights_bytes, fit=fit, variants=tuple(variants), lengths=lengths,
+        weights_bytes=model_weights_bytes(spec, engine.dtype, engine.quantization), fit=fit, variants=tuple(variants), lengths=lengths,
         notes=_notes(spec, lengths, fit), hint=None if fit else NO_GPU_HINT,
     )
 
@@ -251,7 +251,8 @@ def to_json(est: Estimate, fixes: Sequence[Fix] = (), rec: Recommendation | None
         **_kv_json(est),
         "weights_bytes": est.weights_bytes, "num_parameters": spec.params.total,
         "num_encoder_parameters": spec.params.encoder, "dtype": spec.dtype,
-        "weight_quantization": spec.quant.method,
+        "weight_quantization": (est.fit.capacity.args.quantization if est.fit and est.fit.capacity.args.quantization
+                                and spec.quant.method == "none" else spec.quant.method),
         "variants": [v.__dict__ for v in est.variants], "warnings": list(est.warnings), "notes": list(est.notes),
         "figure_scopes": FIGURE_SCOPES,
     }

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from kvplan.plan import overheads as oh
 from kvplan.plan.budget import CapacityPlan
-from kvplan.plan.engine_args import EngineArgs
+from kvplan.plan.engine_args import RUNTIME_QUANTIZATIONS, EngineArgs
 from kvplan.plan.explain import weights_fit
 from kvplan.plan.kv import largest_fitting
 from kvplan.plan.replan import (SCORE_FP8_KV, SCORE_FP8_WEIGHTS, SCORE_INT4_WEIGHTS, SCORE_PP, UTIL_STEP, Fix,
@@ -20,6 +20,7 @@ from kvplan.plan.replan import (SCORE_FP8_KV, SCORE_FP8_WEIGHTS, SCORE_INT4_WEIG
 from kvplan.plan.search import combined_fixes, recommend, serve_command
 from kvplan.spec.gpu import gpu_catalog
 from kvplan.spec.model import ModelSpec
+from kvplan.spec.quant import make_quant
 from kvplan.units import GIB
 
 __all__ = ["Fix", "Recommendation", "UTIL_STEP", "fixes_for", "min_utilization", "recommend", "safe_max_utilization",
@@ -124,7 +125,9 @@ def _fix_weight_quant(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, tar
             ("awq", "a 4-bit weight checkpoint", SCORE_INT4_WEIGHTS,
              "needs an AWQ (or GPTQ) 4-bit checkpoint of the model: vLLM cannot quantize to 4 bits at load; "
              "larger accuracy loss than fp8")):
-        p = try_plan(spec, args, quantization=method)
+        # fp8: vLLM quantizes at load; awq: the model's own AWQ checkpoint (vLLM refuses awq at load)
+        p = (try_plan(spec, args, quantization=method) if method in RUNTIME_QUANTIZATIONS else
+             try_plan(replace(spec, quant=make_quant(method), checkpoint_weights_bytes=None), args))
         if p is None:
             continue
         before, after = plan.weights_bytes / GIB, p.weights_bytes / GIB

@@ -41,8 +41,8 @@ _KEY_ALIASES: dict[str, tuple[str, ...]] = {
 _CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma3_text": {"vocab_size": 262208, "max_position_embeddings": 131072, "sliding_window_pattern": 6,
                     "tie_word_embeddings": True, "head_dim": 256, "sliding_window": 4096},
-    "gemma2": {"tie_word_embeddings": True, "head_dim": 256},
-    "gemma": {"tie_word_embeddings": True},
+    "gemma2": {"tie_word_embeddings": True, "head_dim": 256, "max_position_embeddings": 8192},
+    "gemma": {"tie_word_embeddings": True, "max_position_embeddings": 8192},
     "falcon": {"max_position_embeddings": 2048, "multi_query": True, "new_decoder_architecture": False},
     "gpt2": {"max_position_embeddings": 1024, "tie_word_embeddings": True},
     "opt": {"tie_word_embeddings": True},
@@ -50,7 +50,10 @@ _CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
     "mistral": {"vocab_size": 32000, "max_position_embeddings": 32768},
     "mixtral": {"vocab_size": 32000, "max_position_embeddings": 32768},
     "granite": {"vocab_size": 32000},
+    **dict.fromkeys(("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"), {"max_position_embeddings": 32768}),
+    "phi3": {"max_position_embeddings": 4096},
 }
+DEFAULT_MAX_MODEL_LEN = 2048  # vLLM's length when a config names none (and its class has no default)
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,7 @@ class ModelSpec:
     head_dim: int
     intermediate_size: int
     vocab_size: int
-    max_position_embeddings: int
+    max_position_embeddings: int  # DEFAULT_MAX_MODEL_LEN when the config names none (max_len_known False)
     dtype: str  # checkpoint dtype as served ("auto" resolves to this)
     layers: tuple[LayerAttention, ...]
     params: ParamCount
@@ -77,6 +80,7 @@ class ModelSpec:
     config_dtype: str | None = None  # dtype as written in config.json, before vLLM's float32 downcast
     config: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
     warnings: tuple[str, ...] = ()  # what the spec could not model (unread config keys, quantization assumed)
+    max_len_known: bool = True  # the config (or its class) gives a maximum length: longer --max-model-len is refused
 
     @property
     def is_mla(self) -> bool:
@@ -330,7 +334,8 @@ def spec_from_config(config: dict[str, Any], name: str, *, where: str = "config.
     vocab = _get(cfg, "vocab_size")
     if vocab is None:
         raise ConfigError(f"{where}: missing required field 'vocab_size'")
-    max_pos = int(_get(cfg, "max_position_embeddings", 0) or 0) or 2048
+    max_pos = int(_get(cfg, "max_position_embeddings", 0) or 0) or DEFAULT_MAX_MODEL_LEN
+    max_len_known = bool(_get(cfg, "max_position_embeddings", 0))
     inter = _intermediate(cfg, hidden, where)
     layers = _layers(cfg, outer, n_layers, att, max_pos, where)
     dtype, config_dtype = _serving_dtype(cfg, where)
@@ -348,7 +353,10 @@ def spec_from_config(config: dict[str, Any], name: str, *, where: str = "config.
         dtype=dtype, layers=layers, params=params, quant=quant,
         checkpoint_weights_bytes=checkpoint_weights_bytes, hf_id=hf_id, source=source, aliases=aliases,
         config_dtype=config_dtype, config=outer,
-        warnings=tuple(f"{name}: {w}" for w in ((unread,) if unread else ()) + quant.notes),
+        warnings=tuple(f"{name}: {w}" for w in ((unread,) if unread else ()) + quant.notes + (() if max_len_known else (
+            f"the config names no maximum length (max_position_embeddings and its aliases); planned with vLLM's default "
+            f"{DEFAULT_MAX_MODEL_LEN:,}, and a longer --max-model-len is accepted as vLLM accepts it",))),
+        max_len_known=max_len_known,
     )
 
 
