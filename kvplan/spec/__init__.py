@@ -4,7 +4,8 @@ Modules: model.py (`ModelSpec`), config_schema.py (the config.json schema), laye
 decoder layer caches), state.py (recurrent state of Mamba / linear-attention layers), params.py
 (exact parameter counts), mixer_params.py, encoder_params.py, gemma3n_params.py, gemma4_params.py,
 longcat_params.py (family-specific counts), quant.py (weight quantization), checkpoint_quant.py and
-modelopt_quant.py (a checkpoint's own scheme, ModelOpt's exclusions and KV cache), config_keys.py
+modelopt_quant.py (a checkpoint's own scheme, ModelOpt's and its KV cache), quant_exclusions.py
+(modules a checkpoint leaves unconverted), config_keys.py
 (config keys read, irrelevant, or named in a warning), dtypes.py,
 checkpoint.py (weight bytes of a local checkpoint), hub.py (Hugging Face repo ids), profiles.py
 (the bundled catalog), gpu.py (`GpuSpec` and the GPU catalog), catalog_files.py (where data

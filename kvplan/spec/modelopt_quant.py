@@ -6,68 +6,20 @@ quantization the checkpoint declares (`kv_cache_quant_algo` / `kv_cache_scheme`)
 
 Bits per converted weight include the scales: NVFP4 is 4 bits plus one FP8 scale per 16 values
 (4.5); MXFP8 8 bits plus an 8-bit exponent per 32 (8.25); FP8 8 (per-tensor scales are noise).
-Module names are sorted into ParamCount groups (attention, mixer, dense MLP, routed experts); a
-group's excluded share is the share of decoder layers its excluded names cover (a name without a
-layer index covers all of them). Routers, norms, embeddings, the LM head and encoders stay in the
-model dtype, as every ModelOpt recipe leaves them.
+Excluded and listed modules are sorted into ParamCount groups by `quant_exclusions`.
 """
 from __future__ import annotations
 
-import re
 from collections import Counter
 from typing import Any
 
 from kvplan.spec.quant import LINEAR_GROUPS, WeightQuant
+from kvplan.spec.quant_exclusions import modules_by_group, share_pct
 
 ALGO_BITS_X100 = {"FP8": 800, "FP8_PER_CHANNEL_PER_TOKEN": 800, "FP8_PB_WO": 800, "FP8_BLOCK": 800,
                   "NVFP4": 450, "W4A16_NVFP4": 450, "W4A8_NVFP4_FP8": 450, "NVFP4_AWQ": 450,
                   "MXFP8": 825, "MXFP4": 425, "INT8_SQ": 800, "INT8": 800, "W8A8": 800,
                   "W4A8_AWQ": 425, "W4A16_AWQ": 425, "INT4_AWQ": 425}
-_LAYER = re.compile(r"layers\.(\d+)\.")
-_ROUTER = re.compile(r"(\.gate$|\.gate\*?$|router|e_score_correction|shared_expert_gate)")
-
-
-def module_group(name: str) -> str | None:
-    """The ParamCount group a module name's weights are counted in (None: not a converted linear)."""
-    n = name.lower()
-    if any(k in n for k in ("visual", "vision", "mm_projector", "multi_modal", "audio", "lm_head", "embed")):
-        return None
-    if _ROUTER.search(n.rstrip("*")) or n.endswith("norm") or "norm." in n:
-        return None
-    if "shared_expert" in n:
-        return "mlp_dense"
-    if "experts" in n:
-        return "experts"
-    if any(k in n for k in ("self_attn", ".attn", "attention", "indexer", "q_proj", "k_proj", "v_proj", "o_proj",
-                            "qkv", "kv_a_", "kv_b_", "q_a_", "q_b_")):
-        return "attention"
-    if any(k in n for k in ("mixer", "linear_attn", "mamba", "conv")):
-        return "mixer"
-    if any(k in n for k in ("mlp", "ffn", "feed_forward")):
-        return "mlp_dense"
-    return None
-
-
-def _share_pct(names: list[str], n_layers: int) -> int:
-    """Hundredths of a group the names cover: all of it when one has no layer index."""
-    layers = set()
-    for name in names:
-        m = _LAYER.search(name)
-        if m is None:
-            return 100
-        layers.add(int(m.group(1)))
-    return min(100, round(100 * len(layers) / max(1, n_layers)))
-
-
-def _by_group(names: list[str]) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for name in names:
-        group = module_group(name)
-        if group is not None:
-            out.setdefault(group, []).append(name)
-    return out
-
-
 def _kv_dtype(q: dict[str, Any]) -> str | None:
     algo = q.get("kv_cache_quant_algo")
     scheme = q.get("kv_cache_scheme")
@@ -87,14 +39,14 @@ def modelopt_quant(q: dict[str, Any], config: dict[str, Any], layers_per_group: 
     n_layers = {g: layers_per_group.get(g) or all_layers for g in LINEAR_GROUPS}
     algo = str(q.get("quant_algo") or "").upper()
     kv = _kv_dtype(q)
-    excluded = _by_group([str(x) for x in (q.get("exclude_modules") or q.get("ignore") or [])])
+    excluded = modules_by_group([str(x) for x in (q.get("exclude_modules") or q.get("ignore") or [])])
     if algo == "MIXED_PRECISION":
         return _mixed(q, n_layers, kv)
     bits = ALGO_BITS_X100.get(algo)
     if bits is None:
         return WeightQuant(kv_cache_dtype=kv, notes=(
             f"ModelOpt quant_algo {algo or '(none)'!r} is not modelled: weights planned in the model dtype",))
-    groups = tuple((g, bits, 100 - _share_pct(excluded[g], n_layers[g]) if g in excluded else 100) for g in LINEAR_GROUPS)
+    groups = tuple((g, bits, 100 - share_pct(excluded[g], n_layers[g]) if g in excluded else 100) for g in LINEAR_GROUPS)
     method = "fp8" if bits == 800 else algo.lower()
     return WeightQuant(method, bits, groups=groups, kv_cache_dtype=kv)
 
@@ -106,14 +58,14 @@ def _mixed(q: dict[str, Any], n_layers: dict[str, int], kv: str | None) -> Weigh
     algos = {str(name): str((spec or {}).get("quant_algo", "")).upper() for name, spec in layers.items()
              if isinstance(spec, dict)}
     notes, groups = [], []
-    for group, names in _by_group(list(algos)).items():
+    for group, names in modules_by_group(list(algos)).items():
         known = [ALGO_BITS_X100[algos[n]] for n in names if algos[n] in ALGO_BITS_X100]
         unknown = Counter(algos[n] for n in names if algos[n] not in ALGO_BITS_X100)
         if unknown:
             notes.append(f"ModelOpt quant_algo {', '.join(sorted(unknown))} in {group} is not modelled: "
                          "those modules planned in the model dtype")
         if known:
-            pct = _share_pct(names, n_layers[group]) * len(known) // len(names)
+            pct = share_pct(names, n_layers[group]) * len(known) // len(names)
             groups.append((group, round(sum(known) / len(known)), pct))
     top = Counter(a for a in algos.values() if a in ALGO_BITS_X100).most_common(1)
     method = top[0][0].lower() if top else "mixed_precision"

@@ -194,3 +194,15 @@ def test_glm5_indexers_and_default_kv() -> None:
     assert glm5.params.attention - glm52.params.attention == 57 * (q_rank * n * d + h * d + 2 * d + h * n)
     deepseek = spec_from_config(json.loads((CONFIGS / "deepseek-ai--DeepSeek-V3.2_config.json").read_text()), "v32")
     assert KvLayout.of(deepseek, "auto", 64).kv_dtype.name == "fp8_ds_mla"
+
+
+def test_compressed_tensors_ignore_list() -> None:
+    """moonshotai/Kimi-K2.5 (compressed-tensors, 4-bit groups of 32): its `ignore` list keeps every
+    self_attn, the shared experts and the dense MLPs in bf16 (`re:` patterns); only the routed
+    experts are int4 (4 bits + a 16-bit scale per 32 values: 4.5 bits)."""
+    config = json.loads((CONFIGS / "moonshotai--Kimi-K2.5_config.json").read_text())
+    spec = spec_from_config(config, "k25")
+    p, groups = spec.params, {g: (b, pct) for g, b, pct in spec.quant.groups}
+    assert groups["attention"][1] == 0 and groups["mlp_dense"][1] == 0 and groups["experts"][1] == 100
+    bits = groups["experts"][0]
+    assert spec.weights_bytes == ((p.total - p.experts) * 2 * 800 + p.experts * bits + 799) // 800
