@@ -269,3 +269,9 @@ def check_config(config: Any, where: str) -> None:
         HfConfig.model_validate(config)
     except ValidationError as exc:
         raise ConfigError(format_validation_error(where, exc, HfConfig)) from None
+
+
+def positive_int(cfg: dict[str, Any], key: str, default: int) -> int:
+    """A positive integer key of an already-checked config, else `default` (absent, null, 0)."""
+    value = cfg.get(key)
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default

@@ -21,18 +21,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvplan.spec.config_schema import positive_int
+
 GEMMA3N_TYPES = {"gemma3n", "gemma3n_text"}
-
-
-def _int(cfg: dict[str, Any], key: str, default: int) -> int:
-    value = cfg.get(key)
-    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
 
 
 def text_extras(cfg: dict[str, Any], hidden: int, n_layers: int) -> tuple[int, int, int]:
     """(embedding, linear, norm) parameters the Gemma decoder count lacks."""
-    a, r, p = _int(cfg, "altup_num_inputs", 4), _int(cfg, "laurel_rank", 64), _int(cfg, "hidden_size_per_layer_input", 256)
-    vocab_pl = _int(cfg, "vocab_size_per_layer_input", _int(cfg, "vocab_size", 0))
+    a, r = positive_int(cfg, "altup_num_inputs", 4), positive_int(cfg, "laurel_rank", 64)
+    p = positive_int(cfg, "hidden_size_per_layer_input", 256)
+    vocab_pl = positive_int(cfg, "vocab_size_per_layer_input", positive_int(cfg, "vocab_size", 0))
     embedding = vocab_pl * n_layers * p
     per_layer_linear = a * a + a * a * a + a * hidden + 2 * hidden * r + 2 * hidden * p
     linear = n_layers * per_layer_linear + hidden * n_layers * p + 2 * (a - 1) * hidden * hidden
@@ -47,26 +45,26 @@ def _conv_out(size: int, kernel: int, stride: int) -> int:
 
 
 def _embedder(mm: dict[str, Any], text_hidden: int) -> int:
-    h = _int(mm, "hidden_size", 0)
-    return _int(mm, "vocab_size", 128) * h + 2 * h + h * text_hidden
+    h = positive_int(mm, "hidden_size", 0)
+    return positive_int(mm, "vocab_size", 128) * h + 2 * h + h * text_hidden
 
 
 def audio_params(audio: dict[str, Any], text_hidden: int) -> int:
     """The audio tower and its embedder (0 without an audio_config)."""
-    a = _int(audio, "hidden_size", 0)
+    a = positive_int(audio, "hidden_size", 0)
     if not a:
         return 0
-    heads, kernel = _int(audio, "conf_num_attention_heads", 8), _int(audio, "conf_conv_kernel_size", 5)
+    heads, kernel = positive_int(audio, "conf_num_attention_heads", 8), positive_int(audio, "conf_conv_kernel_size", 5)
     channels = audio.get("sscp_conv_channel_size") or [128, 32]
     kernels = audio.get("sscp_conv_kernel_size") or [[3, 3], [3, 3]]
     strides = audio.get("sscp_conv_stride_size") or [[2, 2], [2, 2]]
-    subsample, prev, freq = 0, 1, _int(audio, "input_feat_size", 128)
+    subsample, prev, freq = 0, 1, positive_int(audio, "input_feat_size", 128)
     for c, (kt, kf), (_, sf) in zip(channels, kernels, strides):
         subsample += int(c) * prev * int(kt) * int(kf) + int(c)  # conv + its norm
         prev, freq = int(c), _conv_out(freq, int(kf), int(sf))
     subsample += prev * freq * a  # input_proj_linear
     block = 2 * (8 * a * a + 2 * a) + (5 * a * a + 2 * a + a // heads) + (3 * a * a + a * kernel + 2 * a) + a
-    return subsample + _int(audio, "conf_num_hidden_layers", 12) * block + _embedder(audio, text_hidden)
+    return subsample + positive_int(audio, "conf_num_hidden_layers", 12) * block + _embedder(audio, text_hidden)
 
 
 def vision_embedder_params(vision: dict[str, Any], text_hidden: int) -> int:

@@ -24,12 +24,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvplan.spec.config_schema import positive_int
+
 GEMMA4_TYPES = {"gemma4", "gemma4_text"}
-
-
-def _int(cfg: dict[str, Any], key: str, default: int) -> int:
-    value = cfg.get(key)
-    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
 
 
 def layer_geometry(cfg: dict[str, Any], index: int, full: bool, kv_heads: int, head_dim: int) -> tuple[int, int]:
@@ -38,11 +35,11 @@ def layer_geometry(cfg: dict[str, Any], index: int, full: bool, kv_heads: int, h
     per_layer = cfg.get("per_layer_config")
     if isinstance(per_layer, dict):
         over = next((v for k, v in per_layer.items() if str(k).isdigit() and int(k) == index and isinstance(v, dict)), {})
-        return _int(over, "num_key_value_heads", kv_heads), _int(over, "head_dim", head_dim)
+        return positive_int(over, "num_key_value_heads", kv_heads), positive_int(over, "head_dim", head_dim)
     if not full:
         return kv_heads, head_dim
-    dim = _int(cfg, "global_head_dim", head_dim)
-    heads = _int(cfg, "num_global_key_value_heads", kv_heads) if cfg.get("attention_k_eq_v") else kv_heads
+    dim = positive_int(cfg, "global_head_dim", head_dim)
+    heads = positive_int(cfg, "num_global_key_value_heads", kv_heads) if cfg.get("attention_k_eq_v") else kv_heads
     return heads, dim
 
 
@@ -54,9 +51,10 @@ def _layer_types(cfg: dict[str, Any], n_layers: int) -> list[str]:
 def text_counts(cfg: dict[str, Any], n_layers: int, hidden: int, n_heads: int, kv_heads: int, head_dim: int,
                 inter: int, vocab: int) -> dict[str, int]:
     """The text model's parameters by where they live (ParamCount's fields)."""
-    shared_from = n_layers - _int(cfg, "num_kv_shared_layers", 0) if cfg.get("num_kv_shared_layers") else n_layers
+    shared_from = n_layers - positive_int(cfg, "num_kv_shared_layers", 0) if cfg.get("num_kv_shared_layers") else n_layers
     attention = mlp = experts = active = 0
-    n_exp, k_exp, exp_inter = _int(cfg, "num_experts", 0), _int(cfg, "top_k_experts", 0), _int(cfg, "moe_intermediate_size", 0)
+    n_exp, k_exp = positive_int(cfg, "num_experts", 0), positive_int(cfg, "top_k_experts", 0)
+    exp_inter = positive_int(cfg, "moe_intermediate_size", 0)
     moe = bool(cfg.get("enable_moe_block")) and n_exp > 0
     for i, kind in enumerate(_layer_types(cfg, n_layers)):
         kv, d = layer_geometry(cfg, i, kind == "full_attention", kv_heads, head_dim)
@@ -67,8 +65,8 @@ def text_counts(cfg: dict[str, Any], n_layers: int, hidden: int, n_heads: int, k
             experts += n_exp * 3 * hidden * exp_inter
             active += k_exp * 3 * hidden * exp_inter
             mlp += n_exp * hidden + hidden + n_exp  # router proj, scale, per-expert scale
-    p = _int(cfg, "hidden_size_per_layer_input", 0)
-    embedding = vocab * hidden + (_int(cfg, "vocab_size_per_layer_input", vocab) * n_layers * p if p else 0)
+    p = positive_int(cfg, "hidden_size_per_layer_input", 0)
+    embedding = vocab * hidden + (positive_int(cfg, "vocab_size_per_layer_input", vocab) * n_layers * p if p else 0)
     if p:
         mlp += n_layers * 2 * hidden * p + hidden * n_layers * p
     norms = n_layers * ((7 if moe else 4) + (1 if p else 0)) * hidden + hidden + p
@@ -79,9 +77,9 @@ def text_counts(cfg: dict[str, Any], n_layers: int, hidden: int, n_heads: int, k
 
 def vision_params(vision: dict[str, Any], text_hidden: int) -> int:
     """A gemma4_vision tower and its embedder."""
-    h, heads = _int(vision, "hidden_size", 0), _int(vision, "num_attention_heads", 16)
-    d, kv = _int(vision, "head_dim", h // heads), _int(vision, "num_key_value_heads", heads)
-    inter, layers = _int(vision, "intermediate_size", 4 * h), _int(vision, "num_hidden_layers", 0)
-    patch = _int(vision, "patch_size", 16)
+    h, heads = positive_int(vision, "hidden_size", 0), positive_int(vision, "num_attention_heads", 16)
+    d, kv = positive_int(vision, "head_dim", h // heads), positive_int(vision, "num_key_value_heads", heads)
+    inter, layers = positive_int(vision, "intermediate_size", 4 * h), positive_int(vision, "num_hidden_layers", 0)
+    patch = positive_int(vision, "patch_size", 16)
     block = h * heads * d + 2 * h * kv * d + heads * d * h + 2 * d + 3 * h * inter + 4 * h
-    return 3 * patch * patch * h + 2 * _int(vision, "position_embedding_size", 10240) * h + layers * block + text_hidden * h
+    return 3 * patch * patch * h + 2 * positive_int(vision, "position_embedding_size", 10240) * h + layers * block + text_hidden * h
