@@ -77,7 +77,7 @@ class StressRun:
         return any(not r.complete for r in self.results)
 
 
-def _requests(scenario: Scenario) -> list[RequestSpec]:
+def scenario_requests(scenario: Scenario) -> list[RequestSpec]:
     """The scenario's request stream, refused up front when it is too big to hold: an open-loop
     `duration_s` at a high rate (1e6 req/s for a week) would otherwise generate until memory runs out."""
     closed = scenario.arrival.type == "concurrency"
@@ -212,7 +212,7 @@ def run_stress(opts: StressOptions, console: Console | None = None) -> StressRun
         from kvplan.stress.calibrate import calibration_path
 
         check_output_path(opts.calibration or calibration_path(scenario.name, scenario.engine.device))
-    requests = _requests(scenario)
+    requests = scenario_requests(scenario)
     if opts.recalibrate:
         opts = _recalibrate(opts, scenario, console)
     results: list[RunResult] = []

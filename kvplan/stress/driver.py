@@ -27,7 +27,7 @@ from kvplan.stress.target import Target, TargetRun
 from kvplan.stress.workload import RequestSpec
 
 
-def _prediction(scenario: Scenario, requests: list[RequestSpec], target: Target,
+def prediction_before_run(scenario: Scenario, requests: list[RequestSpec], target: Target,
                 calibration: Path | None) -> tuple[dict[str, Any], StepCost | None, list[str]]:
     pool = target.pool()
     if pool.num_gpu_blocks is None:
@@ -76,7 +76,7 @@ def _normalized(scenario: Scenario, requests: list[RequestSpec], prediction: dic
 def run_target(scenario: Scenario, requests: list[RequestSpec], target: Target, *, calibration: Path | None = None,
                console: Console | None = None, progress: bool = True) -> RunResult:
     """Predict, run `requests` on `target`, measure; the result of one allocator / server."""
-    prediction, cost_model, notes = _prediction(scenario, requests, target, calibration)
+    prediction, cost_model, notes = prediction_before_run(scenario, requests, target, calibration)
     run = _measure(scenario, target, requests, console or Console(), progress)
     metrics = {**compute_metrics(run.records, scenario.slo), **run.memory}
     if run.reference is not None:
