@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from kvplan.stress.bounded_http import MAX_METRICS_BYTES, BoundedResponse, bounded_request
 from kvplan.stress.redact import redact
 
 SCRAPE_INTERVAL_S = 0.5  # about twice a second, as the issue asks
@@ -74,7 +75,7 @@ def cache_config(labels: dict[str, str] | None) -> dict[str, Any]:
             "labels": dict(labels)}
 
 
-def _refusal(resp: httpx.Response) -> str:
+def _refusal(resp: BoundedResponse) -> str:
     """A non-200 answer as `last_error` tells it (unmasked: the caller masks): status, redirect, body."""
     location = resp.headers.get("location", "") if resp.is_redirect else ""
     body = resp.text.strip()
@@ -108,7 +109,8 @@ class MetricsScraper:
     async def scrape_once(self) -> dict[str, float] | None:
         t_s = self._clock_s()
         try:
-            resp = await self._client.get(self._url, timeout=self._timeout_s)
+            resp = await bounded_request(self._client, "GET", self._url, max_bytes=MAX_METRICS_BYTES,
+                                         total_s=self._timeout_s, timeout=self._timeout_s)
             if resp.status_code != 200:
                 raise ValueError(_refusal(resp))
             figures, labels = parse_metrics(resp.text)

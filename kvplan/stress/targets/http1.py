@@ -28,6 +28,7 @@ from collections.abc import Callable
 BodySink = Callable[[bytes, float], None]  # (body bytes, perf_counter() when they were read)
 HeadCallback = Callable[[int, str, dict[str, str]], None]  # (status, reason phrase, headers by lower-case name)
 MAX_HEAD_BYTES = 64 * 1024
+MAX_RESPONSE_BYTES = 256 * 2**20  # one streamed answer: 100k tokens of vLLM's SSE stay below 64 MB
 
 
 class HttpError(Exception):
@@ -58,10 +59,11 @@ class _Exchange:
     """One request/response on one connection: framing state, read timeout, completion future."""
 
     __slots__ = ("conn", "sink", "on_status", "on_head", "future", "state", "buf", "remaining", "status", "keep_alive",
-                 "last_read_s", "timeout_s", "timer")
+                 "last_read_s", "timeout_s", "timer", "deadline", "received", "max_bytes", "progress")
 
     def __init__(self, conn: _Connection, sink: BodySink, on_status: Callable[[int], None] | None, timeout_s: float,
-                 on_head: HeadCallback | None = None) -> None:
+                 on_head: HeadCallback | None = None, total_timeout_s: float | None = None,
+                 max_bytes: int = MAX_RESPONSE_BYTES, progress: Callable[[], float] | None = None) -> None:
         self.conn = conn
         self.sink = sink
         self.on_status = on_status
@@ -76,12 +78,21 @@ class _Exchange:
         self.last_read_s = time.perf_counter()
         # one timer per request, re-armed only when it fires (not on every read): cheap at any rate
         self.timer: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(timeout_s, self._check_timeout)
+        # the whole answer's time, whatever the gaps: a server that drips or streams forever ends here
+        self.deadline: asyncio.TimerHandle | None = None if total_timeout_s is None else \
+            asyncio.get_running_loop().call_later(total_timeout_s, self.fail, HttpTimeout(
+                f"TotalTimeout (the answer did not end within {total_timeout_s:g} s)"))
+        self.received, self.max_bytes = 0, max_bytes
+        # when the answer last made progress (perf_counter; 0: not yet): the caller's notion (a whole
+        # SSE event), so bytes that never complete one do not keep the request alive
+        self.progress = progress
 
     def _check_timeout(self) -> None:
-        idle_s = time.perf_counter() - self.last_read_s
+        last = self.progress() if self.progress is not None else 0.0
+        idle_s = time.perf_counter() - (last or self.last_read_s)
         if idle_s >= self.timeout_s * 0.999:
             self.timer = None
-            self.fail(HttpTimeout(f"ReadTimeout (no data for {self.timeout_s:g} s)"))
+            self.fail(HttpTimeout(f"ReadTimeout (no {'progress' if last else 'data'} for {self.timeout_s:g} s)"))
         else:
             self.timer = asyncio.get_running_loop().call_later(self.timeout_s - idle_s, self._check_timeout)
 
@@ -97,6 +108,10 @@ class _Exchange:
 
     def feed(self, data: bytes) -> None:
         now_s = self.last_read_s = time.perf_counter()  # the stamp of every event in these bytes
+        self.received += len(data)
+        if self.received > self.max_bytes:
+            self.fail(HttpProtocolError(f"answer larger than {self.max_bytes:,} bytes"))
+            return
         buf = self.buf + data if self.buf else data
         try:
             pos = self._parse(buf, now_s)
@@ -222,9 +237,10 @@ class _Exchange:
             self.fail(HttpDisconnected(_reason(exc, "peer closed connection without sending complete message body")))
 
     def close(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        for timer in (self.timer, self.deadline):
+            if timer is not None:
+                timer.cancel()
+        self.timer = self.deadline = None
 
 
 def _reason(exc: BaseException | None, default: str) -> str:
@@ -271,7 +287,8 @@ class Http1Pool:
     """
 
     def __init__(self, scheme: str, host: str, port: int | None, *, headers: dict[str, str], connect_timeout_s: float,
-                 read_timeout_s: float, tls: ssl.SSLContext | None = None) -> None:
+                 read_timeout_s: float, tls: ssl.SSLContext | None = None, total_timeout_s: float | None = None,
+                 max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
         self._host, self._tls = host, (tls or ssl.create_default_context()) if scheme == "https" else None
         self._port = port or (443 if scheme == "https" else 80)
         bracketed = f"[{host}]" if ":" in host else host  # an IPv6 literal
@@ -280,6 +297,7 @@ class Http1Pool:
                  "Connection": "keep-alive", "Content-Type": "application/json", **headers}
         self._fixed_head = "".join(f"{k}: {v}\r\n" for k, v in fixed.items()).encode("latin-1")
         self.connect_timeout_s, self.read_timeout_s = connect_timeout_s, read_timeout_s
+        self.total_timeout_s, self.max_response_bytes = total_timeout_s, max_response_bytes
         self._idle: list[_Connection] = []
 
     def __repr__(self) -> str:
@@ -319,7 +337,8 @@ class Http1Pool:
 
     async def post_stream(self, path: str, body: bytes, extra_headers: dict[str, str], sink: BodySink,
                           on_sent: Callable[[], None] | None = None, on_status: Callable[[int], None] | None = None,
-                          on_head: HeadCallback | None = None) -> int:
+                          on_head: HeadCallback | None = None, total_timeout_s: float | None = None,
+                          progress: Callable[[], float] | None = None) -> int:
         """POST `body` and feed the response body to `sink` as it arrives; returns the status code
         once the response has ended. `on_sent` runs just before a connection is taken (so a
         connect counts as latency, as with any client); `on_status` gets the status code before
@@ -334,7 +353,8 @@ class Http1Pool:
         if on_sent is not None:
             on_sent()
         conn = await self._connect()
-        exchange = conn.exchange = _Exchange(conn, sink, on_status, self.read_timeout_s, on_head)
+        exchange = conn.exchange = _Exchange(conn, sink, on_status, self.read_timeout_s, on_head,
+                                             total_timeout_s or self.total_timeout_s, self.max_response_bytes, progress)
         try:
             if conn.closed or conn.transport is None or conn.transport.is_closing():
                 raise HttpDisconnected("the connection closed before the request was sent")

@@ -58,6 +58,7 @@ try:  # httpcore asks `import sniffio` on every pool operation; absent (anyio 4 
     import sniffio  # noqa: F401  failed import walks sys.path (~0.2 ms, 13 per request). A None
 except ImportError:  # entry makes the import fail at once, and httpcore then assumes asyncio.
     sys.modules.setdefault("sniffio", None)  # type: ignore[assignment]
+from kvplan.stress.bounded_http import MAX_PROBE_BYTES, bounded_request
 from kvplan.stress.record import RequestRecord
 from kvplan.stress.redact import redact_values, without_userinfo
 from kvplan.stress.targets.http1 import Http1Pool
@@ -103,8 +104,10 @@ async def _probe(http: httpx.AsyncClient, base: str, served_model_name: str | No
                  secret: str | None = None) -> str | None:
     """Check the server answers; return the model name to send (None: let the server choose)."""
     try:
-        health = await http.get(f"{base}/health", timeout=PROBE_TIMEOUT_S)
-        models = await http.get(f"{base}/v1/models", timeout=PROBE_TIMEOUT_S)
+        health = await bounded_request(http, "GET", f"{base}/health", max_bytes=MAX_PROBE_BYTES,
+                                       total_s=PROBE_TIMEOUT_S, timeout=PROBE_TIMEOUT_S)
+        models = await bounded_request(http, "GET", f"{base}/v1/models", max_bytes=MAX_PROBE_BYTES,
+                                       total_s=PROBE_TIMEOUT_S, timeout=PROBE_TIMEOUT_S)
     except httpx.HTTPError as exc:
         raise _refusal(f"cannot reach {base}: {type(exc).__name__}: {exc}", secret) from None
     if models.status_code in (401, 403):
@@ -116,7 +119,7 @@ async def _probe(http: httpx.AsyncClient, base: str, served_model_name: str | No
         return served_model_name
     try:
         ids = [str(m["id"]) for m in models.json().get("data", [])]
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         ids = []
     if served_model_name is not None and ids and served_model_name not in ids:
         raise _refusal(f"{base} does not serve {served_model_name!r}; it serves: {', '.join(ids)}", secret)
@@ -188,7 +191,8 @@ async def _features(http: httpx.AsyncClient, base: str, path: str, api: str, mod
 
     async def post(body: dict[str, Any]) -> tuple[int, str]:
         try:
-            r = await http.post(url, json=body, timeout=PROBE_GENERATE_TIMEOUT_S)
+            r = await bounded_request(http, "POST", url, max_bytes=MAX_PROBE_BYTES, total_s=PROBE_GENERATE_TIMEOUT_S,
+                                      json=body, timeout=PROBE_GENERATE_TIMEOUT_S)
         except httpx.HTTPError as exc:
             return 0, f"{type(exc).__name__}: {exc}"
         return r.status_code, r.text

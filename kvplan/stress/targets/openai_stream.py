@@ -7,6 +7,7 @@ stamp is taken once per read, before any parsing, so parsing cost never shifts a
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -22,6 +23,7 @@ from kvplan.stress.workload import RequestSpec
 ApiKind = Literal["completions", "chat"]
 MAX_ERROR_CHARS = 300  # of a record's error text, kind included; cut after masking
 MAX_ERROR_BODY_BYTES = 64 * 1024  # of an error page, kept for the record's text (masked, then cut to 300 chars)
+MAX_SSE_LINE_BYTES = 4 * 2**20  # one `data:` event; vLLM's with logprobs of a long prompt stay far below
 
 
 @dataclass
@@ -35,6 +37,7 @@ class Progress:
     usage_prompt_tokens: int | None = None
     finish_reason: str | None = None
     done: bool = False
+    progress_read_s: float = 0.0  # perf_counter of the head or of the last whole SSE line (0: neither yet)
 
 
 def one_line(exc: BaseException | str, secrets: Iterable[str | None] = (), max_chars: int = MAX_ERROR_CHARS) -> str:
@@ -122,6 +125,9 @@ class StreamClient:
             piece = choice.get("delta", {}).get("content") if self.api == "chat" else choice.get("text")
             if piece:
                 p.token_times_s.append(t_s)
+                if len(p.token_times_s) > 2 * p.spec.output_tokens + 16:  # max_tokens is output_tokens
+                    raise ValueError(f"more than {2 * p.spec.output_tokens + 16} tokens streamed for a request "
+                                     f"of max_tokens {p.spec.output_tokens}")
             if choice.get("finish_reason"):
                 p.finish_reason = choice["finish_reason"]
 
@@ -136,8 +142,11 @@ class StreamClient:
             t_s = read_s - start_s  # one stamp per socket read: when these events reached us
             buffer = buffer + data if buffer else data
             if b"\n" not in data:
+                if len(buffer) > MAX_SSE_LINE_BYTES:  # a line that never ends must not grow without bound
+                    raise HttpProtocolError(f"an SSE line longer than {MAX_SSE_LINE_BYTES:,} bytes")
                 return
             *lines, buffer = buffer.split(b"\n")
+            p.progress_read_s = read_s  # a whole line: the answer moved (bytes alone do not count)
             for line in lines:
                 if line.startswith(b"data:"):
                     event(p, line[5:].strip(), t_s)
@@ -162,14 +171,19 @@ class StreamClient:
         def on_head(code: int, reason: str, headers: dict[str, str]) -> None:
             nonlocal status, head
             status, head = code, (reason, headers)
+            p.progress_read_s = time.perf_counter()
 
         def on_sent() -> None:  # after building: the request's own encoding is not server latency
             p.arrival_s = self.clock_s()
 
         try:
             body = json.dumps(self.body(spec), separators=(",", ":"), ensure_ascii=False).encode()
+            # every token may take the idle timeout, so a server that keeps to it ends within
+            # (tokens + 2) x timeout: one that drips or streams on forever does not
+            deadline_s = self.pool.read_timeout_s * (spec.output_tokens + 2)
             code = await self.pool.post_stream(self.path, body, {"X-Request-Id": spec.request_id}, sink,
-                                               on_sent=on_sent, on_head=on_head)
+                                               on_sent=on_sent, on_head=on_head, total_timeout_s=deadline_s,
+                                               progress=lambda: p.progress_read_s)
             if code != 200:
                 return http_error(code, *head, b"".join(error_body))
             if not p.done and p.finish_reason is None and p.usage_tokens is None:
