@@ -21,6 +21,7 @@ from kvplan.errors import KvplanError
 
 
 MAX_ERROR_CHARS = 1000
+INTERNAL_ERROR_EXIT = 70  # EX_SOFTWARE: not 1 (a failed gate or failed requests) and not 2 (bad input)
 
 
 def _bounded(message: str) -> str:
@@ -52,4 +53,10 @@ def main(argv: list[str] | None = None) -> None:
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         typer.echo(f"kvplan: error: {_bounded(message)}", err=True)
         sys.exit(2)
+    except Exception as exc:  # noqa: BLE001 - a bug, not the user's input: one line, never exit 1 or 2
+        if debug:
+            raise
+        typer.echo(f"kvplan: internal error: {type(exc).__name__}: {_bounded(str(exc))} "
+                   "(rerun with --debug for the traceback, and please report it)", err=True)
+        sys.exit(INTERNAL_ERROR_EXIT)
     sys.exit(rc if isinstance(rc, int) else 0)

@@ -15,6 +15,8 @@ def load_device(gpu: str | None, gpu_memory_gib: float | None = None) -> GpuSpec
     """A catalog GPU, a bare size, or none (checked before any model is read: it is quick)."""
     from kvplan.spec.gpu import custom_gpu, load_gpu
 
+    if gpu is not None and not gpu.strip():
+        raise KvplanError("--gpu is empty: name a GPU of the catalog (`kvplan gpus` lists them)")
     if gpu and gpu_memory_gib is not None:
         raise KvplanError("give either --gpu or --gpu-memory-gib, not both")
     return load_gpu(gpu) if gpu else (custom_gpu(gpu_memory_gib) if gpu_memory_gib is not None else None)

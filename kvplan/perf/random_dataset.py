@@ -17,6 +17,12 @@ class Request:
     cached_tokens: int = 0  # prompt tokens found in the prefix cache (block-aligned)
 
 
+MAX_PROMPTS = 1_000_000  # as many requests as `kvplan stress` holds in one run
+MAX_TOKENS = 2**24  # per prompt or output
+MIN_REQUEST_RATE_PER_S = 1e-6
+MIN_BURSTINESS, MAX_BURSTINESS = 1e-3, 1e3
+
+
 @dataclass(frozen=True)
 class Workload:
     """`vllm bench serve --dataset-name random` flags, named as there."""
@@ -31,18 +37,25 @@ class Workload:
     seed: int = 0
 
     def validate(self) -> None:
-        for flag, value in (("--random-input-len", self.random_input_len), ("--random-output-len", self.random_output_len),
-                            ("--num-prompts", self.num_prompts)):
-            if value <= 0:
-                raise KvplanError(f"{flag} must be positive, got {value}")
+        """Each flag in a range a simulation can finish in: lengths and counts bounded (1M prompts
+        of 16M tokens), a rate no slower than one request a million seconds apart (a denormal rate
+        would make every gap infinite), burstiness a finite shape."""
+        for flag, value, most in (("--random-input-len", self.random_input_len, MAX_TOKENS),
+                                  ("--random-output-len", self.random_output_len, MAX_TOKENS),
+                                  ("--num-prompts", self.num_prompts, MAX_PROMPTS)):
+            if not 0 < value <= most:
+                raise KvplanError(f"{flag} must be in 1..{most:,}, got {value}")
         if not 0 <= self.random_range_ratio < 1:
             raise KvplanError(f"--random-range-ratio must be in [0, 1), got {self.random_range_ratio}")
-        if not self.request_rate > 0:
-            raise KvplanError(f"--request-rate must be positive (or inf), got {self.request_rate}")
-        if not self.burstiness > 0:
-            raise KvplanError(f"--burstiness must be positive, got {self.burstiness}")
-        if self.max_concurrency is not None and self.max_concurrency <= 0:
-            raise KvplanError(f"--max-concurrency must be positive, got {self.max_concurrency}")
+        if not (self.request_rate >= MIN_REQUEST_RATE_PER_S):  # NaN fails too
+            raise KvplanError(f"--request-rate must be at least {MIN_REQUEST_RATE_PER_S:g} requests/s (or inf), "
+                              f"got {self.request_rate}")
+        if not MIN_BURSTINESS <= self.burstiness <= MAX_BURSTINESS:
+            raise KvplanError(f"--burstiness must be in [{MIN_BURSTINESS:g}, {MAX_BURSTINESS:g}], got {self.burstiness}")
+        if self.max_concurrency is not None and not 0 < self.max_concurrency <= MAX_PROMPTS:
+            raise KvplanError(f"--max-concurrency must be in 1..{MAX_PROMPTS:,}, got {self.max_concurrency}")
+        if not 0 <= self.seed < 2**32:
+            raise KvplanError(f"--seed must be in 0..{2**32 - 1:,}, got {self.seed}")
 
     def requests(self) -> list[Request]:
         """Lengths uniform in [len x (1 - r), len x (1 + r)] as vLLM's random dataset; gamma

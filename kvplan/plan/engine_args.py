@@ -17,8 +17,14 @@ from kvplan.plan.kv import validate_parallel
 from kvplan.spec.gpu import GpuSpec
 from kvplan.spec.model import ModelSpec
 from kvplan.spec.quant import QUANTIZATION_CHOICES
+from kvplan.validation import short_repr
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default
+# physical upper bounds, so no number reaches float arithmetic it would overflow
+MAX_PARALLEL = 1024
+MAX_BLOCK_SIZE = 2**16
+MAX_COUNT = 2**31  # tokens and sequences: vLLM's own int32 limits
+MAX_KV_CACHE_BYTES = 2**50
 # what vLLM applies to an unquantized checkpoint at load time; gptq, awq, w8a8, w4a16, mxfp4 need
 # a checkpoint quantized that way (vLLM refuses them otherwise: no quantization config to read)
 RUNTIME_QUANTIZATIONS = ("fp8", "bitsandbytes")
@@ -51,15 +57,19 @@ class EngineArgs:
         """A bad value is a one-line KvplanError naming the flag (the CLI exits 2)."""
         if not 0 < self.gpu_memory_utilization <= 1:
             raise KvplanError(f"--gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}")
-        for flag, value in (("--tensor-parallel-size/--tp", self.tensor_parallel_size),
-                            ("--pipeline-parallel-size/--pp", self.pipeline_parallel_size),
-                            ("--block-size", self.block_size), ("--max-model-len", self.max_model_len),
-                            ("--max-num-seqs", self.max_num_seqs),
-                            ("--max-num-batched-tokens", self.max_num_batched_tokens)):
+        for flag, value, most in (("--tensor-parallel-size/--tp", self.tensor_parallel_size, MAX_PARALLEL),
+                                  ("--pipeline-parallel-size/--pp", self.pipeline_parallel_size, MAX_PARALLEL),
+                                  ("--block-size", self.block_size, MAX_BLOCK_SIZE),
+                                  ("--max-model-len", self.max_model_len, MAX_COUNT),
+                                  ("--max-num-seqs", self.max_num_seqs, MAX_COUNT),
+                                  ("--max-num-batched-tokens", self.max_num_batched_tokens, MAX_COUNT)):
             if value is not None and value <= 0:
                 raise KvplanError(f"{flag} must be positive, got {value}")
-        if self.kv_cache_memory_bytes is not None and self.kv_cache_memory_bytes < 0:
-            raise KvplanError(f"--kv-cache-memory-bytes must be >= 0, got {self.kv_cache_memory_bytes}")
+            if value is not None and value > most:
+                raise KvplanError(f"{flag} must be at most {most:,}, got {short_repr(value)}")
+        if self.kv_cache_memory_bytes is not None and not 0 <= self.kv_cache_memory_bytes <= MAX_KV_CACHE_BYTES:
+            raise KvplanError(f"--kv-cache-memory-bytes must be in 0..{MAX_KV_CACHE_BYTES:,} (1 PiB), "
+                              f"got {short_repr(self.kv_cache_memory_bytes)}")
         known = {q.replace("-", "_") for q in QUANTIZATION_CHOICES} | {"fp8"}
         if self.quantization and self.quantization.lower().replace("-", "_") not in known:
             raise KvplanError(f"unknown --quantization {self.quantization!r}; choices: {', '.join(QUANTIZATION_CHOICES)}")

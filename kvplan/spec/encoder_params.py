@@ -36,6 +36,7 @@ import json
 from typing import Any
 
 from kvplan.errors import KvplanError
+from kvplan.validation import short_repr
 from kvplan.spec.gemma3n_params import audio_params, vision_embedder_params
 from kvplan.spec.gemma4_params import vision_params as gemma4_vision_params
 
@@ -232,10 +233,10 @@ def parse_mm_limits(text: str) -> dict[str, int]:
     try:
         raw = json.loads(text) if text.strip().startswith("{") else dict(p.split("=", 1) for p in text.split(",") if p.strip())
         limits = {str(k).strip(): int(v if not isinstance(v, dict) else v.get("count", 1)) for k, v in raw.items()}
-    except (ValueError, TypeError, AttributeError):
+    except (ValueError, TypeError, AttributeError, OverflowError, RecursionError):
         raise KvplanError(f"{flag} takes JSON like '{{\"image\": 0}}' or image=0,video=0, got {text!r}") from None
-    if not limits or any(v < 0 for v in limits.values()):
-        raise KvplanError(f"{flag} takes non-negative counts per modality, got {text!r}")
+    if not limits or any(not 0 <= v <= 2**16 for v in limits.values()):
+        raise KvplanError(f"{flag} takes counts per modality in 0..65,536, got {short_repr(text)}")
     return limits
 
 

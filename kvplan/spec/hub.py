@@ -64,6 +64,8 @@ def split_repo_id(text: str) -> tuple[str, str | None] | None:
         return None
     if not _REPO_ID.match(repo) or "--" in repo or ".." in repo or repo.endswith((".json", ".git")):
         return None
+    if any(len(part) > 96 for part in repo.split("/")):  # the Hub's own limit on owner and name
+        return None
     return repo, revision or None
 
 

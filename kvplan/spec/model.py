@@ -23,6 +23,7 @@ from kvplan.spec.layers import (ATTENTION_FREE_TYPES, ATTENTION_KINDS, PER_TOKEN
                                 indexer_layers, kda_layer_indexes)
 from kvplan.spec.longcat_params import ATTENTIONS_PER_LAYER, LONGCAT_TYPES
 from kvplan.spec.state import kda_state
+from kvplan.validation import short_repr
 from kvplan.spec.params import ParamCount, count_params
 from kvplan.spec.checkpoint_quant import weight_quant_from_config
 from kvplan.spec.quant import WeightQuant
@@ -390,9 +391,13 @@ def spec_from_path(path: str | Path) -> ModelSpec:
     from kvplan.spec.checkpoint import checkpoint_bytes
 
     p = Path(path).expanduser()
-    cfg_path = p / "config.json" if p.is_dir() else p
-    if not cfg_path.exists():
-        raise ConfigError(f"{p}: no config.json found")
+    try:
+        cfg_path = p / "config.json" if p.is_dir() else p
+        found = cfg_path.exists()
+    except (OSError, ValueError):  # a name too long for the filesystem, a NUL byte
+        found = False
+    if not found:
+        raise ConfigError(f"{short_repr(str(p))}: no config.json found")
     config = with_hf_quant_config(load_config_json(cfg_path), cfg_path.parent / "hf_quant_config.json")
     weights = checkpoint_bytes(p) if p.is_dir() else None
     name = p.name if p.is_dir() else p.parent.name or p.stem

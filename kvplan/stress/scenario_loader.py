@@ -115,8 +115,11 @@ def scenario_file(name_or_path: str | Path) -> Path:
     """A path to a scenario file, or a bundled scenario's name (`mixed`, `mixed.yaml`; also
     `scenarios/mixed.yaml`, the name it had in the source tree, when no such file is here)."""
     path = Path(name_or_path).expanduser()
-    if path.exists():
-        return path
+    try:
+        if path.exists():
+            return path
+    except (OSError, ValueError):  # a name too long for the filesystem, a NUL byte: not a file
+        pass
     bundled = bundled_scenarios()
     stem = path.name.removesuffix(".yaml").removesuffix(".yml")
     if stem in bundled and (path.parent == Path(".") or path.parent.name == "scenarios"):

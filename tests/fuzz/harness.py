@@ -46,7 +46,7 @@ def examples(n: int) -> int:
     return max(1, int(n * scale()))
 
 
-class EngineReached(Exception):
+class EngineReached(BaseException):  # not an Exception: kvplan's last-resort handler must let it through
     """Raised where `kvplan stress` / `calibrate` / `serve` would build the engine: the input passed validation."""
 
 

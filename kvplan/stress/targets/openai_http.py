@@ -86,8 +86,13 @@ class HttpRunOutput:
 
 def _public_url(url: str) -> str:
     """`url` without credentials or a trailing `/v1`: what may appear in output and errors."""
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(url.strip())
+        parts.port  # noqa: B018 - parsing the port raises on a bad one
+        usable = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # an unclosed IPv6 bracket, a port out of range
+        usable = False
+    if not usable:
         raise KvplanError(f"--target must be an http(s) URL like http://HOST:PORT, got {without_userinfo(url)!r}")
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname  # IPv6 literals keep their brackets
     netloc = host if parts.port is None else f"{host}:{parts.port}"

@@ -1,0 +1,59 @@
+"""Numbers from the command line are ranged before any arithmetic: the issue-29 examples, each one
+line and exit 2, quickly, where they once took tracebacks, tens of GB or an hour."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kvplan.cli import main
+
+HUGE = "1" + "0" * 309  # past a float
+CASES = [
+    (["predict", "--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--num-prompts", "2147483648"], "--num-prompts"),
+    (["predict", "--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--request-rate", "5e-324"], "--request-rate"),
+    (["predict", "--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--request-rate", "nan"], "--request-rate"),
+    (["predict", "--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--request-rate", "5", "--burstiness", "inf"], "--burstiness"),
+    (["predict", "--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--request-rate", "5", "--burstiness", "5e-324"],
+     "--burstiness"),
+    (["predict", "--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--seed", "-1"], "--seed"),
+    (["plan", "--model", "llama-3.1-8b-instruct", "--request-rate", "5e-324", "--slo-ttft-ms", "100", "--slo-tpot-ms", "50"],
+     "--request-rate"),
+    (["estimate", "--model", "llama-2-7b", "--block-size", HUGE], "--block-size"),
+    (["estimate", "--model", "llama-2-7b", "--max-model-len", HUGE], "--max-model-len"),
+    (["estimate", "--model", "llama-2-7b", "--gpu", "h100", "--kv-cache-memory-bytes", str(10**18)], "--kv-cache-memory-bytes"),
+    (["estimate", "--model", "llama-2-7b", "--gpu", ""], "GPU"),
+    (["estimate", "--model", "a" * 300 + "/x"], "no config.json"),
+    (["estimate", "--model", "qwen3-vl-8b-instruct", "--gpu", "h100", "--limit-mm-per-prompt", '{"image": 1e400}'],
+     "--limit-mm-per-prompt"),
+    (["estimate", "--model", "qwen3-vl-8b-instruct", "--gpu", "h100", "--limit-mm-per-prompt", "[" * 5000], "--limit-mm-per-prompt"),
+    (["stress", "--scenario", "a" * 300], "no such scenario"),
+    (["stress", "--scenario", "ci-smoke", "--target", "http://[::1"], "--target"),
+]
+
+
+@pytest.mark.parametrize("args, names", CASES, ids=[" ".join(a)[:60] for a, _ in CASES])
+def test_out_of_range_numbers_are_one_line(capsys, args: list[str], names: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    err = capsys.readouterr().err.strip()
+    assert info.value.code == 2, err
+    assert len(err.splitlines()) == 1 and names in err and "Traceback" not in err
+    assert time.monotonic() - started < 30
+
+
+def test_a_bug_is_one_line_with_its_own_exit_code(capsys, monkeypatch) -> None:
+    """Whatever slipped through: no traceback without --debug, and not 1 (a regression) or 2 (bad input)."""
+    import kvplan.plan.estimate as estimate_module
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(estimate_module, "estimate", broken)
+    with pytest.raises(SystemExit) as info:
+        main(["estimate", "--model", "llama-2-7b"])
+    err = capsys.readouterr().err.strip()
+    assert info.value.code == 70 and err.startswith("kvplan: internal error: ZeroDivisionError: a bug")
+    with pytest.raises(ZeroDivisionError):
+        main(["estimate", "--model", "llama-2-7b", "--debug"])
