@@ -58,13 +58,14 @@ def baseline_update(
     result: Annotated[Path, typer.Argument(help="A complete result.json to make the baseline of its scenario.")],
     baselines_dir: Annotated[Path, typer.Option("--dir", help="Baselines directory.")] = Path("reports/baselines"),
     force: Annotated[bool, typer.Option("--force", help="Store it even if it fails its gate against the current baseline.")] = False,
+    allow_failed: Annotated[bool, typer.Option("--allow-failed", help="Store a run whose requests failed beyond its max_error_rate.")] = False,
 ) -> None:
     """Copy RESULT.json to reports/baselines/SCENARIO.json (validated, gated, atomic); commit it afterwards."""
     from kvplan.files import check_output_dir
     from kvplan.gate.baseline import update_baseline
 
     check_output_dir(baselines_dir)
-    done = update_baseline(result, baselines_dir, force=force)
+    done = update_baseline(result, baselines_dir, force=force, allow_failed=allow_failed)
     was = f" (replaced the baseline of commit {done.previous_commit[:12]})" if done.previous_commit else (" (replaced)" if done.replaced else "")
     typer.echo(f"kvplan: baseline {done.path}{was}; commit it to make it the reference", err=True)
 

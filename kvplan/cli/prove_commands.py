@@ -143,6 +143,9 @@ def report(
     from kvplan.stress.result import load_result
 
     target = check_output_path(out or results[0].parent / "report.html")
+    for source in results:  # never write the report over one of its own inputs
+        if source.exists() and target.exists() and source.resolve() == target.resolve():
+            raise KvplanError(f"--out {target} is one of the results it reports on; choose another file")
     loaded = [load_result(p) for p in results]
     path = write_report(loaded, target)
     typer.echo(f"kvplan: wrote {path} ({path.stat().st_size / 1e6:.2f} MB)", err=True)

@@ -49,11 +49,14 @@ def _refuse_failing(source: Path, result: RunResult, old: RunResult | None, targ
 
 
 def update_baseline(result_path: str | Path, baselines_dir: str | Path = BASELINES_DIR, *,
-                    force: bool = False) -> BaselineUpdate:
+                    force: bool = False, allow_failed: bool = False) -> BaselineUpdate:
     source = Path(result_path)
     result = load_result(source)  # one-line KvplanError on a missing or malformed file
     if not result.complete:
         raise KvplanError(f"{source} is incomplete (interrupted or failed run); a baseline must be a complete run")
+    if result.verdict == "failed" and not allow_failed:
+        raise KvplanError(f"{source} is a failed run ({result.metrics.get('failed')} of {result.metrics.get('num_requests')} "
+                          "requests failed): a gate against it would pass failures; pass --allow-failed to store it anyway")
     target = baseline_path(result, Path(baselines_dir))
     old, existed = None, target.exists()
     if existed:

@@ -28,7 +28,9 @@ from kvplan.stress.scenario_loader import load_scenario
 from kvplan.stress.target import Target
 from kvplan.stress.workload import RequestSpec, iter_requests
 
-RUN_FILES = ("result.json", "result-*.json", "result.vllm.json", "report.html")  # what a run writes into its folder
+# what a run writes into its folder, by name: --force removes these and nothing else of the user's
+RUN_FILES = ("result.json", "result.vllm.json", "result-paged.json", "result-contiguous.json",
+             "result-paged.vllm.json", "result-contiguous.vllm.json", "report.html")
 CLOSED_LOOP_DURATION_CAP = 100_000  # requests generated for a closed-loop duration_s scenario
 MAX_GENERATED_REQUESTS = 1_000_000  # the scenario schema's num_requests limit, also for rate x duration
 MAX_PROMPT_TOKENS = 2**27  # ~5 GB of prompt token ids held in memory
@@ -117,11 +119,16 @@ def _out_dir(opts: StressOptions, scenario: Scenario) -> Path:
         return opts.out_dir
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + ("-target" if opts.target else "")
     base = check_output_dir(child_path("reports", scenario.name))
-    out_dir, n = base / stamp, 1
-    while out_dir.exists():
-        n += 1
-        out_dir = base / f"{stamp}-{n}"
-    return out_dir
+    for n in range(1, 10_000):
+        out_dir = base / (stamp if n == 1 else f"{stamp}-{n}")
+        try:  # reserved by creating it: two runs started in the same second (two processes) get two folders
+            out_dir.mkdir(parents=True)
+            return out_dir
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise KvplanError(f"cannot create the run folder {out_dir}: {exc.strerror or exc}") from None
+    raise KvplanError(f"{base} holds 10,000 runs started in the same second; pass --out")
 
 
 def _point_latest(out_dir: Path) -> None:
@@ -207,12 +214,26 @@ def run_stress(opts: StressOptions, console: Console | None = None) -> StressRun
     scenario = load_scenario(opts.scenario_path)
     if opts.threads is not None:  # recorded in the result's scenario: a different thread count is a different run
         scenario = scenario.model_copy(update={"engine": replace(scenario.engine, num_threads=opts.threads)})
-    out_dir = _out_dir(opts, scenario)
     if opts.recalibrate:
         from kvplan.stress.calibrate import calibration_path
 
         check_output_path(opts.calibration or calibration_path(scenario.name, scenario.engine.device))
     requests = scenario_requests(scenario)
+    out_dir = _out_dir(opts, scenario)
+    earlier = tuple(_earlier_run_files(out_dir))  # --force: removed once the new files are in
+    try:
+        return _run_all(opts, scenario, requests, out_dir, earlier, console)
+    except BaseException:
+        if opts.out_dir is None:  # the folder reserved for this run stays only with the run in it
+            try:
+                out_dir.rmdir()
+            except OSError:
+                pass
+        raise
+
+
+def _run_all(opts: StressOptions, scenario: Scenario, requests: list[RequestSpec], out_dir: Path,
+             earlier: tuple[Path, ...], console: Console) -> StressRun:
     if opts.recalibrate:
         opts = _recalibrate(opts, scenario, console)
     results: list[RunResult] = []
@@ -226,14 +247,17 @@ def run_stress(opts: StressOptions, console: Console | None = None) -> StressRun
             break
         if not results[-1].complete:
             break
-    return StressRun(scenario, out_dir, tuple(results), tuple(_earlier_run_files(out_dir)), opts.out_dir is None,
-                     opts.output_format)
+    return StressRun(scenario, out_dir, tuple(results), earlier, opts.out_dir is None, opts.output_format)
 
 
 def save_run(run: StressRun, extra: dict[Path, str] | None = None, out_dir: Path | None = None) -> tuple[Path, ...]:
     """Write the result files and `extra` (report.html) into `out_dir` (default: the run's) as one:
     all of them or none (`files.write_files`); the earlier run's files go once the new ones are in."""
     folder = out_dir or run.out_dir
+    if folder == run.out_dir:  # another run that wrote here meanwhile (the same --out) is not overwritten
+        appeared = [p.name for p in _earlier_run_files(folder) if p not in run.stale]
+        if appeared:
+            raise KvplanError(f"another run wrote {', '.join(appeared[:3])} into {folder} while this one ran")
     files: dict[Path, str] = {folder / p.name: r.to_json() for p, r in zip(run.result_paths, run.results)}
     if run.output_format == "vllm":
         files.update(_vllm_file(folder / p.name, r) for p, r in zip(run.result_paths, run.results))

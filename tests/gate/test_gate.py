@@ -282,3 +282,18 @@ def test_a_different_thread_count_is_noted(smoke_result: RunResult) -> None:
     one, two = smoke_result.model_copy(deep=True), smoke_result.model_copy(deep=True)
     one.environment.engine_threads, two.environment.engine_threads = 1, 2
     assert any("2 intra-op threads, the baseline 1" in n for n in run_gate(one, two).notes)
+
+
+def test_a_failed_run_is_no_baseline_unless_allowed(tmp_path: Path) -> None:
+    """A run whose requests failed beyond its max_error_rate would make a gate pass failures."""
+    import json
+
+    data = json.loads((Path(__file__).resolve().parents[2] / "reports" / "baselines" / "ci-smoke.json").read_text())
+    data["verdict"] = "failed"
+    source = tmp_path / "failed.json"
+    source.write_text(json.dumps(data))
+    with pytest.raises(KvplanError, match="failed run"):
+        update_baseline(source, tmp_path / "baselines")
+    assert not (tmp_path / "baselines").exists() or not any((tmp_path / "baselines").iterdir())
+    done = update_baseline(source, tmp_path / "baselines", allow_failed=True, force=True)
+    assert done.path.exists()

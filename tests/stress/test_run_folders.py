@@ -2,6 +2,7 @@
 `--out` that holds a run is refused without --force; bundled scenarios by name."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,47 @@ def test_scenario_name_cannot_escape_the_reports_folder(tmp_path: Path, capsys) 
         path.write_text(yaml.safe_dump(data))
         rc, _, err = _cli(capsys, "stress", "-s", str(path), "--no-progress")
         assert rc == 2 and "name" in err
+
+
+def test_two_runs_into_one_out_folder_do_not_overwrite(tiny: Path, tmp_path: Path) -> None:
+    """A run finishing after another one wrote into the same --out is not saved over it: it goes to
+    a temp folder, with one line saying so (issue 29: both used to exit 0, one lost)."""
+    from kvplan.errors import KvplanError
+    from kvplan.stress.command import StressOptions, run_stress, save_run
+
+    out = tmp_path / "shared-out"
+    first = run_stress(StressOptions(tiny, out_dir=out, progress=False))
+    second = run_stress(StressOptions(tiny, out_dir=out, progress=False))  # both started on an empty folder
+    save_run(first)
+    with pytest.raises(KvplanError, match="another run wrote result.json"):
+        save_run(second)
+    assert json.loads((out / "result.json").read_text())["created_at"] == first.results[0].created_at
+
+
+def test_runs_started_together_get_their_own_folders(tiny: Path, tmp_path: Path, monkeypatch) -> None:
+    from kvplan.stress.command import StressOptions, run_stress
+
+    monkeypatch.chdir(tmp_path)
+    runs = [run_stress(StressOptions(tiny, progress=False)) for _ in range(3)]  # well within one second
+    assert len({r.out_dir for r in runs}) == 3 and all(r.out_dir.is_dir() for r in runs)
+
+
+def test_force_removes_only_what_a_run_writes(tiny: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "result-notes.json").write_text("{}")  # the user's, though it matches result-*.json
+    (out / "result.json").write_text("{}")  # an earlier run's
+    with pytest.raises(SystemExit) as info:
+        main(["stress", "-s", str(tiny), "--out", str(out), "--force", "--no-progress"])
+    assert info.value.code == 0, capsys.readouterr().err
+    assert (out / "result-notes.json").read_text() == "{}"
+
+
+def test_report_never_overwrites_its_input(tmp_path: Path, capsys) -> None:
+    src = Path(__file__).resolve().parents[2] / "reports" / "baselines" / "ci-smoke.json"
+    copy = tmp_path / "in.json"
+    copy.write_bytes(src.read_bytes())
+    with pytest.raises(SystemExit) as info:
+        main(["report", str(copy), "-o", str(copy)])
+    assert info.value.code == 2 and "one of the results" in capsys.readouterr().err
+    assert copy.read_bytes() == src.read_bytes()
