@@ -11,7 +11,9 @@ no traceback unless `--debug`.
 """
 from __future__ import annotations
 
+import os
 import sys
+from typing import Any
 
 import typer
 
@@ -30,8 +32,48 @@ def _bounded(message: str) -> str:
     return line if len(line) <= MAX_ERROR_CHARS else line[: MAX_ERROR_CHARS - 3] + "..."
 
 
+class _ClosedPipeTolerant:
+    """stdout that outlives its reader (`kvplan estimate ... | head`): once the pipe is closed the
+    rest of the output goes nowhere and the command ends with its own exit code (click would exit 1,
+    the gate's "regression" code)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._closed = False
+
+    def _drop(self) -> None:
+        self._closed = True
+        try:  # the interpreter's own final flush of fd 1 must not raise either
+            fd = self._stream.fileno()
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, fd)
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def write(self, text: str) -> int:
+        if not self._closed:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._drop()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._closed:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._drop()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning user mistakes into one line and exit code 2."""
+    if not isinstance(sys.stdout, _ClosedPipeTolerant):
+        sys.stdout = _ClosedPipeTolerant(sys.stdout)
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     if debug:

@@ -32,7 +32,17 @@ baseline_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Sto
 app.add_typer(baseline_app, name="baseline")
 
 
+LOG_WIDTH = 200  # columns of a table written to a file or a CI log: wide enough that no cell is cut
+
+
 def make_console():
+    """The console every command prints with: the terminal's width, or, when stdout is not a
+    terminal (a CI log, a pipe), LOG_WIDTH unless COLUMNS says otherwise (rich's own default, 80,
+    cut cells such as `num_gpu_blo…`)."""
+    import os
+    import sys
+
     from rich.console import Console
 
-    return Console()
+    tty = hasattr(sys.stdout, "isatty") and sys.stdout.isatty()
+    return Console(width=None if tty or os.environ.get("COLUMNS") else LOG_WIDTH)

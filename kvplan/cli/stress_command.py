@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from kvplan.cli.app import app
+from kvplan.cli.app import app, make_console
 from kvplan.cli.options import Threads
 from kvplan.errors import KvplanError
 
@@ -80,14 +80,12 @@ def stress_and_report(opts: StressOptions, console: Console | None = None) -> St
     """`kvplan stress`: run, print the comparison, then write the result files and report.html
     together (all or none); a failed run is written all the same (its result is evidence). A run
     that cannot be written where asked is saved to a temp folder and reported as an error."""
-    from rich.console import Console
-
     from kvplan.files import sigint_deferred
     from kvplan.report.html import render_report
     from kvplan.report.stress_view import render_allocators, render_comparison, render_failure
     from kvplan.stress.command import run_stress, save_run
 
-    console = console or Console()
+    console = console or make_console()
     run = run_stress(opts, console)
     for result in run.results:
         render_comparison(console, result)

@@ -45,8 +45,31 @@ def calibration_mismatch(cost_model: StepCost | None) -> list[str]:
     return machine_facts().differences(cost_model.machine)
 
 
+LOG_PROGRESS_EVERY_S = 5.0  # a plain progress line this often when the console is not a terminal (CI logs)
+
+
+def _log_progress(scenario: Scenario, target: Target, total: int, console: Console):
+    """A callback printing `name (label): n/total requests, t s` at most every LOG_PROGRESS_EVERY_S:
+    a live bar means nothing in a CI log, and minutes of silence look like a hang."""
+    import time
+
+    started = last = time.monotonic()
+
+    def update(n: int) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last >= LOG_PROGRESS_EVERY_S or n == total:
+            last = now
+            console.print(f"{scenario.name} {target.label}: {n:,}/{total:,} requests, {now - started:.0f} s",
+                          markup=False, highlight=False)
+
+    return update
+
+
 def _measure(scenario: Scenario, target: Target, requests: list[RequestSpec], console: Console,
              progress: bool) -> TargetRun:
+    if progress and not console.is_terminal:
+        return target.run(scenario, requests, _log_progress(scenario, target, len(requests), console))
     with Progress(TextColumn(f"[bold]{scenario.name}[/bold] {target.label}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, disable=not progress, transient=True) as bar:
         task = bar.add_task("requests", total=len(requests))

@@ -115,3 +115,19 @@ def test_bad_stress_invocations(capsys, tmp_path, args, needle, monkeypatch):
     rc, out, err = _cli(capsys, *args, "--out", str(tmp_path / "o"))
     assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "o").exists()
+
+
+def test_progress_lines_in_a_log(tmp_path, capsys, monkeypatch) -> None:
+    """Not a terminal (a CI log): plain progress lines instead of a bar that prints nothing."""
+    import kvplan.stress.driver as driver
+
+    monkeypatch.setattr(driver, "LOG_PROGRESS_EVERY_S", 0.0)
+    from kvplan.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["stress", "-s", "ci-smoke", "--out", str(tmp_path / "run")])
+    out = capsys.readouterr().out
+    assert info.value.code == 0
+    lines = [line for line in out.splitlines() if line.startswith("ci-smoke (paged): ")]
+    total = len(load_scenario("ci-smoke").num_requests * [0])
+    assert len(lines) >= 2 and lines[-1].startswith(f"ci-smoke (paged): {total}/{total} requests")
