@@ -57,8 +57,10 @@ def estimate(
         from kvplan.plan.fixes import fixes_for, recommend
 
         args = replace(args, max_model_len=est.max_model_len)  # as planned: --ctx when not given
-        rec = recommend(spec, args, target_concurrency) if target_concurrency is not None else None
-        fixes = fixes_for(spec, args, capacity, target_concurrency)
+        # the concurrency asked about is the target when it does not fit: the answer says what would
+        want = target_concurrency if target_concurrency is not None else (None if est.fit.fits else concurrency)
+        rec = recommend(spec, args, want) if want is not None else None
+        fixes = fixes_for(spec, args, capacity, want)
     _print_estimate(est, fixes, rec, as_json)
 
 

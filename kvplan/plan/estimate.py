@@ -169,7 +169,7 @@ def estimate(spec: ModelSpec, engine: EngineArgs, *, ctx_tokens: int | None = No
             variants.append(variant(f"{alt} KV" + (" (planned only: no vLLM flag)" if alt == "int4" else ""), alt_layout))
     if not spec.is_mla and spec.num_kv_heads > 1 and spec.num_kv_heads == spec.num_attention_heads and spec.num_kv_heads % 2 == 0:
         gqa = spec.with_kv_heads(spec.num_kv_heads // 2)
-        variants.append(variant(f"GQA: KV heads halved ({spec.num_kv_heads} -> {spec.num_kv_heads // 2})",
+        variants.append(variant(f"GQA: KV heads halved ({spec.num_kv_heads} -> {spec.num_kv_heads // 2}; a different model)",
                                 KvLayout.of(gqa, kv_cache_dtype, block_size, tp, pp, state_copies=copies)))
     share = prefix_tokens or min(ctx // 2, 1024)
     if concurrency > 1 and share >= block_size:

@@ -92,19 +92,6 @@ def _fix_max_num_seqs(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, tar
                 f"{plan.max_num_seqs} -> {n}: sampler activation -{freed / GIB:.2f} GiB, {tokens_text(p)}", p, target, order=2)
 
 
-def _fix_gqa(spec: ModelSpec, args: EngineArgs, target: int | None) -> Fix | None:
-    """Only for a multi-head model with enough heads that a GQA sibling is plausible."""
-    if spec.is_mla or spec.num_kv_heads != spec.num_attention_heads or spec.num_kv_heads < 8:
-        return None
-    heads = max(spec.num_kv_heads // 4, args.tensor_parallel_size)
-    p = try_plan(spec.with_kv_heads(heads), args)
-    if p is None:
-        return None
-    return make_fix("serve a GQA model", "--model <a GQA sibling>",
-                f"{spec.num_kv_heads} -> {heads} KV heads (e.g. Llama-2 -> Llama-3 style): KV per token "
-                f"/{spec.num_kv_heads // heads}, {tokens_text(p)}", p, target, order=3, same_workload=False)
-
-
 def _fix_fp8_kv(spec: ModelSpec, args: EngineArgs, target: int | None) -> Fix | None:
     kv = spec.kv_dtype(args.kv_cache_dtype, oh.model_dtype(spec, args.dtype))
     p = try_plan(spec, args, kv_cache_dtype="fp8") if kv.bits > 8 else None
@@ -175,13 +162,14 @@ def _fix_bigger_gpu(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, targe
 def fixes_for(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, target_concurrency: int | None = None) -> tuple[Fix, ...]:
     """Ranked fixes, each quantified by re-planning: by GPU kind (the one asked about first), GPUs
     needed, then how invasive; combinations are listed when they need fewer GPUs or are less
-    invasive than every single fix found so far."""
+    invasive than every single fix found so far. Only changes to how this model is served: a
+    different model (a GQA sibling) is a what-if of the variants table, never a ranked fix."""
     target = target_concurrency
     if ok(plan, target) or plan.gpu_memory_bytes is None:
         return ()
     goal = f"{target} requests of {plan.max_model_len:,}" if target else f"one {plan.max_model_len:,}-token request"
     found = [_fix_max_model_len(spec, args, plan, target), _fix_utilization(spec, args, plan, target, goal),
-             _fix_max_num_seqs(spec, args, plan, target), _fix_gqa(spec, args, target), _fix_fp8_kv(spec, args, target),
+             _fix_max_num_seqs(spec, args, plan, target), _fix_fp8_kv(spec, args, target),
              *_fix_weight_quant(spec, args, plan, target), _fix_parallel(spec, args, target, pipeline=False),
              _fix_parallel(spec, args, target, pipeline=True)]
     singles = [f for f in found if f is not None]

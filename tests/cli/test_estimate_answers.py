@@ -278,3 +278,17 @@ def test_output_strings_of_the_planner_cite_no_files_the_user_lacks():
                 if "public_source" in path.read_text() and "reference set" in node.value and path.name == "catalog_view.py":
                     continue  # the pattern that removes such citations
                 assert not CITATIONS.search(node.value), (path.name, node.value)
+
+
+def test_the_headline_command_says_what_to_do(capsys, monkeypatch):
+    """`estimate --concurrency 8 --gpu rtx-4090` does not fit: the concurrency asked about is the
+    target, so the answer carries the ranked fixes and a `vllm serve` line that serves it, without
+    --target-concurrency (issue 28)."""
+    rc, out, _ = run_cli(capsys, monkeypatch, "estimate", "--model", "llama-2-7b", "--ctx", "4096", "--concurrency", "8",
+                         "--gpu", "rtx-4090", "--json")
+    data = json.loads(out)
+    assert rc == 0 and data["fits"] is False
+    assert data["vllm_fixes"] and any(f["enough"] for f in data["vllm_fixes"])
+    assert data["recommended_command"].startswith("vllm serve meta-llama/Llama-2-7b-hf")
+    assert "8.14x" in data["recommendation"] or "max concurrency" in data["recommendation"]
+    assert not any("GQA" in f["fix"] for f in data["vllm_fixes"])

@@ -1,7 +1,8 @@
 """Ranked, quantified fixes and the `vllm serve` recommendation.
 
-Cheapest first: max-model-len, utilization headroom, max-num-seqs, then a GQA model, then KV
-quantization, only then more/bigger GPUs; each flag means what it means to `vllm serve`.
+Cheapest first: max-model-len, utilization headroom, max-num-seqs, then KV quantization, only
+then more/bigger GPUs; each flag means what it means to `vllm serve`. A different model (a GQA
+sibling) is a what-if of the variants table, never a ranked fix.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def test_fixes_follow_the_cheapest_first_order(llama2_24gb):
     spec, args, plan = llama2_24gb
     fixes = fixes_for(spec, args, plan)
     titles = [f.title for f in fixes]
-    order = ["shorter context", "more of the GPU for vLLM", "fewer concurrent sequences", "serve a GQA model",
+    order = ["shorter context", "more of the GPU for vLLM", "fewer concurrent sequences",
              "quantize the KV cache", "quantize the weights", "a 4-bit weight checkpoint",
              "combined: fp8 KV + fp8 weights", "tensor parallelism", "pipeline parallelism", "a bigger GPU"]
     assert titles == order
@@ -44,8 +45,7 @@ def test_each_fix_is_quantified_by_replanning(llama2_24gb):
     fp8 = fixes["quantize the KV cache"]
     assert fp8.plan.num_gpu_blocks == 2 * plan.num_gpu_blocks or abs(fp8.plan.num_gpu_blocks - 2 * plan.num_gpu_blocks) <= 1
     assert "tokens x2" in fp8.effect
-    gqa = fixes["serve a GQA model"]
-    assert gqa.fits and gqa.plan.kv_cache_tokens > 3 * plan.kv_cache_tokens
+    assert not any("GQA" in title for title in fixes)  # another model is no fix of this one
     bigger = fixes["a bigger GPU"]
     assert bigger.fits and bigger.plan.gpu_memory_bytes > plan.gpu_memory_bytes
     # raising utilization cannot reach 16 GiB of KV on a 24 GiB card
