@@ -23,7 +23,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def _options(
     _: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True,
-                                    help="Print kvplan's version and exit.")] = False,
+                                    help="Print kvplan's version and exit.", metavar="")] = False,
 ) -> None:
     """Plan and prove KV-cache memory for LLM serving."""
 profiles_app = typer.Typer(add_completion=False, help="Bundled model profiles.", invoke_without_command=True)

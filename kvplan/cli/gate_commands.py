@@ -57,8 +57,8 @@ def gate(
 def baseline_update(
     result: Annotated[Path, typer.Argument(help="A complete result.json to make the baseline of its scenario.")],
     baselines_dir: Annotated[Path, typer.Option("--dir", help="Baselines directory.")] = Path("reports/baselines"),
-    force: Annotated[bool, typer.Option("--force", help="Store it even if it fails its gate against the current baseline.")] = False,
-    allow_failed: Annotated[bool, typer.Option("--allow-failed", help="Store a run whose requests failed beyond its max_error_rate.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Store it even if it fails its gate against the current baseline.", metavar="")] = False,
+    allow_failed: Annotated[bool, typer.Option("--allow-failed", help="Store a run whose requests failed beyond its max_error_rate.", metavar="")] = False,
 ) -> None:
     """Copy RESULT.json to reports/baselines/SCENARIO.json (validated, gated, atomic); commit it afterwards."""
     from kvplan.files import check_output_dir

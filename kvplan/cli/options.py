@@ -13,8 +13,8 @@ import typer
 Model = Annotated[str, typer.Option("--model", "-m", help="Profile name or alias, a config.json, or a model directory.")]
 Gpu = Annotated[Optional[str], typer.Option(help="GPU from the catalog (see `kvplan gpus`).")]
 GpuMemoryGib = Annotated[Optional[float], typer.Option(help="Total GPU memory as CUDA reports it, in GiB.")]
-AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
-Strict = Annotated[bool, typer.Option("--strict", help="Refuse (exit 2) a model with config keys or a quantization kvplan does not model, instead of warning.")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.", metavar="")]
+Strict = Annotated[bool, typer.Option("--strict", help="Refuse (exit 2) a model with config keys or a quantization kvplan does not model, instead of warning.", metavar="")]
 
 # --- the server (vllm serve) -------------------------------------------------------------------
 Tp = Annotated[int, typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel size.")]
@@ -35,12 +35,12 @@ MaxBatched = Annotated[Optional[int], typer.Option(
 Util = Annotated[Optional[float], typer.Option(help="Fraction of GPU memory the engine may use (vLLM default 0.9).")]
 KvCacheBytes = Annotated[Optional[int], typer.Option(
     help="KV cache bytes per GPU; bypasses --gpu-memory-utilization, as in vLLM.")]
-Eager = Annotated[bool, typer.Option("--enforce-eager", help="No CUDA graphs (vLLM --enforce-eager).")]
+Eager = Annotated[bool, typer.Option("--enforce-eager", help="No CUDA graphs (vLLM --enforce-eager).", metavar="")]
 Version = Annotated[Optional[str], typer.Option(
     help="vLLM version whose defaults and behaviour to model (default: the newest modelled).")]
 PrefixCaching = Annotated[bool, typer.Option(
     "--enable-prefix-caching/--no-enable-prefix-caching",
-    help="Accepted for vLLM parity; random prompts share no prefix, so it changes nothing here.")]
+    help="Accepted for vLLM parity; random prompts share no prefix, so it changes nothing here.", metavar="")]
 
 # --- the workload (vllm bench serve) -----------------------------------------------------------
 InputLen = Annotated[int, typer.Option(help="Prompt tokens per request (vllm bench serve --random-input-len).")]

@@ -30,8 +30,8 @@ def estimate(
     enforce_eager: Eager = False, vllm_version: Version = None,
     target_concurrency: Annotated[Optional[int], typer.Option(help="Print the `vllm serve` line that serves N requests of max_model_len.")] = None,
     limit_mm_per_prompt: Annotated[Optional[str], typer.Option(help="vLLM --limit-mm-per-prompt ('{\"image\": 0}' or image=0,video=0): 0 images and videos load no vision tower.")] = None,
-    skip_mm_profiling: Annotated[bool, typer.Option("--skip-mm-profiling", help="vLLM --skip-mm-profiling: the vision tower is loaded but its dummy batch is not profiled.")] = False,
-    language_model_only: Annotated[bool, typer.Option("--language-model-only", help="vLLM --language-model-only: no vision tower (as image=0,video=0).")] = False,
+    skip_mm_profiling: Annotated[bool, typer.Option("--skip-mm-profiling", help="vLLM --skip-mm-profiling: the vision tower is loaded but its dummy batch is not profiled.", metavar="")] = False,
+    language_model_only: Annotated[bool, typer.Option("--language-model-only", help="vLLM --language-model-only: no vision tower (as image=0,video=0).", metavar="")] = False,
     mm_processor_kwargs: Annotated[Optional[str], typer.Option(help="vLLM --mm-processor-kwargs JSON; max_pixels bounds a Qwen-VL image in the profile run.")] = None,
     as_json: AsJson = False, strict: Strict = False,
 ) -> None:
@@ -171,7 +171,7 @@ def sweep(
 
 
 @app.command()
-def gpus(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def gpus(as_json: Annotated[bool, typer.Option("--json", metavar="")] = False) -> None:
     """List the GPU catalog (memory as marketed and as CUDA sees it, bandwidth, throughput)."""
     from kvplan.report.catalog_view import render_gpus
     from kvplan.spec.gpu import gpu_catalog
@@ -199,7 +199,7 @@ def profiles_list(ctx: typer.Context) -> None:
 
 
 @profiles_app.command("show")
-def profiles_show(name: str, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def profiles_show(name: str, as_json: Annotated[bool, typer.Option("--json", metavar="")] = False) -> None:
     """Print one profile: its source, the parsed spec and the raw config."""
     from kvplan.report.catalog_view import render_profile
     from kvplan.spec.profiles import load_model, model_profile

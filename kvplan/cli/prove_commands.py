@@ -27,11 +27,11 @@ def serve(
     kv_cache_memory_bytes: Annotated[Optional[int], typer.Option(help="KV pool bytes (CPU default 256 MiB).")] = None,
     gpu_memory_utilization: Annotated[float, typer.Option(help="CUDA: fraction of device memory the engine may use.")] = 0.9,
     num_gpu_blocks_override: Annotated[Optional[int], typer.Option(help="Pool size in blocks (wins over the byte budget).")] = None,
-    enable_prefix_caching: Annotated[bool, typer.Option("--enable-prefix-caching/--no-enable-prefix-caching")] = False,
+    enable_prefix_caching: Annotated[bool, typer.Option("--enable-prefix-caching/--no-enable-prefix-caching", metavar="")] = False,
     device: Annotated[str, typer.Option(help="cpu or cuda[:N].")] = "cpu",
     dtype: Annotated[str, typer.Option(help="Model dtype: auto, float32, float16, bfloat16.")] = "auto",
     seed: Annotated[int, typer.Option(help="Seed of the random weights (profiles) and of sampling.")] = 0,
-    access_log: Annotated[bool, typer.Option("--access-log/--no-access-log", help="One log line per request on stderr.")] = True,
+    access_log: Annotated[bool, typer.Option("--access-log/--no-access-log", help="One log line per request on stderr.", metavar="")] = True,
     api_key: Annotated[Optional[str], typer.Option(envvar="KVPLAN_API_KEY", show_default=False, help="Require `Authorization: Bearer <key>` on every route but /health and /metrics (the flag wins over the env var; prefer the env var: flags show in `ps`).")] = None,
     header_timeout_s: Annotated[float, typer.Option(help="Seconds a client has to send a request's line and headers (then 408 and close).")] = 10.0,
     body_timeout_s: Annotated[float, typer.Option(help="Seconds a client has to send a request's body once its headers are in (then 408).")] = 30.0,
@@ -87,7 +87,7 @@ def calibrate(
     device: Annotated[str, typer.Option(help="Without --scenario: cpu or cuda.")] = "cpu",
     out: Annotated[Optional[Path], typer.Option(help="Where to store the fit (default: the user's data folder, calibration/NAME-DEVICE.yaml).")] = None,
     threads: Threads = None,
-    force: Annotated[bool, typer.Option("--force", help="Store the fit even when its R² is below the quality threshold.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Store the fit even when its R² is below the quality threshold.", metavar="")] = False,
 ) -> None:
     """Time engine steps on this machine and store the per-step cost model `kvplan stress` predicts with."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
