@@ -290,5 +290,5 @@ def test_the_headline_command_says_what_to_do(capsys, monkeypatch):
     assert rc == 0 and data["fits"] is False
     assert data["vllm_fixes"] and any(f["enough"] for f in data["vllm_fixes"])
     assert data["recommended_command"].startswith("vllm serve meta-llama/Llama-2-7b-hf")
-    assert "8.14x" in data["recommendation"] or "max concurrency" in data["recommendation"]
+    assert "max concurrency" in data["recommendation"]
     assert not any("GQA" in f["fix"] for f in data["vllm_fixes"])
