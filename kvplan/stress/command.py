@@ -225,10 +225,11 @@ def run_stress(opts: StressOptions, console: Console | None = None) -> StressRun
         return _run_all(opts, scenario, requests, out_dir, earlier, console)
     except BaseException:
         if opts.out_dir is None:  # the folder reserved for this run stays only with the run in it
-            try:
-                out_dir.rmdir()
-            except OSError:
-                pass
+            for folder in (out_dir, out_dir.parent, out_dir.parent.parent):  # and reports/<scenario>/ if empty
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
         raise
 
 
