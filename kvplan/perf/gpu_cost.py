@@ -96,9 +96,10 @@ def link_bytes_per_s(gpu: GpuSpec) -> float:
 def compute_peak_flops(gpu: GpuSpec, quant_method: str) -> float:
     """Dense tensor throughput of the GEMMs: fp8 and int8 activations run on their own units;
     weight-only formats (w4a16, GPTQ, AWQ, MXFP4 on pre-Blackwell) dequantize to bf16."""
-    bf16 = gpu.bf16_dense_tflops
+    bf16 = gpu.bf16_dense_tflops or gpu.fp16_dense_tflops  # no bf16 (T4, V100): vLLM runs float16
     if not bf16 or not gpu.memory_bandwidth_gbps:
-        raise KvplanError(f"GPU {gpu.name!r} lacks bf16 TFLOPS or memory bandwidth in the catalog; a time prediction needs both")
+        raise KvplanError(f"GPU {gpu.name!r} has no bf16 or fp16 TFLOPS or no memory bandwidth in the catalog "
+                          "(kvplan/data/gpus.yaml); a time prediction needs both; `kvplan estimate` plans its memory")
     if quant_method == "fp8" and gpu.fp8_dense_tflops:
         return gpu.fp8_dense_tflops * 1e12
     if quant_method == "int8" and gpu.int8_dense_tops:

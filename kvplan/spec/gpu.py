@@ -25,6 +25,7 @@ class GpuSpec:
     bf16_dense_tflops: float | None = None
     fp8_dense_tflops: float | None = None
     int8_dense_tops: float | None = None
+    fp16_dense_tflops: float | None = None  # Turing / Volta have no bf16: vLLM serves them in float16
     interconnect: str = ""
     architecture: str = ""
     aliases: tuple[str, ...] = ()
@@ -56,7 +57,7 @@ PositiveNumber = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 class _GpuRow(BaseModel):
     """One catalog row as the file must hold it ($KVPLAN_DATA may point at a user's copy)."""
 
-    model_config = ConfigDict(extra="allow", strict=True)  # memory_type, fp16/fp4 throughput, tdp_w, notes: kept as is
+    model_config = ConfigDict(extra="allow", strict=True)  # memory_type, fp4 throughput, tdp_w, notes: kept as is
     name: str = Field(min_length=1, max_length=100)
     aliases: list[Annotated[str, Field(min_length=1, max_length=100)]] = []
     display_name: str | None = None
@@ -72,6 +73,7 @@ class _GpuRow(BaseModel):
     bf16_dense_tflops: PositiveNumber | None = None
     fp8_dense_tflops: PositiveNumber | None = None
     int8_dense_tops: PositiveNumber | None = None
+    fp16_dense_tflops: PositiveNumber | None = None
 
 
 def _rows(path: object, data: object) -> list[_GpuRow]:

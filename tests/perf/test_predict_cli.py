@@ -188,3 +188,23 @@ def test_goodput_below_a_64th_of_saturation_is_searched_not_assumed() -> None:
         lo, hi, light = goodput(runner, slo)  # type: ignore[arg-type]
         assert lo <= limit < hi and light.meets(slo)
         assert hi / lo < 1.2 and any(r == lo for r in runner.rates)  # the reported rate was probed and met
+
+
+def test_every_catalog_gpu_predicts_or_says_why(capsys) -> None:
+    """T4 and V100 have no bf16: vLLM serves them in float16, timed at their fp16 TFLOPS; a GPU
+    with no throughput in the catalog (A10G) says what is missing, in one line."""
+    import json as _json
+
+    from kvplan.cli import main
+    from kvplan.spec.gpu import gpu_catalog
+
+    for name, gpu in gpu_catalog().items():
+        with pytest.raises(SystemExit) as info:
+            main(["predict", "--model", "llama-3.2-1b", "--gpu", name, "--num-prompts", "8", "--max-model-len", "2048",
+                  "--random-input-len", "256", "--random-output-len", "16", "--json"])
+        out, err = capsys.readouterr()
+        if gpu.cuda_total_bytes and (gpu.bf16_dense_tflops or gpu.fp16_dense_tflops):
+            assert info.value.code == 0 and _json.loads(out)["completed"] == 8, (name, err)
+        else:  # no throughput (A10G), or no CUDA memory (Apple M-series): one line naming what is missing
+            assert info.value.code == 2 and len(err.strip().splitlines()) == 1, (name, err)
+            assert ("TFLOPS" in err) if gpu.cuda_total_bytes else ("no known device memory" in err), (name, err)
