@@ -72,18 +72,25 @@ _TYPE_WORDS = {"model_type": "a mapping", "model_attributes_type": "a mapping", 
                "bool_type": "true or false", "bool_parsing": "true or false", "string_type": "a string"}
 
 
+MAX_LISTED_ERRORS = 8  # of one file's problems, all on one line; past that, how many more
+
+
 def format_validation_error(where: str, exc: ValidationError, root: Any = None) -> str:
-    """One line for the first error of `exc`; `root` (the validated class) lets an unknown key
-    list the valid ones."""
-    loc, text = first_error(exc, root)
+    """One line listing every error of `exc` (up to MAX_LISTED_ERRORS), so a file is fixed in one
+    go; `root` (the validated class) lets an unknown key list the valid ones."""
     errors = exc.errors(include_url=False)
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"{where}: {path_text(loc)}: {text}{more}".replace("\n", " ")
+    parts = [f"{path_text(loc)}: {text}" for loc, text in (error_text(e, root) for e in errors[:MAX_LISTED_ERRORS])]
+    more = f"; and {len(errors) - MAX_LISTED_ERRORS} more" if len(errors) > MAX_LISTED_ERRORS else ""
+    return f"{where}: {'; '.join(parts)}{more}".replace("\n", " ")
 
 
 def first_error(exc: ValidationError, root: Any = None) -> tuple[tuple[str | int, ...], str]:
     """(field path, what is wrong) of the first error of `exc`."""
-    err = exc.errors(include_url=False)[0]
+    return error_text(exc.errors(include_url=False)[0], root)
+
+
+def error_text(err: Any, root: Any = None) -> tuple[tuple[str | int, ...], str]:
+    """(field path, what is wrong) of one pydantic error."""
     loc = tuple(err["loc"])
     kind = err["type"]
     cause = (err.get("ctx") or {}).get("error")

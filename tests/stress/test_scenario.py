@@ -258,3 +258,18 @@ def test_scenario_is_frozen() -> None:
     with pytest.raises(Exception):
         s.seed = 3  # type: ignore[misc]
     assert isinstance(s, Scenario)
+
+
+def test_every_problem_of_a_file_is_listed_at_once(tmp_path) -> None:
+    """A scenario with three mistakes names all three on its one error line (was: the first, "and 2 more")."""
+    import pytest as _pytest
+
+    from kvplan.errors import KvplanError
+    from kvplan.stress.scenario_loader import load_scenario
+
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: bad\nmodel: tiny-llama\nnum_requests: -1\nseed: x\nengine:\n  block_size: 0\n")
+    with _pytest.raises(KvplanError) as info:
+        load_scenario(path)
+    text = str(info.value)
+    assert "\n" not in text and all(k in text for k in ("num_requests", "seed", "engine.block_size")), text
