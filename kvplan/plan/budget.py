@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from kvplan.plan import overheads as oh
 from kvplan.plan.encoder_profile import EncoderProfile, encoder_profile
 from kvplan.plan.engine_args import EngineArgs
-from kvplan.plan.groups import KvGroup, StateLayout, kv_groups, mamba_cache_mode, state_copies
+from kvplan.plan.groups import KvGroup, StateLayout, kv_groups, layer_cache_groups, mamba_cache_mode, state_copies
 from kvplan.plan.kv import (blocks_in_budget, bytes_per_block, has_paged_cache, largest_fitting, pp_layer_range,
                             state_page_bytes, unified_block_size)
 from kvplan.spec.encoder_params import encoder_gap
@@ -113,11 +113,8 @@ def needed_bytes(spec: ModelSpec, layer_indices: list[int] | range, args: Engine
         layer = spec.layers[i]
         if layer.state is not None:
             total += copies * state_page_bytes(spec, block, kv_dtype, tp)
-        if not has_paged_cache(layer):
-            continue
-        page = bytes_per_block(spec, block, args.kv_cache_dtype, tp, 1, layer_indices=[i])
-        g = KvGroup(layer.kind, layer.window_tokens, 1, 1, block, page)
-        total += g.blocks_per_request(max_model_len, max_num_batched_tokens) * page
+        for g in layer_cache_groups(spec, i, block, args.kv_cache_dtype, tp):
+            total += g.blocks_per_request(max_model_len, max_num_batched_tokens) * g.page_bytes
     return total
 
 
@@ -194,6 +191,11 @@ def _log_lines(bind: StagePlan, args: EngineArgs, version: tuple[int, int, int],
     formulas changed across vLLM versions."""
     mml, num_blocks = batch.max_model_len, bind.num_blocks
     per_req = sum(g.count * g.blocks_per_request(mml, batch.max_num_batched_tokens) for g in bind.groups)
+    if any(g.kind == "compressed" for g in bind.groups):
+        # DeepSeek-V4 (pool layout not modelled): the budget over one request's paged bytes
+        need = sum(g.blocks_per_request(mml, batch.max_num_batched_tokens) * g.page_bytes for g in bind.groups)
+        max_conc = bind.available_kv_cache_bytes / need if need else 0.0
+        return -(-need // bind.block_bytes), max(0.0, max_conc), int(max(0.0, max_conc) * mml)
     if version >= oh.V1_SINCE:
         max_conc = num_blocks / per_req if per_req else 0.0
     else:

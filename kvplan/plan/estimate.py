@@ -164,7 +164,10 @@ def estimate(spec: ModelSpec, engine: EngineArgs, *, ctx_tokens: int | None = No
 
     variants = [variant(f"as asked ({layout.kv_dtype.name} KV)", layout)]
     for alt in ("fp8", "int4"):
-        alt_layout = KvLayout.of(spec, alt, block_size, tp, pp, state_copies=copies)
+        try:
+            alt_layout = KvLayout.of(spec, alt, block_size, tp, pp, state_copies=copies)
+        except KvplanError:  # a model with one cache layout (DeepSeek-V4) has no what-if dtype
+            continue
         if alt_layout.kv_dtype != layout.kv_dtype:  # DeepSeek-V3.2: fp8 is its fp8_ds_mla default
             variants.append(variant(f"{alt} KV" + (" (planned only: no vLLM flag)" if alt == "int4" else ""), alt_layout))
     if not spec.is_mla and spec.num_kv_heads > 1 and spec.num_kv_heads == spec.num_attention_heads and spec.num_kv_heads % 2 == 0:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import ceil
 
-from kvplan.plan.kv import Tokens, bytes_per_block, has_paged_cache, kept_tokens, state_page_bytes
+from kvplan.plan.kv import Tokens, bytes_per_block, compressed_bytes, has_paged_cache, kept_tokens, state_page_bytes
 from kvplan.spec.model import ModelSpec
 
 HYBRID_GROUP_RATIO = 1.5  # vLLM's hybrid grouping: group_size = max layer count when max < 1.5 x min
@@ -21,8 +21,8 @@ HYBRID_PREFIX_CACHING_SINCE = (0, 28, 0)  # PR #50991: prefix caching on for hyb
 class KvGroup:
     """One vLLM KV-cache group type: `count` groups of this attention type share the block pool."""
 
-    kind: str  # full, sliding, chunked, mla, cross, state
-    window_tokens: int | None  # sliding window, chunk size, or encoder tokens (cross)
+    kind: str  # full, sliding, chunked, mla, cross, state, compressed
+    window_tokens: int | None  # sliding window, chunk size, encoder tokens (cross) or compress ratio
     count: int  # number of groups of this type
     layers: int  # layers of this type on the stage
     block_size: int  # tokens per block (scaled up when page sizes are unified; state: mamba_block_size)
@@ -34,6 +34,8 @@ class KvGroup:
         may be a numpy array (the sweep)."""
         if self.kind == "state":  # MambaSpec: (1 + speculative blocks), or 2 + ... in "align" mode
             return max_model_len * 0 + self.copies
+        if self.kind == "compressed":  # DeepSeek-V4: entries for every block of the request
+            return -(-max_model_len // self.block_size)
         if self.kind == "cross":  # CrossAttentionSpec: the encoder's tokens
             return max_model_len * 0 + -(-(self.window_tokens or 0) // self.block_size)
         if self.kind == "chunked" and self.window_tokens:
@@ -80,14 +82,29 @@ def _layer_pages(spec: ModelSpec, layer_indices: list[int] | range, block_size: 
     pages: dict[tuple[str, int | None], set[int]] = {}
     for i in layer_indices:
         layer = spec.layers[i]
-        if has_paged_cache(layer):
-            key = (layer.kind, layer.window_tokens if layer.kind in ("sliding", "chunked", "cross") else None)
+        for g in layer_cache_groups(spec, i, block_size, kv_cache_dtype, tp):
+            key = (g.kind, g.window_tokens)
             kinds.setdefault(key, []).append(i)
-            pages.setdefault(key, set()).add(bytes_per_block(spec, block_size, kv_cache_dtype, tp, 1, layer_indices=[i]))
+            pages.setdefault(key, set()).add(g.page_bytes)
         if layer.state is not None:
             kinds.setdefault(("state", None), []).append(i)
             pages.setdefault(("state", None), set()).add(state_page_bytes(spec, block_size, kv_dtype, tp))
     return kinds, pages
+
+
+def layer_cache_groups(spec: ModelSpec, i: int, block_size: int, kv_cache_dtype: str, tp: int) -> list[KvGroup]:
+    """The paged caches of layer `i`, one single-layer group each: its attention cache and, in
+    DeepSeek-V4, its compressed cache (`window_tokens` = the ratio), whose blocks follow the request."""
+    layer = spec.layers[i]
+    if not has_paged_cache(layer):
+        return []
+    window = layer.window_tokens if layer.kind in ("sliding", "chunked", "cross") else None
+    page = bytes_per_block(spec, block_size, kv_cache_dtype, tp, 1, layer_indices=[i])
+    compressed = compressed_bytes(layer, block_size, block_size)
+    out = [KvGroup(layer.kind, window, 1, 1, block_size, page - compressed)]
+    if compressed:
+        out.append(KvGroup("compressed", layer.compress_ratio, 1, 1, block_size, compressed))
+    return out
 
 
 def kv_groups(spec: ModelSpec, layer_indices: list[int] | range, block_size: int, kv_cache_dtype: str,
@@ -111,6 +128,15 @@ def kv_groups(spec: ModelSpec, layer_indices: list[int] | range, block_size: int
             return (group(key, 1, len(idx), block_size, page),), len(idx), page * len(idx)
         total = bytes_per_block(spec, block_size, kv_cache_dtype, tp, 1, layer_indices=idx)  # UniformTypeKVCacheSpecs
         return (group(key, 1, len(idx), block_size, total),), 1, total
+    if any(kind == "compressed" for kind, _ in kinds):
+        # DeepSeek-V4: vLLM's pool layout is not modelled; each cache type one group of its layers'
+        # pages, a "block" one block in every cache (capacity is counted in bytes: budget._log_lines)
+        def page_sum(key: tuple[str, int | None], idx: list[int]) -> int:
+            return sum(g.page_bytes for i in idx for g in layer_cache_groups(spec, i, block_size, kv_cache_dtype, tp)
+                       if (g.kind, g.window_tokens) == key)
+
+        groups = [group(key, 1, len(idx), block_size, page_sum(key, idx)) for key, idx in kinds.items()]
+        return tuple(groups), 1, sum(g.page_bytes for g in groups)
     # hybrid: unify page sizes by scaling block sizes, then groups of `group_size` layers
     page_of = {k: max(p) for k, p in pages.items()}
     max_page = max(page_of.values())

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from fractions import Fraction
 from math import ceil
 from typing import TypeVar
 
@@ -95,13 +96,34 @@ def layer_bytes_per_token(layer: LayerAttention, kv_dtype: KvDtype, tp: int = 1)
     a cross-attention layer's tokens are encoder tokens; layers without a cache of their own cost 0."""
     if layer.kind not in PER_TOKEN_KINDS and layer.kind != "cross":
         return 0
+    if layer.entry_bytes:
+        return layer.entry_bytes  # DeepSeek-V4: one fixed-layout K = V entry per token, on every rank
     if kv_dtype.name == "fp8_ds_mla":
         if layer.kind != "mla":
             raise KvplanError(f"--kv-cache-dtype fp8_ds_mla applies to sparse MLA layers only, not {layer.kind} attention")
         return FP8_DS_MLA_BYTES_PER_TOKEN + layer.indexer_bytes_per_token  # one latent + indexer K, every rank
     k = kv_dtype.bytes_for(layer.head_dim_k) + kv_dtype.scale_bytes_per_token_head
     v = kv_dtype.bytes_for(layer.head_dim_v) + kv_dtype.scale_bytes_per_token_head if layer.head_dim_v else 0
-    return kv_heads_per_rank(layer, tp) * (k + v) + layer.indexer_bytes_per_token
+    index = kv_dtype.bytes_for(layer.index_key_dim) + (kv_dtype.scale_bytes_per_token_head if layer.index_key_dim else 0)
+    return kv_heads_per_rank(layer, tp) * (k + v) + layer.indexer_bytes_per_token + index
+
+
+def compressed_bytes(layer: LayerAttention, tokens: int, block_size: int, *, paged: bool = True) -> int:
+    """One request's compressed cache in one layer (DeepSeek-V4: an entry per `compress_ratio` tokens,
+    on every rank): paged, the entries of the request's `block_size`-token blocks; else the entries made."""
+    r = layer.compress_ratio
+    if not r or tokens <= 0:
+        return 0
+    if not paged:
+        return tokens // r * layer.compressed_entry_bytes
+    return -(-tokens // block_size) * -(-block_size // r) * layer.compressed_entry_bytes
+
+
+def compressed_bytes_per_token(layers: list[LayerAttention] | tuple[LayerAttention, ...]) -> int:
+    """What the compressed caches of `layers` grow by per token, rounded up to a whole byte."""
+    per_token = sum((Fraction(layer.compressed_entry_bytes, layer.compress_ratio) for layer in layers
+                     if layer.compress_ratio), Fraction(0))
+    return ceil(per_token)
 
 
 def pp_layer_range(num_layers: int, pp: int, pp_rank: int) -> range:
@@ -147,11 +169,14 @@ def bytes_per_block(spec: ModelSpec, block_size: int = DEFAULT_BLOCK_SIZE, kv_ca
     kv_dtype = spec.kv_dtype(kv_cache_dtype)
     if layer_indices is None:
         ranks = range(pp) if pp_rank is None else [pp_rank]
-        return max(
-            sum(block_size * layer_bytes_per_token(spec.layers[i], kv_dtype, tp) for i in pp_layer_range(spec.num_layers, pp, r))
-            for r in ranks
-        )
-    return sum(block_size * layer_bytes_per_token(spec.layers[i], kv_dtype, tp) for i in layer_indices)
+        return max(sum(_block_bytes(spec.layers[i], block_size, kv_dtype, tp) for i in pp_layer_range(spec.num_layers, pp, r))
+                   for r in ranks)
+    return sum(_block_bytes(spec.layers[i], block_size, kv_dtype, tp) for i in layer_indices)
+
+
+def _block_bytes(layer: LayerAttention, block_size: int, kv_dtype: KvDtype, tp: int) -> int:
+    """One block of one layer: its page, and the compressed entries of those tokens (DeepSeek-V4)."""
+    return block_size * layer_bytes_per_token(layer, kv_dtype, tp) + compressed_bytes(layer, block_size, block_size)
 
 
 def layer_blocks(layer: LayerAttention, tokens: int, block_size: int) -> int:
@@ -184,6 +209,9 @@ def unified_block_size(spec: ModelSpec, block_size: int, kv_dtype: KvDtype, tp: 
     DeepSeek-V3.2's sparse MLA always runs 64-token blocks (FlashMLASparse)."""
     if spec.has_sparse_indexer:
         return SPARSE_MLA_BLOCK_SIZE
+    ratio = max((layer.compress_ratio for layer in spec.layers), default=0)
+    if ratio:  # DeepSeek-V4: whole compressed entries per block (an assumption: spec.warnings says so)
+        return ratio * -(-block_size // ratio)
     attn_1 = attention_bytes_per_token(spec, kv_dtype, tp)
     state = max((state_bytes(layer, spec.dtype, tp) for layer in spec.layers), default=0)
     if not attn_1 or not state:
@@ -254,15 +282,17 @@ class KvLayout:
 
     def bytes_per_token_per_gpu(self) -> int:
         """Per GPU: busiest stage, one TP rank, every layer holding the token (no window cap)."""
-        return max(sum(self._token_bytes(l, self.tp) for l in self.stage_layers(r)) for r in range(self.pp))
+        return max(sum(self._token_bytes(l, self.tp) for l in self.stage_layers(r)) + compressed_bytes_per_token(self.stage_layers(r))
+                   for r in range(self.pp))
 
     def bytes_per_token(self) -> int:
         """Whole model: one replica of every layer's cache (the same at any TP and PP)."""
-        return sum(self._token_bytes(l, 1) for l in self.spec.layers)
+        return sum(self._token_bytes(l, 1) for l in self.spec.layers) + compressed_bytes_per_token(self.spec.layers)
 
     def bytes_per_token_all_gpus(self) -> int:
         """All GPUs together: every TP rank of every stage, replicated heads and MLA latents included."""
-        return self.tp * sum(self._token_bytes(l, self.tp) for l in self.spec.layers)
+        return self.tp * (sum(self._token_bytes(l, self.tp) for l in self.spec.layers)
+                          + compressed_bytes_per_token(self.spec.layers))
 
     def bytes_per_block(self) -> int:
         """One block on the busiest GPU (see `bytes_per_block`)."""
@@ -282,6 +312,7 @@ class KvLayout:
                 total += layer_blocks(layer, tokens, self.block_size) * self.block_size * per_token
             else:
                 total += kept_tokens(layer.kind, layer.window_tokens, tokens) * per_token
+            total += compressed_bytes(layer, tokens, self.block_size, paged=paged)
         return total
 
     def request_bytes(self, tokens: int, *, paged: bool = True) -> int:

@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kvplan.plan.estimate import Estimate, Fit
-from kvplan.plan.kv import (KvLayout, has_paged_cache, kept_tokens, kv_heads_per_rank, layer_blocks, layer_bytes_per_token,
+from kvplan.plan.kv import (KvLayout, compressed_bytes, has_paged_cache, kept_tokens, kv_heads_per_rank, layer_blocks, layer_bytes_per_token,
                             pp_layer_range, state_bytes, state_page_bytes)
 from kvplan.spec.encoder_params import encoder_family
 from kvplan.spec.layers import PER_TOKEN_KINDS
@@ -48,7 +48,8 @@ def _window_lines(est: Estimate) -> list[str]:
         elif kind == "shared":
             lines.append(f"{count} KV-shared layers: read an earlier layer's K/V and hold none")
         elif kind == "sliding":
-            lines.append(f"{count} sliding layers (window {window:,}): keep min({L:,}, {window:,}) = {kept_tokens(kind, window, L):,} tokens")
+            lines.append(f"{count} sliding layers (window {window:,}): keep min({L:,}, {window:,}) = {kept_tokens(kind, window, L):,} tokens"
+                         + (" in the window, and every compressed entry" if any(x.compress_ratio for x in est.spec.layers) else ""))
         elif kind == "mla":
             lines.append(f"{count} MLA layers: one {est.spec.layers[0].head_dim_k}-element latent per token "
                          "(no separate V; the same latent on every TP rank)"
@@ -94,7 +95,10 @@ def _per_token_how(layers: list[LayerAttention], lay: KvLayout, tp: int) -> str:
     for layer in layers:
         if layer.kind not in PER_TOKEN_KINDS:
             continue
-        if layer.kind == "mla" or layer.head_dim_v == layer.head_dim_k:
+        if layer.entry_bytes:  # DeepSeek-V4: a fixed fp8 entry in the window, compressed entries beside it
+            key = "{n} layers × " + f"{layer.entry_bytes} B fp8 entry" + (
+                f" + 1 × {layer.compressed_entry_bytes} B per {layer.compress_ratio} tokens" if layer.compress_ratio else "")
+        elif layer.kind == "mla" or layer.head_dim_v == layer.head_dim_k:
             key = ("" if layer.kind == "mla" else "2 (K, V) × ") + "{n} layers × " + f"{_heads(layer, tp)} × {_elements(layer, lay)}"
         else:
             key = "{n} layers × " + f"{_heads(layer, tp)} × ({layer.head_dim_k} + {layer.head_dim_v}) × {lay.kv_dtype.bits / 8:g} B"
@@ -114,6 +118,9 @@ def _request_how(layers: list[LayerAttention], lay: KvLayout, tokens: int, tp: i
     n_state = sum(1 for layer in layers if layer.state is not None)
     state = (f" + state: {n_state} layers × {lay.state_copies} × {state_page_bytes(lay.spec, bs, lay.kv_dtype, tp):,} B "
              "(one page per state layer, padded as vLLM pads it)") if n_state else ""
+    compressed = sum(compressed_bytes(layer, tokens, bs) for layer in layers)
+    if compressed:
+        state += f" + compressed caches {compressed:,} B ({-(-tokens // bs):,} blocks of entries per 4 or 128 tokens)"
     if not groups:
         return state.removeprefix(" + ")  # attention-free (Mamba): the state is all a request holds
     if len(groups) == 1:

@@ -19,7 +19,7 @@ READ_ELSEWHERE = frozenset({
     "attention_k_eq_v", "global_head_dim", "num_global_key_value_heads", "hidden_size_per_layer_input",
     "vocab_size_per_layer_input", "enable_moe_block", "index_topk", "mm_tokens_per_image", "multimodal_projector_bias",
     "original_max_position_embeddings", "qkv_bias", "rope_local_base_freq", "shared_intermediate_size",
-    "spatial_merge_size", "use_double_wide_mlp", "eos_token_id", "indexer_types",
+    "spatial_merge_size", "use_double_wide_mlp", "eos_token_id", "indexer_types", "share_expert_dim", "routed_expert_hidden_size",
 })
 
 # keys that change neither the layout, nor the weights kvplan counts, nor the KV cache
@@ -74,6 +74,10 @@ def _plain(key: str, value: Any, d: dict[str, Any]) -> bool:
     """A value that means what kvplan already plans (so the key changes nothing here)."""
     if key in ONLY_WHEN_SET:
         return not value
+    if value is None:  # transformers reads null as "not set": the class default, which kvplan plans
+        return True
+    if key == "output_gate_type":  # Qwen3.5/3.6 gated attention: the gate's activation, not its size
+        return d.get("attn_output_gate") is not False
     if key == "moe_layer_freq":  # DeepSeek-style: every layer after first_k_dense_replace is MoE
         return value == 1
     if key == "qk_head_dim":  # MLA: the sum kvplan already uses

@@ -64,10 +64,21 @@ class LayerAttention:
     # DeepSeek-V3.2 sparse-attention indexer: its own K cache beside the MLA latent, bytes per token
     # (fp8 values + one fp32 scale per 128, stored as uint8 whatever --kv-cache-dtype says)
     indexer_bytes_per_token: int = 0
+    # DeepSeek-V4: a fixed-layout fp8 entry per cached token (K = V, whatever --kv-cache-dtype says),
+    # and a compressed cache beside the window: one `compressed_entry_bytes` entry per
+    # `compress_ratio` tokens for the whole request (0: none)
+    entry_bytes: int = 0
+    compress_ratio: int = 0
+    compressed_entry_bytes: int = 0
+    # MiniMax-M3 sparse layers: an index key (and value) of this many elements per token beside K and V,
+    # in the KV cache dtype, on every TP rank
+    index_key_dim: int = 0
 
     @property
     def label(self) -> str:
         """The layer's kind as reports count it: the state's kind for a pure mixer layer."""
+        if self.compress_ratio:
+            return f"{self.kind}+compressed/{self.compress_ratio}"
         if self.state is None:
             return "mlp" if self.kind == "none" else self.kind  # Nemotron-H MLP / MoE blocks
         return self.state.kind if self.kind == "none" else f"{self.kind}+{self.state.kind}"

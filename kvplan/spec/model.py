@@ -9,14 +9,14 @@ chunked, MLA, cross-attention, KV-shared, and Mamba / Gated-DeltaNet state layer
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from kvplan.errors import ConfigError
 from kvplan.spec.config_keys import unread_keys_warning
 from kvplan.spec.config_schema import check_config
-from kvplan.spec.dtypes import MODEL_DTYPE_BYTES, SPARSE_MLA_FP8_BY_DEFAULT, KvDtype, normalize_model_dtype, resolve_kv_dtype
+from kvplan.spec.dtypes import KV_DTYPES, MODEL_DTYPE_BYTES, SPARSE_MLA_FP8_BY_DEFAULT, KvDtype, normalize_model_dtype, resolve_kv_dtype
 from kvplan.spec.encoder_params import encoder_params
 from kvplan.spec.families import family_of
 from kvplan.spec.layers import (ATTENTION_FREE_TYPES, ATTENTION_KINDS, PER_TOKEN_KINDS, AttentionKind, LayerAttention, build_layers,
@@ -98,6 +98,12 @@ class ModelSpec:
     def kv_dtype(self, kv_cache_dtype: str, model_dtype: str | None = None) -> KvDtype:
         """What `--kv-cache-dtype` caches for this model, served in `model_dtype` (default: its own):
         the one place `auto`, the checkpoint's KV quantization and sparse MLA are decided."""
+        if any(layer.entry_bytes for layer in self.layers):  # DeepSeek-V4: its fp8 layout or nothing
+            key = str(kv_cache_dtype).lower()
+            if key != "auto" and not key.startswith("fp8"):
+                raise ConfigError(f"{self.name} caches DeepSeek-V4's fixed fp8 layout only (vLLM serves it so): "
+                                  f"--kv-cache-dtype {kv_cache_dtype!r} is not possible; choices: auto, fp8")
+            return KV_DTYPES["fp8_ds_mla"]
         return resolve_kv_dtype(kv_cache_dtype, model_dtype or self.dtype, sparse_mla=self.has_sparse_indexer,
                                 checkpoint=self.quant.kv_cache_dtype,
                                 auto_fp8_ds_mla=self.architecture in SPARSE_MLA_FP8_BY_DEFAULT)
@@ -129,7 +135,6 @@ class ModelSpec:
 
     def without_encoder(self) -> ModelSpec:
         """The model as vLLM loads it text-only (--limit-mm-per-prompt image=0,video=0): no vision tower."""
-        from dataclasses import replace
 
         if not self.params.encoder:
             return self
@@ -139,7 +144,6 @@ class ModelSpec:
 
     def with_kv_heads(self, num_kv_heads: int) -> ModelSpec:
         """A what-if copy with `num_kv_heads` cached heads per full/sliding layer (GQA variant)."""
-        from dataclasses import replace
 
         layers = tuple(
             replace(layer, num_kv_heads=num_kv_heads) if layer.kind in ("full", "sliding", "chunked", "cross") else layer
@@ -346,7 +350,11 @@ def spec_from_config(config: dict[str, Any], name: str, *, where: str = "config.
     archs = outer.get("architectures") or cfg.get("architectures") or [cfg.get("model_type", "unknown")]
     quant = weight_quant_from_config(outer, {"attention": sum(1 for layer in layers if layer.kind in ATTENTION_KINDS),
                                              "mixer": sum(1 for layer in layers if layer.state is not None)})
+    family = family_of(cfg)
+    if family is not None and family.fp8_groups is not None and quant.method == "fp8" and not quant.groups:
+        quant = replace(quant, groups=family.fp8_groups(cfg)) if family.fp8_groups(cfg) else quant
     unread = unread_keys_warning(outer, cfg)
+    notes = ((unread,) if unread else ()) + quant.notes + ((family.note,) if family is not None and family.note else ())
     return ModelSpec(
         name=name, model_type=str(cfg.get("model_type", "unknown")), architecture=str(archs[0]),
         num_layers=len(layers), hidden_size=hidden, num_attention_heads=att.n_heads, num_kv_heads=att.kv_heads,
@@ -354,7 +362,7 @@ def spec_from_config(config: dict[str, Any], name: str, *, where: str = "config.
         dtype=dtype, layers=layers, params=params, quant=quant,
         checkpoint_weights_bytes=checkpoint_weights_bytes, hf_id=hf_id, source=source, aliases=aliases,
         config_dtype=config_dtype, config=outer,
-        warnings=tuple(f"{name}: {w}" for w in ((unread,) if unread else ()) + quant.notes + (() if max_len_known else (
+        warnings=tuple(f"{name}: {w}" for w in notes + (() if max_len_known else (
             f"the config names no maximum length (max_position_embeddings and its aliases); planned with vLLM's default "
             f"{DEFAULT_MAX_MODEL_LEN:,}, and a longer --max-model-len is accepted as vLLM accepts it",))),
         max_len_known=max_len_known,

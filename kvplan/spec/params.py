@@ -141,7 +141,8 @@ def _mlp_params(cfg: dict[str, Any], n_layers: int, hidden: int, dense_mlp: int)
                 for i in range(n_layers)]
     # a latent MoE (Nemotron-3, vLLM nemotron_h.py `moe_latent_size`): the routed experts work in a
     # narrower latent space, entered and left through one hidden x latent projection each per layer
-    latent = int(cfg.get("moe_latent_size") or 0)
+    # (Kimi-K3 names the routed experts' width `routed_expert_hidden_size`)
+    latent = int(cfg.get("moe_latent_size") or cfg.get("routed_expert_hidden_size") or 0)
     expert = _expert_params(cfg, latent or hidden, exp_inter)
     latent_proj = 2 * hidden * latent
     # gpt-oss router bias; DeepSeek-V3 / Nemotron-H (noaux_tc) keep a per-expert score-correction bias
@@ -149,6 +150,10 @@ def _mlp_params(cfg: dict[str, Any], n_layers: int, hidden: int, dense_mlp: int)
     router = hidden * n_exp + (n_exp if biased else 0)  # + a per-expert score-correction bias
     shared_inter = cfg.get("shared_expert_intermediate_size") or cfg.get("moe_shared_expert_intermediate_size")
     shared = n_shared * (_expert_params(cfg, hidden, int(shared_inter)) if mt == "nemotron_h" and shared_inter else expert)
+    if cfg.get("share_expert_dim"):  # Step-3.x: the shared expert's own width
+        shared = n_shared * _expert_params(cfg, hidden, int(cfg["share_expert_dim"]))
+    elif latent and not cfg.get("moe_latent_size"):
+        shared = n_shared * _expert_params(cfg, hidden, exp_inter)  # Kimi-K3: shared experts at the hidden width
     mlp_dense = experts = experts_active = 0
     for kind in plan:
         if kind == "dense":

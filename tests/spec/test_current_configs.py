@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from kvplan.cli import main
+from kvplan.errors import ConfigError
 from kvplan.plan.kv import KvLayout
 from kvplan.spec.config_keys import unread_keys
 from kvplan.spec.model import spec_from_config
@@ -45,9 +46,7 @@ def test_every_current_config_plans(tmp_path: Path, name: str) -> None:
 
 
 @pytest.mark.parametrize("name, keys", [
-    ("deepseek-ai--DeepSeek-V4-Flash", {"compress_ratios", "o_lora_rank"}),  # compressed caches (deepseek_v4)
-    ("MiniMaxAI--MiniMax-M3", {"sparse_attention_config", "dense_intermediate_size"}),  # block-sparse attention
-    ("moonshotai--Kimi-K3", {"routed_expert_hidden_size"}),
+    ("moonshotai--Kimi-K3", {"mla_use_nope", "mla_use_output_gate", "attn_res_block_size"}),
 ])
 def test_unmodelled_layouts_are_named(tmp_path: Path, name: str, keys: set[str], capsys) -> None:
     d = model_dir(tmp_path, name)
@@ -206,3 +205,75 @@ def test_compressed_tensors_ignore_list() -> None:
     assert groups["attention"][1] == 0 and groups["mlp_dense"][1] == 0 and groups["experts"][1] == 100
     bits = groups["experts"][0]
     assert spec.weights_bytes == ((p.total - p.experts) * 2 * 800 + p.experts * bits + 799) // 800
+
+
+@pytest.mark.parametrize("name, layers, sparse, dense_r, window_only, total_b, active_b", [
+    ("deepseek-ai--DeepSeek-V4-Flash", 43, 21, 20, 2, 284.3, 13.8),  # published: 284 B, 13 B active
+    ("deepseek-ai--DeepSeek-V4-Pro", 61, 30, 31, 0, 1573.0, 49.8),  # published: 1.6 T, 49 B active
+    ("sgl-project--DeepSeek-V4-Flash-FP8", 43, 21, 20, 2, 284.3, 13.8),  # model_type deepseek_ref: found by architecture
+])
+def test_deepseek_v4_compressed_caches(name: str, layers: int, sparse: int, dense_r: int, window_only: int,
+                                       total_b: float, active_b: float) -> None:
+    """DeepSeek-V4 as vLLM deepseek_v4_attention.py caches it: every layer a 128-token window of
+    584-byte fp8 entries (448 fp8 + 7 ue8m0 scales + 1 pad + 64 bf16 RoPE values), a compressed
+    cache of one 584-byte entry per 4 tokens (CSA layers, with the indexer's 132-byte K per 4 tokens)
+    or per 128 tokens (HCA layers). The cache grows ~3,850 B (Flash) / ~5,511 B (Pro) per token
+    beyond a fixed 3.2 / 4.6 MB of windows: ~508 MB per request at 128k for Flash, not a flat 11.3 MB."""
+    config = json.loads((CONFIGS / f"{name}_config.json").read_text())
+    spec = spec_from_config(config, "v4")
+    ratios = config["compress_ratios"][:layers]
+    assert (ratios.count(4), ratios.count(128), ratios.count(0)) == (sparse, dense_r, window_only)
+    layout = KvLayout.of(spec, "auto", 16)
+    assert layout.block_size == 128  # whole compressed entries per block (an assumption, warned)
+    growth_x128 = sparse * (584 + 132) * 32 + dense_r * 584  # bytes per 128 tokens beyond the windows
+    window = layers * 128 * 584
+    tokens = 131_072
+    assert layout.request_bytes(tokens, paged=False) == window + tokens // 128 * growth_x128
+    assert layout.request_bytes(tokens) == window + tokens // 128 * growth_x128  # 128k is whole blocks
+    assert layout.bytes_per_token() == layers * 584 + -(-growth_x128 // 128)
+    if name.endswith("Flash"):
+        assert round(growth_x128 / 128, 2) == 3850.25 and window == 3_214_336
+        assert 507e6 < layout.request_bytes(tokens) < 509e6
+    assert round(spec.params.total / 1e9, 1) == total_b and round(spec.params.active / 1e9, 1) == active_b
+    assert layout.kv_dtype.name == "fp8_ds_mla" and any("block-pool layout" in w for w in spec.warnings)
+    with pytest.raises(ConfigError, match="fp8 layout only"):
+        spec.kv_dtype("bfloat16")
+
+
+def test_deepseek_v4_checkpoint_weights() -> None:
+    """DeepSeek's own V4 release: fp8 (128 x 128 blocks) with `expert_dtype: fp4`, the routed experts
+    in MXFP4 (4.25 bits): ~155 GB for Flash, not 292 GB of fp8 (sgl-project's FP8 re-release: fp8 experts)."""
+    own = spec_from_config(json.loads((CONFIGS / "deepseek-ai--DeepSeek-V4-Flash_config.json").read_text()), "v4")
+    sgl = spec_from_config(json.loads((CONFIGS / "sgl-project--DeepSeek-V4-Flash-FP8_config.json").read_text()), "v4")
+    p = own.params
+    assert own.weights_bytes == ((p.total - p.linear) * 2 * 800 + (p.attention + p.mlp_dense) * 800 + p.experts * 425 + 799) // 800
+    assert 150e9 < own.weights_bytes < 160e9 and sgl.weights_bytes > 1.8 * own.weights_bytes
+
+
+def test_minimax_m3_index_keys() -> None:
+    """MiniMax-M3: 60 full-attention layers of 4 KV heads x 128, and on the 57 layers
+    `sparse_attention_freq` marks, one 128-element index key per token (no index value:
+    `sparse_disable_index_value`); dense MLPs of `dense_intermediate_size` on the first 3 layers."""
+    config = json.loads((CONFIGS / "MiniMaxAI--MiniMax-M3_config.json").read_text())
+    spec = spec_from_config(config, "m3")
+    sac = config["sparse_attention_config"]
+    assert sum(sac["sparse_attention_freq"]) == 57 and sac["sparse_disable_index_value"] == sac["sparse_attention_freq"]
+    assert KvLayout.of(spec, "auto", 16).bytes_per_token() == 60 * 2 * 4 * 128 * 2 + 57 * 128 * 2 == 137_472
+    assert KvLayout.of(spec, "fp8", 16).bytes_per_token() == 137_472 // 2
+    h = config["hidden_size"]
+    assert spec.params.mlp_dense - 57 * (3 * h * 3072 + 128 * h + 128) == 3 * 3 * h * 12288  # dense layers, shared experts, routers
+    assert spec.params.experts == 57 * 128 * 3 * h * 3072
+    assert [w for w in spec.warnings if "config keys" in w] == [] and any("index keys" in w for w in spec.warnings)
+
+
+def test_step3p7_shared_expert_and_kimi_k3_latent_experts() -> None:
+    """Step-3.7-Flash's `share_expert_dim` is read (its shared expert's width; 196 B parameters as
+    published), and Kimi-K3's routed experts work at `routed_expert_hidden_size` (a latent MoE like
+    Nemotron-3's): 896 x 3 x 3,584 x 3,072 per MoE layer, not at the 7,168 hidden width."""
+    step = spec_from_config(json.loads((CONFIGS / "stepfun-ai--Step-3.7-Flash_config.json").read_text()), "step")
+    assert step.warnings == () and round(step.params.total / 1e9) == 196
+    config = json.loads((CONFIGS / "moonshotai--Kimi-K3_config.json").read_text())
+    kimi = spec_from_config(config, "k3")
+    t = config.get("text_config", config)
+    moe_layers = t["num_hidden_layers"] - t["first_k_dense_replace"]
+    assert kimi.params.experts == moe_layers * t["num_experts"] * 3 * t["routed_expert_hidden_size"] * t["moe_intermediate_size"]

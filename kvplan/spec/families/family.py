@@ -11,6 +11,8 @@ from kvplan.spec.layers import LayerAttention
 LayersRule = Callable[[dict[str, Any], int, int, int, str], tuple[LayerAttention, ...]]
 # counts(cfg, n_layers, hidden, n_heads, head_dim, vocab, where) -> ParamCount fields
 CountsRule = Callable[[dict[str, Any], int, int, int, int, int, str], dict[str, int]]
+# fp8_groups(cfg) -> WeightQuant.groups of a plain fp8 checkpoint whose own keys say more (or ())
+GroupsRule = Callable[[dict[str, Any]], tuple[tuple[str, int, int], ...]]
 
 
 @dataclass(frozen=True)
@@ -19,4 +21,7 @@ class Family:
     vllm_source: str  # the vLLM model file the rules follow
     layers: LayersRule | None = None
     counts: CountsRule | None = None
-    read_keys: frozenset[str] = frozenset()  # config keys the family reads (not "unread" for the warning)
+    fp8_groups: GroupsRule | None = None
+    note: str = ""  # what the plan approximates for this family (a warning on every plan of it)
+    read_keys: frozenset[str] = frozenset()
+    architectures: frozenset[str] = frozenset()  # also owned when `architectures[0]` is one of these  # config keys the family reads (not "unread" for the warning)
