@@ -6,7 +6,8 @@ decoder layer caches), state.py (recurrent state of Mamba / linear-attention lay
 longcat_params.py (family-specific counts), quant.py (weight quantization), checkpoint_quant.py and
 modelopt_quant.py (a checkpoint's own scheme, ModelOpt's and its KV cache), quant_exclusions.py
 (modules a checkpoint leaves unconverted), config_keys.py
-(config keys read, irrelevant, or named in a warning), dtypes.py,
+(config keys read, irrelevant, or named in a warning), checked_types.py (model types checked against
+transformers or by hand; any other is warned), families/ (one module per family), dtypes.py,
 checkpoint.py (weight bytes of a local checkpoint), hub.py (Hugging Face repo ids), profiles.py
 (the bundled catalog), gpu.py (`GpuSpec` and the GPU catalog), catalog_files.py (where data
 lives), words.py (token ids as words, for the HTTP client and `kvplan serve`).

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import ConfigError
+from kvplan.spec.checked_types import unchecked_type_warning
 from kvplan.spec.config_keys import unread_keys_warning
 from kvplan.spec.config_schema import check_config
 from kvplan.spec.dtypes import KV_DTYPES, MODEL_DTYPE_BYTES, SPARSE_MLA_FP8_BY_DEFAULT, KvDtype, normalize_model_dtype, resolve_kv_dtype
@@ -355,6 +356,8 @@ def spec_from_config(config: dict[str, Any], name: str, *, where: str = "config.
         quant = replace(quant, groups=family.fp8_groups(cfg)) if family.fp8_groups(cfg) else quant
     unread = unread_keys_warning(outer, cfg)
     notes = ((unread,) if unread else ()) + quant.notes + ((family.note,) if family is not None and family.note else ())
+    unchecked = None if family is not None else unchecked_type_warning(str(cfg.get("model_type", "")))
+    notes += (unchecked,) if unchecked else ()
     return ModelSpec(
         name=name, model_type=str(cfg.get("model_type", "unknown")), architecture=str(archs[0]),
         num_layers=len(layers), hidden_size=hidden, num_attention_heads=att.n_heads, num_kv_heads=att.kv_heads,

@@ -21,8 +21,9 @@ if TYPE_CHECKING:
     from kvplan.spec.layers import LayerAttention
 
 _GATED_MLP_FREE = {"gpt2", "falcon", "opt", "phi", "gpt_neox", "gptj", "bloom", "starcoder2", "gpt_bigcode", "apertus", "arcee",
-                   "jais2"}  # up/down MLPs (xIELU, ReLU^2, GELU): no gate projection
-_LAYERNORM_WITH_BIAS = {"gpt2", "falcon", "opt", "phi", "gpt_neox", "gptj", "bloom", "starcoder2", "gpt_bigcode"}
+                   "jais2", "nemotron", "persimmon", "nanochat", "apertus1p5", "apertus1p5_text", "codegen"}  # up/down MLPs (xIELU, ReLU^2, GELU): no gate projection
+_LAYERNORM_WITH_BIAS = {"gpt2", "falcon", "opt", "phi", "gpt_neox", "gptj", "bloom", "starcoder2", "gpt_bigcode", "nemotron",
+                        "persimmon", "codegen"}
 _QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "gpt2", "opt", "phi", "gpt_neox", "bloom", "starcoder2"}
 _QK_NORM = {"qwen3", "qwen3_moe", "gemma3_text", "gemma3", "olmo2", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text",
             "lfm2", "lfm2_moe", "gemma3n", "gemma3n_text", "apertus"}
@@ -224,7 +225,7 @@ def count_params(cfg: dict[str, Any], *, layers: tuple[LayerAttention, ...], hid
     norms = n_layers * per_layer * norm + norm  # + final norm
 
     gated = mt not in _GATED_MLP_FREE and gated_mlp(mt)
-    mlp_bias = mt in ("gpt2", "opt", "phi", "falcon") and mt != "falcon"
+    mlp_bias = mt in ("gpt2", "opt", "phi", "persimmon", "codegen")
     dense_inter = int(cfg.get("intermediate_size_mlp") or intermediate) if mt.startswith("llama4") else intermediate
     if cfg.get("block_auto_adjust_ff_dim"):
         dense_inter = _lfm2_ff_width(cfg, dense_inter)

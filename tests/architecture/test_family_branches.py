@@ -32,7 +32,8 @@ def model_type_branches(path: Path) -> Counter[str]:
 def current() -> Counter[str]:
     total: Counter[str] = Counter()
     for path in sorted(PKG.rglob("*.py")):
-        if "families" not in path.relative_to(PKG).parts:
+        # checked_types.py is the list of verified model types (the warning for any other), not a branch
+        if "families" not in path.relative_to(PKG).parts and path.name != "checked_types.py":
             total += model_type_branches(path)
     return total
 
