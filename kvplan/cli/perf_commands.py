@@ -65,6 +65,10 @@ def predict(
     burstiness: Burstiness = 1.0, max_concurrency: MaxConcurrency = None, seed: Seed = 0,
     scenario: Annotated[Optional[str], typer.Option(help="A kvplan scenario (name or YAML file) instead of the random workload.")] = None,
     as_json: AsJson = False, strict: Strict = False,
+    perf_model: Annotated[str, typer.Option(
+        help="GPU step cost: roofline (datasheet and kvplan's global coefficients), kernels (measured vLLM kernels "
+             "from aiconfigurator-core: pip install 'kvplan[kernels]'), or auto (kernels where the GPU has them).",
+        metavar="roofline|kernels|auto")] = "roofline",
 ) -> None:
     """What `vllm bench serve` would print for this server and workload, predicted (no GPU needed)."""
     from kvplan.perf.predict import predict as run_predict
@@ -80,7 +84,7 @@ def predict(
     else:
         requests = Workload(random_input_len, random_output_len, random_range_ratio, num_prompts, _rate(request_rate),
                             burstiness, max_concurrency, seed).requests()
-    result = run_predict(spec, args, requests, max_concurrency=max_concurrency)
+    result = run_predict(spec, args, requests, max_concurrency=max_concurrency, perf_model=perf_model)
     figures = {**result.figures, "client_max_concurrency": max_concurrency}
     if as_json:
         typer.echo(json.dumps({k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in figures.items()}))

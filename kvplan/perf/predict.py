@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvplan.errors import KvplanError
+from typing import TYPE_CHECKING
 from kvplan.perf.gpu_cost import Coefficients, GpuStepModel
 from kvplan.perf.bench_metrics import bench_figures
 from kvplan.perf.schedule import SchedulerConfig, Trace, simulate
@@ -14,6 +15,9 @@ from kvplan.plan import overheads as oh
 from kvplan.plan.budget import CapacityPlan, plan_capacity
 from kvplan.plan.engine_args import EngineArgs
 from kvplan.spec.model import ModelSpec
+
+if TYPE_CHECKING:
+    from kvplan.perf.kernel_cost import KernelStepModel
 
 
 @dataclass(frozen=True)
@@ -43,11 +47,30 @@ def server_plan(spec: ModelSpec, args: EngineArgs) -> CapacityPlan:
     return plan
 
 
-def step_model(spec: ModelSpec, args: EngineArgs, coefficients: Coefficients | None = None) -> GpuStepModel:
+PERF_MODELS = ("roofline", "kernels", "auto")
+
+
+def step_model(spec: ModelSpec, args: EngineArgs, coefficients: Coefficients | None = None,
+               perf_model: str = "roofline") -> GpuStepModel | KernelStepModel:
+    """The GPU step cost: the datasheet roofline, the measured kernels (aiconfigurator-core's vLLM
+    tables), or "auto": the kernels when the GPU has them, else the roofline."""
     assert args.gpu is not None
-    return GpuStepModel.build(spec, args.gpu, tp=args.tensor_parallel_size, pp=args.pipeline_parallel_size,
-                              dtype=args.dtype, quantization=args.quantization, kv_cache_dtype=args.kv_cache_dtype,
-                              vllm_version=args.vllm_version, enforce_eager=args.enforce_eager, coefficients=coefficients)
+    if perf_model not in PERF_MODELS:
+        raise KvplanError(f"unknown --perf-model {perf_model!r}; choices: {', '.join(PERF_MODELS)}")
+    kw = dict(tp=args.tensor_parallel_size, pp=args.pipeline_parallel_size, dtype=args.dtype,
+              quantization=args.quantization, kv_cache_dtype=args.kv_cache_dtype, vllm_version=args.vllm_version,
+              enforce_eager=args.enforce_eager, coefficients=coefficients)
+    if perf_model == "roofline" or (perf_model == "auto" and not kernels_available(args.gpu.name)):
+        return GpuStepModel.build(spec, args.gpu, **kw)  # type: ignore[arg-type]
+    from kvplan.perf.kernel_cost import KernelStepModel as Kernels
+
+    return Kernels.build(spec, args.gpu, **kw)  # type: ignore[arg-type]
+
+
+def kernels_available(gpu_name: str) -> bool:
+    from kvplan.perf.kernel_tables import AIC_SYSTEMS, data_root
+
+    return gpu_name in AIC_SYSTEMS and data_root() is not None
 
 
 def check_requests(requests: list[Request], plan: CapacityPlan, num_gpu_blocks: int) -> None:
@@ -61,7 +84,8 @@ def check_requests(requests: list[Request], plan: CapacityPlan, num_gpu_blocks: 
 
 
 def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_concurrency: int | None = None,
-            coefficients: Coefficients | None = None, num_gpu_blocks: int | None = None) -> Prediction:
+            coefficients: Coefficients | None = None, num_gpu_blocks: int | None = None,
+            perf_model: str = "roofline") -> Prediction:
     """Simulate `requests` against vLLM serving `spec` with `args`; `num_gpu_blocks` overrides the
     planned pool (a start-up log's figure)."""
     if not requests:
@@ -69,7 +93,7 @@ def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_c
     plan = server_plan(spec, args)
     config = scheduler_config(plan, num_gpu_blocks)
     check_requests(requests, plan, config.num_gpu_blocks)
-    model = step_model(spec, args, coefficients)
+    model = step_model(spec, args, coefficients, perf_model)
     trace = simulate(requests, config, model.step_s, max_concurrency=max_concurrency,
                      frontend_s=model.coefficients.frontend_request_s)
     figures = bench_figures(trace, model.coefficients.request_latency_s)
@@ -81,5 +105,6 @@ def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_c
         "peak_kv_usage": trace.peak_used_blocks / max(config.num_gpu_blocks, 1),
         "peak_running_requests": trace.max_running, "num_preemptions": trace.num_preemptions,
         "num_steps": int(len(trace.step_tokens)),
+        "step_cost_sources": dict(getattr(model, "sources", {}) or {"all ops": "roofline (datasheet, kvplan's global coefficients)"}),
     })
     return Prediction(figures, plan, trace, config)

@@ -79,6 +79,8 @@ class _Engine:
     def __init__(self, requests: list[Request], config: SchedulerConfig, step_s: StepCost,
                  max_concurrency: int | None, frontend_s: float = 0.0, watch: Any = None, record: bool = True) -> None:
         self.config, self.step_s, self.record = config, step_s, record
+        # a per-kernel cost (kvplan.perf.kernel_cost) times prefill chunks apart from decodes
+        self.split_prefill = bool(getattr(getattr(step_s, "__self__", None), "takes_prefill_split", False))
         self.watch, self.missed = watch, False
         self.frontend_s, self.frontend_free = frontend_s, 0.0
         self.frontend: deque[_Req] = deque()  # sent, still in the API server
@@ -209,6 +211,12 @@ class _Engine:
             sampled += c == r.known
         return tok, pre, ctx, pairs, sampled
 
+    @staticmethod
+    def _prefill_split(scheduled: list[tuple[_Req, int]]) -> tuple[int, int]:
+        """(prefill chunks, their query x key pairs): what a per-kernel cost times apart from decodes."""
+        chunks = [(r, n) for r, n in scheduled if n > 1]
+        return len(chunks), sum(n * (r.computed + (n + 1) // 2) for r, n in chunks)
+
     def fast_decode(self) -> bool:
         """Run a stretch of pure-decode steps (nothing waiting, no arrival due, the blocks they need
         free), up to and including the step where the first requests finish, without the
@@ -301,7 +309,12 @@ class _Engine:
         if not scheduled:  # nothing fits even alone: a request longer than the pool
             raise RuntimeError("a request needs more KV blocks than the pool holds")
         tok, pre, ctx, pairs, sampled = self._shape(scheduled)
-        self.clock += self.step_s(tok, len(scheduled), pre, ctx, pairs, sampled)
+        if self.split_prefill:
+            chunks, chunk_pairs = self._prefill_split(scheduled)
+            self.clock += self.step_s(tok, len(scheduled), pre, ctx, pairs, sampled, prefill_seqs=chunks,  # type: ignore[call-arg]
+                                      prefill_pairs=chunk_pairs)
+        else:
+            self.clock += self.step_s(tok, len(scheduled), pre, ctx, pairs, sampled)
         self.peak = max(self.peak, self.config.num_gpu_blocks - self.free)
         self.max_running = max(self.max_running, len(self.running))
         if self.record:

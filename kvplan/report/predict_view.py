@@ -45,6 +45,8 @@ def render_prediction(console: Console, figures: dict[str, Any], title: str) -> 
         for label, key, spec in rows:
             table.add_row(label, _fmt(figures.get(key), spec))
     console.print(table)
+    for op, source in (figures.get("step_cost_sources") or {}).items():  # what each op was timed from
+        console.print(f"[dim]step cost, {op}: {source}[/dim]", soft_wrap=True, highlight=False)
 
 
 def render_plan(console: Console, answer: dict[str, Any]) -> None:

@@ -1,0 +1,157 @@
+"""kvplan predict vs NVIDIA AIConfigurator on AIConfigurator's own measured vLLM runs, side by side.
+
+The rows: `systems/silicon_sample.csv` of aiconfigurator-core 0.12.0 (vLLM, aggregated serving, H100 /
+H200 / B200 SXM), up to --per-model rows per model (seeded sample). Each is a closed loop: `batch_size`
+concurrent requests of `isl` prompt and `osl` output tokens. kvplan simulates vLLM's scheduler with
+--max-concurrency batch_size over 3 x batch_size requests (12 to 600) and times steps with
+--perf-model (roofline, kernels, or both); AIConfigurator's `cli_estimate(mode="agg")` runs in the
+Python given by --aic-python (a venv with `pip install aiconfigurator==0.12.0`). Prints median and
+P90 |error| of mean TTFT and TPOT per tool, over the rows every tool predicts, per model and GPU.
+
+    .venv/bin/pip install "kvplan[kernels]"        # the kernel tables
+    python3 -m venv /tmp/aic && /tmp/aic/bin/pip install aiconfigurator==0.12.0
+    .venv/bin/python benchmarks/aic_silicon.py --aic-python /tmp/aic/bin/python [--per-model 30]
+
+Rows kvplan cannot express yet (expert parallel, attention data parallel) are counted and skipped.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = REPO / "tests" / "data" / "aiconfigurator" / "model_configs"
+MODELS = {"Qwen/Qwen3-32B": ("Qwen--Qwen3-32B", None), "Qwen/Qwen3-235B-A22B-FP8": ("Qwen--Qwen3-235B-A22B-FP8", None),
+          "meta-llama/Llama-3.1-70B": ("meta-llama--Meta-Llama-3.1-70B", None),
+          "openai/gpt-oss-120b": ("openai--gpt-oss-120b", None), "MiniMaxAI/MiniMax-M2.5": ("MiniMaxAI--MiniMax-M2.5", None),
+          "moonshotai/Kimi-K2.5": ("moonshotai--Kimi-K2.5", None),
+          "nvidia/Llama-3.1-8B-Instruct-FP8": ("meta-llama--Meta-Llama-3.1-8B", "fp8")}
+GPUS = {"h100_sxm": "h100-sxm-80gb", "h200_sxm": "h200-sxm-141gb", "b200_sxm": "b200-sxm-180gb"}
+
+AIC_WORKER = r'''
+import csv, json, sys, logging, warnings
+warnings.filterwarnings("ignore"); logging.disable(logging.CRITICAL)
+from aiconfigurator.cli.api import cli_estimate
+rows, out = json.load(open(sys.argv[1])), {}
+for r in rows:
+    try:
+        res = cli_estimate(r["model_path"], r["system"], mode="agg", backend_name="vllm", isl=r["isl"], osl=r["osl"],
+                           batch_size=r["batch_size"], tp_size=r["tp"], pp_size=r["pp"], attention_dp_size=r["dp"],
+                           moe_tp_size=r["moe_tp"], moe_ep_size=r["ep"], gemm_quant_mode=r["gemm"], moe_quant_mode=r["moe"])
+        out[r["id"]] = [res.ttft, res.tpot]
+    except Exception as exc:  # a row AIConfigurator cannot estimate is recorded, not fatal
+        out[r["id"]] = str(exc)[:200]
+json.dump(out, open(sys.argv[2], "w"))
+'''
+
+
+def _int(v: str, default: int | None = None) -> int | None:
+    try:
+        return int(float(v))
+    except (TypeError, ValueError):
+        return default
+
+
+def silicon_rows(path: Path, per_model: int, seed: int) -> list[dict]:
+    import random
+
+    with path.open() as f:
+        rows = [r for r in csv.DictReader(f) if r["backend"] == "vllm" and r["mode"] == "agg" and r["system"] in GPUS]
+    by_model: dict[str, list[dict]] = {}
+    for r in rows:
+        by_model.setdefault(r["model_path"], []).append(r)
+    rng = random.Random(seed)
+    return [r for m in sorted(by_model) for r in rng.sample(by_model[m], min(per_model, len(by_model[m])))]
+
+
+def kvplan_row(r: dict, perf_model: str, cache: dict) -> tuple[float, float] | str:
+    from kvplan.perf.predict import predict
+    from kvplan.perf.random_dataset import Request
+    from kvplan.plan.engine_args import EngineArgs
+    from kvplan.spec.gpu import load_gpu
+    from kvplan.spec.profiles import load_model
+
+    if _int(r["moe_ep_size"], 1) > 1 or _int(r["attention_dp_size"], 1) > 1:
+        return "expert / attention data parallelism not modelled"
+    name, quant = MODELS.get(r["model_path"], (None, None))
+    if name is None:
+        return "no config"
+    spec = cache.get(name) or cache.setdefault(name, load_model(str(CONFIGS / f"{name}_config.json")))
+    b, isl, osl = _int(r["batch_size"]), _int(r["isl"]), _int(r["osl"])
+    args = EngineArgs.from_flags(gpu=load_gpu(GPUS[r["system"]]), tensor_parallel_size=_int(r["tp_size"], 1),
+                                 max_model_len=isl + osl + 16, quantization=quant)
+    reqs = [Request(0.0, isl, osl) for _ in range(min(max(3 * b, 12), 600))]
+    try:
+        f = predict(spec, args, reqs, max_concurrency=b, perf_model=perf_model).figures
+    except Exception as exc:  # noqa: BLE001 - recorded as the row's outcome
+        return str(exc)[:200]
+    return f["mean_ttft_ms"], f["mean_tpot_ms"]
+
+
+def aic_rows(rows: list[dict], python: str) -> dict[str, object]:
+    payload = [{"id": r["id"], "model_path": r["model_path"], "system": r["system"], "isl": _int(r["isl"]),
+                "osl": _int(r["osl"]), "batch_size": _int(r["batch_size"]), "tp": _int(r["tp_size"], 1),
+                "pp": _int(r["pp_size"], 1), "dp": _int(r["attention_dp_size"], 1), "moe_tp": _int(r["moe_tp_size"]),
+                "ep": _int(r["moe_ep_size"]), "gemm": r["gemm_quant_mode"] or None, "moe": r["moe_quant_mode"] or None}
+               for r in rows]
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst, worker = Path(tmp) / "rows.json", Path(tmp) / "out.json", Path(tmp) / "worker.py"
+        src.write_text(json.dumps(payload))
+        worker.write_text(AIC_WORKER)
+        subprocess.run([python, str(worker), str(src), str(dst)], check=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+        return json.loads(dst.read_text())
+
+
+def _stats(errors: list[float]) -> str:
+    if not errors:
+        return "   -  /   -  "
+    s = sorted(abs(e) for e in errors)
+    return f"{statistics.median(s):5.0%}/{s[min(len(s) - 1, int(0.9 * len(s)))]:5.0%}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--silicon", type=Path, default=None, help="silicon_sample.csv (default: aiconfigurator-core's)")
+    ap.add_argument("--aic-python", default=None, help="a Python with aiconfigurator==0.12.0 (else kvplan only)")
+    ap.add_argument("--per-model", type=int, default=30)
+    ap.add_argument("--perf-model", default="both", choices=["roofline", "kernels", "both"])
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    from kvplan.perf.kernel_tables import data_root
+
+    root = data_root()
+    path = a.silicon or (root.parent / "silicon_sample.csv" if root else None)
+    if path is None or not path.is_file():
+        sys.exit("no silicon_sample.csv: pip install 'kvplan[kernels]' or pass --silicon")
+    rows = silicon_rows(path, a.per_model, a.seed)
+    tools: dict[str, dict[str, object]] = {}
+    cache: dict = {}
+    for pm in (["roofline", "kernels"] if a.perf_model == "both" else [a.perf_model]):
+        tools[f"kvplan-{pm}"] = {r["id"]: kvplan_row(r, pm, cache) for r in rows}
+    if a.aic_python:
+        tools["aiconfigurator"] = aic_rows(rows, a.aic_python)
+    common = [r for r in rows if all(isinstance(t.get(r["id"]), (list, tuple)) for t in tools.values())]
+    print(f"{len(rows)} silicon rows sampled; every tool predicts {len(common)}; skipped per tool: "
+          + ", ".join(f"{n} {sum(not isinstance(v, (list, tuple)) for v in t.values())}" for n, t in tools.items()))
+    groups = {"all": common}
+    for key in ("model_path", "system"):
+        for r in common:
+            groups.setdefault(r[key], []).append(r)
+    print(f"{'rows (median / P90 |error|)':36s} " + "  ".join(f"{n:>14s} TTFT      TPOT      " for n in tools))
+    for label, rs in groups.items():
+        cells = []
+        for t in tools.values():
+            ttft = [t[r["id"]][0] / float(r["silicon_ttft_ms"]) - 1 for r in rs]  # type: ignore[index]
+            tpot = [t[r["id"]][1] / float(r["silicon_tpot_ms"]) - 1 for r in rs]  # type: ignore[index]
+            cells.append(f"{'':14s} {_stats(ttft)} {_stats(tpot)}")
+        print(f"{label[:32]:32s} n={len(rs):3d} " + "  ".join(cells))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,263 @@
+"""GPU step time from measured kernels: each op of one engine step looked up in AIConfigurator's
+vLLM timing tables (`kernel_tables`), a physical roofline only for the ops it has not measured.
+
+One step on one GPU of a TP group (pipeline stages run in turn, as in `gpu_cost`):
+
+    per attention layer   QKV and O GEMMs (m = the step's tokens); context attention of the prefill
+                          chunks (the table's full-prompt time scaled to the chunk's query x key
+                          pairs); generation attention of the decode requests (batch, mean context)
+    per MLP layer         gate_up and down GEMMs; an MoE layer: the measured fused-MoE kernel at
+                          the step's tokens (router and shared experts as GEMMs)
+    TP > 1                two all-reduces per layer of tokens x hidden bf16 values (vLLM's custom
+                          all-reduce, CUDA-graph timings)
+    LM head               m = the requests that sample a token
+    host                  kvplan's fitted per-step and per-request overheads (`gpu_cost.Coefficients`)
+
+`sources` names, per op, the table (system, vLLM version) or "roofline" it was timed from.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Callable
+
+import numpy as np
+
+from kvplan.errors import KvplanError
+from kvplan.perf.gpu_cost import Coefficients, GpuStepModel, compute_peak_flops, fitted_coefficients
+from kvplan.perf.kernel_tables import AIC_SYSTEMS, LogGrid, data_root, system_tables
+from kvplan.plan import overheads as oh
+from kvplan.spec.gpu import GpuSpec
+from kvplan.spec.model import ModelSpec
+from kvplan.spec.params import moe_shape
+
+MOE_DISTRIBUTION = "power_law_1.2"  # measured with skewed routing, as real traffic is (else "balanced")
+ATTENTION_KINDS = ("full", "sliding", "chunked")
+
+
+def kernel_gemm_dtype(spec: ModelSpec, quantization: str | None) -> str | None:
+    """The GEMM table a model's linear layers run on in vLLM, or None (not measured: roofline)."""
+    method = quantization if quantization and quantization != "none" and spec.quant.method == "none" else spec.quant.method
+    if method == "none":
+        return "bfloat16"
+    if method == "fp8":
+        block = (spec.config.get("quantization_config") or {}).get("weight_block_size")
+        return "fp8_block" if block else "fp8"
+    return None
+
+
+@dataclass
+class KernelStepModel:
+    """`step_s` of one model on one measured GPU; same call as `GpuStepModel.step_s`."""
+
+    spec: ModelSpec
+    tp: int
+    roofline: GpuStepModel  # the physical model: fallback ops and the host overheads
+    gemm: Callable[[float, float, float], float] | None
+    context_attention: Callable[[float, float], float] | None
+    generation_attention: Callable[[float, float], float] | None
+    moe: Callable[[float], float] | None
+    allreduce: Callable[[float], float] | None
+    sources: dict[str, str] = field(default_factory=dict)
+    peak_flops_per_s: float = 0.0
+    bandwidth_bytes_per_s: float = 0.0
+    takes_prefill_split = True  # the scheduler passes prefill_seqs / prefill_pairs
+
+    @property
+    def coefficients(self) -> Coefficients:
+        return self.roofline.coefficients
+
+    # --- ops, in ms ------------------------------------------------------------------------------
+    def _gemm_ms(self, m: float, n: float, k: float) -> float:
+        if m <= 0 or n <= 0 or k <= 0:
+            return 0.0
+        if self.gemm is not None:
+            return self.gemm(m, n, k)
+        c = self.coefficients
+        flops, read = 2.0 * m * n * k, 2.0 * n * k  # weights dominate the bytes of a small-m GEMM
+        return 1e3 * max(flops / (self.peak_flops_per_s * c.gemm_efficiency),
+                         read / (self.bandwidth_bytes_per_s * c.hbm_efficiency))
+
+    @lru_cache(maxsize=4096)  # noqa: B019 - one model object per prediction; steps repeat their token counts
+    def _linear_ms(self, tokens: int, sampled: int) -> float:
+        s, tp, h = self.spec, self.tp, self.spec.hidden_size
+        d, heads, kv = s.head_dim, s.num_attention_heads, s.num_kv_heads
+        attn_layers = sum(1 for x in s.layers if x.kind in ATTENTION_KINDS)
+        qkv = self._gemm_ms(tokens, (heads + 2 * kv) * d / tp, h) + self._gemm_ms(tokens, h, heads * d / tp)
+        n_exp, k, inter, n_shared = moe_shape(s.config) if s.config else (0, 0, 0, 0)
+        expert = 3 * h * inter if inter else 0
+        n_moe = round(s.params.experts / (n_exp * expert)) if n_exp and expert else 0
+        n_dense = max(0, s.num_layers - n_moe)
+        dense_inter = s.intermediate_size
+        mlp = n_dense * (self._gemm_ms(tokens, 2 * dense_inter / tp, h) + self._gemm_ms(tokens, h, dense_inter / tp))
+        if n_moe:
+            routed = self.moe(tokens) if self.moe is not None else self._moe_roofline_ms(tokens, n_exp, k, expert)
+            shared = n_shared * (self._gemm_ms(tokens, 2 * inter / tp, h) + self._gemm_ms(tokens, h, inter / tp))
+            mlp += n_moe * (routed + shared + self._gemm_ms(tokens, n_exp, h))
+        comm = 0.0
+        if self.tp > 1:
+            per = self.allreduce(tokens * h) if self.allreduce is not None else self._allreduce_roofline_ms(tokens * h)
+            comm = 2 * s.num_layers * per
+        head = self._gemm_ms(sampled, s.vocab_size / tp, h)
+        return attn_layers * qkv + mlp + comm + head
+
+    def _moe_roofline_ms(self, tokens: float, n_exp: int, k: int, expert: int) -> float:
+        c = self.coefficients
+        touched = 1.0 - (1.0 - k / n_exp) ** tokens
+        read = n_exp * touched * expert * self.roofline.expert_bytes / max(self.spec.params.experts, 1) * self.tp
+        flops = 2.0 * tokens * k * expert / self.tp
+        return 1e3 * max(read / self.tp / (self.bandwidth_bytes_per_s * c.hbm_efficiency),
+                         flops / (self.peak_flops_per_s * c.gemm_efficiency))
+
+    def _allreduce_roofline_ms(self, values: float) -> float:
+        r, c = self.roofline, self.coefficients
+        latency, eff = ((c.nvlink_allreduce_latency_s, c.nvlink_efficiency) if r.nvlink
+                        else (c.allreduce_latency_s, c.link_efficiency))
+        return 1e3 * (latency + values * 2 * 2 * (self.tp - 1) / self.tp / (r.link_bytes_per_s * eff))
+
+    def _attention_ms(self, prefill_seqs: float, prefill_tokens: float, prefill_pairs: float,
+                      decode_seqs: float, decode_context: float) -> float:
+        layers = sum(1 for x in self.spec.layers if x.kind in ATTENTION_KINDS)
+        total = 0.0
+        if prefill_tokens > 0 and prefill_pairs > 0:
+            if self.context_attention is None:
+                total += self.roofline.attention_flops_per_pair * prefill_pairs / (
+                    self.roofline.attention_peak_flops_per_s * self.coefficients.attention_efficiency) * 1e3 / max(layers, 1)
+            else:
+                # one sequence of the chunks' mean length, scaled to the chunks' query x key pairs
+                length = max(1.0, (2.0 * prefill_pairs / max(prefill_seqs, 1.0)) ** 0.5)
+                full = self.context_attention(1.0, length)
+                total += full * prefill_pairs / (length * (length + 1) / 2.0)
+        if decode_seqs > 0:
+            mean = max(1.0, decode_context / decode_seqs)
+            if self.generation_attention is None:
+                total += decode_context * self.roofline.kv_bytes_per_token / max(layers, 1) / (
+                    self.bandwidth_bytes_per_s * self.coefficients.kv_efficiency) * 1e3
+            else:
+                total += self.generation_attention(decode_seqs, mean)
+        return layers * total
+
+    # --- the step ---------------------------------------------------------------------------------
+    def step_s(self, tokens: Any, seqs: Any, prefill_tokens: Any, context_tokens: Any, attention_pairs: Any,
+               sampled: Any, prefill_seqs: Any = None, prefill_pairs: Any = None) -> Any:
+        if np.ndim(context_tokens) or np.ndim(tokens):  # a stretch of decode steps at once
+            arrays = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in
+                                           (tokens, seqs, prefill_tokens, context_tokens, attention_pairs, sampled)))
+            return np.array([self.step_s(*(float(a[i]) for a in arrays), prefill_seqs=prefill_seqs,
+                                         prefill_pairs=prefill_pairs) for i in range(arrays[0].size)])
+        tokens, seqs, prefill_tokens = int(tokens), int(seqs), int(prefill_tokens)
+        if prefill_pairs is None:  # a caller without the split: chunks are what is not one-token decodes
+            prefill_pairs = max(0.0, float(attention_pairs) - (float(context_tokens) if not prefill_tokens else 0.0))
+        decode_seqs = max(0, tokens - prefill_tokens)
+        p_seqs = float(prefill_seqs) if prefill_seqs is not None else (1.0 if prefill_tokens else 0.0)
+        decode_context = max(0.0, float(attention_pairs) - float(prefill_pairs))
+        gpu_ms = self._linear_ms(tokens, int(sampled)) + self._attention_ms(p_seqs, prefill_tokens, float(prefill_pairs),
+                                                                            decode_seqs, decode_context)
+        c = self.coefficients
+        gpu = gpu_ms / 1e3 + (self.spec.num_layers * c.eager_layer_overhead_s if self.roofline.enforce_eager else 0.0)
+        if self.roofline.legacy:
+            return gpu + c.legacy_step_overhead_s + c.legacy_seq_overhead_s * seqs
+        return max(gpu + c.step_overhead_s, c.seq_overhead_s * seqs)
+
+    def __hash__(self) -> int:  # lru_cache on methods keys on the instance
+        return id(self)
+
+    @classmethod
+    def build(cls, spec: ModelSpec, gpu: GpuSpec, *, tp: int = 1, pp: int = 1, dtype: str = "auto",
+              quantization: str | None = None, kv_cache_dtype: str = "auto",
+              vllm_version: str = oh.DEFAULT_VLLM_VERSION, enforce_eager: bool = False,
+              coefficients: Coefficients | None = None) -> KernelStepModel:
+        system = AIC_SYSTEMS.get(gpu.name)
+        root = data_root()
+        if system is None or root is None:
+            raise KvplanError(f"no measured kernels for {gpu.name}: "
+                              + ("install them with pip install 'kvplan[kernels]' (aiconfigurator-core's vLLM tables)"
+                                 if root is None else f"measured GPUs: {', '.join(sorted(AIC_SYSTEMS))}")
+                              + "; --perf-model roofline times it from the datasheet")
+        roofline = GpuStepModel.build(spec, gpu, tp=tp, pp=pp, dtype=dtype, quantization=quantization,
+                                      kv_cache_dtype=kv_cache_dtype, vllm_version=vllm_version,
+                                      enforce_eager=enforce_eager, coefficients=coefficients or fitted_coefficients()[0])
+        tables = system_tables(system, str(root))
+        sources: dict[str, str] = {}
+        gemm_dtype = kernel_gemm_dtype(spec, quantization)
+        kv_dtype = "fp8" if spec.kv_dtype(kv_cache_dtype).bits == 8 else "bfloat16"
+        heads, kv_heads = spec.num_attention_heads // tp, max(1, spec.num_kv_heads // tp)
+        gemm = _gemm_grid(tables, gemm_dtype, sources)
+        context, generation = (None, None) if spec.is_mla else _attention_grids(tables, heads, kv_heads, spec.head_dim,
+                                                                                kv_dtype, sources)
+        moe = _moe_grid(tables, spec, gemm_dtype, tp, sources)
+        allreduce = _allreduce_grid(tables, tp, sources) if tp > 1 else None
+        for op in ("gemm", "context_attention", "generation_attention", "moe", "allreduce"):
+            sources.setdefault(op, "roofline (datasheet, kvplan's global coefficients)")
+        if not (spec.config and moe_shape(spec.config)[0]):
+            sources.pop("moe", None)  # a dense model has no MoE op
+        if tp == 1:
+            sources.pop("allreduce", None)
+        return cls(spec, tp, roofline, gemm, context, generation, moe, allreduce, sources,
+                   peak_flops_per_s=compute_peak_flops(gpu, spec.quant.method),
+                   bandwidth_bytes_per_s=float(gpu.memory_bandwidth_gbps or 0) * 1e9)
+
+
+def _gemm_grid(tables: dict, dtype: str | None, sources: dict[str, str]) -> Callable[[float, float, float], float] | None:
+    ref = tables.get("gemm")
+    if ref is None or dtype is None:
+        return None
+    rows = ref.frame[ref.frame["gemm_dtype"] == dtype]
+    if rows.empty:
+        return None
+    grid = LogGrid(rows, ["m", "n", "k"])
+    bf16 = ref.frame[ref.frame["gemm_dtype"] == "bfloat16"]
+    sources["gemm"] = f"{ref.source} gemm_dtype={dtype}"
+    if dtype == "bfloat16" or bf16.empty:
+        return grid
+    # an 8-bit GEMM reads half the weight bytes of the bf16 one: in a CUDA-graph step it is not slower.
+    # Some tables time small block-fp8 GEMMs at 0.17-0.27 ms (B200 DeepGEMM, m <= 16), 30x the bf16
+    # kernel and more than whole measured decode steps allow: host-side cost, not the kernel's.
+    sources["gemm"] += " (at most the bf16 kernel's time)"
+    plain = LogGrid(bf16, ["m", "n", "k"])
+    return lambda m, n, k: min(grid(m, n, k), plain(m, n, k))
+
+
+def _attention_grids(tables: dict, heads: int, kv_heads: int, head_dim: int, kv_dtype: str,
+                     sources: dict[str, str]) -> tuple[Any, Any]:
+    out = []
+    for name, axes in (("context_attention", ["batch_size", "isl"]), ("generation_attention", ["batch_size", "step"])):
+        ref = tables.get(name)
+        grid = None
+        if ref is not None:
+            f = ref.frame
+            rows = f[(f["num_heads"] == heads) & (f["num_key_value_heads"] == kv_heads) & (f["head_dim"] == head_dim)
+                     & (f["kv_cache_dtype"] == kv_dtype) & (f["window_size"] == 0)]
+            if not rows.empty:
+                grid = LogGrid(rows, axes)
+                sources[name] = f"{ref.source} heads={heads}/{kv_heads}x{head_dim} kv={kv_dtype}"
+        out.append(grid)
+    return out[0], out[1]
+
+
+def _moe_grid(tables: dict, spec: ModelSpec, dtype: str | None, tp: int, sources: dict[str, str]) -> Any:
+    ref = tables.get("moe")
+    n_exp, k, inter, _ = moe_shape(spec.config) if spec.config else (0, 0, 0, 0)
+    if ref is None or not n_exp or dtype is None:
+        return None
+    f = ref.frame
+    rows = f[(f["moe_dtype"] == dtype) & (f["hidden_size"] == spec.hidden_size) & (f["inter_size"] == inter)
+             & (f["topk"] == k) & (f["num_experts"] == n_exp) & (f["moe_tp_size"] == tp) & (f["moe_ep_size"] == 1)]
+    if rows.empty:
+        return None
+    dist = MOE_DISTRIBUTION if (rows["distribution"] == MOE_DISTRIBUTION).any() else "balanced"
+    rows = rows[rows["distribution"] == dist]
+    sources["moe"] = f"{ref.source} {dtype} {n_exp}x{inter} top{k} tp{tp} {dist}"
+    return LogGrid(rows, ["num_tokens"])
+
+
+def _allreduce_grid(tables: dict, tp: int, sources: dict[str, str]) -> Any:
+    ref = tables.get("allreduce")
+    if ref is None:
+        return None
+    f = ref.frame
+    rows = f[(f["num_gpus"] == tp) & (f["backend"] == "vllm_graph")]
+    if rows.empty:
+        return None
+    sources["allreduce"] = f"{ref.source} custom all-reduce x{tp} (CUDA graph)"
+    return LogGrid(rows, ["message_size"])

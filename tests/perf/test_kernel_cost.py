@@ -1,0 +1,120 @@
+"""The measured-kernel step cost (kvplan.perf.kernel_cost) on a copied subset of AIConfigurator's
+H100 vLLM 0.24.0 tables (tests/data/aiconfigurator/kernels, SOURCES.md)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from kvplan.errors import KvplanError
+from kvplan.perf.gpu_cost import GpuStepModel
+from kvplan.perf.kernel_cost import KernelStepModel
+from kvplan.perf.kernel_tables import DATA_ENV, LogGrid, system_tables
+from kvplan.spec.gpu import load_gpu
+from kvplan.spec.profiles import load_model
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "aiconfigurator" / "kernels"
+
+
+@pytest.fixture()
+def kernels(monkeypatch) -> KernelStepModel:
+    monkeypatch.setenv(DATA_ENV, str(DATA))
+    system_tables.cache_clear()
+    return KernelStepModel.build(load_model("llama-3.1-8b-instruct"), load_gpu("h100-sxm-80gb"), tp=2)
+
+
+def test_grid_is_exact_on_its_points_and_log_linear_between() -> None:
+    frame = pd.DataFrame({"m": [1, 4, 16, 1, 4, 16], "n": [8, 8, 8, 64, 64, 64], "latency": [1.0, 2.0, 4.0, 3.0, 5.0, 9.0]})
+    grid = LogGrid(frame, ["m", "n"])
+    assert grid(4, 8) == 2.0 and grid(16, 64) == 9.0
+    assert grid(2, 8) == pytest.approx(1.5)  # halfway in log(m)
+    assert grid(32, 8) == pytest.approx(8.0)  # twice the largest m: twice the time
+    # a slow outlier at a smaller point drops to the next larger point's time
+    noisy = LogGrid(pd.DataFrame({"m": [1, 2, 4], "latency": [0.5, 9.0, 1.0]}), ["m"])
+    assert noisy(2) == 1.0 and noisy(1) == 0.5
+
+
+def test_every_op_names_its_table(kernels: KernelStepModel) -> None:
+    """Llama-3.1-8B at TP2: 16/4 heads of 128 per GPU are not in the copied attention subset (32/8
+    are), so attention falls back to the roofline and says so; GEMMs and all-reduce are measured."""
+    s = kernels.sources
+    assert s["gemm"].startswith("h100_sxm/gemm vllm 0.24.0") and "bfloat16" in s["gemm"]
+    assert s["allreduce"].startswith("h100_sxm/comm vllm 0.24.0")
+    assert s["context_attention"].startswith("roofline") and "moe" not in s
+
+
+def test_measured_attention_when_the_heads_match(monkeypatch) -> None:
+    monkeypatch.setenv(DATA_ENV, str(DATA))
+    system_tables.cache_clear()
+    model = KernelStepModel.build(load_model("llama-3.1-8b-instruct"), load_gpu("h100-sxm-80gb"), tp=1)
+    assert model.sources["generation_attention"].startswith("h100_sxm/attention vllm 0.24.0 heads=32/8x128")
+    assert "allreduce" not in model.sources  # TP1 has none
+
+
+def test_decode_step_is_near_the_roofline(kernels: KernelStepModel) -> None:
+    """Two independent models of one decode step of 32 requests agree within a factor of 2."""
+    spec, gpu = load_model("llama-3.1-8b-instruct"), load_gpu("h100-sxm-80gb")
+    roof = GpuStepModel.build(spec, gpu, tp=2)
+    ctx = 32 * 1024
+    measured, physical = kernels.step_s(32, 32, 0, ctx, ctx, 32), roof.step_s(32, 32, 0, ctx, ctx, 32)
+    assert 0.5 < measured / physical < 2.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(tokens=st.integers(1, 8192), extra=st.integers(1, 4096), ctx=st.integers(1, 10**6))
+def test_step_cost_is_monotone_in_its_work(tokens: int, extra: int, ctx: int) -> None:
+    model = _model()
+    a = model.step_s(tokens, tokens, 0, ctx + tokens, ctx + tokens, tokens)
+    assert model.step_s(tokens + extra, tokens + extra, 0, ctx + tokens, ctx + tokens, tokens) >= a  # more tokens
+    assert model.step_s(tokens, tokens, 0, ctx + tokens + extra, ctx + tokens + extra, tokens) >= a  # longer contexts
+    pre = model.step_s(tokens, 1, tokens, tokens, tokens * (tokens + 1) // 2, 1, prefill_seqs=1,
+                       prefill_pairs=tokens * (tokens + 1) // 2)
+    longer = model.step_s(tokens + extra, 1, tokens + extra, tokens + extra, (tokens + extra) * (tokens + extra + 1) // 2,
+                          1, prefill_seqs=1, prefill_pairs=(tokens + extra) * (tokens + extra + 1) // 2)
+    assert longer >= pre
+
+
+_CACHE: dict[str, KernelStepModel] = {}
+
+
+def _model() -> KernelStepModel:
+    """Built once for the property test (hypothesis runs it many times; no fixture per example)."""
+    import os
+
+    if "m" not in _CACHE:
+        before = os.environ.get(DATA_ENV)
+        os.environ[DATA_ENV] = str(DATA)
+        try:
+            system_tables.cache_clear()
+            _CACHE["m"] = KernelStepModel.build(load_model("llama-3.1-8b-instruct"), load_gpu("h100-sxm-80gb"), tp=2)
+        finally:
+            if before is None:
+                os.environ.pop(DATA_ENV)
+            else:
+                os.environ[DATA_ENV] = before
+    return _CACHE["m"]
+
+
+def test_an_unmeasured_gpu_is_one_line(monkeypatch) -> None:
+    monkeypatch.setenv(DATA_ENV, str(DATA))
+    with pytest.raises(KvplanError, match="no measured kernels for rtx-4090.*--perf-model roofline"):
+        KernelStepModel.build(load_model("llama-3.1-8b-instruct"), load_gpu("rtx-4090"))
+
+
+def test_predict_uses_and_reports_the_kernels(monkeypatch) -> None:
+    from kvplan.perf.predict import predict
+    from kvplan.perf.random_dataset import Request
+    from kvplan.plan.engine_args import EngineArgs
+
+    monkeypatch.setenv(DATA_ENV, str(DATA))
+    system_tables.cache_clear()
+    args = EngineArgs.from_flags(gpu=load_gpu("h100-sxm-80gb"), max_model_len=4096)
+    reqs = [Request(0.0, 1024, 64) for _ in range(16)]
+    spec = load_model("llama-3.1-8b-instruct")
+    measured = predict(spec, args, reqs, max_concurrency=8, perf_model="kernels").figures
+    physical = predict(spec, args, reqs, max_concurrency=8, perf_model="roofline").figures
+    assert measured["step_cost_sources"]["gemm"].startswith("h100_sxm/gemm")
+    assert physical["step_cost_sources"] == {"all ops": "roofline (datasheet, kvplan's global coefficients)"}
+    assert 0.5 < measured["mean_tpot_ms"] / physical["mean_tpot_ms"] < 2.0
