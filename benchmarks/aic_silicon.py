@@ -2,8 +2,9 @@
 
 The rows: `systems/silicon_sample.csv` of aiconfigurator-core 0.12.0 (vLLM, aggregated serving, H100 /
 H200 / B200 SXM), up to --per-model rows per model (seeded sample). Each is a closed loop: `batch_size`
-concurrent requests of `isl` prompt and `osl` output tokens. kvplan simulates vLLM's scheduler with
---max-concurrency batch_size over 3 x batch_size requests (12 to 600) and times steps with
+concurrent requests of `isl` prompt and `osl` output tokens, measured in steady state. kvplan simulates
+vLLM's scheduler with --max-concurrency batch_size over 3 x batch_size requests (12 to 600), the
+sessions out of step (starts spread evenly over one request's predicted duration), and times steps with
 --perf-model (roofline, kernels, or both); AIConfigurator's `cli_estimate(mode="agg")` runs in the
 Python given by --aic-python (a venv with `pip install aiconfigurator==0.12.0`). Prints median and
 P90 |error| of mean TTFT and TPOT per tool, over the rows every tool predicts, per model and GPU.
@@ -86,9 +87,15 @@ def kvplan_row(r: dict, perf_model: str, cache: dict) -> tuple[float, float] | s
     b, isl, osl = _int(r["batch_size"]), _int(r["isl"]), _int(r["osl"])
     args = EngineArgs.from_flags(gpu=load_gpu(GPUS[r["system"]]), tensor_parallel_size=_int(r["tp_size"], 1),
                                  max_model_len=isl + osl + 16, quantization=quant)
-    reqs = [Request(0.0, isl, osl) for _ in range(min(max(3 * b, 12), 600))]
+    n = min(max(3 * b, 12), 600)
     try:
-        f = predict(spec, args, reqs, max_concurrency=b, perf_model=perf_model).figures
+        # the measured runs are steady-state closed loops: each session sends its next request when the
+        # last ends, and the sessions are out of step (not all prefilling at once). One pass gives a
+        # request's duration; the second spreads the sessions' starts evenly over it.
+        first = predict(spec, args, [Request(0.0, isl, osl) for _ in range(n)], max_concurrency=b, perf_model=perf_model)
+        gap_s = first.figures["mean_e2el_ms"] / 1e3 / b
+        f = predict(spec, args, [Request(i * gap_s, isl, osl) for i in range(n)], max_concurrency=b,
+                    perf_model=perf_model).figures
     except Exception as exc:  # noqa: BLE001 - recorded as the row's outcome
         return str(exc)[:200]
     return f["mean_ttft_ms"], f["mean_tpot_ms"]
@@ -122,6 +129,7 @@ def main() -> None:
     ap.add_argument("--per-model", type=int, default=30)
     ap.add_argument("--perf-model", default="both", choices=["roofline", "kernels", "both"])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--aic-cache", type=Path, default=None, help="AIConfigurator's answers: read if present, else written")
     a = ap.parse_args()
     from kvplan.perf.kernel_tables import data_root
 
@@ -134,8 +142,12 @@ def main() -> None:
     cache: dict = {}
     for pm in (["roofline", "kernels"] if a.perf_model == "both" else [a.perf_model]):
         tools[f"kvplan-{pm}"] = {r["id"]: kvplan_row(r, pm, cache) for r in rows}
-    if a.aic_python:
+    if a.aic_cache and a.aic_cache.is_file():
+        tools["aiconfigurator"] = json.loads(a.aic_cache.read_text())
+    elif a.aic_python:
         tools["aiconfigurator"] = aic_rows(rows, a.aic_python)
+        if a.aic_cache:
+            a.aic_cache.write_text(json.dumps(tools["aiconfigurator"]))
     common = [r for r in rows if all(isinstance(t.get(r["id"]), (list, tuple)) for t in tools.values())]
     print(f"{len(rows)} silicon rows sampled; every tool predicts {len(common)}; skipped per tool: "
           + ", ".join(f"{n} {sum(not isinstance(v, (list, tuple)) for v in t.values())}" for n, t in tools.items()))

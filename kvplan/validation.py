@@ -34,6 +34,15 @@ def short_repr(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def number_problem(exc: ValueError) -> str:
+    """One phrase for a ValueError from parsing a file: Python's 4,300-digit limit on integer
+    conversion said plainly, else the parser's own first line."""
+    text = str(exc)
+    if "integer string conversion" in text or "int_max_str_digits" in text:
+        return "a number has more than 4,300 digits; no setting kvplan reads is that large"
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
 def path_text(loc: tuple[str | int, ...]) -> str:
     """('workload', 'classes', 1, 'name') -> 'workload.classes[1].name'."""
     out = ""

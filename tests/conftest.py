@@ -57,7 +57,7 @@ def _serial_or_shared(request: pytest.FixtureRequest, tmp_path_factory: pytest.T
 
 # --- the fuzz suite's case count, summed over xdist workers (tests/fuzz/conftest.py records it) ----
 FUZZ_DIR = Path(__file__).resolve().parent / "fuzz"
-MIN_FUZZ_CASES = 500  # per run of the whole fuzz suite
+MIN_FUZZ_CASES = 1000  # per run of the whole fuzz suite (CLI, files, serve bodies, target streams)
 _FUZZ_CASES: dict[str, int] = {}
 _FUZZ_TESTS_RUN: set[str] = set()
 

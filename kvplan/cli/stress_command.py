@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 @app.command()
 def stress(
     scenario: Annotated[Path, typer.Option("--scenario", "-s", help="A scenario YAML file, or a bundled scenario by name (`kvplan scenarios` lists them).")],
-    out: Annotated[Optional[Path], typer.Option("--out", help="Output folder (default: a new reports/<scenario>/<UTC time>, linked as reports/<scenario>/latest).")] = None,
+    out: Annotated[Optional[str], typer.Option("--out", help="Output folder (default: a new reports/<scenario>/<UTC time>, linked as reports/<scenario>/latest).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace the run already in --out.", metavar="")] = False,
     allocator: Annotated[str, typer.Option(help="paged, contiguous, or both (same KV memory, side by side).")] = "paged",
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.", metavar="")] = False,
@@ -42,7 +42,9 @@ def stress(
     """Run a scenario on the bundled engine (or a server) and compare with the prediction made first."""
     from kvplan.stress.command import StressOptions
 
-    outcome = stress_and_report(StressOptions(scenario, out_dir=out, allocator=allocator, progress=not no_progress,
+    if out is not None and not out.strip():
+        raise KvplanError("--out is empty: name a folder (or leave --out out for a new reports/<scenario>/<time>)")
+    outcome = stress_and_report(StressOptions(scenario, out_dir=Path(out) if out is not None else None, allocator=allocator, progress=not no_progress,
                                     calibration=calibration, recalibrate=recalibrate, target=target, api=api,
                                     served_model_name=served_model_name, api_key_env=api_key_env, timeout_s=timeout_s,
                                     force=force, server_kind=server_kind, tokenizer=tokenizer, output_format=output_format,

@@ -34,6 +34,7 @@ class Sampler:
                 if p.top_p < 1.0:  # smallest set whose mass reaches top_p (of what is left)
                     kept = sorted_probs * keep
                     keep &= kept.cumsum(0) - kept < p.top_p * kept.sum()
+                    keep[0] = True  # the likeliest token always stays (a top_p that underflows keeps it alone)
                 probs = torch.zeros_like(probs).scatter_(0, order[keep], sorted_probs[keep])
             tokens[row] = int(torch.multinomial(probs, 1, generator=generators[row] or self.generator))
         return tokens

@@ -27,7 +27,7 @@ from typing import Any, ClassVar, cast
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from kvplan.server.limits import ServeLimits
+from kvplan.server.limits import MAX_HEADER_BYTES, ServeLimits
 from kvplan.server.protocol import ProtocolError
 
 log = logging.getLogger("uvicorn.error")
@@ -96,6 +96,7 @@ class GuardedH11Protocol(H11Protocol):
         super().__init__(*args, **kwargs)
         self._header_timer: asyncio.TimerHandle | None = None
         self._partial = False  # bytes of a request whose headers are not complete have arrived
+        self._head = b""  # the request head received so far (up to the limit), while headers are incomplete
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -108,8 +109,25 @@ class GuardedH11Protocol(H11Protocol):
                 log.warning(note)
 
     def data_received(self, data: bytes) -> None:
+        if not self._in_request() and self._head_too_long(data):
+            message = f"the request headers are longer than {MAX_HEADER_BYTES:,} bytes"
+            self.transport.write(raw_error(431, "Request Header Fields Too Large", message))
+            self.registry.remove(self)
+            self.transport.close()
+            return
         super().data_received(data)
         self._after_io(got_data=True)
+
+    def _head_too_long(self, data: bytes) -> bool:
+        """h11 checks its limit only while a head is incomplete: a long head that arrives whole in one
+        read passes it. This counts the head's bytes up to the blank line, however they arrive."""
+        head = self._head + data[:MAX_HEADER_BYTES + 4]
+        end = head.find(b"\r\n\r\n")
+        if end >= 0:
+            self._head = b""
+            return end > MAX_HEADER_BYTES
+        self._head = head
+        return len(head) > MAX_HEADER_BYTES
 
     def on_response_complete(self) -> None:
         super().on_response_complete()

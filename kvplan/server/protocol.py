@@ -74,6 +74,11 @@ def parse_json_body(raw: bytes, max_depth: int) -> Any:
         raise ProtocolError(400, "the request body is not valid JSON") from None
     if raw.count(b"[") + raw.count(b"{") > max_depth and bracket_depth(raw) > max_depth:
         raise too_deep
+    if b"\\u" in raw and re.search(rb"\\u[dD][89a-fA-F]", raw):  # a \uD800-\uDFFF escape: maybe a lone surrogate
+        try:
+            json.dumps(body, ensure_ascii=False).encode("utf-8")  # pairs were joined by the parse; lone ones fail
+        except UnicodeEncodeError:
+            raise ProtocolError(400, "the request body holds a lone UTF-16 surrogate (\\uD800-\\uDFFF): not valid Unicode") from None
     return body
 
 

@@ -26,6 +26,26 @@ def build_context(engine: LLMEngine, model: str, served_model_name: str | None) 
                         vocab_size=engine.vocab_size)
 
 
+def check_bindable(host: str, port: int) -> None:
+    """One line, before anything is printed or loaded, when `host:port` cannot be served: an address
+    that does not resolve or is not this machine's, or a port in use."""
+    import socket
+
+    from kvplan.errors import KvplanError
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError, ValueError) as exc:
+        raise KvplanError(f"--host {host!r} does not resolve to an address ({exc}); e.g. 127.0.0.1 or 0.0.0.0") from None
+    family, kind, proto, _, addr = infos[0]
+    try:
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+            sock.bind(addr)
+    except OSError as exc:
+        raise KvplanError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
+
+
 def _log_config(access_log: bool) -> dict:
     """uvicorn's logging, quiet but for one access line per request (as `vllm serve` logs them)."""
     import copy
@@ -52,6 +72,7 @@ def serve(model: str, config: EngineConfig, *, host: str, port: int, served_mode
     import uvicorn
 
     limits = limits or ServeLimits()
+    check_bindable(host, port)  # before loading the model or saying "serving on"
     _startup_warnings(host, limits)
     prometheus_client.disable_created_metrics()  # no `_created` series: vLLM's /metrics has none either; this process only serves
     engine = LLMEngine.from_model(model, config, seed=seed)  # unknown names raise a one-line error

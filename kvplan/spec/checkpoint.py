@@ -73,7 +73,7 @@ def header_bytes(path: Path) -> int:
             header = json.loads(fh.read(length))
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read ({exc.strerror or type(exc).__name__})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:  # bad JSON or UTF-8, an integer over 4,300 digits
         raise ConfigError(f"{path}: bad safetensors header (not valid JSON: {type(exc).__name__})") from None
     if not isinstance(header, dict):
         raise ConfigError(f"{path}: bad safetensors header: must be a JSON object, got {type(header).__name__}")
@@ -89,7 +89,7 @@ def index_total_bytes(index: Path) -> int | None:
     text = read_user_file(index, "safetensors index", max_bytes=MAX_INDEX_BYTES)
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:
         raise ConfigError(f"{index}: not valid JSON ({type(exc).__name__})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{index}: must be a JSON object, got {type(data).__name__}")

@@ -24,7 +24,7 @@ from kvplan.spec.layers import (ATTENTION_FREE_TYPES, ATTENTION_KINDS, PER_TOKEN
                                 indexer_layers, kda_layer_indexes)
 from kvplan.spec.longcat_params import ATTENTIONS_PER_LAYER, LONGCAT_TYPES
 from kvplan.spec.state import kda_state
-from kvplan.validation import short_repr
+from kvplan.validation import number_problem, short_repr
 from kvplan.spec.params import ParamCount, count_params
 from kvplan.spec.checkpoint_quant import weight_quant_from_config
 from kvplan.spec.quant import WeightQuant
@@ -378,8 +378,8 @@ def load_config_json(path: Path) -> dict[str, Any]:
     text = read_user_file(path, "config.json", max_bytes=16 * 2**20)  # regular files only, bounded
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise ConfigError(f"{path}: not valid JSON ({str(exc)[:200] or 'nested too deeply'})") from None
+    except (ValueError, RecursionError) as exc:  # ValueError: bad JSON, or an integer over 4,300 digits
+        raise ConfigError(f"{path}: not valid JSON ({number_problem(exc) if isinstance(exc, ValueError) else 'nested too deeply'})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a JSON object")
     return data

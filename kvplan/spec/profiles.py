@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from kvplan.validation import number_problem
 from kvplan.errors import ConfigError, UnknownNameError
 from kvplan.spec.catalog_files import bundled_dir
 from kvplan.spec.model import ModelSpec, load_config_json, spec_from_config, spec_from_path
@@ -37,6 +38,8 @@ def _read_yaml(path: Path) -> Any:
         return yaml.load(path.read_text(), Loader=loader)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: invalid YAML ({exc})") from None
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        raise ConfigError(f"{path}: {number_problem(exc)}") from None
 
 
 def _header_aliases(text: str) -> list[str]:

@@ -27,6 +27,7 @@ from kvplan.stress.scenario import Scenario
 from kvplan.stress.scenario_loader import load_scenario
 from kvplan.stress.target import Target
 from kvplan.stress.workload import RequestSpec, iter_requests
+from kvplan.validation import short_repr
 
 # what a run writes into its folder, by name: --force removes these and nothing else of the user's
 RUN_FILES = ("result.json", "result.vllm.json", "result-paged.json", "result-contiguous.json",
@@ -36,6 +37,8 @@ MAX_GENERATED_REQUESTS = 1_000_000  # the scenario schema's num_requests limit, 
 MAX_PROMPT_TOKENS = 2**27  # ~5 GB of prompt token ids held in memory
 ALLOCATOR_CHOICES = ("paged", "contiguous", "both")
 OUTPUT_FORMATS = ("kvplan", "vllm")  # vllm: result.vllm.json beside result.json
+APIS = ("completions", "chat")
+MAX_TIMEOUT_S = 86_400.0  # a day per request: beyond it a timeout is no bound
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,17 @@ class StressOptions:
     output_format: str = "kvplan"  # "vllm": also result.vllm.json, as `vllm bench serve --save-result` writes
     force: bool = False  # write into an --out folder that holds an earlier run's files (they are removed)
     threads: int | None = None  # the engine's intra-op threads (scenario's engine.num_threads wins otherwise)
+
+    def __post_init__(self) -> None:
+        """Each flag checked once, whether or not the run uses it (a bad value is never ignored)."""
+        if not (math.isfinite(self.timeout_s) and 0 < self.timeout_s <= MAX_TIMEOUT_S):
+            raise KvplanError(f"--timeout-s must be a number of seconds in (0, {MAX_TIMEOUT_S:,}], got {self.timeout_s}")
+        if self.api not in APIS:
+            raise KvplanError(f"--api must be one of {', '.join(APIS)}, got {short_repr(self.api)}")
+        if self.allocator not in ALLOCATOR_CHOICES:
+            raise KvplanError(f"--allocator must be paged, contiguous or both, got {short_repr(self.allocator)}")
+        if self.target is not None and not self.target.strip():
+            raise KvplanError("--target is empty: give the server's URL, e.g. http://127.0.0.1:8000")
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from kvplan.stress.figures import RENAMED_FIGURES
 from kvplan.files import write_text_atomic
 from kvplan.stress.record import RequestRecord
 from kvplan.stress.result_checks import check_result_data
-from kvplan.validation import FieldIssue, format_validation_error, path_text
+from kvplan.validation import FieldIssue, number_problem, format_validation_error, path_text
 
 SCHEMA_VERSION = 1
 MAX_RESULT_BYTES = 1 << 30  # a million-request run is a few hundred MB
@@ -132,6 +132,8 @@ def load_result(path: str | Path) -> RunResult:
         raise KvplanError(f"{p}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
     except RecursionError:
         raise KvplanError(f"{p}: JSON nested too deeply to be a kvplan result") from None
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        raise KvplanError(f"{p}: {number_problem(exc)}") from None
     if not isinstance(data, dict) or "schema_version" not in data:
         raise KvplanError(f"{p}: not a kvplan result (no schema_version)")
     _rename_old_keys(data)

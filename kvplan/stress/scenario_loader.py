@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from kvplan.validation import number_problem
 from kvplan.errors import KvplanError, read_user_file
 from kvplan.spec.catalog_files import bundled_dir
 from kvplan.stress.scenario import Scenario, check_against_model
@@ -141,4 +142,6 @@ def load_scenario(path: str | Path) -> Scenario:
         raise KvplanError(f"{at}: invalid YAML: {exc.problem or exc.context}") from None
     except yaml.YAMLError as exc:
         raise KvplanError(f"{p}: invalid YAML: {str(exc).splitlines()[0]}") from None
+    except ValueError as exc:  # an integer of more than 4,300 digits (Python's conversion limit)
+        raise KvplanError(f"{p}: {number_problem(exc)}") from None
     return parse_scenario(data, str(p))

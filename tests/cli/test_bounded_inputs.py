@@ -3,6 +3,7 @@ line and exit 2, quickly, where they once took tracebacks, tens of GB or an hour
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -29,6 +30,11 @@ CASES = [
     (["estimate", "--model", "qwen3-vl-8b-instruct", "--gpu", "h100", "--limit-mm-per-prompt", "[" * 5000], "--limit-mm-per-prompt"),
     (["stress", "--scenario", "a" * 300], "no such scenario"),
     (["stress", "--scenario", "ci-smoke", "--target", "http://[::1"], "--target"),
+    (["stress", "--scenario", "ci-smoke", "--timeout-s", "nan"], "--timeout-s"),
+    (["stress", "--scenario", "ci-smoke", "--timeout-s", "-1"], "--timeout-s"),
+    (["stress", "--scenario", "ci-smoke", "--api", "xyz"], "--api"),
+    (["stress", "--scenario", "ci-smoke", "--target", ""], "--target"),
+    (["stress", "--scenario", "ci-smoke", "--out", ""], "--out"),
 ]
 
 
@@ -57,3 +63,31 @@ def test_a_bug_is_one_line_with_its_own_exit_code(capsys, monkeypatch) -> None:
     assert info.value.code == 70 and err.startswith("kvplan: internal error: ZeroDivisionError: a bug")
     with pytest.raises(ZeroDivisionError):
         main(["estimate", "--model", "llama-2-7b", "--debug"])
+
+
+def _big_int_files(tmp: Path) -> list[tuple[list[str], str]]:
+    """A 5,000-digit integer (past Python's 4,300-digit conversion limit) in each kind of file kvplan reads."""
+    import json
+    import shutil
+
+    digits = "9" * 5000
+    model = tmp / "model"
+    model.mkdir()
+    config = json.loads((Path(__file__).resolve().parents[1] / "data" / "aiconfigurator" / "model_configs"
+                         / "meta-llama--Meta-Llama-3.1-8B_config.json").read_text())
+    (model / "config.json").write_text(json.dumps(config).replace('"num_hidden_layers": 32', f'"num_hidden_layers": {digits}'))
+    (tmp / "big.yaml").write_text(f"name: big\nnum_requests: {digits}\n")
+    result = tmp / "result.json"
+    shutil.copy(Path(__file__).resolve().parents[2] / "reports" / "baselines" / "ci-smoke.json", result)
+    result.write_text(result.read_text().replace('"schema_version"', f'"x": {digits}, "schema_version"', 1))
+    return [(["estimate", "--model", str(model)], "4,300 digits"), (["stress", "--scenario", str(tmp / "big.yaml")], "4,300 digits"),
+            (["report", str(result), "-o", str(tmp / "r.html")], "4,300 digits"),
+            (["gate", "--baseline", str(result), "--result", str(result)], "4,300 digits")]
+
+
+def test_a_number_past_4300_digits_in_a_file_is_one_line(capsys, tmp_path: Path) -> None:
+    for args, words in _big_int_files(tmp_path):
+        with pytest.raises(SystemExit) as info:
+            main(args)
+        err = capsys.readouterr().err.strip()
+        assert info.value.code == 2 and words in err and len(err.splitlines()) == 1, (args, err)

@@ -36,3 +36,15 @@ def test_client_modules_do_not_import_torch() -> None:
     code = ("import sys, kvplan.cli, kvplan.stress.targets.openai_http, kvplan.stress.telemetry; "
             "sys.exit(1 if 'torch' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
+
+
+@pytest.mark.parametrize("host, words", [("999.1.1.1", "does not resolve"), ("10.255.255.1", "cannot serve on")])
+def test_an_address_that_cannot_be_served_is_one_line_before_serving(host: str, words: str) -> None:
+    """Checked before the model loads or "serving on" is printed (it used to print that, then exit 3)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "kvplan", "serve", "--model", "tiny-llama", "--host", host],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and words in done.stderr and "serving" not in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1

@@ -326,3 +326,37 @@ def test_open_file_limit_is_raised_for_the_connection_cap(monkeypatch: pytest.Mo
     assert set_to[-1] == (2048, 2048) and line is not None and "--max-connections" in line
     monkeypatch.setattr(resource, "getrlimit", lambda _which: (1_000_000, 1_000_000))
     assert raise_open_file_limit(4096) is None and len(set_to) == 2  # high enough already: left alone
+
+
+# --- 4. issue 29: what used to be a 500 or was let through -------------------------------------------
+def test_a_lone_surrogate_is_a_400_and_a_pair_is_text(kvplan_server) -> None:
+    """JSON's \\ud800 escape alone is not Unicode (it was a 500 with a traceback); a pair is an emoji."""
+    for path, body in (("/v1/completions", b'{"model": "tiny", "prompt": "\\ud800 hi", "max_tokens": 2}'),
+                       ("/v1/chat/completions",
+                        b'{"model": "tiny", "messages": [{"role": "user", "content": "a\\udfff"}], "max_tokens": 2}')):
+        r = httpx.post(f"{kvplan_server.url}{path}", content=body, headers={"content-type": "application/json"},
+                       timeout=WAIT_S)
+        assert "surrogate" in _assert_error(r, 400)["message"]
+    ok = httpx.post(f"{kvplan_server.url}/v1/completions", content=b'{"model": "tiny", "prompt": "\\ud83d\\ude00 hi", '
+                    b'"max_tokens": 2}', headers={"content-type": "application/json"}, timeout=WAIT_S)
+    assert ok.status_code == 200, ok.text
+
+
+def test_a_top_p_that_underflows_samples_the_likeliest_token(kvplan_server) -> None:
+    """top_p 1e-320 is in vLLM's range (0, 1] but times a float32 sum is 0: the likeliest token stays."""
+    body = {**COMPLETION, "top_p": 1e-320, "temperature": 1.0}
+    r = httpx.post(f"{kvplan_server.url}/v1/completions", json=body, timeout=WAIT_S)
+    assert r.status_code == 200, r.text
+
+
+def test_headers_over_16_kib_are_a_431_even_in_one_read(kvplan_server) -> None:
+    """h11 checks its limit only while a head is incomplete; a 100 KB head sent at once passed."""
+    body = json.dumps(COMPLETION).encode()
+    head = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Big: " + b"a" * 100_000
+            + b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n")
+    status, _, answer = _split_response(_raw_exchange(kvplan_server.port, head + body))
+    assert status == 431 and "16,384" in json.loads(answer)["error"]["message"]
+    small = head.replace(b"a" * 100_000, b"a" * 10_000)
+    with socket.create_connection(("127.0.0.1", kvplan_server.port), timeout=WAIT_S) as sock:
+        sock.sendall(small + body)
+        assert sock.recv(64).startswith(b"HTTP/1.1 200")

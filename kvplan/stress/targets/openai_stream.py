@@ -118,9 +118,11 @@ class StreamClient:
             raise ServerError(err.get("message", err) if isinstance(err, dict) else err)
         usage = obj.get("usage")
         if usage:
-            p.usage_tokens = int(usage.get("completion_tokens", 0))
+            if not isinstance(usage, dict):
+                raise ValueError("usage that is not a JSON object")
+            p.usage_tokens = _token_count(usage.get("completion_tokens", 0), "completion_tokens")
             if usage.get("prompt_tokens") is not None:
-                p.usage_prompt_tokens = int(usage["prompt_tokens"])
+                p.usage_prompt_tokens = _token_count(usage["prompt_tokens"], "prompt_tokens")
         for choice in obj.get("choices") or ():
             piece = choice.get("delta", {}).get("content") if self.api == "chat" else choice.get("text")
             if piece:
@@ -203,6 +205,18 @@ class StreamClient:
             return f"server error: {_text(exc)}"
         except (ValueError, TypeError, AttributeError) as exc:  # malformed JSON or event shape
             return f"protocol: {_text(exc)}"
+
+
+MAX_REPORTED_TOKENS = 2**31  # a count past it is no request's: the server's number is refused, not stored
+
+
+def _token_count(value: Any, key: str) -> int:
+    """A token count the server reported, as an int in [0, 2^31): else a ValueError (the request
+    fails as a protocol error, recorded; the number is not copied into the result)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < MAX_REPORTED_TOKENS \
+            or value != int(value):
+        raise ValueError(f"the server reported {key} {str(value)[:40]}, not a token count in [0, {MAX_REPORTED_TOKENS:,})")
+    return int(value)
 
 
 class ServerError(Exception):

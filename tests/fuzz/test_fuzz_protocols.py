@@ -1,0 +1,76 @@
+"""Generated hostile input for the two network sides, in-process: request bodies for `kvplan serve`
+(parse, validate, sampling parameters) and SSE streams from a target for `kvplan stress --target`
+(split, parse, count). Whatever the bytes, only the errors each side answers with escape: a 4xx
+`ProtocolError` (or `KvplanError`) for serve, a protocol/server error that fails the request as data
+for stress; and numbers a target reports are kept only when they are token counts."""
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings, strategies as st
+
+from harness import CASES, FUZZ, examples
+from kvplan.errors import KvplanError
+from kvplan.server.protocol import ProtocolError, parse_json_body, parse_request
+from kvplan.server.tokenizer import WordTokenizer
+from kvplan.stress.targets.http1 import HttpProtocolError
+from kvplan.stress.targets.openai_stream import MAX_REPORTED_TOKENS, Progress, ServerError, StreamClient
+from kvplan.stress.workload import RequestSpec
+
+NUMBERS = st.one_of(st.integers(-2**70, 2**70), st.floats(allow_nan=True, allow_infinity=True), st.just(1e-320),
+                    st.just(10**400), st.booleans())
+TEXT = st.one_of(st.text(max_size=40), st.sampled_from(["\ud800", "t11 t12", "", "\x00", "ü" * 20]))
+SCALARS = st.one_of(st.none(), NUMBERS, TEXT)
+VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                        st.dictionaries(TEXT, inner, max_size=4)), max_leaves=12)
+KEYS = ["model", "prompt", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p",
+        "seed", "stream", "stream_options", "n", "stop", "ignore_eos", "logprobs", "role", "content"]
+
+
+def _dump(body: object) -> bytes:
+    return json.dumps(body, ensure_ascii=True, allow_nan=True).encode()  # \ud800 travels as its escape
+
+
+@settings(FUZZ, max_examples=examples(200))
+@given(body=st.dictionaries(st.sampled_from(KEYS), VALUES, max_size=6), api=st.sampled_from(["completions", "chat"]))
+def test_serve_answers_any_body_with_a_4xx_or_a_request(body: dict, api: str) -> None:
+    from kvplan.engine.sampling_params import SamplingParams
+
+    CASES["serve"] += 1
+    tokenizer = WordTokenizer(1000)
+    try:
+        parsed = parse_request(parse_json_body(_dump(body), 64), api, served_model_name="tiny", tokenizer=tokenizer,
+                               vocab_size=1000, max_model_len=256)
+        SamplingParams(max_tokens=parsed.max_tokens, temperature=parsed.temperature, top_p=parsed.top_p,
+                       top_k=parsed.top_k, min_p=parsed.min_p, ignore_eos=parsed.ignore_eos, seed=parsed.seed,
+                       stop_token_ids=parsed.stop_token_ids)  # as kvplan serve builds them
+    except ProtocolError as exc:
+        assert 400 <= exc.status < 500
+    except KvplanError:
+        pass
+
+
+EVENTS = st.one_of(st.just(b"[DONE]"), st.binary(max_size=30),
+                   st.builds(_dump, st.fixed_dictionaries({}, optional={
+                       "choices": st.one_of(VALUES, st.lists(st.fixed_dictionaries({}, optional={
+                           "text": TEXT, "finish_reason": SCALARS, "delta": VALUES}), max_size=3)),
+                       "usage": st.one_of(VALUES, st.fixed_dictionaries({}, optional={
+                           "completion_tokens": NUMBERS, "prompt_tokens": NUMBERS})),
+                       "error": VALUES})))
+
+
+@settings(FUZZ, max_examples=examples(200))
+@given(events=st.lists(EVENTS, max_size=8), cut=st.integers(1, 64))
+def test_a_target_stream_fails_the_request_as_data(events: list[bytes], cut: int) -> None:
+    CASES["target"] += 1
+    client = StreamClient(None, "", "completions", "tiny", clock_s=lambda: 0.0, start_s=0.0, secret=None)  # type: ignore[arg-type]
+    progress = Progress(RequestSpec(0, "r0", "fuzz", 0.0, (11, 12), 4, None, 0, False), arrival_s=0.0)
+    sink = client._sse_sink(progress)
+    stream = b"".join(b"data: " + e + b"\n\n" for e in events)
+    try:
+        for i in range(0, len(stream), cut):  # the bytes arrive in reads of `cut` bytes
+            sink(stream[i:i + cut], 1.0)
+    except (ValueError, TypeError, AttributeError, ServerError, HttpProtocolError):
+        pass  # StreamClient.send turns each into the request's recorded error
+    for count in (progress.usage_tokens, progress.usage_prompt_tokens):
+        assert count is None or (isinstance(count, int) and 0 <= count < MAX_REPORTED_TOKENS)
