@@ -116,10 +116,11 @@ def aic_rows(rows: list[dict], python: str) -> dict[str, object]:
 
 
 def _stats(errors: list[float]) -> str:
+    """median |error| / P90 |error| (median signed error: + is slower than measured)."""
     if not errors:
-        return "   -  /   -  "
+        return "   -  /   -         "
     s = sorted(abs(e) for e in errors)
-    return f"{statistics.median(s):5.0%}/{s[min(len(s) - 1, int(0.9 * len(s)))]:5.0%}"
+    return f"{statistics.median(s):5.0%}/{s[min(len(s) - 1, int(0.9 * len(s)))]:5.0%} ({statistics.median(errors):+4.0%})"
 
 
 def main() -> None:
@@ -155,7 +156,7 @@ def main() -> None:
     for key in ("model_path", "system"):
         for r in common:
             groups.setdefault(r[key], []).append(r)
-    print(f"{'rows (median / P90 |error|)':36s} " + "  ".join(f"{n:>14s} TTFT      TPOT      " for n in tools))
+    print(f"{'rows: median / P90 |error| (signed median)':44s} " + "  ".join(f"{n:>14s} TTFT              TPOT              " for n in tools))
     for label, rs in groups.items():
         cells = []
         for t in tools.values():

@@ -2,13 +2,14 @@
 `gate` and `baseline` in gate_commands.py); heavy imports (torch, matplotlib, jinja2) stay inside the commands."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from kvplan.cli.app import app, make_console
-from kvplan.cli.options import Threads
+from kvplan.cli.options import AsJson, Threads
 from kvplan.errors import KvplanError
 
 
@@ -64,19 +65,41 @@ def serve(
 
 
 @app.command()
-def scenarios() -> None:
-    """List the bundled scenarios (`kvplan stress --scenario NAME` runs one)."""
+def scenarios(
+    action: Annotated[Optional[str], typer.Argument(help="show NAME: print one scenario (its YAML; --json: its resolved settings).", metavar="[show]")] = None,
+    name: Annotated[Optional[str], typer.Argument(help="A bundled scenario's name or a scenario file.", metavar="[NAME]")] = None,
+    as_json: AsJson = False,
+) -> None:
+    """List the bundled scenarios (`kvplan stress --scenario NAME` runs one), or show one."""
     from rich.table import Table
 
-    from kvplan.stress.scenario_loader import bundled_scenarios, load_scenario
+    from kvplan.stress.scenario_loader import bundled_scenarios, load_scenario, scenario_file
 
+    if action is not None and action != "show":
+        raise KvplanError(f"kvplan scenarios takes no argument (a list) or show NAME, got {action!r}")
+    if action == "show":
+        if not name:
+            raise KvplanError(f"kvplan scenarios show needs a NAME: one of {', '.join(bundled_scenarios())}, or a scenario file")
+        scenario = load_scenario(name)  # validated first: a bad file is one line, as in stress
+        if as_json:
+            typer.echo(scenario.model_dump_json())
+        else:
+            typer.echo(scenario_file(name).read_text().rstrip("\n"))
+        return
+    rows = []
+    for scenario_name in bundled_scenarios():
+        s = load_scenario(scenario_name)
+        rows.append({"name": scenario_name, "model": s.model.name, "num_requests": s.num_requests,
+                     "duration_s": s.duration_s, "description": s.description})
+    if as_json:
+        typer.echo(json.dumps(rows))
+        return
     t = Table(title="bundled scenarios", header_style="bold")
     for col in ("name", "model", "requests", "description"):
         t.add_column(col)
-    for name in bundled_scenarios():
-        s = load_scenario(name)
-        n = str(s.num_requests) if s.num_requests is not None else f"{s.duration_s:g} s"
-        t.add_row(name, s.model.name, n, s.description)
+    for r in rows:
+        t.add_row(r["name"], r["model"], str(r["num_requests"]) if r["num_requests"] is not None else f"{r['duration_s']:g} s",
+                  r["description"])
     make_console().print(t)
 
 

@@ -205,11 +205,32 @@ def _remote_weight_bytes(repo_id: str, revision: str | None, cache_dir: Path) ->
     return total or None
 
 
+HUB_PROBE_TIMEOUT_S = 1.5  # one TCP connect to the Hub's host before huggingface_hub's retries (~25 s offline)
+
+
+def hub_unreachable() -> str | None:
+    """Why the Hub's host cannot be reached now (DNS or TCP within HUB_PROBE_TIMEOUT_S), or None.
+    A machine without network fails here at once instead of in huggingface_hub's retry loop."""
+    import socket
+    from urllib.parse import urlsplit
+
+    url = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host, port = url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
+    try:
+        with socket.create_connection((host, port), timeout=HUB_PROBE_TIMEOUT_S):
+            return None
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc.strerror or exc or 'timed out'} ({host}:{port})"
+
+
 def fetch(repo_id: str, revision: str | None, cache_dir: Path) -> HubModel:
     """config.json (and the weight bytes) from the Hub, into the cache; `_NotFetched` says why not."""
     key = (repo_id.lower(), revision, str(cache_dir))
     if key in _FETCHED:
         return _FETCHED[key]
+    unreachable = hub_unreachable()
+    if unreachable:
+        raise _NotFetched(f"cannot reach the Hugging Face Hub: {unreachable}; HF_HUB_OFFLINE=1 skips the Hub")
     from huggingface_hub import hf_hub_download
 
     try:

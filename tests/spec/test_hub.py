@@ -182,6 +182,7 @@ def online(cache, monkeypatch):
 
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(hub, "hub_unreachable", lambda: None)  # the faked Hub is reachable
     remote: dict[str, dict[str, str]] = {}
     calls: list[tuple[str, str]] = []
 
@@ -318,3 +319,28 @@ def test_profiles_show_a_cached_repo_id(cache, capsys) -> None:
     assert shown["hf_id"] == FAKE_ID and shown["config"]["num_hidden_layers"] == 36
     rc, out, err = run_cli(capsys, "profiles", "show", FAKE_ID)
     assert rc == 0 and FAKE_ID in out, err
+
+
+def test_an_unreachable_hub_is_not_retried(monkeypatch, tmp_path) -> None:
+    """Offline without HF_HUB_OFFLINE: one TCP probe of the Hub's host says so, and huggingface_hub's
+    download (whose retries took ~25 s on a machine without network) is never called."""
+    import socket
+
+    import huggingface_hub
+
+    from kvplan.spec import hub
+
+    with socket.socket() as s:  # a port nothing listens on: connection refused at once
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+
+    def never(*args, **kwargs):
+        raise AssertionError("huggingface_hub was asked although the Hub cannot be reached")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", never)
+    with pytest.raises(hub.HubModelNotFoundError, match=f"cannot reach the Hugging Face Hub: .*127.0.0.1:{port}"):
+        hub.resolve_repo("some-org/nothing-here", "some-org/nothing-here", None)
