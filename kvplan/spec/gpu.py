@@ -100,7 +100,7 @@ def gpu_catalog() -> dict[str, GpuSpec]:
 
     path = profiles_dir() / "gpus.yaml"
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml: ~10x faster
     except (OSError, yaml.YAMLError, ValueError) as exc:
         raise ConfigError(f"{path}: cannot read the GPU catalog ({exc})") from None
     catalog: dict[str, GpuSpec] = {}
