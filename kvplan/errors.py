@@ -13,6 +13,12 @@ class KvplanError(Exception):
     exit_code = 2
 
 
+class Interrupted(KvplanError):
+    """Ctrl-C before anything was measured: one line, and the shell's code for SIGINT."""
+
+    exit_code = 130
+
+
 class UnknownNameError(KvplanError):
     """A model or GPU name that is not in the catalog."""
 

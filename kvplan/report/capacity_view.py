@@ -2,6 +2,8 @@
 its error when max_model_len does not fit, the ranked fixes and the recommended command."""
 from __future__ import annotations
 
+from rich.text import Text
+
 from collections.abc import Sequence
 
 from rich.console import Console
@@ -21,7 +23,7 @@ def render_capacity(console: Console, plan: CapacityPlan) -> None:
     a = plan.args
     shortfall = memory_shortfall(plan)
     if shortfall:  # first: the reason, before the components and vLLM's own error
-        console.print(f"[bold red]{shortfall}[/bold red]", soft_wrap=True)
+        console.print(Text(shortfall, style="bold red"), soft_wrap=True)
     gpu = a.gpu.display_name or a.gpu.name if a.gpu else "GPU"
     v = ".".join(map(str, plan.version))
     t = Table(title=f"vLLM {v} capacity on {gpu} (per GPU, tp {a.tensor_parallel_size} pp {a.pipeline_parallel_size})",
@@ -59,7 +61,7 @@ def render_capacity(console: Console, plan: CapacityPlan) -> None:
         console.print(f"[green]GPU KV cache size: {plan.kv_cache_tokens:,} tokens[/green]")
         console.print(f"[green]Maximum concurrency for {plan.max_model_len:,} tokens per request: {plan.max_concurrency:.2f}x[/green]")
     else:
-        console.print(f"[bold red]{plan.error}[/bold red]", soft_wrap=True)
+        console.print(Text(plan.error, style="bold red"), soft_wrap=True)  # vLLM's words: never markup
     for w in plan.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}", soft_wrap=True)
 

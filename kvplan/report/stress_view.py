@@ -64,4 +64,4 @@ def render_failure(console: Console, result: RunResult) -> None:
     console.print(f"[bold red]FAILED[/bold red] ({result.allocator}): {m.get('failed')} of {m.get('num_requests')} "
                   f"requests failed; first errors:")
     for error in result.errors:
-        console.print(f"  [red]{error}[/red]", highlight=False, markup=False)
+        console.print(Text(f"  {error}", style="red"), highlight=False)  # the server's words: never markup

@@ -19,7 +19,7 @@ from typing import Literal
 
 from rich.console import Console
 
-from kvplan.errors import KvplanError
+from kvplan.errors import Interrupted, KvplanError
 from kvplan.files import check_output_dir, check_output_path, child_path, write_files
 from kvplan.stress.driver import run_target
 from kvplan.stress.result import RunResult
@@ -258,7 +258,7 @@ def _run_all(opts: StressOptions, scenario: Scenario, requests: list[RequestSpec
                                       calibration=opts.calibration, console=console, progress=opts.progress))
         except KeyboardInterrupt:  # interrupted outside the request loop (engine build): nothing measured
             if not results:
-                raise KvplanError("interrupted before any request ran; nothing written") from None
+                raise Interrupted("interrupted before any request ran; nothing written") from None
             break
         if not results[-1].complete:
             break

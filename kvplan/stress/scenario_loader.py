@@ -50,6 +50,9 @@ class _BoundedLoader(yaml.SafeLoader):
         seen: set[Any] = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, (str, int, float, bool)) and key is not None:  # `? [a, b]`: a list as a key
+                raise yaml.constructor.ConstructorError(None, None, f"a {type(key).__name__} as a mapping key "
+                                                        "(keys are names)", key_node.start_mark)
             if key in seen:
                 raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
             seen.add(key)

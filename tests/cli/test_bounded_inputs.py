@@ -91,3 +91,13 @@ def test_a_number_past_4300_digits_in_a_file_is_one_line(capsys, tmp_path: Path)
             main(args)
         err = capsys.readouterr().err.strip()
         assert info.value.code == 2 and words in err and len(err.splitlines()) == 1, (args, err)
+
+
+def test_a_list_as_a_yaml_key_is_one_line(capsys, tmp_path: Path) -> None:
+    """`? [a, b]` makes a list a mapping key: PyYAML raised TypeError (unhashable) inside the loader."""
+    bad = tmp_path / "unhashable.yaml"
+    bad.write_text("name: x\n? [a, b]\n: 1\n")
+    with pytest.raises(SystemExit) as info:
+        main(["stress", "--scenario", str(bad)])
+    err = capsys.readouterr().err.strip()
+    assert info.value.code == 2 and "as a mapping key" in err and len(err.splitlines()) == 1

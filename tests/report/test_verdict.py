@@ -244,3 +244,19 @@ def test_ratio_bars_band_and_colours(result_factory, drawn) -> None:
     dots = {str(i): l.get_color() for i, l in enumerate(ax.get_lines()) if l.get_marker() == "o"}
     judged = [row for row in rows if row.judged and agreement_plot.measured_over_predicted(row) is not None]
     assert list(dots.values()) == [agreement_plot.PASS if row.status == "pass" else agreement_plot.MISS for row in judged]
+
+
+def test_failure_lines_print_the_servers_words_not_markup() -> None:
+    """Each error line is red text: no literal `[red]` tags, and a server's `[/b]` is not markup."""
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from kvplan.report.stress_view import render_failure
+
+    console = Console(record=True, width=200, force_terminal=False)
+    run = SimpleNamespace(metrics={"failed": 2, "num_requests": 5}, allocator="paged",
+                          errors=["http 500: boom [/b] [Errno 111]", "timeout: 5 s"])
+    render_failure(console, run)  # type: ignore[arg-type]
+    text = console.export_text()
+    assert "[red]" not in text and "http 500: boom [/b] [Errno 111]" in text and "FAILED (paged)" in text
