@@ -2,12 +2,16 @@
 regression) and `kvplan baseline update`. Pure Python: no torch."""
 from __future__ import annotations
 
+import dataclasses
+import json
+import math
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from kvplan.cli.app import app, baseline_app, make_console
+from kvplan.cli.options import AsJson
 from kvplan.errors import KvplanError
 
 
@@ -19,6 +23,7 @@ def gate(
     html: Annotated[Optional[Path], typer.Option("--html", help="Also write the verdict as an HTML page here.")] = None,
     tolerance: Annotated[Optional[list[str]], typer.Option("--tolerance", "-t", help="NAME=+15% or NAME=exact, vs the baseline; repeatable; overrides the scenario's gate block.")] = None,
     prediction_tolerance: Annotated[Optional[list[str]], typer.Option("--prediction-tolerance", help="NAME=2%, measured vs predicted; repeatable.")] = None,
+    as_json: AsJson = False,
 ) -> None:
     """Compare a result with its baseline and its prediction: exit 0 pass, 1 regression, 2 bad input."""
     from kvplan.files import check_output_path, write_files
@@ -42,7 +47,13 @@ def gate(
                               f"create it with `kvplan baseline update {result}`")
     verdict = run_gate(load_result(baseline), current, tolerance=tolerance or [], prediction_tolerance=prediction_tolerance or [],
                        baseline_where=str(baseline), result_where=str(result))
-    render_gate(make_console(), verdict, baseline_where=str(baseline), result_where=str(result))
+    if as_json:  # the verdict and every check, with the same signed change the table shows
+        typer.echo(json.dumps(_json_safe({
+            "scenario": verdict.scenario, "allocator": verdict.allocator, "passed": verdict.passed,
+            "baseline": str(baseline), "result": str(result), "notes": list(verdict.notes),
+            "checks": [{**dataclasses.asdict(c), "delta_pct": c.delta_pct} for c in verdict.checks]})))
+    else:
+        render_gate(make_console(), verdict, baseline_where=str(baseline), result_where=str(result))
     files: dict[Path, str] = {}  # both or neither
     if junit is not None:
         files[junit] = junit_xml(verdict)
@@ -51,6 +62,17 @@ def gate(
     write_files(files)
     if not verdict.passed:
         raise typer.Exit(1)  # main() returns click's exit code: 1 = regression, distinct from 2 = bad input
+
+
+def _json_safe(value: object) -> object:
+    """NaN and infinities as null: JSON has no spelling for them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 @baseline_app.command("update")

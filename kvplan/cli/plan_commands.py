@@ -187,15 +187,23 @@ def gpus(as_json: Annotated[bool, typer.Option("--json", metavar="")] = False) -
     render_gpus(make_console(), list(catalog.values()))
 
 
-@profiles_app.callback()
-def profiles_list(ctx: typer.Context) -> None:
+@profiles_app.callback(invoke_without_command=True)
+def profiles_list(ctx: typer.Context, as_json: AsJson = False) -> None:
     """List bundled model profiles (`kvplan profiles show NAME` prints one)."""
     if ctx.invoked_subcommand is not None:
         return
+    from kvplan.plan.kv import KvLayout
     from kvplan.report.catalog_view import render_profiles
     from kvplan.spec.profiles import load_model, model_names
 
-    render_profiles(make_console(), [load_model(n) for n in model_names()])
+    specs = [load_model(n) for n in model_names()]
+    if as_json:
+        typer.echo(json.dumps([{"name": s.name, "hf_id": s.hf_id, "num_layers": s.num_layers,
+                                "attention_layers": s.attention_kinds, "num_kv_heads": s.num_kv_heads, "head_dim": s.head_dim,
+                                "kv_bytes_per_token": KvLayout.of(s).bytes_per_token(), "params": s.params.total}
+                               for s in specs]))
+        return
+    render_profiles(make_console(), specs)
 
 
 @profiles_app.command("show")

@@ -1,0 +1,34 @@
+"""`--json` on the reporting commands added for CI use (issue 28): one JSON document on stdout."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvplan.cli import main
+
+BASELINE = Path(__file__).resolve().parents[2] / "reports" / "baselines" / "ci-smoke.json"
+
+
+def _json(capsys, *args: str) -> tuple[int, object]:
+    with pytest.raises(SystemExit) as info:
+        main(list(args))
+    return int(info.value.code or 0), json.loads(capsys.readouterr().out)
+
+
+def test_gate_json_has_the_verdict_and_every_check(capsys) -> None:
+    code, out = _json(capsys, "gate", "--baseline", str(BASELINE), "--result", str(BASELINE), "--json")
+    assert code == 0 and out["passed"] is True and out["scenario"] == "ci-smoke"  # type: ignore[index]
+    assert {c["metric"] for c in out["checks"]} >= {"num_gpu_blocks", "peak_kv_bytes"}  # type: ignore[index]
+    code, out = _json(capsys, "gate", "--baseline", str(BASELINE), "--result", str(BASELINE), "--json",
+                      "--tolerance", "num_gpu_blocks=exact", "--prediction-tolerance", "mean_ttft_ms=0%")
+    assert code == (0 if out["passed"] else 1)  # type: ignore[index]
+
+
+def test_profiles_json_lists_every_profile(capsys) -> None:
+    from kvplan.spec.profiles import model_names
+
+    code, out = _json(capsys, "profiles", "--json")
+    assert code == 0 and [p["name"] for p in out] == model_names()  # type: ignore[union-attr]
+    assert all(p["kv_bytes_per_token"] >= 0 and p["params"] > 0 for p in out)  # type: ignore[union-attr]
