@@ -12,6 +12,7 @@ no traceback unless `--debug`.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import Any
 
@@ -85,10 +86,10 @@ def main(argv: list[str] | None = None) -> None:
         if debug:
             raise
         typer.echo(f"kvplan: error: {_bounded(str(exc))}", err=True)
-        sys.exit(exc.exit_code)
+        _exit(exc.exit_code)
     except typer.Abort:
         typer.echo("kvplan: aborted", err=True)
-        sys.exit(130)
+        _exit(130)
     except typer.TyperException as exc:  # usage errors: bad option value, missing option, unknown command
         if debug:
             raise
@@ -101,4 +102,20 @@ def main(argv: list[str] | None = None) -> None:
         typer.echo(f"kvplan: internal error: {type(exc).__name__}: {_bounded(str(exc))} "
                    "(rerun with --debug for the traceback, and please report it)", err=True)
         sys.exit(INTERNAL_ERROR_EXIT)
-    sys.exit(rc if isinstance(rc, int) else 0)
+    _exit(rc if isinstance(rc, int) else 0)
+
+
+def _exit(code: int) -> None:
+    """Exit with `code`. After a Ctrl-C (130), CPython may still end the process by SIGINT (exit -2):
+    a KeyboardInterrupt that passed through C code run with PyRun_* (torch's start-up does) sets a
+    process-wide "unhandled" flag that catching it does not clear. So 130 ends here, files and
+    streams flushed (every result is written before this point)."""
+    if code == 130:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(130)
+    sys.exit(code)

@@ -1,5 +1,6 @@
 """Ctrl-C at any moment of `kvplan stress` (importing, validating, building the engine, running):
-exit 130, one line and no traceback, and either nothing written or a result marked incomplete."""
+exit 130, one line and no traceback, and either nothing written or a result marked incomplete.
+(The interpreter's own first ~50 ms, before any kvplan code runs, are Python's: not tested.)"""
 from __future__ import annotations
 
 import json
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 
-@pytest.mark.parametrize("delay_s", [0.05, 0.4, 2.0, 6.0])
+@pytest.mark.parametrize("delay_s", [0.3, 0.6, 1.5, 2.5, 4.0, 6.0])
 def test_ctrl_c_at_any_moment_exits_130(tmp_path: Path, delay_s: float) -> None:
     out = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "kvplan", "stress", "--scenario", "ci-smoke", "--out", str(out),
