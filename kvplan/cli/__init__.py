@@ -86,10 +86,10 @@ def main(argv: list[str] | None = None) -> None:
         if debug:
             raise
         typer.echo(f"kvplan: error: {_bounded(str(exc))}", err=True)
-        _exit(exc.exit_code)
+        _exit(exc.exit_code, process=argv is None)
     except typer.Abort:
         typer.echo("kvplan: aborted", err=True)
-        _exit(130)
+        _exit(130, process=argv is None)
     except typer.TyperException as exc:  # usage errors: bad option value, missing option, unknown command
         if debug:
             raise
@@ -102,15 +102,16 @@ def main(argv: list[str] | None = None) -> None:
         typer.echo(f"kvplan: internal error: {type(exc).__name__}: {_bounded(str(exc))} "
                    "(rerun with --debug for the traceback, and please report it)", err=True)
         sys.exit(INTERNAL_ERROR_EXIT)
-    _exit(rc if isinstance(rc, int) else 0)
+    _exit(rc if isinstance(rc, int) else 0, process=argv is None)
 
 
-def _exit(code: int) -> None:
+def _exit(code: int, *, process: bool) -> None:
     """Exit with `code`. After a Ctrl-C (130), CPython may still end the process by SIGINT (exit -2):
     a KeyboardInterrupt that passed through C code run with PyRun_* (torch's start-up does) sets a
     process-wide "unhandled" flag that catching it does not clear. So 130 ends here, files and
-    streams flushed (every result is written before this point)."""
-    if code == 130:
+    streams flushed (every result is written before this point). `process`: main() runs as the
+    program (not called in-process with its arguments, as tests do)."""
+    if code == 130 and process:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         for stream in (sys.stdout, sys.stderr):
             try:
