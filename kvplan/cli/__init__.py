@@ -71,6 +71,9 @@ class _ClosedPipeTolerant:
         return getattr(self._stream, name)
 
 
+ENGINE_MODULES = frozenset({"torch", "transformers"})  # the [engine] extra (pyproject.toml)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning user mistakes into one line and exit code 2."""
     if not isinstance(sys.stdout, _ClosedPipeTolerant):
@@ -96,6 +99,13 @@ def main(argv: list[str] | None = None) -> None:
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         typer.echo(f"kvplan: error: {_bounded(message)}", err=True)
         sys.exit(2)
+    except ModuleNotFoundError as exc:
+        if debug or exc.name not in ENGINE_MODULES:
+            raise
+        typer.echo(f"kvplan: error: this command runs the bundled engine, which needs {exc.name} (not installed): "
+                   "pip install 'kvplan[engine]' (estimate, predict, plan, sweep, gate, report and stress --target "
+                   "run without it)", err=True)
+        _exit(2, process=argv is None)
     except Exception as exc:  # noqa: BLE001 - a bug, not the user's input: one line, never exit 1 or 2
         if debug:
             raise
