@@ -35,7 +35,7 @@ app.add_typer(baseline_app, name="baseline")
 LOG_WIDTH = 200  # columns of a table written to a file or a CI log: wide enough that no cell is cut
 
 
-def make_console():
+def make_console(*, stderr: bool = False):
     """The console every command prints with: the terminal's width, or, when stdout is not a
     terminal (a CI log, a pipe), LOG_WIDTH unless COLUMNS says otherwise (rich's own default, 80,
     cut cells such as `num_gpu_blo…`)."""
@@ -44,5 +44,19 @@ def make_console():
 
     from rich.console import Console
 
-    tty = hasattr(sys.stdout, "isatty") and sys.stdout.isatty()
-    return Console(width=None if tty or os.environ.get("COLUMNS") else LOG_WIDTH)
+    stream = sys.stderr if stderr else sys.stdout  # stderr: the tables of a command whose stdout is --json
+    tty = hasattr(stream, "isatty") and stream.isatty()
+    return Console(width=None if tty or os.environ.get("COLUMNS") else LOG_WIDTH, stderr=stderr)
+
+
+def json_safe(value: object) -> object:
+    """NaN and infinities as null (JSON has no spelling for them), through dicts, lists and tuples."""
+    import math
+
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.app import app, baseline_app, make_console
+from kvplan.cli.app import app, baseline_app, json_safe, make_console
 from kvplan.cli.options import AsJson
 from kvplan.errors import KvplanError
 
@@ -48,7 +47,7 @@ def gate(
     verdict = run_gate(load_result(baseline), current, tolerance=tolerance or [], prediction_tolerance=prediction_tolerance or [],
                        baseline_where=str(baseline), result_where=str(result))
     if as_json:  # the verdict and every check, with the same signed change the table shows
-        typer.echo(json.dumps(_json_safe({
+        typer.echo(json.dumps(json_safe({
             "scenario": verdict.scenario, "allocator": verdict.allocator, "passed": verdict.passed,
             "baseline": str(baseline), "result": str(result), "notes": list(verdict.notes),
             "checks": [{**dataclasses.asdict(c), "delta_pct": c.delta_pct} for c in verdict.checks]})))
@@ -62,17 +61,6 @@ def gate(
     write_files(files)
     if not verdict.passed:
         raise typer.Exit(1)  # main() returns click's exit code: 1 = regression, distinct from 2 = bad input
-
-
-def _json_safe(value: object) -> object:
-    """NaN and infinities as null: JSON has no spelling for them."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    return value
 
 
 @baseline_app.command("update")

@@ -4,13 +4,14 @@ together (all or none). Heavy imports stay inside the functions: `--help` loads 
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from kvplan.cli.app import app, make_console
+from kvplan.cli.app import app, json_safe, make_console
 from kvplan.cli.options import Threads
 from kvplan.errors import KvplanError
 
@@ -38,6 +39,7 @@ def stress(
     server_kind: Annotated[str, typer.Option("--server-kind", help="With --target: auto (ask the server what it accepts), vllm, sglang, tgi or openai.")] = "auto",
     tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="With --target: the server's tokenizer (a local directory or a repo in the Hugging Face cache; offline) for text prompts of the scenario's exact length.")] = None,
     output_format: Annotated[str, typer.Option("--format", help="kvplan, or vllm: also write result.vllm.json with the keys and per-request arrays of `vllm bench serve --save-result`.")] = "kvplan",
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (files written, verdicts, measured and predicted metrics) on stdout; the tables go to stderr.", metavar="")] = False,
 ) -> None:
     """Run a scenario on the bundled engine (or a server) and compare with the prediction made first."""
     from kvplan.stress.command import StressOptions
@@ -48,7 +50,9 @@ def stress(
                                     calibration=calibration, recalibrate=recalibrate, target=target, api=api,
                                     served_model_name=served_model_name, api_key_env=api_key_env, timeout_s=timeout_s,
                                     force=force, server_kind=server_kind, tokenizer=tokenizer, output_format=output_format,
-                                    threads=threads))
+                                    threads=threads), console=make_console(stderr=True) if as_json else None)
+    if as_json:
+        typer.echo(json.dumps(json_safe(outcome.summary())))
     if outcome.interrupted:
         typer.echo("kvplan: interrupted: the partial result is written, marked incomplete", err=True)
         raise typer.Exit(130)  # as a shell reports SIGINT: an interrupted run never reads as a success
@@ -61,6 +65,13 @@ class StressOutcome:
     written: list[Path]
     failed: bool  # a run failed its scenario's max_error_rate: `kvplan stress` exits 1
     interrupted: bool = False  # Ctrl-C: the partial result is written, marked incomplete; exit 130
+    results: tuple = ()  # the RunResults, in the order written
+
+    def summary(self) -> dict:
+        """What `kvplan stress --json` prints: the files, and per run its verdict and vLLM-keyed metrics."""
+        return {"written": [str(p) for p in self.written], "failed": self.failed, "interrupted": self.interrupted,
+                "runs": [{"allocator": r.allocator, "verdict": r.verdict, "complete": r.complete,
+                          "metrics": dict(r.metrics), "prediction": dict(r.prediction)} for r in self.results]}
 
 
 def _save_elsewhere(run: StressRun, report_text: str, problem: KvplanError) -> KvplanError:
@@ -105,4 +116,4 @@ def stress_and_report(opts: StressOptions, console: Console | None = None) -> St
     failed = [r for r in run.results if r.verdict == "failed"]
     for result in failed:
         render_failure(console, result)
-    return StressOutcome(written, bool(failed), run.interrupted)
+    return StressOutcome(written, bool(failed), run.interrupted, run.results)
