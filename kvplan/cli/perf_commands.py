@@ -7,12 +7,11 @@ workload flags are `vllm bench serve`'s.
 from __future__ import annotations
 
 import json
-import math
 from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.app import app, make_console
+from kvplan.cli.app import json_safe, app, make_console
 from kvplan.cli.options import (AsJson, BlockSize, Burstiness, Dtype, Eager, InputLen, KvDtype, MaxBatched,
                                 MaxConcurrency, MaxModelLen, MaxNumSeqs, Model, NumPrompts, OutputLen, Pp,
                                 PrefixCaching, Quantization, RangeRatio, Seed, Strict, Tp, Util, Version)
@@ -87,7 +86,7 @@ def predict(
     result = run_predict(spec, args, requests, max_concurrency=max_concurrency, perf_model=perf_model)
     figures = {**result.figures, "client_max_concurrency": max_concurrency}
     if as_json:
-        typer.echo(json.dumps({k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in figures.items()}))
+        typer.echo(json.dumps(json_safe(figures)))
         return
     from kvplan.report.predict_view import render_prediction
 

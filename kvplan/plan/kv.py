@@ -18,6 +18,9 @@ Conventions
   of Mamba / Gated-DeltaNet layers (`state_bytes_per_request`, sized as vLLM's MambaSpec from the
   config's state dims and dtype) and cross-attention layers' encoder tokens. Both count in a
   request's bytes, so in max concurrency. KV-shared layers (Gemma-3n) hold nothing.
+- DeepSeek-V4 layers keep a window of fixed-layout fp8 entries plus a compressed cache of one entry
+  per `compress_ratio` tokens that grows with the request (`compressed_bytes`); blocks are raised to
+  a multiple of the largest ratio so each holds whole entries.
 - Hybrid attention + state models: vLLM raises the attention block size until one attention page
   holds a state, and pads the state to that page (`unified_block_size`, vllm/platforms/interface.py
   `_align_hybrid_block_size`; vllm/model_executor/models/config.py before it moved); `KvLayout.of`
@@ -104,8 +107,10 @@ def layer_bytes_per_token(layer: LayerAttention, kv_dtype: KvDtype, tp: int = 1)
         return FP8_DS_MLA_BYTES_PER_TOKEN + layer.indexer_bytes_per_token  # one latent + indexer K, every rank
     k = kv_dtype.bytes_for(layer.head_dim_k) + kv_dtype.scale_bytes_per_token_head
     v = kv_dtype.bytes_for(layer.head_dim_v) + kv_dtype.scale_bytes_per_token_head if layer.head_dim_v else 0
-    index = kv_dtype.bytes_for(layer.index_key_dim) + (kv_dtype.scale_bytes_per_token_head if layer.index_key_dim else 0)
-    return kv_heads_per_rank(layer, tp) * (k + v) + layer.indexer_bytes_per_token + index
+    per_rank = kv_heads_per_rank(layer, tp) * (k + v) + layer.indexer_bytes_per_token
+    if layer.index_key_dim:  # MiniMax-M3's index key, one per token on every rank
+        per_rank += kv_dtype.bytes_for(layer.index_key_dim) + kv_dtype.scale_bytes_per_token_head
+    return per_rank
 
 
 def compressed_bytes(layer: LayerAttention, tokens: int, block_size: int, *, paged: bool = True) -> int:
