@@ -4,8 +4,19 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+import typer.core
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+
+def _flag_type(self: typer.core.TyperOption, ctx: object) -> str | None:
+    """No `<bool>` after a flag in --help (--help's own included): a flag takes no value."""
+    return None if self.is_flag else _option_type(self, ctx)
+
+
+_option_type = typer.core.TyperOption.display_type_rich
+typer.core.TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
+
+# add_completion: `kvplan --install-completion` / `--show-completion` (bash, zsh, fish, PowerShell)
+app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Plan and prove KV-cache memory for LLM serving.")
 
 

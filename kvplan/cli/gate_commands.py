@@ -1,5 +1,5 @@
 """Gate commands: `kvplan gate` (a result against its baseline and its prediction; exit 1 on a
-regression) and `kvplan baseline update`. Pure Python: no torch."""
+regression) and `kvplan baseline create` / `update`. Pure Python: no torch."""
 from __future__ import annotations
 
 import dataclasses
@@ -17,7 +17,7 @@ from kvplan.errors import KvplanError
 @app.command()
 def gate(
     result: Annotated[Path, typer.Option("--result", "-r", help="The result.json to check.")],
-    baseline: Annotated[Optional[Path], typer.Option("--baseline", "-b", help="Baseline result (default: reports/baselines/SCENARIO.json).")] = None,
+    baseline: Annotated[Optional[Path], typer.Option("--baseline", "-b", help="Baseline result (default: reports/baselines/SCENARIO.json, else the one kvplan bundles for its own scenarios).")] = None,
     junit: Annotated[Optional[Path], typer.Option("--junit", help="Also write the checks as JUnit XML here.")] = None,
     html: Annotated[Optional[Path], typer.Option("--html", help="Also write the verdict as an HTML page here.")] = None,
     tolerance: Annotated[Optional[list[str]], typer.Option("--tolerance", "-t", help="NAME=+15% or NAME=exact, vs the baseline; repeatable; overrides the scenario's gate block.")] = None,
@@ -42,8 +42,14 @@ def gate(
     if baseline is None:
         baseline = baseline_path(current)
         if not baseline.exists():
-            raise KvplanError(f"no baseline {baseline} for scenario {current.scenario_name!r}; pass --baseline or "
-                              f"create it with `kvplan baseline update {result}`")
+            from kvplan.gate.baseline import bundled_baseline
+
+            bundled = bundled_baseline(current)
+            if bundled is None:
+                raise KvplanError(f"no baseline {baseline} for scenario {current.scenario_name!r}; pass --baseline or "
+                                  f"create it with `kvplan baseline create {result}`")
+            typer.echo(f"kvplan: gating against kvplan's bundled {bundled.name} (no {baseline} here)", err=True)
+            baseline = bundled
     verdict = run_gate(load_result(baseline), current, tolerance=tolerance or [], prediction_tolerance=prediction_tolerance or [],
                        baseline_where=str(baseline), result_where=str(result))
     if as_json:  # the verdict and every check, with the same signed change the table shows
@@ -80,3 +86,20 @@ def baseline_update(
     typer.echo(f"kvplan: baseline {done.path}{was}; commit it to make it the reference", err=True)
 
 
+
+
+@baseline_app.command("create")
+def baseline_create(
+    result: Annotated[Path, typer.Argument(help="Any complete result.json: the first baseline of its scenario.")],
+    baselines_dir: Annotated[Path, typer.Option("--dir", help="Baselines directory.")] = Path("reports/baselines"),
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing baseline without gating.", metavar="")] = False,
+    allow_failed: Annotated[bool, typer.Option("--allow-failed", help="Store a run whose requests failed beyond its max_error_rate.", metavar="")] = False,
+) -> None:
+    """Make RESULT.json its scenario's first baseline (not gated against its prediction); commit it afterwards."""
+    from kvplan.files import check_output_dir
+    from kvplan.gate.baseline import create_baseline
+
+    check_output_dir(baselines_dir)
+    done = create_baseline(result, baselines_dir, force=force, allow_failed=allow_failed)
+    typer.echo(f"kvplan: baseline {done.path}{' (replaced)' if done.replaced else ''}; commit it to make it the reference",
+               err=True)

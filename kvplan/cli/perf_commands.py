@@ -63,6 +63,7 @@ def predict(
     request_rate: Annotated[str, typer.Option(help="Requests/s, or inf to send all at once (--request-rate).")] = "inf",
     burstiness: Burstiness = 1.0, max_concurrency: MaxConcurrency = None, seed: Seed = 0,
     scenario: Annotated[Optional[str], typer.Option(help="A kvplan scenario (name or YAML file) instead of the random workload.")] = None,
+    vllm_result: Annotated[Optional[str], typer.Option(help="A result `vllm bench serve --save-result --save-detailed` wrote: predict that very run (its lengths, arrivals, --max-concurrency) and print predicted vs measured.")] = None,
     as_json: AsJson = False, strict: Strict = False,
     perf_model: Annotated[str, typer.Option(
         help="GPU step cost: roofline (datasheet and kvplan's global coefficients), kernels (measured vLLM kernels "
@@ -78,19 +79,45 @@ def predict(
                          max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                          enforce_eager=enforce_eager, vllm_version=vllm_version,
                          gpu_memory_utilization=gpu_memory_utilization, block_size=block_size)
-    if scenario:
+    bench = None
+    if scenario and vllm_result:
+        raise KvplanError("--scenario and --vllm-result both give the workload: choose one")
+    if vllm_result:
+        from kvplan.perf.bench_result import load_vllm_bench_result
+
+        bench = load_vllm_bench_result(vllm_result)
+        requests, max_concurrency = bench.requests, bench.max_concurrency
+    elif scenario:
         requests, max_concurrency = _scenario_requests(scenario)
     else:
         requests = Workload(random_input_len, random_output_len, random_range_ratio, num_prompts, _rate(request_rate),
                             burstiness, max_concurrency, seed).requests()
     result = run_predict(spec, args, requests, max_concurrency=max_concurrency, perf_model=perf_model)
     figures = {**result.figures, "client_max_concurrency": max_concurrency}
+    title = f"{spec.name} on {args.tensor_parallel_size} x {gpu}, vLLM {args.vllm_version}"
+    if bench is not None:
+        _compare_with_run(figures, bench, vllm_result, title, as_json)
+        return
     if as_json:
         typer.echo(json.dumps(json_safe(figures)))
         return
     from kvplan.report.predict_view import render_prediction
 
-    render_prediction(make_console(), figures, f"{spec.name} on {args.tensor_parallel_size} x {gpu}, vLLM {args.vllm_version}")
+    render_prediction(make_console(), figures, title)
+
+
+def _compare_with_run(figures: dict, bench, path: str, title: str, as_json: bool) -> None:
+    """predict --vllm-result: the prediction beside what that run measured, one signed error each."""
+    from kvplan.perf.bench_result import compare
+
+    rows = compare(figures, bench.measured)
+    if as_json:
+        typer.echo(json.dumps(json_safe({"predicted": figures, "measured": bench.measured, "failed_requests": bench.failed,
+                                         "error_pct": {k: e for k, _, _, e in rows}})))
+        return
+    from kvplan.report.predict_view import render_comparison
+
+    render_comparison(make_console(), rows, f"{title} vs {path}", bench.failed)
 
 
 def _prices(texts: list[str]) -> dict[str, float]:

@@ -21,9 +21,21 @@ if TYPE_CHECKING:
     from kvplan.stress.command import StressOptions, StressRun
 
 
+LOAD = "Load (vllm bench serve's flags)"
+
+
+def _rate(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise KvplanError(f"--request-rate takes a number of requests/s or inf, got {text!r}") from None
+
+
 @app.command()
 def stress(
-    scenario: Annotated[Path, typer.Option("--scenario", "-s", help="A scenario YAML file, or a bundled scenario by name (`kvplan scenarios` lists them).")],
+    scenario: Annotated[Optional[Path], typer.Option("--scenario", "-s", help="A scenario YAML file, or a bundled scenario by name (`kvplan scenarios` lists them); or build one with --model and the load flags below.")] = None,
     out: Annotated[Optional[str], typer.Option("--out", help="Output folder (default: a new reports/<scenario>/<UTC time>, linked as reports/<scenario>/latest).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace the run already in --out.", metavar="")] = False,
     allocator: Annotated[str, typer.Option(help="paged, contiguous, or both (same KV memory, side by side).")] = "paged",
@@ -40,8 +52,27 @@ def stress(
     tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="With --target: the server's tokenizer (a local directory or a repo in the Hugging Face cache; offline) for text prompts of the scenario's exact length.")] = None,
     output_format: Annotated[str, typer.Option("--format", help="kvplan, or vllm: also write result.vllm.json with the keys and per-request arrays of `vllm bench serve --save-result`.")] = "kvplan",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (files written, verdicts, measured and predicted metrics) on stdout; the tables go to stderr.", metavar="")] = False,
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="The model (profile, alias, config.json or directory); with --scenario it replaces the scenario's.", rich_help_panel=LOAD)] = None,
+    dataset_name: Annotated[Optional[str], typer.Option(help="random (default), sharegpt, custom (JSONL/CSV of prompt or input_len, output_len) or burstgpt.", rich_help_panel=LOAD)] = None,
+    dataset_path: Annotated[Optional[str], typer.Option(help="The dataset file (sharegpt, custom, burstgpt).", rich_help_panel=LOAD)] = None,
+    num_prompts: Annotated[Optional[int], typer.Option(help="Requests to send (default 1000, as vLLM).", rich_help_panel=LOAD)] = None,
+    request_rate: Annotated[Optional[str], typer.Option(help="Requests/s (Poisson), or inf to send all at once (default).", rich_help_panel=LOAD)] = None,
+    burstiness: Annotated[Optional[float], typer.Option(help="Gamma shape of arrival gaps; 1 is Poisson.", rich_help_panel=LOAD)] = None,
+    max_concurrency: Annotated[Optional[int], typer.Option(help="At most this many requests in flight.", rich_help_panel=LOAD)] = None,
+    random_input_len: Annotated[Optional[int], typer.Option(help="Prompt tokens (random dataset; default 1024).", rich_help_panel=LOAD)] = None,
+    random_output_len: Annotated[Optional[int], typer.Option(help="Output tokens (random dataset; default 128).", rich_help_panel=LOAD)] = None,
+    random_range_ratio: Annotated[Optional[float], typer.Option(help="Lengths uniform in len x [1 - r, 1 + r].", rich_help_panel=LOAD)] = None,
+    random_prefix_len: Annotated[Optional[int], typer.Option(help="A shared prefix of this many tokens before each random prompt.", rich_help_panel=LOAD)] = None,
+    sharegpt_output_len: Annotated[Optional[int], typer.Option(help="Fixed output tokens instead of each ShareGPT reply's length.", rich_help_panel=LOAD)] = None,
+    custom_output_len: Annotated[Optional[int], typer.Option(help="Output tokens of custom rows without output_len (default 256).", rich_help_panel=LOAD)] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Seed of lengths, dataset order and arrivals.", rich_help_panel=LOAD)] = None,
+    save_result: Annotated[bool, typer.Option("--save-result", help="Also write result.vllm.json (same as --format vllm).", metavar="", rich_help_panel=LOAD)] = False,
 ) -> None:
-    """Run a scenario on the bundled engine (or a server) and compare with the prediction made first."""
+    """Run a scenario on the bundled engine (or a server) and compare with the prediction made first.
+
+    The load is a scenario file, or `vllm bench serve`'s flags: `kvplan stress --target URL --model M
+    --dataset-name sharegpt --dataset-path f.json --request-rate 4 --num-prompts 500`."""
+    from kvplan.stress.bench_flags import BenchFlags
     from kvplan.stress.command import StressOptions
 
     if out is not None and not out.strip():
@@ -49,8 +80,12 @@ def stress(
     outcome = stress_and_report(StressOptions(scenario, out_dir=Path(out) if out is not None else None, allocator=allocator, progress=not no_progress,
                                     calibration=calibration, recalibrate=recalibrate, target=target, api=api,
                                     served_model_name=served_model_name, api_key_env=api_key_env, timeout_s=timeout_s,
-                                    force=force, server_kind=server_kind, tokenizer=tokenizer, output_format=output_format,
-                                    threads=threads), console=make_console(stderr=True) if as_json else None)
+                                    force=force, server_kind=server_kind, tokenizer=tokenizer, output_format="vllm" if save_result else output_format,
+                                    threads=threads, bench=BenchFlags(
+                                        model, dataset_name, dataset_path, num_prompts, _rate(request_rate), burstiness,
+                                        max_concurrency, random_input_len, random_output_len, random_range_ratio,
+                                        random_prefix_len, sharegpt_output_len, custom_output_len, seed)),
+                                    console=make_console(stderr=True) if as_json else None)
     if as_json:
         typer.echo(json.dumps(json_safe(outcome.summary())))
     if outcome.interrupted:

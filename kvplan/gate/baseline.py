@@ -35,6 +35,36 @@ def baseline_path(result: RunResult, baselines_dir: Path = BASELINES_DIR) -> Pat
     return Path(baselines_dir) / f"{name}{suffix}.json"
 
 
+def bundled_baseline(result: RunResult) -> Path | None:
+    """The baseline kvplan ships for a bundled scenario (`kvplan/data/baselines/`), if any: `kvplan
+    gate` from a wheel works on ci-smoke with no baseline of the user's."""
+    from kvplan.spec.catalog_files import bundled_dir
+
+    path = baseline_path(result, bundled_dir() / "baselines")
+    return path if path.is_file() else None
+
+
+def create_baseline(result_path: str | Path, baselines_dir: str | Path = BASELINES_DIR, *, force: bool = False,
+                    allow_failed: bool = False) -> BaselineUpdate:
+    """`kvplan baseline create`: any complete result becomes its scenario's first baseline, whatever
+    its prediction said (a run the planner got wrong is still the reference the next runs compare
+    with); an existing baseline is kept unless `force` (that is `update`'s job, which gates)."""
+    source = Path(result_path)
+    result = load_result(source)
+    if not result.complete:
+        raise KvplanError(f"{source} is incomplete (interrupted run); a baseline must be a complete run")
+    if result.verdict == "failed" and not allow_failed:
+        raise KvplanError(f"{source} is a failed run ({result.metrics.get('failed')} of {result.metrics.get('num_requests')} "
+                          "requests failed): a gate against it would pass failures; pass --allow-failed to store it anyway")
+    target = baseline_path(result, Path(baselines_dir))
+    if target.exists() and not force:
+        raise KvplanError(f"{target} exists; `kvplan baseline update {source}` replaces it after gating the new run "
+                          "against it, or pass --force to overwrite it")
+    existed = target.exists()
+    write_text_atomic(target, source.read_text(encoding="utf-8"))
+    return BaselineUpdate(target, existed, None)
+
+
 def _refuse_failing(source: Path, result: RunResult, old: RunResult | None, target: Path) -> None:
     """A result that fails the gate it would have to pass never silently becomes the reference."""
 

@@ -65,3 +65,17 @@ def render_plan(console: Console, answer: dict[str, Any]) -> None:
     console.print(table)
     for c in answer["configs"]:
         console.print(f"[dim]{c['gpu']} x{c['total_gpus']}:[/dim] {c['vllm_serve']}", soft_wrap=True, highlight=False)
+
+
+def render_comparison(console: Console, rows: list[tuple[str, float, float, float | None]], title: str, failed: int) -> None:
+    """predict --vllm-result: vLLM's keys, predicted, measured, and the signed error."""
+    table = Table(title=f"predicted vs measured: {title}")
+    for col in ("metric", "predicted", "measured", "error"):
+        table.add_column(col, justify="left" if col == "metric" else "right")
+    for key, predicted, measured, error in rows:
+        table.add_row(key, f"{predicted:,.2f}", f"{measured:,.2f}", "—" if error is None else f"{error:+.1f}%")
+    console.print(table)
+    console.print("error = (predicted - measured) / measured: + means kvplan predicted more (slower for a latency, "
+                  "faster for a throughput)", highlight=False)
+    if failed:
+        console.print(f"{failed} failed requests of that run are left out of the prediction", highlight=False)

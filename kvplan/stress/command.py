@@ -24,9 +24,10 @@ from kvplan.files import check_output_dir, check_output_path, child_path, write_
 from kvplan.stress.driver import run_target
 from kvplan.stress.result import RunResult
 from kvplan.stress.scenario import Scenario
-from kvplan.stress.scenario_loader import load_scenario
+from kvplan.stress.bench_flags import BenchFlags
+from kvplan.stress.scenario_loader import load_scenario, parse_scenario
 from kvplan.stress.target import Target
-from kvplan.stress.workload import RequestSpec, iter_requests
+from kvplan.stress.workload import RequestSpec, dataset_stream, iter_requests
 from kvplan.validation import short_repr
 
 # what a run writes into its folder, by name: --force removes these and nothing else of the user's
@@ -43,7 +44,7 @@ MAX_TIMEOUT_S = 86_400.0  # a day per request: beyond it a timeout is no bound
 
 @dataclass(frozen=True)
 class StressOptions:
-    scenario_path: Path
+    scenario_path: Path | None  # None: the scenario is built from `bench` (vllm bench serve's flags)
     out_dir: Path | None = None
     allocator: Literal["paged", "contiguous", "both"] = "paged"
     progress: bool = True
@@ -59,6 +60,7 @@ class StressOptions:
     output_format: str = "kvplan"  # "vllm": also result.vllm.json, as `vllm bench serve --save-result` writes
     force: bool = False  # write into an --out folder that holds an earlier run's files (they are removed)
     threads: int | None = None  # the engine's intra-op threads (scenario's engine.num_threads wins otherwise)
+    bench: BenchFlags | None = None  # vllm bench serve's load flags: the scenario, or changes to it
 
     def __post_init__(self) -> None:
         """Each flag checked once, whether or not the run uses it (a bad value is never ignored)."""
@@ -93,9 +95,10 @@ class StressRun:
         return any(not r.complete for r in self.results)
 
 
-def scenario_requests(scenario: Scenario) -> list[RequestSpec]:
+def scenario_requests(scenario: Scenario, notes: list[str] | None = None) -> list[RequestSpec]:
     """The scenario's request stream, refused up front when it is too big to hold: an open-loop
-    `duration_s` at a high rate (1e6 req/s for a week) would otherwise generate until memory runs out."""
+    `duration_s` at a high rate (1e6 req/s for a week) would otherwise generate until memory runs out.
+    A dataset's notes (rows skipped, counts estimated) are appended to `notes`."""
     closed = scenario.arrival.type == "concurrency"
     expected = scenario.num_requests
     if expected is None:
@@ -106,7 +109,10 @@ def scenario_requests(scenario: Scenario) -> list[RequestSpec]:
                           f"(rate_per_s x duration_s); at most {MAX_GENERATED_REQUESTS:,} per run")
     requests, total = [], 0
     cap = CLOSED_LOOP_DURATION_CAP if closed and scenario.num_requests is None else None  # that stream has no end
-    for spec in islice(iter_requests(scenario, scenario.model_spec().vocab_size), cap):
+    stream = dataset_stream(scenario) if scenario.workload.dataset is not None else None
+    if stream is not None and notes is not None:
+        notes.extend(stream.notes)
+    for spec in islice(iter_requests(scenario, scenario.model_spec().vocab_size, stream), cap):
         total += spec.prompt_tokens
         if total > MAX_PROMPT_TOKENS or len(requests) >= MAX_GENERATED_REQUESTS:
             raise KvplanError(f"scenario {scenario.name!r} has more than {MAX_PROMPT_TOKENS:,} prompt tokens or "
@@ -170,8 +176,8 @@ def _check(opts: StressOptions) -> None:
     from kvplan.stress.targets.server_features import check_server_kind
 
     check_server_kind(opts.server_kind)
-    if not opts.target and (opts.server_kind != "auto" or opts.tokenizer is not None):
-        raise KvplanError("--server-kind and --tokenizer apply to a --target server")
+    if not opts.target and opts.server_kind != "auto":
+        raise KvplanError("--server-kind applies to a --target server")
     if opts.output_format not in OUTPUT_FORMATS:
         raise KvplanError(f"--format {opts.output_format!r}: choose one of {', '.join(OUTPUT_FORMATS)}")
 
@@ -220,23 +226,49 @@ def _vllm_file(result_path: Path, result: RunResult) -> tuple[Path, str]:
     return path, json.dumps(_finite(vllm_bench_result(result)), allow_nan=False)
 
 
+def stress_scenario(opts: StressOptions) -> Scenario:
+    """The scenario file, the flags' scenario, or the file with the flags' changes (one line on any problem).
+    `--tokenizer` counts a dataset's text (a scenario's own `dataset.tokenizer` wins)."""
+    bench = opts.bench if opts.bench is not None and opts.bench.given() else None
+    if bench is None and opts.scenario_path is None:
+        raise KvplanError("give --scenario (a file or a bundled name), or --model with vllm bench serve's load flags "
+                          "(--dataset-name, --num-prompts, --request-rate, ...)")
+    base = load_scenario(opts.scenario_path) if opts.scenario_path is not None else None
+    if bench is None and (opts.tokenizer is None or base.workload.dataset is None or base.workload.dataset.tokenizer):
+        if opts.tokenizer is not None and not opts.target:
+            raise KvplanError("--tokenizer applies to a --target server or to a dataset's text prompts")
+        return base
+    data = bench.scenario(base.to_dict() if base is not None else None, opts.tokenizer) if bench else base.to_dict()
+    dataset = (data.get("workload") or {}).get("dataset")
+    if isinstance(dataset, dict) and opts.tokenizer is not None:
+        dataset.setdefault("tokenizer", opts.tokenizer)
+    elif opts.tokenizer is not None and not opts.target:
+        raise KvplanError("--tokenizer applies to a --target server or to a dataset's text prompts")
+    where = f"{opts.scenario_path} with {' '.join(bench.given())}" if base is not None and bench else \
+        ("the command's flags" if base is None else str(opts.scenario_path))
+    return parse_scenario(data, where)
+
+
 def run_stress(opts: StressOptions, console: Console | None = None) -> StressRun:
     """Every run the options ask for, in memory: the output folder (and a calibration file to
     write) are checked first, and nothing is written until `save_run`."""
     console = console or Console()
     _check(opts)
-    scenario = load_scenario(opts.scenario_path)
+    scenario = stress_scenario(opts)
     if opts.threads is not None:  # recorded in the result's scenario: a different thread count is a different run
         scenario = scenario.model_copy(update={"engine": replace(scenario.engine, num_threads=opts.threads)})
     if opts.recalibrate:
         from kvplan.stress.calibrate import calibration_path
 
         check_output_path(opts.calibration or calibration_path(scenario.name, scenario.engine.device))
-    requests = scenario_requests(scenario)
+    notes: list[str] = []
+    requests = scenario_requests(scenario, notes)
+    for note in notes:
+        console.print(f"kvplan: note: {note}", markup=False, highlight=False)
     out_dir = _out_dir(opts, scenario)
     earlier = tuple(_earlier_run_files(out_dir))  # --force: removed once the new files are in
     try:
-        return _run_all(opts, scenario, requests, out_dir, earlier, console)
+        return _run_all(opts, scenario, requests, out_dir, earlier, console, tuple(notes))
     except BaseException:
         if opts.out_dir is None:  # the folder reserved for this run stays only with the run in it
             for folder in (out_dir, out_dir.parent, out_dir.parent.parent):  # and reports/<scenario>/ if empty
@@ -248,14 +280,15 @@ def run_stress(opts: StressOptions, console: Console | None = None) -> StressRun
 
 
 def _run_all(opts: StressOptions, scenario: Scenario, requests: list[RequestSpec], out_dir: Path,
-             earlier: tuple[Path, ...], console: Console) -> StressRun:
+             earlier: tuple[Path, ...], console: Console, notes: tuple[str, ...] = ()) -> StressRun:
     if opts.recalibrate:
         opts = _recalibrate(opts, scenario, console)
     results: list[RunResult] = []
     for allocator in ["paged", "contiguous"] if opts.allocator == "both" else [opts.allocator]:
         try:  # built one at a time, so two engines' KV pools never coexist
             results.append(run_target(scenario, requests, _make_target(allocator, opts, scenario),
-                                      calibration=opts.calibration, console=console, progress=opts.progress))
+                                      calibration=opts.calibration, console=console, progress=opts.progress,
+                                      notes=notes))
         except KeyboardInterrupt:  # interrupted outside the request loop (engine build): nothing measured
             if not results:
                 raise Interrupted("interrupted before any request ran; nothing written") from None

@@ -97,9 +97,11 @@ def _normalized(scenario: Scenario, requests: list[RequestSpec], prediction: dic
 
 
 def run_target(scenario: Scenario, requests: list[RequestSpec], target: Target, *, calibration: Path | None = None,
-               console: Console | None = None, progress: bool = True) -> RunResult:
-    """Predict, run `requests` on `target`, measure; the result of one allocator / server."""
-    prediction, cost_model, notes = prediction_before_run(scenario, requests, target, calibration)
+               console: Console | None = None, progress: bool = True, notes: tuple[str, ...] = ()) -> RunResult:
+    """Predict, run `requests` on `target`, measure; the result of one allocator / server.
+    `notes`: what the caller knows about the requests (a dataset's skipped rows, estimated counts)."""
+    prediction, cost_model, before = prediction_before_run(scenario, requests, target, calibration)
+    notes = [*notes, *before]
     run = _measure(scenario, target, requests, console or Console(), progress)
     metrics = {**compute_metrics(run.records, scenario.slo), **run.memory}
     if run.reference is not None:

@@ -26,6 +26,8 @@ from kvplan.stress.scenario import Scenario
 from kvplan.stress.workload import RequestSpec
 
 # predicted figures that come out of the simulated requests' records (the rest: from the simulation)
+CLOCK_DEPENDENT = ("peak_kv_bytes", "peak_kv_blocks", "peak_running_requests", "num_preemptions",
+                   "preemption_onset_step", "prefix_hit_tokens", "num_steps")
 PREDICTED_FROM_RECORDS = tuple(f.name for f in FIGURES.values() if f.predicted and f.group != "memory" and not f.prediction_key)
 
 
@@ -88,6 +90,10 @@ def predict(scenario: Scenario, requests: list[RequestSpec], *, num_gpu_blocks: 
         "num_steps": sim.num_steps, "cost_model_source": cost_source,
         "cost_model": ({"kind": type(cost_model).__name__, **asdict(cost_model)} if cost_model is not None else None),
     }
+    if cost_model is None and scenario.arrival.type != "concurrency" and any(r.arrival_s for r in requests):
+        # open-loop arrivals without a cost model: which requests overlap depends on the step time,
+        # so the schedule and the peak are unknown, not what a 1 ms unit step would give
+        out.update(dict.fromkeys(CLOCK_DEPENDENT))
     if cost_model is not None:
         out.update(_timing(scenario, requests, sim))
     out["timeline"] = [asdict(s) for s in _thin(sim.timeline)]
@@ -112,6 +118,7 @@ def _simulate(scenario: Scenario, requests: list[RequestSpec], num_gpu_blocks: i
                     max_num_batched_tokens=engine.max_num_batched_tokens, cost_model=cost_model, allocator=allocator,
                     enable_prefix_caching=engine.enable_prefix_caching,
                     concurrency=scenario.arrival.concurrency if closed else None,
+                    max_in_flight=scenario.arrival.max_concurrency,
                     num_cpu_blocks=blocks_in_budget(engine.swap_space_bytes, bytes_per_block))
 
 

@@ -32,6 +32,9 @@ class RequestRecord:
     # HTTP targets: the server's own counts from `usage` (None: it reported none)
     server_input_tokens: int | None = None
     server_output_tokens: int | None = None
+    # seconds it waited on the client before being sent: for a --max-concurrency slot, or (closed
+    # loop, all requests due at the start as vLLM's rate inf) for a user to take it; vLLM's client_queue_time
+    queue_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

@@ -77,6 +77,7 @@ class _Request(BaseModel):
     num_preemptions: int = Field(default=0, ge=0)
     server_input_tokens: int | None = Field(default=None, ge=0)
     server_output_tokens: int | None = Field(default=None, ge=0)
+    queue_s: float = Field(default=0.0, ge=0)
 
 
 class _Workload(BaseModel):

@@ -89,6 +89,8 @@ class _Session:
         self.stream: Iterator[RequestSpec] = iter(requests)
         self.upcoming: RequestSpec | None = next(self.stream, None)
         self.live: dict[str, tuple[RequestSpec, float]] = {}  # request id -> (spec, arrival on the run clock)
+        self.cap = scenario.arrival.max_concurrency  # open loop: requests in flight at most (None: no cap)
+        self.last_full_s = -1.0  # when a due request last found every slot taken: it is sent when one frees
         self.done = 0
 
     def now(self) -> float:
@@ -111,7 +113,11 @@ class _Session:
             if self.closed and len(self.live) < concurrency_limit(self.scenario.arrival, t):
                 self._submit(self.upcoming, t)
             elif not self.closed and (self.upcoming.arrival_s or 0.0) <= t:
-                self._submit(self.upcoming, self.upcoming.arrival_s or 0.0)
+                if self.cap is not None and len(self.live) >= self.cap:
+                    self.last_full_s = t
+                    break
+                due = self.upcoming.arrival_s or 0.0  # a request that waited for a slot is sent now, as vLLM's client
+                self._submit(self.upcoming, t if due <= self.last_full_s else due)
             else:
                 break
 
@@ -125,7 +131,8 @@ class _Session:
             request_id=spec.request_id, class_name=spec.class_name, arrival_s=arrival_s,
             first_token_s=times[0] if times else None, token_times_s=times, finish_s=times[-1] if times else self.now(),
             prompt_tokens=spec.prompt_tokens, output_tokens=len(out.output_token_ids), status="ok",
-            is_warmup=spec.is_warmup, num_preemptions=out.num_preemptions)
+            is_warmup=spec.is_warmup, num_preemptions=out.num_preemptions,
+            queue_s=max(0.0, arrival_s - (spec.arrival_s if spec.arrival_s is not None else 0.0)))
 
     def abort_live(self) -> list[RequestRecord]:
         records = []

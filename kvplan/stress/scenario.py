@@ -128,11 +128,33 @@ class RequestClass(_Strict):
         return self
 
 
+DATASET_NAMES = ("sharegpt", "custom", "burstgpt")
+
+
+class DatasetRef(_Strict):
+    """A file of real requests to replay, named as `vllm bench serve --dataset-name` names them
+    (`dataset.py` reads them): sharegpt (ShareGPT JSON: the first human turn is the prompt, the
+    reply's length the output), custom (JSONL or CSV rows with `prompt` text or `input_len`, and
+    optionally `output_len`), burstgpt (BurstGPT's CSV of request and response token counts)."""
+
+    name: Literal["sharegpt", "custom", "burstgpt"]
+    path: str = Field(min_length=1, max_length=4096)  # relative paths: from the scenario file's folder
+    output_tokens: int | None = Field(None, gt=0, le=MAX_TOKENS)  # --sharegpt-output-len / --custom-output-len
+    tokenizer: str | None = Field(None, min_length=1, max_length=4096)  # counts text prompts (else ~4 bytes a token)
+
+
 class Workload(_Strict):
-    classes: list[RequestClass] = Field(min_length=1, max_length=256)
+    classes: list[RequestClass] | None = Field(None, min_length=1, max_length=256)
+    dataset: DatasetRef | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Workload:
+        if (self.classes is None) == (self.dataset is None):
+            raise FieldIssue(("classes",), "give exactly one of workload.classes (lengths drawn from distributions) or "
+                             f"workload.dataset (a file of requests: {', '.join(DATASET_NAMES)}); "
+                             f"{'both' if self.classes else 'neither'} given")
+        if self.dataset is not None:
+            return self
         if sum(c.weight for c in self.classes) <= 0:
             raise FieldIssue(("classes",), "class weights sum to 0; give at least one class a positive weight")
         seen: dict[str, int] = {}
@@ -155,6 +177,9 @@ class Arrival(_Strict):
     rate_per_s: float | None = Field(None, ge=MIN_RATE_PER_S, le=MAX_RATE_PER_S)
     burstiness: float | None = Field(None, ge=1e-3, le=1e3)  # poisson only: gamma shape (default 1 = Poisson); < 1 burstier
     concurrency: int | None = Field(None, gt=0, le=MAX_REQUESTS)
+    # open loop only: at most this many requests in flight; a due request waits for a slot, and its
+    # TTFT counts from when it is sent (vllm bench serve --max-concurrency with a --request-rate)
+    max_concurrency: int | None = Field(None, gt=0, le=MAX_REQUESTS)
     ramp_s: float = Field(0.0, ge=0, le=MAX_DURATION_S)  # rate (or concurrency) grows linearly from 0 over ramp_s
 
     @model_validator(mode="after")
@@ -164,6 +189,9 @@ class Arrival(_Strict):
                 raise FieldIssue(("concurrency",), "is required for arrival type concurrency")
             if self.rate_per_s is not None:
                 raise FieldIssue(("rate_per_s",), f"has no effect for closed-loop arrival type concurrency (got {self.rate_per_s!r})")
+            if self.max_concurrency is not None:
+                raise FieldIssue(("max_concurrency",), "applies to open-loop arrivals; a closed loop's `concurrency` "
+                                 "already caps requests in flight")
         else:
             if self.rate_per_s is None:
                 raise FieldIssue(("rate_per_s",), f"is required for arrival type {self.type}")
@@ -376,7 +404,7 @@ def check_against_model(scenario: Scenario) -> None:
     if spec.vocab_size <= SPECIAL_TOKEN_IDS:
         raise FieldIssue(("model",), f"{spec.name}'s vocab_size {spec.vocab_size} leaves no ordinary token ids")
     limit = scenario.max_model_len
-    for i, c in enumerate(scenario.workload.classes):
+    for i, c in enumerate(scenario.workload.classes or ()):
         prompt_min = max(c.prompt_tokens.lower_tokens, c.shared_prefix.tokens + 1 if c.shared_prefix else 1)
         if prompt_min + c.output_tokens.lower_tokens > limit:
             raise FieldIssue(("workload", "classes", i, "prompt_tokens"), f"impossible length: at least {prompt_min} prompt + "

@@ -147,4 +147,15 @@ def load_scenario(path: str | Path) -> Scenario:
         raise KvplanError(f"{p}: invalid YAML: {str(exc).splitlines()[0]}") from None
     except ValueError as exc:  # an integer of more than 4,300 digits (Python's conversion limit)
         raise KvplanError(f"{p}: {number_problem(exc)}") from None
+    _dataset_beside(data, p)
     return parse_scenario(data, str(p))
+
+
+def _dataset_beside(data: Any, scenario_path: Path) -> None:
+    """A dataset path written relative in a scenario file is relative to that file's folder."""
+    workload = data.get("workload") if isinstance(data, dict) else None
+    dataset = workload.get("dataset") if isinstance(workload, dict) else None
+    if isinstance(dataset, dict) and isinstance(dataset.get("path"), str) and dataset["path"]:
+        path = Path(dataset["path"]).expanduser()
+        if not path.is_absolute():
+            dataset["path"] = str(scenario_path.parent.absolute() / path)

@@ -127,8 +127,10 @@ class _Simulation:
 def simulate(requests: list[SimRequest], *, num_gpu_blocks: int, bytes_per_block: int, block_size: int,
              max_model_len: int, max_num_seqs: int, max_num_batched_tokens: int, cost_model: StepCost,
              allocator: str = "paged", enable_prefix_caching: bool = False, concurrency: int | None = None,
-             num_cpu_blocks: int = 0, max_steps: int = 10_000_000) -> SimResult:
-    """Run the scheduler to completion on a simulated clock (seconds from the first arrival)."""
+             num_cpu_blocks: int = 0, max_steps: int = 10_000_000, max_in_flight: int | None = None) -> SimResult:
+    """Run the scheduler to completion on a simulated clock (seconds from the first arrival).
+    `max_in_flight`: an open loop's client-side cap; a due request waits for a slot and counts its
+    latency from when it is sent, as `vllm bench serve --max-concurrency` does."""
     bm = BlockManager(num_gpu_blocks, block_size, enable_prefix_caching=enable_prefix_caching,
                       reserve_blocks_per_seq=ceil(max_model_len / block_size) if allocator == "contiguous" else None,
                       num_cpu_blocks=num_cpu_blocks)
@@ -137,6 +139,7 @@ def simulate(requests: list[SimRequest], *, num_gpu_blocks: int, bytes_per_block
     result = SimResult(num_gpu_blocks, num_gpu_blocks * bytes_per_block, bytes_per_block)
     sim = _Simulation(sched, bm, result, cost_model, max_model_len)
     closed = concurrency is not None
+    last_full_s = -1.0  # when a due request last found every client slot taken
     pending = deque(sorted(requests, key=lambda r: r.arrival_s or 0.0) if not closed else requests)
     while pending or sched.has_unfinished():
         if closed:
@@ -144,8 +147,12 @@ def simulate(requests: list[SimRequest], *, num_gpu_blocks: int, bytes_per_block
                 sim.admit(pending.popleft(), sim.clock)
         else:
             while pending and (pending[0].arrival_s or 0.0) <= sim.clock:
+                if max_in_flight is not None and sim.in_flight >= max_in_flight:
+                    last_full_s = sim.clock
+                    break
                 req = pending.popleft()
-                sim.admit(req, req.arrival_s or 0.0)
+                due = req.arrival_s or 0.0
+                sim.admit(req, sim.clock if due <= last_full_s else due)
             if not sched.has_unfinished():
                 sim.clock = pending[0].arrival_s or 0.0  # idle until the next arrival
                 continue

@@ -25,6 +25,7 @@ import numpy as np
 from numpy.random import PCG64, Generator, SeedSequence
 
 from kvplan.errors import KvplanError
+from kvplan.stress.dataset import DatasetStream
 from kvplan.stress.scenario import SPECIAL_TOKEN_IDS, Arrival, LengthSpec, RequestClass, Scenario
 
 _PREFIX_SALT = 0x50524546  # "PREF": keeps prefix streams apart from the request streams
@@ -43,6 +44,8 @@ class RequestSpec:
     shared_prefix_id: str | None
     shared_prefix_tokens: int
     is_warmup: bool
+    prompt_text: str | None = None  # a dataset's own prompt (sent as text to a server); None: the ids
+
 
     @property
     def prompt_tokens(self) -> int:
@@ -114,12 +117,16 @@ def _lengths(c: RequestClass, rng: Generator, max_model_len: int) -> tuple[int, 
     return prompt, output
 
 
-def iter_requests(scenario: Scenario, vocab_size: int | None = None) -> Iterator[RequestSpec]:
+def iter_requests(scenario: Scenario, vocab_size: int | None = None, stream: DatasetStream | None = None) -> Iterator[RequestSpec]:
     """The scenario's request stream: `num_requests` of them, or (open loop) those arriving
-    before `duration_s`; a closed-loop `duration_s` scenario streams forever (the runner stops)."""
+    before `duration_s`; a closed-loop `duration_s` scenario streams forever (the runner stops).
+    A dataset scenario replays its file (`stream`, when already read, else read here)."""
     vocab = int(vocab_size if vocab_size is not None else scenario.model_spec().vocab_size)
     if vocab <= SPECIAL_TOKEN_IDS:
         raise KvplanError(f"vocab_size {vocab} leaves no ordinary token ids (0..{SPECIAL_TOKEN_IDS - 1} are special)")
+    if scenario.workload.dataset is not None:
+        yield from _dataset_requests(scenario, stream or dataset_stream(scenario, vocab))
+        return
     class_ss, length_ss, token_ss, arrival_ss = SeedSequence(scenario.seed).spawn(4)
     class_rng, length_rng, token_rng, arrival_rng = map(_rng, (class_ss, length_ss, token_ss, arrival_ss))
     classes = scenario.workload.classes
@@ -147,6 +154,30 @@ def iter_requests(scenario: Scenario, vocab_size: int | None = None) -> Iterator
             shared_prefix_id=c.shared_prefix.id if c.shared_prefix else None, shared_prefix_tokens=len(prefix),
             is_warmup=i < scenario.warmup_requests,
         )
+
+
+def dataset_stream(scenario: Scenario, vocab_size: int | None = None) -> DatasetStream:
+    """The scenario's dataset, read for this run (its notes say what was skipped or estimated)."""
+    from kvplan.stress.dataset import load_dataset
+
+    vocab = int(vocab_size if vocab_size is not None else scenario.model_spec().vocab_size)
+    return load_dataset(scenario.workload.dataset, seed=scenario.seed, vocab_size=vocab,
+                        max_model_len=scenario.max_model_len, num_requests=scenario.num_requests)
+
+
+def _dataset_requests(scenario: Scenario, stream: DatasetStream) -> Iterator[RequestSpec]:
+    """A dataset's requests in replay order, with the scenario's arrivals (same seeding as classes)."""
+    arrival_ss = SeedSequence(scenario.seed).spawn(4)[3]
+    arrivals = arrival_times(scenario.arrival, _rng(arrival_ss)) if scenario.arrival.type != "concurrency" else None
+    name = scenario.workload.dataset.name
+    for i, entry in enumerate(stream.take(scenario.num_requests)):
+        arrival_s = next(arrivals) if arrivals is not None else None
+        if scenario.num_requests is None and arrival_s is not None and arrival_s >= float(scenario.duration_s):
+            return
+        yield RequestSpec(index=i, request_id=f"req-{i:06d}", class_name=name, arrival_s=arrival_s,
+                          prompt_token_ids=entry.prompt_token_ids, output_tokens=entry.output_tokens,
+                          shared_prefix_id=None, shared_prefix_tokens=0, is_warmup=i < scenario.warmup_requests,
+                          prompt_text=entry.prompt_text)
 
 
 def generate_requests(scenario: Scenario, vocab_size: int | None = None, max_requests: int | None = None) -> list[RequestSpec]:

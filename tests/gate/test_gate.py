@@ -288,7 +288,7 @@ def test_a_failed_run_is_no_baseline_unless_allowed(tmp_path: Path) -> None:
     """A run whose requests failed beyond its max_error_rate would make a gate pass failures."""
     import json
 
-    data = json.loads((Path(__file__).resolve().parents[2] / "reports" / "baselines" / "ci-smoke.json").read_text())
+    data = json.loads((Path(__file__).resolve().parents[2] / "kvplan" / "data" / "baselines" / "ci-smoke.json").read_text())
     data["verdict"] = "failed"
     source = tmp_path / "failed.json"
     source.write_text(json.dumps(data))
@@ -297,3 +297,30 @@ def test_a_failed_run_is_no_baseline_unless_allowed(tmp_path: Path) -> None:
     assert not (tmp_path / "baselines").exists() or not any((tmp_path / "baselines").iterdir())
     done = update_baseline(source, tmp_path / "baselines", allow_failed=True, force=True)
     assert done.path.exists()
+
+
+def test_gate_from_anywhere_uses_the_bundled_ci_smoke_baseline(tmp_path: Path, capsys, monkeypatch, smoke_result: RunResult) -> None:
+    """From a wheel (no reports/baselines here), `kvplan gate -r result.json` of ci-smoke gates against
+    the baseline kvplan ships, and says so."""
+    monkeypatch.chdir(tmp_path)
+    src = smoke_result.write_atomic(tmp_path / "result.json")
+    rc, out, err = cli(capsys, "gate", "-r", str(src))
+    assert "bundled ci-smoke.json" in err and rc in (0, 1) and ("PASS" in out or "FAIL" in out)
+
+
+def test_baseline_create_takes_any_complete_result(tmp_path: Path, capsys, monkeypatch, mixed: RunResult) -> None:
+    """`baseline update` refuses a result that misses its own prediction; `create` stores any complete one
+    as the first baseline, and never silently replaces one."""
+    monkeypatch.chdir(tmp_path)
+    off = mixed.model_copy(deep=True)
+    off.prediction["peak_kv_bytes"] = (off.metrics.get("peak_kv_bytes") or 1) * 10  # the planner was wrong
+    src = off.write_atomic(tmp_path / "run" / "result.json")
+    rc, _, err = cli(capsys, "baseline", "update", str(src))
+    assert rc == 2 and "fails its gate" in err
+    rc, _, err = cli(capsys, "baseline", "create", str(src))
+    target = tmp_path / "reports" / "baselines" / f"{mixed.scenario_name}.json"
+    assert rc == 0 and target.read_bytes() == src.read_bytes()
+    rc, _, err = cli(capsys, "baseline", "create", str(src))
+    assert rc == 2 and "exists" in err and err.count("\n") == 1
+    rc, out, _ = cli(capsys, "gate", "-r", str(src))  # now the default baseline: equal to it, but not to its prediction
+    assert rc == 1 and "peak_kv_bytes" in out and "reports/baselines" in out.replace("\n", "")

@@ -91,7 +91,7 @@ class HttpTarget:
         o = self.options
         closed = scenario.arrival.type == "concurrency"
         out = run_http(requests, url=o.url, api=o.api, served_model_name=o.served_model_name, api_key_env=o.api_key_env,
-                       timeout_s=o.timeout_s, concurrency=scenario.arrival.concurrency if closed else None,
+                       timeout_s=o.timeout_s, concurrency=scenario.arrival.concurrency if closed else scenario.arrival.max_concurrency,
                        warmup_request_ids=frozenset(r.request_id for r in requests if r.is_warmup), on_progress=on_progress,
                        prompts=self._exact_prompts, server_kind=o.server_kind)
         info = {**out.server_info, "tokenizer": o.tokenizer}  # already masked by run_http

@@ -77,7 +77,9 @@ class StreamClient:
     def prepare(self, requests: Iterable[RequestSpec]) -> None:
         """Build every text prompt before the clock starts (a tokenizer takes a while per prompt)."""
         for spec in requests:
-            if self.api == "chat" or not self.features.token_id_prompts:
+            if spec.prompt_text is not None:  # a dataset's own text: sent as it is, the server counts it
+                self._texts[spec.request_id] = spec.prompt_text
+            elif self.api == "chat" or not self.features.token_id_prompts:
                 ids = spec.prompt_token_ids
                 self._texts[spec.request_id] = self.prompts.text(ids) if self.prompts is not None else ids_to_words(ids)
 
@@ -93,7 +95,7 @@ class StreamClient:
                                 "stream_options": {"include_usage": True}, **self.features.extras(spec.output_tokens)}
         if self.model is not None:
             body["model"] = self.model
-        text = self._texts.get(spec.request_id)
+        text = self._texts.get(spec.request_id, spec.prompt_text)
         if text is None and (self.api == "chat" or not self.features.token_id_prompts):
             ids = spec.prompt_token_ids
             text = self.prompts.text(ids) if self.prompts is not None else ids_to_words(ids)
@@ -234,4 +236,5 @@ def make_record(p: Progress, status: str, error: str | None, finish_s: float | N
                          first_token_s=times[0] if times else None, token_times_s=times, finish_s=finish_s,
                          prompt_tokens=p.spec.prompt_tokens, output_tokens=tokens, status=status,  # type: ignore[arg-type]
                          error=error, is_warmup=warmup, server_input_tokens=p.usage_prompt_tokens,
-                         server_output_tokens=p.usage_tokens)
+                         server_output_tokens=p.usage_tokens,
+                         queue_s=max(0.0, p.arrival_s - (p.spec.arrival_s if p.spec.arrival_s is not None else 0.0)))

@@ -61,7 +61,7 @@ def test_named_kinds_and_bad_names() -> None:
 
 @pytest.mark.parametrize("args, words", [
     (["--target", "http://127.0.0.1:9", "--server-kind", "llamacpp"], "--server-kind 'llamacpp'"),
-    (["--tokenizer", "/nowhere"], "--server-kind and --tokenizer apply to a --target server"),
+    (["--tokenizer", "/nowhere"], "--tokenizer applies to a --target server or to a dataset"),
     (["--format", "csv"], "--format 'csv': choose one of kvplan, vllm"),
 ])
 def test_bad_flags_are_one_line_before_anything_runs(args: list[str], words: str, tmp_path, capsys) -> None:

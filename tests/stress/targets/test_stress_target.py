@@ -57,3 +57,28 @@ def test_stress_target_matches_in_process_pool(smoke_server: ServeProcess, tmp_p
     assert vllm["completed"] == measured and len(vllm["ttfts"]) == len(vllm["itls"]) == len(vllm["start_times"]) == measured
     assert vllm["output_lens"] == [r.output_tokens for r in result.records() if not r.is_warmup]
     assert all(r.server_input_tokens == r.prompt_tokens for r in result.records())  # the server's own count
+
+
+def test_stress_target_replays_sharegpt_text_from_vllm_bench_flags(smoke_server: ServeProcess, tmp_path: Path) -> None:
+    """`kvplan stress --target URL --model M --dataset-name sharegpt --dataset-path f.json --request-rate R
+    --num-prompts N`: no YAML; the conversations' own text is sent, the server counts it."""
+    from kvplan.stress.bench_flags import BenchFlags
+
+    words = lambda n: " ".join(f"w{10 + i % 90}" for i in range(n))  # noqa: E731 - 4-byte words: one token each
+    convs = [{"conversations": [{"from": "human", "value": words(20 + 5 * i)}, {"from": "gpt", "value": words(6 + i)}]}
+             for i in range(12)]
+    dataset = tmp_path / "sharegpt.json"
+    dataset.write_text(json.dumps(convs))
+    out = tmp_path / "out"
+    outcome = stress_and_report(StressOptions(None, out, progress=False, target=smoke_server.url, served_model_name="tiny",
+                                              timeout_s=30.0, bench=BenchFlags(
+                                                  model="tiny-llama", dataset_name="sharegpt", dataset_path=str(dataset),
+                                                  request_rate=40.0, num_prompts=8)))
+    assert not outcome.failed
+    result = load_result(out / "result.json")
+    records = result.records()
+    assert len(records) == 8 and all(r.status == "ok" for r in records)
+    prompts = {len(c["conversations"][0]["value"].split()) for c in convs}
+    assert {r.prompt_tokens for r in records} <= prompts  # the dataset's prompts, in vLLM's shuffled order
+    assert all(r.server_input_tokens == r.prompt_tokens for r in records)  # sent as text, counted by the server
+    assert result.scenario["arrival"] == {"type": "poisson", "rate_per_s": 40.0, "ramp_s": 0.0}
