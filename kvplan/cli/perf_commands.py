@@ -19,11 +19,9 @@ from kvplan.cli.server_flags import load_device, load_served_model
 from kvplan.errors import KvplanError
 
 def _rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise KvplanError(f"--request-rate takes a number of requests/s or inf, got {text!r}") from None
-    return value  # its range: Workload's check
+    from kvplan.perf.random_dataset import parse_request_rate
+
+    return parse_request_rate(text)  # its range: Workload's check
 
 
 def _server(model: str, gpu: str, *, dtype: str, strict: bool, **flags):

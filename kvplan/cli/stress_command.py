@@ -25,12 +25,9 @@ LOAD = "Load (vllm bench serve's flags)"
 
 
 def _rate(text: str | None) -> float | None:
-    if text is None:
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        raise KvplanError(f"--request-rate takes a number of requests/s or inf, got {text!r}") from None
+    from kvplan.perf.random_dataset import parse_request_rate
+
+    return None if text is None else parse_request_rate(text)
 
 
 @app.command()

@@ -46,19 +46,22 @@ class GateCheck:
     metric: str
     baseline: float | None  # the reference: the baseline's value, or the prediction for kind "prediction"
     current: float | None
-    delta: float | None  # current - baseline, in the metric's unit
-    limit: str  # "exact", "+15%", "±2% of predicted", "<= baseline"
+    delta: float | None  # current - baseline in the metric's unit; a prediction check: predicted - measured
+    limit: str  # "exact", "+15%", "±2% of measured", "<= baseline"
     passed: bool
     kind: CheckKind
     note: str = ""
 
     @property
     def delta_pct(self) -> float | None:
-        if self.delta is None or self.baseline is None:
+        """% of the reference; a prediction check's is the prediction's error, (predicted - measured) /
+        measured, signed as the stress table, the report's plot and `predict --vllm-result` sign it."""
+        reference = self.current if self.kind == "prediction" else self.baseline
+        if self.delta is None or reference is None:
             return None
-        if self.baseline == 0:
+        if reference == 0:
             return 0.0 if self.delta == 0 else None
-        return 100.0 * self.delta / abs(self.baseline)
+        return 100.0 * self.delta / abs(reference)
 
 
 @dataclass(frozen=True)
@@ -142,12 +145,13 @@ def contention(baseline: RunResult, current: RunResult) -> str | None:
 
 
 def check_prediction(metric: str, tol: Tolerance, predicted: float | None, measured: float | None) -> GateCheck:
-    limit = f"±{tol.percent:g}% of predicted"
+    limit = f"±{tol.percent:g}% of measured"
     missing = _missing("prediction", metric, predicted, measured, limit, "prediction")
     if missing is not None:
         return missing
     assert predicted is not None and measured is not None
-    return GateCheck(metric, predicted, measured, _delta(predicted, measured), limit, tol.allows(predicted, measured), "prediction")
+    # delta: predicted - measured (the prediction's error), not measured - predicted
+    return GateCheck(metric, predicted, measured, _delta(measured, predicted), limit, tol.allows(measured, predicted), "prediction")
 
 
 # --- tolerances -------------------------------------------------------------------------------

@@ -23,6 +23,19 @@ MIN_REQUEST_RATE_PER_S = 1e-6
 MIN_BURSTINESS, MAX_BURSTINESS = 1e-3, 1e3
 
 
+def check_range_ratio(ratio: float) -> None:
+    if not 0 <= ratio < 1:
+        raise KvplanError(f"--random-range-ratio must be in [0, 1), got {ratio}")
+
+
+def parse_request_rate(text: str) -> float:
+    """--request-rate as typed: a number of requests/s or inf (its range: the command's own check)."""
+    try:
+        return float(text)
+    except ValueError:
+        raise KvplanError(f"--request-rate takes a number of requests/s or inf, got {text!r}") from None
+
+
 @dataclass(frozen=True)
 class Workload:
     """`vllm bench serve --dataset-name random` flags, named as there."""
@@ -45,8 +58,7 @@ class Workload:
                                   ("--num-prompts", self.num_prompts, MAX_PROMPTS)):
             if not 0 < value <= most:
                 raise KvplanError(f"{flag} must be in 1..{most:,}, got {value}")
-        if not 0 <= self.random_range_ratio < 1:
-            raise KvplanError(f"--random-range-ratio must be in [0, 1), got {self.random_range_ratio}")
+        check_range_ratio(self.random_range_ratio)
         if not (self.request_rate >= MIN_REQUEST_RATE_PER_S):  # NaN fails too
             raise KvplanError(f"--request-rate must be at least {MIN_REQUEST_RATE_PER_S:g} requests/s (or inf), "
                               f"got {self.request_rate}")

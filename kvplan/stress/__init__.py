@@ -2,7 +2,8 @@
 against the prediction made first.
 
 Modules: scenario.py and scenario_loader.py (scenario files), overrides.py, workload.py (the seeded
-request stream), command.py (the run: check, predict, run, result), driver.py (one target's run),
+request stream), dataset.py (ShareGPT, custom and BurstGPT files replayed), bench_flags.py (`vllm bench
+serve`'s load flags as a scenario), command.py (the run: check, predict, run, result), driver.py (one target's run),
 target.py (the target interface; targets/ holds the engine and HTTP targets), runner.py and
 step_probe.py (driving the engine), prediction.py and simulate.py (the prediction), cpu_cost.py and
 calibrate.py (the CPU step cost and its calibration), machine_facts.py, machine_speed.py,

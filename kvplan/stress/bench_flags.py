@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanError
+from kvplan.perf.random_dataset import check_range_ratio
 from kvplan.stress.scenario import DATASET_NAMES
 
 DATASETS = ("random", *DATASET_NAMES)
@@ -75,8 +76,8 @@ class BenchFlags:
             raise KvplanError("--sharegpt-output-len applies to --dataset-name sharegpt")
         if self.custom_output_len is not None and name != "custom":
             raise KvplanError("--custom-output-len applies to --dataset-name custom")
-        if self.random_range_ratio is not None and not 0 <= self.random_range_ratio < 1:
-            raise KvplanError(f"--random-range-ratio must be in [0, 1), got {self.random_range_ratio}")
+        if self.random_range_ratio is not None:
+            check_range_ratio(self.random_range_ratio)
         if self.request_rate is not None and not (self.request_rate > 0):  # NaN fails too
             raise KvplanError(f"--request-rate must be a positive number of requests/s or inf, got {self.request_rate}")
         return name

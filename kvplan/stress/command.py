@@ -234,16 +234,14 @@ def stress_scenario(opts: StressOptions) -> Scenario:
         raise KvplanError("give --scenario (a file or a bundled name), or --model with vllm bench serve's load flags "
                           "(--dataset-name, --num-prompts, --request-rate, ...)")
     base = load_scenario(opts.scenario_path) if opts.scenario_path is not None else None
-    if bench is None and (opts.tokenizer is None or base.workload.dataset is None or base.workload.dataset.tokenizer):
-        if opts.tokenizer is not None and not opts.target:
-            raise KvplanError("--tokenizer applies to a --target server or to a dataset's text prompts")
-        return base
     data = bench.scenario(base.to_dict() if base is not None else None, opts.tokenizer) if bench else base.to_dict()
     dataset = (data.get("workload") or {}).get("dataset")
+    if opts.tokenizer is not None and not opts.target and not isinstance(dataset, dict):
+        raise KvplanError("--tokenizer applies to a --target server or to a dataset's text prompts")
+    if bench is None and (opts.tokenizer is None or not isinstance(dataset, dict) or dataset.get("tokenizer")):
+        return base
     if isinstance(dataset, dict) and opts.tokenizer is not None:
         dataset.setdefault("tokenizer", opts.tokenizer)
-    elif opts.tokenizer is not None and not opts.target:
-        raise KvplanError("--tokenizer applies to a --target server or to a dataset's text prompts")
     where = f"{opts.scenario_path} with {' '.join(bench.given())}" if base is not None and bench else \
         ("the command's flags" if base is None else str(opts.scenario_path))
     return parse_scenario(data, where)

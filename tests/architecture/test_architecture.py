@@ -30,7 +30,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "kvplan"
 SMOKE = ROOT / "kvplan" / "data" / "scenarios" / "ci-smoke.yaml"
-SMOKE_BASELINE = ROOT / "reports" / "baselines" / "ci-smoke.json"
+SMOKE_BASELINE = ROOT / "kvplan" / "data" / "baselines" / "ci-smoke.json"
 
 HEAVY = ("torch", "transformers")
 # packages whose modules may import torch / transformers directly (the package and all below it)

@@ -12,7 +12,7 @@ import pytest
 from kvplan.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
-BASELINE = ROOT / "reports" / "baselines" / "ci-smoke.json"
+BASELINE = ROOT / "kvplan" / "data" / "baselines" / "ci-smoke.json"
 BIG = str(2**64)
 LONG = "x" * 5000
 

@@ -78,7 +78,7 @@ def _big_int_files(tmp: Path) -> list[tuple[list[str], str]]:
     (model / "config.json").write_text(json.dumps(config).replace('"num_hidden_layers": 32', f'"num_hidden_layers": {digits}'))
     (tmp / "big.yaml").write_text(f"name: big\nnum_requests: {digits}\n")
     result = tmp / "result.json"
-    shutil.copy(Path(__file__).resolve().parents[2] / "reports" / "baselines" / "ci-smoke.json", result)
+    shutil.copy(Path(__file__).resolve().parents[2] / "kvplan" / "data" / "baselines" / "ci-smoke.json", result)
     result.write_text(result.read_text().replace('"schema_version"', f'"x": {digits}, "schema_version"', 1))
     return [(["estimate", "--model", str(model)], "4,300 digits"), (["stress", "--scenario", str(tmp / "big.yaml")], "4,300 digits"),
             (["report", str(result), "-o", str(tmp / "r.html")], "4,300 digits"),

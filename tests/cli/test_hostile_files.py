@@ -16,7 +16,7 @@ from kvplan.files import child_path, write_text_atomic
 from kvplan.stress.scenario_loader import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
-BASELINE = ROOT / "reports" / "baselines" / "ci-smoke.json"
+BASELINE = ROOT / "kvplan" / "data" / "baselines" / "ci-smoke.json"
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from kvplan.cli import main
 
-BASELINE = Path(__file__).resolve().parents[2] / "reports" / "baselines" / "ci-smoke.json"
+BASELINE = Path(__file__).resolve().parents[2] / "kvplan" / "data" / "baselines" / "ci-smoke.json"
 
 
 def _json(capsys, *args: str) -> tuple[int, object]:

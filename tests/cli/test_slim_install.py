@@ -19,7 +19,7 @@ sys.argv = ["kvplan", *sys.argv[1:]]
 from kvplan.__main__ import run
 run()
 """
-BASELINE = str(ROOT / "reports" / "baselines" / "ci-smoke.json")
+BASELINE = str(ROOT / "kvplan" / "data" / "baselines" / "ci-smoke.json")
 
 
 def _kvplan(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:

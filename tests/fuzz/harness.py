@@ -28,7 +28,7 @@ import yaml
 from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).resolve().parents[2]
-BASELINE = ROOT / "reports" / "baselines" / "ci-smoke.json"
+BASELINE = ROOT / "kvplan" / "data" / "baselines" / "ci-smoke.json"
 # deterministic by default (the same cases every run, so a failure reproduces); KVPLAN_FUZZ_SEED=random
 # draws new ones, KVPLAN_FUZZ_SCALE=10 runs ten times as many
 FUZZ = settings(derandomize=os.environ.get("KVPLAN_FUZZ_SEED") != "random", database=None, deadline=None,

@@ -72,13 +72,19 @@ def test_prediction_tolerance(smoke_result: RunResult) -> None:
     off.prediction["peak_kv_bytes"] = int(smoke_result.metrics["peak_kv_bytes"] * 1.05)  # gate.prediction: "2%"
     verdict = run_gate(smoke_result, off)
     assert [(c.metric, c.kind) for c in verdict.failures] == [("peak_kv_bytes", "prediction")]
-    assert verdict.failures[0].limit == "±2% of predicted"
+    assert verdict.failures[0].limit == "±2% of measured"
+    # the prediction's error, signed as the stress table and the report's plot: (predicted - measured) / measured
+    assert verdict.failures[0].delta_pct == pytest.approx(5.0, abs=0.1) and verdict.failures[0].delta > 0
 
 
 def test_p50_in_gate_reads_the_median(mixed: RunResult) -> None:
     checks = {c.metric: c for c in run_gate(mixed, mixed).checks if c.kind == "prediction"}
+    assert checks["median_ttft_ms"].baseline == pytest.approx(mixed.prediction["median_ttft_ms"])  # one name: vLLM's median_
+    assert metric_value({"median_itl_ms": 3.0}, "p50_itl_ms") == 3.0  # an older scenario's p50_ still reads the median
+    older = mixed.model_copy(deep=True)
+    older.scenario["gate"]["prediction"] = {"p50_ttft_ms": "15%"}
+    checks = {c.metric: c for c in run_gate(older, older).checks if c.kind == "prediction"}
     assert checks["p50_ttft_ms"].baseline == pytest.approx(mixed.prediction["median_ttft_ms"])
-    assert metric_value({"median_itl_ms": 3.0}, "p50_itl_ms") == 3.0
 
 
 def test_tolerance_flags_override_the_scenario(smoke_result: RunResult) -> None:

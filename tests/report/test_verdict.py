@@ -234,16 +234,20 @@ def test_latency_bars_show_3_ms_beside_1500_ms(drawn) -> None:
 
 
 def test_ratio_bars_band_and_colours(result_factory, drawn) -> None:
-    assert agreement_plot.band(25.0) == pytest.approx((0.8, 1 / 0.75))
+    assert agreement_plot.band(25.0) == pytest.approx((0.75, 1.25))  # |predicted / measured - 1| <= 25%
     rows = agreements(_slowed(result_factory, speed=3.0, itl_model_error=2.0))
     agreement_plot.ratio_figure(rows)
     ax = drawn[0].axes[0]
     assert ax.get_xscale() == "log"
     labels = [t.get_text() for t in ax.get_yticklabels()]
-    assert labels == [row.label for row in rows if row.judged and agreement_plot.measured_over_predicted(row) is not None]
+    assert labels == [row.label for row in rows if row.judged and agreement_plot.predicted_over_measured(row) is not None]
     dots = {str(i): l.get_color() for i, l in enumerate(ax.get_lines()) if l.get_marker() == "o"}
-    judged = [row for row in rows if row.judged and agreement_plot.measured_over_predicted(row) is not None]
+    judged = [row for row in rows if row.judged and agreement_plot.predicted_over_measured(row) is not None]
     assert list(dots.values()) == [agreement_plot.PASS if row.status == "pass" else agreement_plot.MISS for row in judged]
+    # one signed error everywhere: each bar's label is the table's error, and the axis reads in it too
+    texts = [t.get_text() for t in ax.texts]
+    assert texts == [f"{row.error_pct:+.1f}%" for row in judged if row.error_pct is not None]
+    assert agreement_plot._error_label(0.115) == "-88.5%" and agreement_plot._error_label(1.0) == "0"
 
 
 def test_failure_lines_print_the_servers_words_not_markup() -> None:

@@ -107,7 +107,7 @@ def test_a_results_scenario_copy_has_mapping_sections(tmp_path: Path, scenario: 
     from kvplan.errors import KvplanError
     from kvplan.stress.result import load_result
 
-    data = json.loads((ROOT / "reports" / "baselines" / "ci-smoke.json").read_text())
+    data = json.loads((ROOT / "kvplan" / "data" / "baselines" / "ci-smoke.json").read_text())
     data["scenario"].update(scenario)
     (tmp_path / "r.json").write_text(json.dumps(data))
     with pytest.raises(KvplanError) as info:

@@ -106,7 +106,7 @@ def test_force_removes_only_what_a_run_writes(tiny: Path, tmp_path: Path, capsys
 
 
 def test_report_never_overwrites_its_input(tmp_path: Path, capsys) -> None:
-    src = Path(__file__).resolve().parents[2] / "reports" / "baselines" / "ci-smoke.json"
+    src = Path(__file__).resolve().parents[2] / "kvplan" / "data" / "baselines" / "ci-smoke.json"
     copy = tmp_path / "in.json"
     copy.write_bytes(src.read_bytes())
     with pytest.raises(SystemExit) as info:

@@ -81,7 +81,7 @@ def test_a_timeline_sample_of_the_wrong_type_is_bad_input(tmp_path, field: str, 
     from kvplan.errors import KvplanError
     from kvplan.stress.result import load_result
 
-    data = json.loads((Path(__file__).resolve().parents[2] / "reports" / "baselines" / "ci-smoke.json").read_text())
+    data = json.loads((Path(__file__).resolve().parents[2] / "kvplan" / "data" / "baselines" / "ci-smoke.json").read_text())
     data["timeline"][3][field] = value
     path = tmp_path / "result.json"
     path.write_text(json.dumps(data))
