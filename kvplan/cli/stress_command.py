@@ -46,6 +46,7 @@ def stress(
     timeout_s: Annotated[float, typer.Option("--timeout-s", help="With --target: per-request timeout.")] = 120.0,
     threads: Threads = None,
     server_kind: Annotated[str, typer.Option("--server-kind", help="With --target: auto (ask the server what it accepts), vllm, sglang, tgi or openai.")] = "auto",
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="With --target: the server's GPU (see `kvplan gpus`), so the prediction has latencies (kvplan predict's GPU model).")] = None,
     tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="With --target: the server's tokenizer (a local directory or a repo in the Hugging Face cache; offline) for text prompts of the scenario's exact length.")] = None,
     output_format: Annotated[str, typer.Option("--format", help="kvplan, or vllm: also write result.vllm.json with the keys and per-request arrays of `vllm bench serve --save-result`.")] = "kvplan",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (files written, verdicts, measured and predicted metrics) on stdout; the tables go to stderr.", metavar="")] = False,
@@ -78,7 +79,7 @@ def stress(
                                     calibration=calibration, recalibrate=recalibrate, target=target, api=api,
                                     served_model_name=served_model_name, api_key_env=api_key_env, timeout_s=timeout_s,
                                     force=force, server_kind=server_kind, tokenizer=tokenizer, output_format="vllm" if save_result else output_format,
-                                    threads=threads, bench=BenchFlags(
+                                    threads=threads, gpu=gpu, bench=BenchFlags(
                                         model, dataset_name, dataset_path, num_prompts, _rate(request_rate), burstiness,
                                         max_concurrency, random_input_len, random_output_len, random_range_ratio,
                                         random_prefix_len, sharegpt_output_len, custom_output_len, seed)),

@@ -61,6 +61,7 @@ class StressOptions:
     force: bool = False  # write into an --out folder that holds an earlier run's files (they are removed)
     threads: int | None = None  # the engine's intra-op threads (scenario's engine.num_threads wins otherwise)
     bench: BenchFlags | None = None  # vllm bench serve's load flags: the scenario, or changes to it
+    gpu: str | None = None  # with --target: the server's GPU (catalog name), for the GPU step-cost model
 
     def __post_init__(self) -> None:
         """Each flag checked once, whether or not the run uses it (a bad value is never ignored)."""
@@ -178,6 +179,12 @@ def _check(opts: StressOptions) -> None:
     check_server_kind(opts.server_kind)
     if not opts.target and opts.server_kind != "auto":
         raise KvplanError("--server-kind applies to a --target server")
+    if opts.gpu is not None and not opts.target:
+        raise KvplanError("--gpu names a --target server's GPU; the bundled engine runs here")
+    if opts.gpu is not None:
+        from kvplan.spec.gpu import load_gpu
+
+        load_gpu(opts.gpu)  # an unknown GPU is one line now, not after the run
     if opts.output_format not in OUTPUT_FORMATS:
         raise KvplanError(f"--format {opts.output_format!r}: choose one of {', '.join(OUTPUT_FORMATS)}")
 
@@ -201,7 +208,7 @@ def _make_target(allocator: str, opts: StressOptions, scenario: Scenario) -> Tar
         from kvplan.stress.targets.http_target import HttpOptions, HttpTarget
 
         return HttpTarget(scenario, HttpOptions(opts.target, opts.api, opts.served_model_name, opts.api_key_env,
-                                                opts.timeout_s, opts.server_kind, opts.tokenizer))
+                                                opts.timeout_s, opts.server_kind, opts.tokenizer, opts.gpu))
     from kvplan.stress.targets.engine_target import EngineTarget
 
     return EngineTarget(scenario, allocator)
@@ -247,6 +254,18 @@ def stress_scenario(opts: StressOptions) -> Scenario:
     return parse_scenario(data, where)
 
 
+def _with_server_settings(opts: StressOptions, scenario: Scenario, notes: list[str]) -> Scenario:
+    """The scenario planned with the --target server's own pool, block size, KV dtype and max_model_len."""
+    from kvplan.stress.targets.openai_http import api_key
+    from kvplan.stress.targets.server_settings import adopt, read_server_settings
+
+    key = api_key(opts.api_key_env)
+    settings = read_server_settings(opts.target, {"Authorization": f"Bearer {key}"} if key else {}, opts.served_model_name)
+    data, said = adopt(scenario, settings)
+    notes.extend(said)
+    return parse_scenario(data, f"{opts.scenario_path or 'the scenario'} with the server's settings")
+
+
 def run_stress(opts: StressOptions, console: Console | None = None) -> StressRun:
     """Every run the options ask for, in memory: the output folder (and a calibration file to
     write) are checked first, and nothing is written until `save_run`."""
@@ -260,6 +279,8 @@ def run_stress(opts: StressOptions, console: Console | None = None) -> StressRun
 
         check_output_path(opts.calibration or calibration_path(scenario.name, scenario.engine.device))
     notes: list[str] = []
+    if opts.target:
+        scenario = _with_server_settings(opts, scenario, notes)
     requests = scenario_requests(scenario, notes)
     for note in notes:
         console.print(f"kvplan: note: {note}", markup=False, highlight=False)

@@ -39,7 +39,7 @@ def load_cost_model(scenario: Scenario, calibration: Path | None = None,
     device = scenario.engine.device
     if calibration is not None:
         return LinearCostModel.load(calibration), f"calibrated: {calibration}"
-    if device.startswith("cuda"):
+    if device.startswith("cuda") or device_name is not None:  # a GPU here, or a --target server's (--gpu)
         return _gpu_cost(scenario, device_name)
     for name in (scenario.name, scenario.model_spec().name):
         path = find_calibration(name, device)

@@ -28,6 +28,7 @@ class HttpOptions:
     timeout_s: float = 120.0
     server_kind: str = "auto"  # auto (probe), vllm, sglang, tgi, openai
     tokenizer: str | None = None  # a local tokenizer directory or an HF-cache repo id: exact-length text prompts
+    gpu: str | None = None  # the server's GPU (--gpu): the prediction's latency uses kvplan predict's GPU cost model
 
 
 def _int(v: Any) -> int | None:
@@ -66,10 +67,9 @@ def _feature_notes(info: dict[str, Any], o: HttpOptions) -> list[str]:
 
 class HttpTarget:
     allocator = "paged"  # the server's own; kvplan cannot choose it
-    device_name = None  # the server's GPU is not visible from the client
-
     def __init__(self, scenario: Scenario, options: HttpOptions) -> None:
         self.options = options
+        self.device_name = options.gpu  # the server's GPU is not visible from the client: --gpu names it
         self.label = f"-> {redact(without_userinfo(options.url))}"  # printed with the progress bar
         self._pool = Pool(scenario.num_gpu_blocks(), scenario.bytes_per_block())
         self._exact_prompts = self._load_prompts()  # a bad --tokenizer fails here, before anything runs

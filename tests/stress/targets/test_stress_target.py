@@ -82,3 +82,24 @@ def test_stress_target_replays_sharegpt_text_from_vllm_bench_flags(smoke_server:
     assert {r.prompt_tokens for r in records} <= prompts  # the dataset's prompts, in vLLM's shuffled order
     assert all(r.server_input_tokens == r.prompt_tokens for r in records)  # sent as text, counted by the server
     assert result.scenario["arrival"] == {"type": "poisson", "rate_per_s": 40.0, "ramp_s": 0.0}
+
+
+def test_stress_target_plans_from_the_servers_settings(smoke_server: ServeProcess, tmp_path: Path) -> None:
+    """No scenario engine section matches the server: the prediction takes the server's pool and
+    max_model_len (read from /metrics and /v1/models) and says which settings differed; --gpu gives
+    the prediction latencies from kvplan predict's GPU model."""
+    from kvplan.stress.bench_flags import BenchFlags
+
+    out = tmp_path / "out"
+    outcome = stress_and_report(StressOptions(None, out, progress=False, target=smoke_server.url, served_model_name="tiny",
+                                              timeout_s=30.0, gpu="h100", bench=BenchFlags(
+                                                  model="tiny-llama", random_input_len=48, random_output_len=6,
+                                                  num_prompts=6, max_concurrency=3)))
+    assert not outcome.failed
+    result = load_result(out / "result.json")
+    server = load_scenario(SMOKE).engine
+    assert result.prediction["num_gpu_blocks"] == result.metrics["num_gpu_blocks"] == load_scenario(SMOKE).num_gpu_blocks()
+    assert result.scenario["engine"]["max_model_len"] == server.max_model_len
+    assert any(n.startswith("server set up differently:") and "max_model_len 1024" in n for n in result.notes)
+    assert not any("the server's pool has" in n for n in result.notes)  # planned with it: no mismatch left
+    assert "GPU cost model" in result.prediction["cost_model_source"] and result.prediction["median_ttft_ms"] > 0
