@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 import stat
 from collections.abc import Iterable
 from pathlib import Path
@@ -25,9 +26,40 @@ class UnknownNameError(KvplanError):
     def __init__(self, kind: str, value: str, choices: Iterable[str]) -> None:
         choices = sorted(set(choices))
         value = value if len(value) <= 60 else value[:57] + "..."  # a message names the value, never a whole document
-        close = difflib.get_close_matches(value.lower(), choices, n=5, cutoff=0.5)
+        close = close_names(value.lower(), choices)
         hint = f"did you mean: {', '.join(close)}?" if close else f"choices: {', '.join(choices[:12])}{' ...' if len(choices) > 12 else ''}"
         super().__init__(f"unknown {kind} {value!r}; {hint}")
+
+
+_SIZE = re.compile(r"(?<![a-z0-9.])(\d+(?:\.\d+)?)b(?![a-z0-9])")  # "70b" in llama-3.1-70b, not "a3b"
+_FAMILY = re.compile(r"^[a-z]+")
+
+
+def close_names(value: str, choices: list[str], n: int = 5) -> list[str]:
+    """Names to suggest for `value`: same family and same size first (llama-3-70b-instruct ->
+    llama-3.3-70b-instruct before llama-3-8b-instruct), then same size, then same family, each by
+    spelling; one spelling per name (aliases that differ only in '-' and '.' count once)."""
+    size = set(_SIZE.findall(value))
+    family = (_FAMILY.findall(value) or [""])[0]
+
+    def tier(name: str) -> int:
+        same_size = bool(size & set(_SIZE.findall(name)))
+        same_family = bool(family) and name.startswith(family)
+        return 0 if same_size and same_family else 1 if same_size else 2 if same_family else 3
+
+    scored = []
+    for name in choices:
+        ratio = difflib.SequenceMatcher(None, value, name).ratio()
+        t = tier(name)
+        if t < 3 and ratio >= 0.4 or ratio >= 0.6:
+            scored.append((t if ratio >= 0.4 else 3, -ratio, name))
+    out, seen = [], set()
+    for _, _, name in sorted(scored):
+        key = name.replace("-", "").replace(".", "")
+        if key not in seen:
+            seen.add(key)
+            out.append(name)
+    return out[:n]
 
 
 class ConfigError(KvplanError):
