@@ -56,15 +56,21 @@ def render_plan(console: Console, answer: dict[str, Any]) -> None:
                          f"({w['random_input_len']} in / {w['random_output_len']} out); "
                          f"P{answer['slo']['percentile']:g} TTFT <= {answer['slo']['ttft_ms']} ms, "
                          f"TPOT <= {answer['slo']['tpot_ms']} ms"))
-    for col in ("GPU", "tp", "weights", "KV", "replicas", "GPUs", "goodput req/s", "TTFT ms", "TPOT ms", "$/h"):
+    for col in ("GPU", "tp", "weights", "KV", "replicas", "GPUs", "goodput req/s per replica", "TTFT ms", "TPOT ms", "$/h, all GPUs"):
         table.add_column(col, justify="right" if col not in ("GPU", "weights", "KV") else "left")
     for c in answer["configs"]:
         table.add_row(c["gpu"], str(c["tp"]), c["quantization"] or "auto", c["kv_cache_dtype"], str(c["replicas"]),
                       str(c["total_gpus"]), f"{c['goodput_req_per_s']:.1f}", f"{c['ttft_ms']:.0f}", f"{c['tpot_ms']:.1f}",
                       "-" if c.get("usd_per_hour") is None else f"{c['usd_per_hour']:.2f}")
     console.print(table)
+    console.print("goodput: the most requests/s one replica serves within the SLOs; TTFT and TPOT: predicted at the "
+                  "requested rate, spread over the replicas", highlight=False)
+    if all(c.get("usd_per_hour") is None for c in answer["configs"]):
+        console.print("$/h: kvplan ships no GPU prices; pass --price GPU=USD_PER_HOUR (repeatable) to rank by cost",
+                      highlight=False)
     for c in answer["configs"]:
-        console.print(f"[dim]{c['gpu']} x{c['total_gpus']}:[/dim] {c['vllm_serve']}", soft_wrap=True, highlight=False)
+        console.print(f"[dim]{c['gpu']} x{c['total_gpus']} ({c['replicas']} replica(s) of {c['tp']} GPU(s)):[/dim] "
+                      f"{c['vllm_serve']}", soft_wrap=True, highlight=False)
 
 
 def render_comparison(console: Console, rows: list[tuple[str, float, float, float | None]], title: str, failed: int) -> None:

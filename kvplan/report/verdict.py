@@ -16,6 +16,7 @@ from typing import Literal
 from kvplan.report.agreement import Agreement, agreements, summary
 from kvplan.report.formatting import fmt
 from kvplan.stress.figures import LATENCY_TITLES, figure_value
+from kvplan.stress.machine_speed import slower_or_faster
 from kvplan.stress.result import RunResult
 
 SLOW, FAST = 1.3, 0.7  # machine_speed_ratio beyond these: the machine, not noise (the acceptance band)
@@ -96,7 +97,8 @@ def _speed_sentence(result: RunResult) -> str | None:
         text += f"; the engine waited for a CPU {100 * wait:.0f}% of its step time: the machine was contended"
     ref, eng = figure_value(m, "reference_slowdown"), figure_value(m, "engine_speed_ratio")
     if ref and eng:
-        text += f"; measured apart from the engine, the machine was {ref:.2f}x its calibration speed and the engine {eng:.2f}x the model"
+        text += (f"; measured apart from the engine, the machine was {slower_or_faster(ref)} than when calibrated and the "
+                 f"engine took {eng:.2f}x the model's time beyond that")
     return text + "."
 
 

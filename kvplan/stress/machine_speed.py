@@ -137,10 +137,10 @@ class MachineSpeed:
         ref, eng = self.reference_slowdown, self.engine_ratio
         who = ("the engine, not the machine" if eng > 1.3 and ref < 1.3 else "the machine, not the engine" if ref > 1.3 and eng < 1.3
                else "both the machine and the engine" if ref > 1.3 else "neither")
-        return (f"; measured apart from the engine (reference kernel, CPU waits) the machine ran {ref:.2f}x its calibration "
-                f"speed, and the engine {eng:.2f}x the model after that: {who}")
+        return (f"; measured apart from the engine (reference kernel, CPU waits) the machine was {slower_or_faster(ref)} "
+                f"than when calibrated, and the engine took {eng:.2f}x the model's time beyond that: {who}")
 
-    def sentence(self) -> str:
+    def sentence(self) -> str:  # noqa: D401 - one plain sentence for the notes
         slower = f"{self.ratio:.2f}x the calibrated step time" if self.ratio >= 1 else f"{1 / self.ratio:.2f}x faster than calibrated"
         cpu = f"; this process kept {self.cpu_busy_cores:.1f} of {self.cores} cores busy" if self.cpu_busy_cores else ""
         verdict = ("machine slower than calibrated (busy or different): compare the speed-normalized errors"
@@ -223,3 +223,12 @@ def normalized_errors(prediction: Mapping[str, Any], metrics: Mapping[str, Any],
         scaled = p / ratio if f.unit.endswith("/s") else p * ratio
         out[f.name] = 100.0 * (scaled - m) / abs(m)
     return out
+
+
+def slower_or_faster(ratio: float) -> str:
+    """A time ratio (measured / reference) in words: '2.43x slower', '1.25x faster', 'as fast'."""
+    if ratio >= 1.005:
+        return f"{ratio:.2f}x slower"
+    if ratio <= 0.995:
+        return f"{1 / ratio:.2f}x faster"
+    return "as fast"
