@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import base64
 import re
-import shutil
-import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from browser import CHROMIUM, chromium
 
 from kvplan.cli import main
 from kvplan.errors import KvplanError
@@ -17,7 +16,6 @@ from kvplan.report.html import render_report, write_report
 from kvplan.report.plots import decimate
 from kvplan.stress.result import RunResult
 
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 IMG_SRC = re.compile(r'<img src="([^"]*)"')
 
 
@@ -135,14 +133,6 @@ def test_cli_report(tmp_path: Path, capsys, mixed_pair) -> None:
 
 
 # --- a real browser ---------------------------------------------------------------------------
-def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    assert CHROMIUM is not None
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           f"--user-data-dir={tmp_path / 'profile'}", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-
-
 def _loaded_images(tmp_path: Path, html: str, name: str) -> str:
     """'loaded/total' images as Chromium sees them. The report forbids scripts (CSP), so a copy
     without the CSP gets a one-line probe; the report itself is rendered untouched below."""
@@ -155,7 +145,7 @@ def _loaded_images(tmp_path: Path, html: str, name: str) -> str:
     page = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", html).replace("</body>", probe + "</body>")
     path = tmp_path / name
     path.write_text(page)
-    proc = _chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", path.as_uri())
+    proc = chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", path.as_uri())
     found = re.search(r'data-img-check="(\d+/\d+)"', proc.stdout)
     assert found, proc.stderr[-2000:]
     sizes = re.search(r'data-fig-sizes="([^"]*)"', proc.stdout)
@@ -169,7 +159,7 @@ FIGURE_SIZES: dict[str, list[str]] = {}  # probe page -> ["fig-id:WxH:WxH" natur
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
 def test_renders_in_a_real_browser(mixed_html: Path, tmp_path: Path) -> None:
     png = tmp_path / "report.png"
-    proc = _chromium(tmp_path, f"--screenshot={png}", "--window-size=1280,4000", mixed_html.as_uri())
+    proc = chromium(tmp_path, f"--screenshot={png}", "--window-size=1280,4000", mixed_html.as_uri())
     assert png.exists(), proc.stderr[-2000:]
     from matplotlib.image import imread
 
