@@ -144,14 +144,24 @@ def contention(baseline: RunResult, current: RunResult) -> str | None:
     return "machine contended: " + "; ".join(reasons) if reasons else None
 
 
-def check_prediction(metric: str, tol: Tolerance, predicted: float | None, measured: float | None) -> GateCheck:
+def check_prediction(metric: str, tol: Tolerance, predicted: float | None, measured: float | None,
+                     at_measured_speed_pct: float | None = None) -> GateCheck:
+    """Measured within `tol` of predicted. `at_measured_speed_pct`: the prediction's error once re-simulated
+    at the machine speed this run measured (`normalized_error_pct`); a wall-clock miss that is within
+    the tolerance there is the machine's speed, not the model's error, and is not failed: the report
+    names the same cause from the same figure."""
     limit = f"±{tol.percent:g}% of measured"
     missing = _missing("prediction", metric, predicted, measured, limit, "prediction")
     if missing is not None:
         return missing
     assert predicted is not None and measured is not None
     # delta: predicted - measured (the prediction's error), not measured - predicted
-    return GateCheck(metric, predicted, measured, _delta(measured, predicted), limit, tol.allows(measured, predicted), "prediction")
+    ok = tol.allows(measured, predicted)
+    if not ok and at_measured_speed_pct is not None and abs(at_measured_speed_pct) <= tol.percent:
+        return GateCheck(metric, predicted, measured, _delta(measured, predicted), limit, True, "prediction",
+                         f"beyond the limit on the wall clock, {at_measured_speed_pct:+.1f}% at the measured machine speed: "
+                         "the machine's speed, not the model (as the report says)")
+    return GateCheck(metric, predicted, measured, _delta(measured, predicted), limit, ok, "prediction")
 
 
 # --- tolerances -------------------------------------------------------------------------------
@@ -298,7 +308,8 @@ def run_gate(baseline: RunResult, current: RunResult, *, tolerance: Sequence[str
     for name, tol in plan.relative.items():
         checks.append(check_relative(name, tol, figure_value(baseline.metrics, name), figure_value(current.metrics, name), excuse))
     for name, tol in plan.prediction.items():
-        checks.append(check_prediction(name, tol, figure_value(current.prediction, name), figure_value(current.metrics, name)))
+        checks.append(check_prediction(name, tol, figure_value(current.prediction, name), figure_value(current.metrics, name),
+                                       figure_value(current.normalized_error_pct, name)))
     b_failed, c_failed = figure_value(baseline.metrics, "failed"), figure_value(current.metrics, "failed")
     if b_failed is not None or c_failed is not None:
         ok = c_failed is not None and (b_failed is None or c_failed <= b_failed)

@@ -330,3 +330,22 @@ def test_baseline_create_takes_any_complete_result(tmp_path: Path, capsys, monke
     assert rc == 2 and "exists" in err and err.count("\n") == 1
     rc, out, _ = cli(capsys, "gate", "-r", str(src))  # now the default baseline: equal to it, but not to its prediction
     assert rc == 1 and "peak_kv_bytes" in out and "reports/baselines" in out.replace("\n", "")
+
+
+def test_a_slow_machine_is_not_a_prediction_failure_when_the_report_says_so(mixed: RunResult) -> None:
+    """The report calls a wall-clock miss that is within tolerance at the measured machine speed
+    'likely the machine's speed'; the gate reads the same figure and does not fail it. A miss that
+    stays at measured speed (the model's) still fails."""
+    from kvplan.report.verdict import build_verdict
+
+    slow = mixed.model_copy(deep=True)
+    slow.metrics["median_ttft_ms"] = mixed.prediction["median_ttft_ms"] * 2.0  # measured twice the predicted time
+    slow.metrics["machine_speed_ratio"] = 2.0
+    slow.normalized_error_pct = {**mixed.normalized_error_pct, "median_ttft_ms": 1.0}  # at measured speed: +1%
+    check = next(c for c in run_gate(mixed, slow).checks if c.kind == "prediction" and c.metric == "median_ttft_ms")
+    assert check.passed and "machine's speed" in check.note and check.delta_pct == pytest.approx(-50.0)
+    assert "Within tolerance after rescaling: median TTFT within 1%" in " ".join(build_verdict(slow).sentences)
+    wrong = slow.model_copy(deep=True)
+    wrong.normalized_error_pct["median_ttft_ms"] = -45.0  # still off at measured speed: the model
+    check = next(c for c in run_gate(mixed, wrong).checks if c.kind == "prediction" and c.metric == "median_ttft_ms")
+    assert not check.passed
