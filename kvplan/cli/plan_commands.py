@@ -136,6 +136,7 @@ def sweep(
     vllm_version: Annotated[Optional[str], typer.Option()] = None,
     csv_path: Annotated[Optional[str], typer.Option("--csv", help="Write the table as CSV here.")] = None,
     plot_path: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG of max concurrency vs context per KV dtype.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the table as one JSON list of rows instead.", metavar="")] = False,
 ) -> None:
     """vLLM capacity over a grid of ctx x concurrency x KV dtype x block size x GPU (pandas table)."""
     from kvplan.plan.engine_args import EngineArgs
@@ -164,6 +165,9 @@ def sweep(
     write_files(files)
     for path in outputs:
         typer.echo(f"kvplan: wrote {path}" + (f" ({len(df):,} rows)" if str(path) == csv_path else ""), err=True)
+    if as_json:
+        typer.echo(df.to_json(orient="records"))
+        return
     import pandas as pd
 
     with pd.option_context("display.max_rows", 60, "display.width", 200):

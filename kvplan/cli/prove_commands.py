@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.app import app, make_console
+from kvplan.cli.app import app, json_safe, make_console
 from kvplan.cli.options import AsJson, Threads
 from kvplan.errors import KvplanError
 
@@ -111,6 +111,7 @@ def calibrate(
     out: Annotated[Optional[Path], typer.Option(help="Where to store the fit (default: the user's data folder, calibration/NAME-DEVICE.yaml).")] = None,
     threads: Threads = None,
     force: Annotated[bool, typer.Option("--force", help="Store the fit even when its R² is below the quality threshold.", metavar="")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the fit as one JSON object on stdout (file, stored, problem, coefficients); the rest goes to stderr.", metavar="")] = False,
 ) -> None:
     """Time engine steps on this machine and store the per-step cost model `kvplan stress` predicts with."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -131,7 +132,7 @@ def calibrate(
     from kvplan.files import check_output_path
 
     path = check_output_path(out or calibration_path(name, device))
-    console = make_console()
+    console = make_console(stderr=as_json)
     columns = (TextColumn(f"timing {model} steps"), BarColumn(), MofNCompleteColumn(), TextColumn("rounds"),
                TimeElapsedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=True) as bar:
@@ -147,6 +148,14 @@ def calibrate(
             fit = run_calibrate(model, config, on_progress=progress)
     problem = fit_problem(fit)
     render_fit(console, fit, problem)
+    stored = not problem or force
+    if as_json:
+        import dataclasses
+        import json
+
+        typer.echo(json.dumps(json_safe({"path": str(path), "stored": stored, "problem": problem,
+                                         "fit": {k: v for k, v in dataclasses.asdict(fit).items() if not isinstance(v, (list, tuple))}}),
+                              default=str))
     if problem and not force:
         console.print(f"[bold red]not stored[/bold red]: {problem}; step times this scattered would mislead every "
                       "prediction. Rerun on a quieter machine, or pass --force to store it anyway.")

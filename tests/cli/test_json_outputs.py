@@ -47,3 +47,13 @@ def test_stress_json_is_stdout_alone(tmp_path: Path) -> None:
     run = out["runs"][0]
     assert run["verdict"] == "ok" and run["metrics"]["num_gpu_blocks"] == run["prediction"]["num_gpu_blocks"] == 128
     assert "predicted vs measured" in done.stderr and "predicted vs measured" not in done.stdout  # tables: stderr
+
+
+def test_sweep_json_is_the_tables_rows(capsys) -> None:
+    code, out = _json(capsys, "sweep", "--model", "llama-2-7b", "--ctx", "4096,8192", "--concurrency", "8",
+                      "--gpu", "h100", "--json")
+    assert code == 0 and len(out) == 4  # type: ignore[arg-type]
+    assert {r["kv_cache_dtype"] for r in out} == {"auto", "fp8"}  # type: ignore[union-attr]
+    fp8 = [r for r in out if r["kv_cache_dtype"] == "fp8" and r["ctx"] == 4096][0]  # type: ignore[union-attr]
+    auto = [r for r in out if r["kv_cache_dtype"] == "auto" and r["ctx"] == 4096][0]  # type: ignore[union-attr]
+    assert fp8["kv_cache_tokens"] > 1.9 * auto["kv_cache_tokens"]  # one byte an element instead of two
