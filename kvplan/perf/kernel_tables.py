@@ -28,7 +28,8 @@ import numpy as np
 AIC_SYSTEMS = {
     "h100-sxm-80gb": "h100_sxm", "h100-pcie-80gb": "h100_pcie", "h200-sxm-141gb": "h200_sxm",
     "b200-sxm-180gb": "b200_sxm", "a100-sxm4-80gb": "a100_sxm", "a100-pcie-80gb": "a100_pcie",
-    "l40s": "l40s", "l4": "l4",
+    "l40s": "l40s", "l4": "l4", "b300-sxm-288gb": "b300_sxm", "gb200-186gb": "gb200", "gb300-279gb": "gb300",
+    "rtx-pro-6000-server": "rtx_pro_6000_server",
 }
 DATA_ENV = "KVPLAN_KERNEL_DATA"
 
