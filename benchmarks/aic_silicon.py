@@ -13,7 +13,12 @@ P90 |error| of mean TTFT and TPOT per tool, over the rows every tool predicts, p
     python3 -m venv /tmp/aic && /tmp/aic/bin/pip install aiconfigurator==0.12.0
     .venv/bin/python benchmarks/aic_silicon.py --aic-python /tmp/aic/bin/python [--per-model 30]
 
-Rows kvplan cannot express yet (expert parallel, attention data parallel) are counted and skipped.
+Each row is asked as it was run: its GEMM/MoE quantization (`gemm_quant_mode`: fp8 on a bf16
+checkpoint is vLLM's runtime --quantization fp8; nvfp4 on a checkpoint that is not already 4-bit is
+a ModelOpt NVFP4 checkpoint of the same architecture; int4_wo and gpt-oss's 4-bit are the
+checkpoints' own), --data-parallel-size `attention_dp_size` and --enable-expert-parallel when
+`moe_ep_size` > 1; the client's concurrency is `silicon_concurrency` from the row's source (=
+batch_size x attention_dp_size). Errors are grouped by dense / MoE and by quantization too.
 """
 from __future__ import annotations
 
@@ -33,7 +38,7 @@ MODELS = {"Qwen/Qwen3-32B": ("Qwen--Qwen3-32B", None), "Qwen/Qwen3-235B-A22B-FP8
           "openai/gpt-oss-120b": ("openai--gpt-oss-120b", None), "MiniMaxAI/MiniMax-M2.5": ("MiniMaxAI--MiniMax-M2.5", None),
           "moonshotai/Kimi-K2.5": ("moonshotai--Kimi-K2.5", None),
           "nvidia/Llama-3.1-8B-Instruct-FP8": ("meta-llama--Meta-Llama-3.1-8B", "fp8")}
-GPUS = {"h100_sxm": "h100-sxm-80gb", "h200_sxm": "h200-sxm-141gb", "b200_sxm": "b200-sxm-180gb"}
+GPUS = {"h100_sxm": "h100-sxm-80gb", "h200_sxm": "h200-sxm-141gb", "b200_sxm": "b200-sxm-180gb", "b300_sxm": "b300-sxm-288gb"}
 
 AIC_WORKER = r'''
 import csv, json, sys, logging, warnings
@@ -71,22 +76,64 @@ def silicon_rows(path: Path, per_model: int, seed: int) -> list[dict]:
     return [r for m in sorted(by_model) for r in rng.sample(by_model[m], min(per_model, len(by_model[m])))]
 
 
+NVFP4_CONFIG = {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16, "exclude_modules": ["lm_head"]}
+
+
+def concurrency(r: dict) -> int:
+    """The client's concurrency: `silicon_concurrency=N` in the row's source, else batch x attention DP."""
+    import re
+
+    m = re.search(r"silicon_concurrency=(\d+)", r.get("silicon_data_source") or "")
+    return int(m.group(1)) if m else _int(r["batch_size"]) * _int(r["attention_dp_size"], 1)
+
+
+def row_model(r: dict, cache: dict) -> tuple[object, str | None] | str:
+    """(spec, --quantization) of the checkpoint the row ran, or why there is none."""
+    from kvplan.spec.profiles import load_model
+
+    name = MODELS.get(r["model_path"], (None, None))[0]
+    if name is None:
+        return "no config"
+    mode = (r.get("gemm_quant_mode") or "").strip()
+    spec = cache.get(name) or cache.setdefault(name, load_model(str(CONFIGS / f"{name}_config.json")))
+    method = spec.quant.method
+    if mode in ("", "nan", "bfloat16") or mode == "int4_wo" or (mode == "fp8" and method == "fp8"):
+        return spec, None  # the checkpoint's own weights
+    if mode == "fp8":
+        return spec, "fp8"  # vLLM --quantization fp8 on the bf16 checkpoint
+    if mode == "nvfp4" and method in ("mxfp4", "nvfp4"):
+        return spec, None  # gpt-oss's own 4-bit experts (AIConfigurator's label for them)
+    if mode == "nvfp4":
+        key = name + "+nvfp4"
+        if key not in cache:
+            config = json.loads((CONFIGS / f"{name}_config.json").read_text())
+            config["quantization_config"] = NVFP4_CONFIG
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / "config.json"
+                path.write_text(json.dumps(config))
+                cache[key] = load_model(str(path))
+        return cache[key], None
+    return f"quantization {mode} not mapped"
+
+
 def kvplan_row(r: dict, perf_model: str, cache: dict) -> tuple[float, float] | str:
     from kvplan.perf.predict import predict
     from kvplan.perf.random_dataset import Request
     from kvplan.plan.engine_args import EngineArgs
     from kvplan.spec.gpu import load_gpu
-    from kvplan.spec.profiles import load_model
 
-    if _int(r["moe_ep_size"], 1) > 1 or _int(r["attention_dp_size"], 1) > 1:
-        return "expert / attention data parallelism not modelled"
-    name, quant = MODELS.get(r["model_path"], (None, None))
-    if name is None:
-        return "no config"
-    spec = cache.get(name) or cache.setdefault(name, load_model(str(CONFIGS / f"{name}_config.json")))
-    b, isl, osl = _int(r["batch_size"]), _int(r["isl"]), _int(r["osl"])
-    args = EngineArgs.from_flags(gpu=load_gpu(GPUS[r["system"]]), tensor_parallel_size=_int(r["tp_size"], 1),
-                                 max_model_len=isl + osl + 16, quantization=quant)
+    got = row_model(r, cache)
+    if isinstance(got, str):
+        return got
+    spec, quant = got
+    b, isl, osl = concurrency(r), _int(r["isl"]), _int(r["osl"])
+    dp, ep = _int(r["attention_dp_size"], 1), _int(r["moe_ep_size"], 1)
+    try:
+        args = EngineArgs.from_flags(gpu=load_gpu(GPUS[r["system"]]), tensor_parallel_size=_int(r["tp_size"], 1),
+                                     data_parallel_size=dp, enable_expert_parallel=ep > 1,
+                                     max_model_len=isl + osl + 16, quantization=quant)
+    except Exception as exc:  # noqa: BLE001 - recorded as the row's outcome
+        return str(exc)[:200]
     n = min(max(3 * b, 12), 600)
     try:
         # the measured runs are steady-state closed loops: each session sends its next request when the
@@ -143,16 +190,24 @@ def main() -> None:
     cache: dict = {}
     for pm in (["roofline", "kernels"] if a.perf_model == "both" else [a.perf_model]):
         tools[f"kvplan-{pm}"] = {r["id"]: kvplan_row(r, pm, cache) for r in rows}
-    if a.aic_cache and a.aic_cache.is_file():
-        tools["aiconfigurator"] = json.loads(a.aic_cache.read_text())
-    elif a.aic_python:
-        tools["aiconfigurator"] = aic_rows(rows, a.aic_python)
+    cached = json.loads(a.aic_cache.read_text()) if a.aic_cache and a.aic_cache.is_file() else {}
+    missing = [r for r in rows if r["id"] not in cached]
+    if missing and a.aic_python:  # AIConfigurator's answers for the rows its cache does not have yet
+        cached.update(aic_rows(missing, a.aic_python))
         if a.aic_cache:
-            a.aic_cache.write_text(json.dumps(tools["aiconfigurator"]))
+            a.aic_cache.write_text(json.dumps(cached))
+    if cached:
+        tools["aiconfigurator"] = {r["id"]: cached.get(r["id"], "not run") for r in rows}
     common = [r for r in rows if all(isinstance(t.get(r["id"]), (list, tuple)) for t in tools.values())]
     print(f"{len(rows)} silicon rows sampled; every tool predicts {len(common)}; skipped per tool: "
           + ", ".join(f"{n} {sum(not isinstance(v, (list, tuple)) for v in t.values())}" for n, t in tools.items()))
     groups = {"all": common}
+    for r in common:
+        groups.setdefault("MoE" if "Llama" not in r["model_path"] and "Qwen3-32B" not in r["model_path"] else "dense", []).append(r)
+    for r in common:
+        groups.setdefault(f"quant {r['gemm_quant_mode'] or 'bf16'}", []).append(r)
+    for r in common:
+        groups.setdefault("EP/DP" if _int(r["moe_ep_size"], 1) > 1 or _int(r["attention_dp_size"], 1) > 1 else "pure TP", []).append(r)
     for key in ("model_path", "system"):
         for r in common:
             groups.setdefault(r[key], []).append(r)

@@ -19,6 +19,8 @@ Strict = Annotated[bool, typer.Option("--strict", help="Refuse (exit 2) a model 
 # --- the server (vllm serve) -------------------------------------------------------------------
 Tp = Annotated[int, typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel size.")]
 Pp = Annotated[int, typer.Option("--pp", "--pipeline-parallel-size", help="Pipeline-parallel size.")]
+Dp = Annotated[int, typer.Option("--dp", "--data-parallel-size", help="Data-parallel engine replicas (each with its own KV pool; a MoE model's experts spread over DP x TP GPUs).")]
+Ep = Annotated[bool, typer.Option("--enable-expert-parallel", help="Expert parallelism for MoE layers (vLLM --enable-expert-parallel).", metavar="")]
 Dtype = Annotated[str, typer.Option(help="Model dtype: auto (the checkpoint's), float16, bfloat16, float32.")]
 Quantization = Annotated[Optional[str], typer.Option(
     help="Runtime weight quantization of an unquantized checkpoint (e.g. fp8).")]

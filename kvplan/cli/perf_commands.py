@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli.app import json_safe, app, make_console
-from kvplan.cli.options import (AsJson, BlockSize, Burstiness, Dtype, Eager, InputLen, KvDtype, MaxBatched,
+from kvplan.cli.options import (AsJson, Dp, Ep, BlockSize, Burstiness, Dtype, Eager, InputLen, KvDtype, MaxBatched,
                                 MaxConcurrency, MaxModelLen, MaxNumSeqs, Model, NumPrompts, OutputLen, Pp,
                                 PrefixCaching, Quantization, RangeRatio, Seed, Strict, Tp, Util, Version)
 from kvplan.cli.server_flags import load_device, load_served_model
@@ -52,7 +52,8 @@ def _scenario_requests(path: str):
 @app.command()
 def predict(
     model: Model, gpu: Annotated[str, typer.Option(help="GPU from the catalog (see `kvplan gpus`).")],
-    tp: Tp = 1, pp: Pp = 1, dtype: Dtype = "auto", quantization: Quantization = None, kv_cache_dtype: KvDtype = "auto",
+    tp: Tp = 1, pp: Pp = 1, dp: Dp = 1, enable_expert_parallel: Ep = False, dtype: Dtype = "auto",
+    quantization: Quantization = None, kv_cache_dtype: KvDtype = "auto",
     max_model_len: MaxModelLen = None, max_num_seqs: MaxNumSeqs = None, max_num_batched_tokens: MaxBatched = None,
     enable_prefix_caching: PrefixCaching = True, enforce_eager: Eager = False, vllm_version: Version = None,
     gpu_memory_utilization: Util = None, block_size: BlockSize = 16,
@@ -73,6 +74,7 @@ def predict(
     from kvplan.perf.random_dataset import Workload
 
     spec, args = _server(model, gpu, dtype=dtype, strict=strict, tensor_parallel_size=tp, pipeline_parallel_size=pp,
+                         data_parallel_size=dp, enable_expert_parallel=enable_expert_parallel,
                          quantization=quantization, kv_cache_dtype=kv_cache_dtype, max_model_len=max_model_len,
                          max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                          enforce_eager=enforce_eager, vllm_version=vllm_version,

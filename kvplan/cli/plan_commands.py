@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli.app import app, make_console, profiles_app
-from kvplan.cli.options import (AsJson, BlockSize, Dtype, Eager, Gpu, GpuMemoryGib, KvCacheBytes, KvDtype, MaxBatched,
+from kvplan.cli.options import (Dp, Ep, AsJson, BlockSize, Dtype, Eager, Gpu, GpuMemoryGib, KvCacheBytes, KvDtype, MaxBatched,
                                 MaxModelLen, MaxNumSeqs, Model, Pp, Quantization, Strict, Tp, Util, Version)
 from kvplan.cli.server_flags import load_device, load_served_model, mm_limits
 from kvplan.errors import KvplanError
@@ -22,7 +22,8 @@ def estimate(
     model: Model,
     ctx: Annotated[Optional[int], typer.Option(help="Tokens per request (prompt + output); default: --max-model-len, else 4096.")] = None,
     concurrency: Annotated[int, typer.Option(help="Concurrent requests.")] = 1,
-    kv_cache_dtype: KvDtype = "auto", block_size: BlockSize = 16, tp: Tp = 1, pp: Pp = 1, dtype: Dtype = "auto",
+    kv_cache_dtype: KvDtype = "auto", block_size: BlockSize = 16, tp: Tp = 1, pp: Pp = 1, dp: Dp = 1,
+    enable_expert_parallel: Ep = False, dtype: Dtype = "auto",
     prefix_tokens: Annotated[int, typer.Option(help="Tokens of a prefix shared by all requests.")] = 0,
     max_model_len: MaxModelLen = None, gpu: Gpu = None, gpu_memory_gib: GpuMemoryGib = None,
     gpu_memory_utilization: Util = None, quantization: Quantization = None, max_num_seqs: MaxNumSeqs = None,
@@ -41,7 +42,8 @@ def estimate(
 
     device = load_device(gpu, gpu_memory_gib)
     args = EngineArgs.from_flags(gpu=device, gpu_memory_utilization=gpu_memory_utilization, tensor_parallel_size=tp,
-                                 pipeline_parallel_size=pp, dtype=dtype, quantization=quantization,
+                                 pipeline_parallel_size=pp, data_parallel_size=dp, enable_expert_parallel=enable_expert_parallel,
+                                 dtype=dtype, quantization=quantization,
                                  kv_cache_dtype=kv_cache_dtype, block_size=block_size, max_model_len=max_model_len,
                                  max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                                  kv_cache_memory_bytes=kv_cache_memory_bytes, enforce_eager=enforce_eager,

@@ -180,6 +180,10 @@ def vllm_serve_line(spec: ModelSpec, args: EngineArgs) -> str:
         parts.append(f"--kv-cache-dtype {args.kv_cache_dtype}")
     if args.quantization:
         parts.append(f"--quantization {args.quantization}")
+    if args.data_parallel_size > 1:
+        parts.append(f"--data-parallel-size {args.data_parallel_size}")
+    if args.enable_expert_parallel:
+        parts.append("--enable-expert-parallel")
     return " ".join(parts)
 
 

@@ -130,13 +130,18 @@ class GpuStepModel:
     legacy: bool
     enforce_eager: bool
     coefficients: Coefficients
+    # --data-parallel-size: this GPU's replica steps with `dp` others whose tokens meet in every MoE
+    # layer (experts spread over dp x tp GPUs); the MoE layers then reduce over that whole group
+    dp: int = 1
+    num_moe_layers: int = 0
+    moe_comm_bytes_per_token: float = 0.0  # per MoE layer and token of the group, ring traffic per GPU
 
     def step_s(self, tokens: Any, seqs: Any, prefill_tokens: Any, context_tokens: Any, attention_pairs: Any,
                sampled: Any) -> Any:
         c = self.coefficients
         touched = 1.0
-        if self.experts:
-            touched = 1.0 - (1.0 - self.experts_per_token / self.experts) ** np.asarray(tokens, dtype=float)
+        if self.experts:  # the MoE group's tokens (dp replicas' batches) pick which local experts are read
+            touched = 1.0 - (1.0 - self.experts_per_token / self.experts) ** (np.asarray(tokens, dtype=float) * self.dp)
         read = self.dense_read_bytes + self.expert_bytes * touched
         mem = read / (self.bandwidth_bytes_per_s * c.hbm_efficiency)
         flops = self.linear_flops_per_token * tokens + self.lm_head_flops_per_row * sampled
@@ -150,6 +155,11 @@ class GpuStepModel:
             latency, efficiency = ((c.nvlink_allreduce_latency_s, c.nvlink_efficiency) if self.nvlink
                                    else (c.allreduce_latency_s, c.link_efficiency))
             comm = self.num_allreduces * latency + tokens * self.allreduce_bytes_per_token / (self.link_bytes_per_s * efficiency)
+        if self.moe_comm_bytes_per_token:
+            latency, efficiency = ((c.nvlink_allreduce_latency_s, c.nvlink_efficiency) if self.nvlink
+                                   else (c.allreduce_latency_s, c.link_efficiency))
+            comm = comm + self.num_moe_layers * latency + (
+                tokens * self.dp * self.moe_comm_bytes_per_token / (self.link_bytes_per_s * efficiency))
         launches = self.num_layers * c.eager_layer_overhead_s if self.enforce_eager else 0.0
         gpu = linear + attn + comm + launches
         if self.legacy:  # one process did everything in turn: scheduling, the forward pass, output handling
@@ -161,7 +171,7 @@ class GpuStepModel:
     @classmethod
     def build(cls, spec: ModelSpec, gpu: GpuSpec, *, tp: int = 1, pp: int = 1, dtype: str = "auto",
               quantization: str | None = None, kv_cache_dtype: str = "auto", vllm_version: str = oh.DEFAULT_VLLM_VERSION,
-              enforce_eager: bool = False, coefficients: Coefficients | None = None) -> GpuStepModel:
+              enforce_eager: bool = False, coefficients: Coefficients | None = None, dp: int = 1) -> GpuStepModel:
         """Pipeline stages run one after another for one batch, so a step costs the whole model's
         layers on one stage's GPUs (pp adds memory, not speed, in this model)."""
         coefficients = coefficients or fitted_coefficients()[0]
@@ -171,9 +181,10 @@ class GpuStepModel:
         total = oh.model_weights_bytes(spec, dtype, quantization)
         head = (p.lm_head or p.embedding) * dbytes  # tied embeddings: the LM head reads the embedding matrix
         layers_bytes = max(0.0, total - (p.embedding + p.lm_head) * dbytes)
-        expert_bpp = quant.linear_bits_x100 / 800 if quant.method != "none" else dbytes
         n_experts, k, _, _ = moe_shape(spec.config) if spec.config else (0, 0, 0, 0)
-        expert_bytes = p.experts * expert_bpp if n_experts and k else 0.0
+        expert_bytes = float(oh.expert_weights_bytes(spec, dtype, quantization))
+        group = tp * dp  # GPUs the experts are spread over
+        n_moe = moe_layer_count(spec) if expert_bytes else 0
         dense = max(0.0, layers_bytes - expert_bytes) + head
         kv = KvLayout.of(spec, kv_cache_dtype, 16, tp).bytes_per_token_per_gpu()
         heads = spec.num_attention_heads
@@ -181,14 +192,24 @@ class GpuStepModel:
         # QK^T and PV: 2 FLOPs per multiply-add each; MLA attends in the 576-wide latent (512 for PV)
         per_head = (576 + 512) if spec.is_mla else 2 * spec.head_dim
         return cls(
-            dense_read_bytes=dense / tp, expert_bytes=expert_bytes / tp, experts=n_experts if expert_bytes else 0,
+            dense_read_bytes=dense / tp, expert_bytes=expert_bytes / group, experts=n_experts if expert_bytes else 0,
             experts_per_token=k, linear_flops_per_token=2.0 * (p.attention + p.mixer + p.mlp_dense + p.experts_active) / tp,
             lm_head_flops_per_row=2.0 * spec.vocab_size * spec.hidden_size / tp, kv_bytes_per_token=float(kv),
             attention_flops_per_pair=2.0 * attn_layers * heads * per_head / tp,
             peak_flops_per_s=compute_peak_flops(gpu, quant.method), attention_peak_flops_per_s=compute_peak_flops(gpu, "none"),
             bandwidth_bytes_per_s=float(gpu.memory_bandwidth_gbps or 0) * 1e9, link_bytes_per_s=link_bytes_per_s(gpu),
             nvlink=has_nvlink(gpu),
-            allreduce_bytes_per_token=(2 * spec.num_layers * spec.hidden_size * ACTIVATION_BYTES * 2 * (tp - 1) / tp) if tp > 1 else 0.0,
-            num_allreduces=2 * spec.num_layers if tp > 1 else 0, num_layers=spec.num_layers,
+            # two all-reduces a layer over TP; with dp > 1 a MoE layer's second one spans the whole group
+            allreduce_bytes_per_token=((2 * spec.num_layers - (n_moe if dp > 1 else 0)) * spec.hidden_size * ACTIVATION_BYTES
+                                       * 2 * (tp - 1) / tp) if tp > 1 else 0.0,
+            num_allreduces=(2 * spec.num_layers - (n_moe if dp > 1 else 0)) if tp > 1 else 0, num_layers=spec.num_layers,
             legacy=oh.parse_vllm_version(vllm_version) < LEGACY_BEFORE, enforce_eager=enforce_eager,
-            coefficients=coefficients)
+            coefficients=coefficients, dp=dp, num_moe_layers=n_moe if dp > 1 else 0,
+            moe_comm_bytes_per_token=(n_moe * spec.hidden_size * ACTIVATION_BYTES * 2 * (group - 1) / group) if dp > 1 and group > 1 else 0.0)
+
+
+def moe_layer_count(spec: ModelSpec) -> int:
+    """Decoder layers with routed experts (the rest are dense MLPs), from the parameter split."""
+    n_exp, _, inter, _ = moe_shape(spec.config) if spec.config else (0, 0, 0, 0)
+    per_layer = n_exp * 3 * spec.hidden_size * inter
+    return min(spec.num_layers, round(spec.params.experts / per_layer)) if per_layer else 0

@@ -24,7 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from kvplan.errors import KvplanError
-from kvplan.perf.gpu_cost import Coefficients, GpuStepModel, compute_peak_flops, fitted_coefficients
+from kvplan.perf.gpu_cost import Coefficients, GpuStepModel, compute_peak_flops, fitted_coefficients, moe_layer_count
 from kvplan.perf.kernel_tables import AIC_SYSTEMS, LogGrid, data_root, system_tables
 from kvplan.plan import overheads as oh
 from kvplan.spec.gpu import GpuSpec
@@ -35,15 +35,31 @@ MOE_DISTRIBUTION = "power_law_1.2"  # measured with skewed routing, as real traf
 ATTENTION_KINDS = ("full", "sliding", "chunked")
 
 
-def kernel_gemm_dtype(spec: ModelSpec, quantization: str | None) -> str | None:
-    """The GEMM table a model's linear layers run on in vLLM, or None (not measured: roofline)."""
-    method = quantization if quantization and quantization != "none" and spec.quant.method == "none" else spec.quant.method
+INT4_WEIGHT_ONLY = ("w4a16", "gptq", "awq", "gptq_marlin", "awq_marlin")
+
+
+def kernel_dtypes(spec: ModelSpec, quantization: str | None) -> tuple[str | None, str | None]:
+    """(dense GEMM table, fused-MoE table) vLLM runs a model's weights on, by its quantization as
+    vLLM names it; None: not measured, roofline. fp8 (runtime, a checkpoint's, compressed-tensors
+    w8a8 fp8, ModelOpt FP8): fp8, or fp8_block for 128x128-block checkpoints; ModelOpt NVFP4: nvfp4;
+    MXFP4 (gpt-oss: experts only): bf16 GEMMs, w4a16_mxfp4 experts; int4 weight-only (GPTQ, AWQ,
+    compressed-tensors w4a16, their Marlin kernels): int4_wo experts, and bf16 GEMMs where the
+    checkpoint keeps attention in 16 bits (no int4 dense GEMM is measured)."""
+    runtime = quantization and quantization != "none" and spec.quant.method == "none"
+    method = (quantization if runtime else spec.quant.method).lower().replace("-", "_")
     if method == "none":
-        return "bfloat16"
+        return "bfloat16", "bfloat16"
     if method == "fp8":
         block = (spec.config.get("quantization_config") or {}).get("weight_block_size")
-        return "fp8_block" if block else "fp8"
-    return None
+        return ("fp8_block", "fp8_block") if block else ("fp8", "fp8")
+    if method == "nvfp4":
+        return "nvfp4", "nvfp4"
+    if method == "mxfp4":
+        return "bfloat16", "w4a16_mxfp4"
+    if method in INT4_WEIGHT_ONLY:
+        attention = {g: pct for g, _, pct in spec.quant.groups}.get("attention")
+        return ("bfloat16" if attention == 0 else None), "int4_wo"
+    return None, None
 
 
 @dataclass
@@ -59,6 +75,8 @@ class KernelStepModel:
     moe: Callable[[float], float] | None
     allreduce: Callable[[float], float] | None
     sources: dict[str, str] = field(default_factory=dict)
+    dp: int = 1  # --data-parallel-size: replicas whose tokens meet in every MoE layer
+    moe_allreduce: Callable[[float], float] | None = None  # over the MoE group (dp x tp GPUs) when dp > 1
     peak_flops_per_s: float = 0.0
     bandwidth_bytes_per_s: float = 0.0
     takes_prefill_split = True  # the scheduler passes prefill_seqs / prefill_pairs
@@ -86,34 +104,44 @@ class KernelStepModel:
         qkv = self._gemm_ms(tokens, (heads + 2 * kv) * d / tp, h) + self._gemm_ms(tokens, h, heads * d / tp)
         n_exp, k, inter, n_shared = moe_shape(s.config) if s.config else (0, 0, 0, 0)
         expert = 3 * h * inter if inter else 0
-        n_moe = round(s.params.experts / (n_exp * expert)) if n_exp and expert else 0
+        n_moe = moe_layer_count(s)
         n_dense = max(0, s.num_layers - n_moe)
         dense_inter = s.intermediate_size
         mlp = n_dense * (self._gemm_ms(tokens, 2 * dense_inter / tp, h) + self._gemm_ms(tokens, h, dense_inter / tp))
+        group_tokens = tokens * self.dp  # every replica's batch goes through each MoE layer's experts
         if n_moe:
-            routed = self.moe(tokens) if self.moe is not None else self._moe_roofline_ms(tokens, n_exp, k, expert)
+            routed = self.moe(group_tokens) if self.moe is not None else self._moe_roofline_ms(group_tokens, n_exp, k, expert)
             shared = n_shared * (self._gemm_ms(tokens, 2 * inter / tp, h) + self._gemm_ms(tokens, h, inter / tp))
             mlp += n_moe * (routed + shared + self._gemm_ms(tokens, n_exp, h))
         comm = 0.0
+        group_moe = n_moe if self.dp > 1 else 0  # these layers reduce over the whole MoE group instead of TP
         if self.tp > 1:
-            per = self.allreduce(tokens * h) if self.allreduce is not None else self._allreduce_roofline_ms(tokens * h)
-            comm = 2 * s.num_layers * per
+            per = self.allreduce(tokens * h) if self.allreduce is not None else self._allreduce_roofline_ms(tokens * h, self.tp)
+            comm = (2 * s.num_layers - group_moe) * per
+        if group_moe:
+            group = self.tp * self.dp
+            values = group_tokens * h
+            comm += group_moe * (self.moe_allreduce(values) if self.moe_allreduce is not None
+                                 else self._allreduce_roofline_ms(values, group))
         head = self._gemm_ms(sampled, s.vocab_size / tp, h)
         return attn_layers * qkv + mlp + comm + head
 
     def _moe_roofline_ms(self, tokens: float, n_exp: int, k: int, expert: int) -> float:
+        """One MoE layer's experts on this GPU (1 / (dp x tp) of them) for the group's `tokens`."""
         c = self.coefficients
+        group = self.tp * self.dp
         touched = 1.0 - (1.0 - k / n_exp) ** tokens
-        read = n_exp * touched * expert * self.roofline.expert_bytes / max(self.spec.params.experts, 1) * self.tp
-        flops = 2.0 * tokens * k * expert / self.tp
-        return 1e3 * max(read / self.tp / (self.bandwidth_bytes_per_s * c.hbm_efficiency),
+        layers = max(1, moe_layer_count(self.spec))
+        read = self.roofline.expert_bytes * touched / layers  # expert_bytes: this GPU's share, all layers
+        flops = 2.0 * tokens * k * expert / group
+        return 1e3 * max(read / (self.bandwidth_bytes_per_s * c.hbm_efficiency),
                          flops / (self.peak_flops_per_s * c.gemm_efficiency))
 
-    def _allreduce_roofline_ms(self, values: float) -> float:
+    def _allreduce_roofline_ms(self, values: float, gpus: int) -> float:
         r, c = self.roofline, self.coefficients
         latency, eff = ((c.nvlink_allreduce_latency_s, c.nvlink_efficiency) if r.nvlink
                         else (c.allreduce_latency_s, c.link_efficiency))
-        return 1e3 * (latency + values * 2 * 2 * (self.tp - 1) / self.tp / (r.link_bytes_per_s * eff))
+        return 1e3 * (latency + values * 2 * 2 * (gpus - 1) / gpus / (r.link_bytes_per_s * eff))
 
     def _attention_ms(self, prefill_seqs: float, prefill_tokens: float, prefill_pairs: float,
                       decode_seqs: float, decode_context: float) -> float:
@@ -166,7 +194,7 @@ class KernelStepModel:
     def build(cls, spec: ModelSpec, gpu: GpuSpec, *, tp: int = 1, pp: int = 1, dtype: str = "auto",
               quantization: str | None = None, kv_cache_dtype: str = "auto",
               vllm_version: str = oh.DEFAULT_VLLM_VERSION, enforce_eager: bool = False,
-              coefficients: Coefficients | None = None) -> KernelStepModel:
+              coefficients: Coefficients | None = None, dp: int = 1, expert_parallel: bool = False) -> KernelStepModel:
         system = AIC_SYSTEMS.get(gpu.name)
         root = data_root()
         if system is None or root is None:
@@ -176,26 +204,31 @@ class KernelStepModel:
                               + "; --perf-model roofline times it from the datasheet")
         roofline = GpuStepModel.build(spec, gpu, tp=tp, pp=pp, dtype=dtype, quantization=quantization,
                                       kv_cache_dtype=kv_cache_dtype, vllm_version=vllm_version,
-                                      enforce_eager=enforce_eager, coefficients=coefficients or fitted_coefficients()[0])
+                                      enforce_eager=enforce_eager, coefficients=coefficients or fitted_coefficients()[0], dp=dp)
         tables = system_tables(system, str(root))
         sources: dict[str, str] = {}
-        gemm_dtype = kernel_gemm_dtype(spec, quantization)
+        gemm_dtype, moe_dtype = kernel_dtypes(spec, quantization)
         kv_dtype = "fp8" if spec.kv_dtype(kv_cache_dtype).bits == 8 else "bfloat16"
         heads, kv_heads = spec.num_attention_heads // tp, max(1, spec.num_kv_heads // tp)
         gemm = _gemm_grid(tables, gemm_dtype, sources)
         context, generation = (None, None) if spec.is_mla else _attention_grids(tables, heads, kv_heads, spec.head_dim,
                                                                                 kv_dtype, sources)
-        moe = _moe_grid(tables, spec, gemm_dtype, tp, sources)
+        group = tp * dp
+        moe = _moe_grid(tables, spec, moe_dtype, (1, group) if expert_parallel else (group, 1), sources)
         allreduce = _allreduce_grid(tables, tp, sources) if tp > 1 else None
-        for op in ("gemm", "context_attention", "generation_attention", "moe", "allreduce"):
+        moe_allreduce = _allreduce_grid(tables, group, sources, "moe_allreduce") if dp > 1 and group > 1 else None
+        for op in ("gemm", "context_attention", "generation_attention", "moe", "allreduce", "moe_allreduce"):
             sources.setdefault(op, "roofline (datasheet, kvplan's global coefficients)")
         if not (spec.config and moe_shape(spec.config)[0]):
             sources.pop("moe", None)  # a dense model has no MoE op
+            sources.pop("moe_allreduce", None)
         if tp == 1:
             sources.pop("allreduce", None)
+        if not (dp > 1 and group > 1):
+            sources.pop("moe_allreduce", None)
         return cls(spec, tp, roofline, gemm, context, generation, moe, allreduce, sources,
                    peak_flops_per_s=compute_peak_flops(gpu, spec.quant.method),
-                   bandwidth_bytes_per_s=float(gpu.memory_bandwidth_gbps or 0) * 1e9)
+                   bandwidth_bytes_per_s=float(gpu.memory_bandwidth_gbps or 0) * 1e9, dp=dp, moe_allreduce=moe_allreduce)
 
 
 def _gemm_grid(tables: dict, dtype: str | None, sources: dict[str, str]) -> Callable[[float, float, float], float] | None:
@@ -235,29 +268,34 @@ def _attention_grids(tables: dict, heads: int, kv_heads: int, head_dim: int, kv_
     return out[0], out[1]
 
 
-def _moe_grid(tables: dict, spec: ModelSpec, dtype: str | None, tp: int, sources: dict[str, str]) -> Any:
+def _moe_grid(tables: dict, spec: ModelSpec, dtype: str | None, split: tuple[int, int], sources: dict[str, str]) -> Any:
+    """The fused-MoE kernel for `split` = (moe_tp_size, moe_ep_size), at the group's token count."""
+    tp, ep = split
     ref = tables.get("moe")
     n_exp, k, inter, _ = moe_shape(spec.config) if spec.config else (0, 0, 0, 0)
     if ref is None or not n_exp or dtype is None:
         return None
     f = ref.frame
     rows = f[(f["moe_dtype"] == dtype) & (f["hidden_size"] == spec.hidden_size) & (f["inter_size"] == inter)
-             & (f["topk"] == k) & (f["num_experts"] == n_exp) & (f["moe_tp_size"] == tp) & (f["moe_ep_size"] == 1)]
+             & (f["topk"] == k) & (f["num_experts"] == n_exp) & (f["moe_tp_size"] == tp) & (f["moe_ep_size"] == ep)]
     if rows.empty:
         return None
     dist = MOE_DISTRIBUTION if (rows["distribution"] == MOE_DISTRIBUTION).any() else "balanced"
     rows = rows[rows["distribution"] == dist]
-    sources["moe"] = f"{ref.source} {dtype} {n_exp}x{inter} top{k} tp{tp} {dist}"
+    sources["moe"] = f"{ref.source} {dtype} {n_exp}x{inter} top{k} tp{tp} ep{ep} {dist}"
     return LogGrid(rows, ["num_tokens"])
 
 
-def _allreduce_grid(tables: dict, tp: int, sources: dict[str, str]) -> Any:
+def _allreduce_grid(tables: dict, gpus: int, sources: dict[str, str], op: str = "allreduce") -> Any:
+    """vLLM's custom all-reduce over `gpus` (as measured in CUDA graphs). `op` "moe_allreduce": a MoE
+    layer's reduction over the dp x tp group, which vLLM does as an all-gather plus a reduce-scatter
+    of the same bytes (the all-reduce's two halves)."""
     ref = tables.get("allreduce")
     if ref is None:
         return None
     f = ref.frame
-    rows = f[(f["num_gpus"] == tp) & (f["backend"] == "vllm_graph")]
+    rows = f[(f["num_gpus"] == gpus) & (f["backend"] == "vllm_graph")]
     if rows.empty:
         return None
-    sources["allreduce"] = f"{ref.source} custom all-reduce x{tp} (CUDA graph)"
+    sources[op] = f"{ref.source} custom all-reduce x{gpus} (CUDA graph)"
     return LogGrid(rows, ["message_size"])

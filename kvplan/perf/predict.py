@@ -9,7 +9,7 @@ from kvplan.errors import KvplanError
 from typing import TYPE_CHECKING
 from kvplan.perf.gpu_cost import Coefficients, GpuStepModel
 from kvplan.perf.bench_metrics import bench_figures
-from kvplan.perf.schedule import SchedulerConfig, Trace, simulate
+from kvplan.perf.schedule import SchedulerConfig, Trace, merge_traces, simulate
 from kvplan.perf.random_dataset import Request
 from kvplan.plan import overheads as oh
 from kvplan.plan.budget import CapacityPlan, plan_capacity
@@ -59,12 +59,12 @@ def step_model(spec: ModelSpec, args: EngineArgs, coefficients: Coefficients | N
         raise KvplanError(f"unknown --perf-model {perf_model!r}; choices: {', '.join(PERF_MODELS)}")
     kw = dict(tp=args.tensor_parallel_size, pp=args.pipeline_parallel_size, dtype=args.dtype,
               quantization=args.quantization, kv_cache_dtype=args.kv_cache_dtype, vllm_version=args.vllm_version,
-              enforce_eager=args.enforce_eager, coefficients=coefficients)
+              enforce_eager=args.enforce_eager, coefficients=coefficients, dp=args.data_parallel_size)
     if perf_model == "roofline" or (perf_model == "auto" and not kernels_available(args.gpu.name)):
         return GpuStepModel.build(spec, args.gpu, **kw)  # type: ignore[arg-type]
     from kvplan.perf.kernel_cost import KernelStepModel as Kernels
 
-    return Kernels.build(spec, args.gpu, **kw)  # type: ignore[arg-type]
+    return Kernels.build(spec, args.gpu, expert_parallel=args.enable_expert_parallel, **kw)  # type: ignore[arg-type]
 
 
 def kernels_available(gpu_name: str) -> bool:
@@ -83,6 +83,22 @@ def check_requests(requests: list[Request], plan: CapacityPlan, num_gpu_blocks: 
         raise KvplanError(f"a request of {tokens} tokens needs more than the {num_gpu_blocks} KV blocks of the pool")
 
 
+def simulate_replicas(requests: list[Request], config: SchedulerConfig, model: Any, dp: int,
+                      max_concurrency: int | None) -> Trace:
+    """vLLM's scheduler for each of `dp` engine replicas: requests dealt in turn (vLLM's DP load
+    balancer sends each to the least loaded replica; equal requests make that a rotation), the
+    client's --max-concurrency shared out; one trace of every replica's requests (the step
+    arrays are the first replica's: the replicas step together in the MoE layers)."""
+    frontend_s = model.coefficients.frontend_request_s
+    if dp == 1:
+        return simulate(requests, config, model.step_s, max_concurrency=max_concurrency, frontend_s=frontend_s)
+    traces = []
+    for rank in range(min(dp, len(requests))):
+        share = None if max_concurrency is None else max(1, max_concurrency // dp + (rank < max_concurrency % dp))
+        traces.append(simulate(requests[rank::dp], config, model.step_s, max_concurrency=share, frontend_s=frontend_s))
+    return merge_traces(traces)
+
+
 def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_concurrency: int | None = None,
             coefficients: Coefficients | None = None, num_gpu_blocks: int | None = None,
             perf_model: str = "roofline") -> Prediction:
@@ -94,8 +110,7 @@ def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_c
     config = scheduler_config(plan, num_gpu_blocks)
     check_requests(requests, plan, config.num_gpu_blocks)
     model = step_model(spec, args, coefficients, perf_model)
-    trace = simulate(requests, config, model.step_s, max_concurrency=max_concurrency,
-                     frontend_s=model.coefficients.frontend_request_s)
+    trace = simulate_replicas(requests, config, model, args.data_parallel_size, max_concurrency)
     figures = bench_figures(trace, model.coefficients.request_latency_s)
     figures.update({
         "num_gpu_blocks": config.num_gpu_blocks, "kv_cache_tokens": config.num_gpu_blocks * config.block_size,

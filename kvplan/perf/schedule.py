@@ -11,7 +11,7 @@ instead of re-simulating it.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import numpy as np
@@ -377,3 +377,21 @@ def simulate(requests: list[Request], config: SchedulerConfig, step_s: StepCost,
         if not (fast and engine.fast_decode()):
             engine.step()
     return engine.trace()
+
+
+PER_REQUEST = ("send_s", "prompt_tokens", "output_tokens", "first_token_s", "last_token_s", "itl_s")
+
+
+def merge_traces(traces: list[Trace]) -> Trace:
+    """Data-parallel replicas as one run: every replica's requests (their per-request arrays side by
+    side), the first replica's steps, the peaks of any and the preemptions of all. The step indices
+    of the requests (send/first/last step) are the first replica's only, so the result is for
+    figures, not for retiming."""
+    first = traces[0]
+    merged = {name: np.concatenate([getattr(t, name) for t in traces]) for name in PER_REQUEST}
+    n0 = len(first.send_s)
+    index = {name: np.concatenate([getattr(first, name), np.zeros(len(merged["send_s"]) - n0, dtype=getattr(first, name).dtype)])
+             for name in ("send_step", "first_step", "last_step")}
+    return replace(first, **merged, **index, peak_used_blocks=max(t.peak_used_blocks for t in traces),
+                   max_running=max(t.max_running for t in traces), num_preemptions=sum(t.num_preemptions for t in traces),
+                   timed_arrivals=any(t.timed_arrivals for t in traces))

@@ -159,7 +159,8 @@ def _stage(spec: ModelSpec, args: EngineArgs, pp_rank: int, batch: _Batch, versi
     """One pipeline stage: what is subtracted from its budget and how many blocks the rest holds."""
     tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
     idx = pp_layer_range(spec.num_layers, pp, pp_rank)
-    w = oh.weights_bytes_per_gpu(spec, dtype=args.dtype, quantization=args.quantization, tp=tp, pp=pp, pp_rank=pp_rank)
+    w = oh.weights_bytes_per_gpu(spec, dtype=args.dtype, quantization=args.quantization, tp=tp, pp=pp, pp_rank=pp_rank,
+                                 expert_shards=args.moe_group_size)
     a = oh.activation_bytes(spec, dtype=args.dtype, max_num_batched_tokens=batch.max_num_batched_tokens,
                             max_num_seqs=batch.max_num_seqs, tp=tp, last_stage=pp_rank == pp - 1, version=version)
     encoder = None

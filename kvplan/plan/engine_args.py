@@ -38,6 +38,11 @@ class EngineArgs:
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
+    # --data-parallel-size: engine replicas, each with its own scheduler and KV pool (TP inside);
+    # a MoE model's expert layers are sharded over all data_parallel_size x tensor_parallel_size
+    # GPUs: tensor-parallel by default, expert-parallel with --enable-expert-parallel (vLLM's rules)
+    data_parallel_size: int = 1
+    enable_expert_parallel: bool = False
     dtype: str = "auto"
     quantization: str | None = None
     kv_cache_dtype: str = "auto"
@@ -59,6 +64,7 @@ class EngineArgs:
             raise KvplanError(f"--gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}")
         for flag, value, most in (("--tensor-parallel-size/--tp", self.tensor_parallel_size, MAX_PARALLEL),
                                   ("--pipeline-parallel-size/--pp", self.pipeline_parallel_size, MAX_PARALLEL),
+                                  ("--data-parallel-size/--dp", self.data_parallel_size, MAX_PARALLEL),
                                   ("--block-size", self.block_size, MAX_BLOCK_SIZE),
                                   ("--max-model-len", self.max_model_len, MAX_COUNT),
                                   ("--max-num-seqs", self.max_num_seqs, MAX_COUNT),
@@ -81,7 +87,8 @@ class EngineArgs:
     @classmethod
     def from_flags(cls, *, gpu: GpuSpec | None, gpu_memory_utilization: float | None = None,
                    kv_cache_memory_bytes: int | None = None, vllm_version: str | None = None,
-                   tensor_parallel_size: int = 1, pipeline_parallel_size: int = 1, dtype: str = "auto",
+                   tensor_parallel_size: int = 1, pipeline_parallel_size: int = 1, data_parallel_size: int = 1,
+                   enable_expert_parallel: bool = False, dtype: str = "auto",
                    quantization: str | None = None, kv_cache_dtype: str = "auto", block_size: int = 16,
                    max_model_len: int | None = None, max_num_seqs: int | None = None,
                    max_num_batched_tokens: int | None = None, enforce_eager: bool = False) -> EngineArgs:
@@ -92,11 +99,21 @@ class EngineArgs:
                               "(vLLM ignores the utilization when the KV bytes are given)")
         util = DEFAULT_GPU_MEMORY_UTILIZATION if gpu_memory_utilization is None else gpu_memory_utilization
         return cls(gpu=gpu, gpu_memory_utilization=util, tensor_parallel_size=tensor_parallel_size,
-                   pipeline_parallel_size=pipeline_parallel_size, dtype=dtype, quantization=quantization,
+                   pipeline_parallel_size=pipeline_parallel_size, data_parallel_size=data_parallel_size,
+                   enable_expert_parallel=enable_expert_parallel, dtype=dtype, quantization=quantization,
                    kv_cache_dtype=kv_cache_dtype, block_size=block_size, max_model_len=max_model_len,
                    max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                    kv_cache_memory_bytes=kv_cache_memory_bytes, enforce_eager=enforce_eager,
                    vllm_version=vllm_version or oh.DEFAULT_VLLM_VERSION)
+
+    @property
+    def moe_group_size(self) -> int:
+        """GPUs a MoE layer's experts are spread over: all of them (DP x TP), as vLLM shards them."""
+        return self.tensor_parallel_size * self.data_parallel_size
+
+    @property
+    def total_gpus(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size * self.data_parallel_size
 
     @property
     def plans_capacity(self) -> bool:

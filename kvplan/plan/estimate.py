@@ -108,10 +108,12 @@ def _fit(layout: KvLayout, spec: ModelSpec, ctx: int, n: int, prefix: int, engin
                    tensor_parallel_size=layout.tp, pipeline_parallel_size=layout.pp, max_model_len=max_model_len)
     plan = plan_capacity(layout.spec, args)
     available = max(0, plan.available_kv_cache_bytes)
-    needed = layout.batch_bytes_per_gpu(ctx, n, prefix_tokens=prefix)
-    most = layout.max_concurrency(ctx, available, prefix_tokens=prefix)
+    dp = engine.data_parallel_size  # replicas with a pool each: vLLM's DP load balancer spreads the requests
+    per_rank = -(-n // dp)
+    needed = layout.batch_bytes_per_gpu(ctx, per_rank, prefix_tokens=prefix)
+    most = layout.max_concurrency(ctx, available, prefix_tokens=prefix) * dp
     return Fit(engine.gpu, engine.gpu_memory_utilization, plan.weights_bytes, available, needed, plan.fits and needed <= available,
-               most, layout.max_tokens(n, available, max_model_len), plan, weights_fit(plan), memory_shortfall(plan),
+               most, layout.max_tokens(per_rank, available, max_model_len), plan, weights_fit(plan), memory_shortfall(plan),
                concurrency_note(layout, plan, ctx, prefix, most))
 
 
@@ -136,6 +138,12 @@ def _notes(spec: ModelSpec, lengths: Lengths, fit: Fit | None) -> tuple[str, ...
             default = None
         if default is not None:
             notes.append(vllm_default_note(default, lengths.max_model_len))
+    args = fit.capacity.args if fit is not None else None
+    if args is not None and args.data_parallel_size > 1:
+        moe = " (a MoE model's experts are spread over all of them" + (", expert-parallel)" if args.enable_expert_parallel else ", tensor-parallel)")
+        notes.append(f"--data-parallel-size {args.data_parallel_size}: {args.data_parallel_size} engine replicas of "
+                     f"{args.tensor_parallel_size} GPU(s), each with its own KV pool; the requests are spread over them, "
+                     f"and per-GPU figures are one replica's{moe if spec.params.experts else ''}")
     return tuple(notes)
 
 

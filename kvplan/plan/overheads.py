@@ -130,11 +130,25 @@ def model_weights_bytes(spec: ModelSpec, dtype: str = "auto", quantization: str 
     return spec.quant.weights_bytes(spec.params, dbytes)
 
 
+def expert_weights_bytes(spec: ModelSpec, dtype: str = "auto", quantization: str | None = None) -> int:
+    """The routed experts' bytes, whole model (0 for a dense model): converted at the scheme's bits
+    per weight, else the model dtype."""
+    from kvplan.spec.params import moe_shape
+
+    n_experts, k, _, _ = moe_shape(spec.config) if spec.config else (0, 0, 0, 0)
+    if not (n_experts and k):
+        return 0
+    quant = make_quant(quantization) if quantization and quantization != "none" and spec.quant.method == "none" else spec.quant
+    bits_x100 = quant.linear_bits_x100 if quant.method != "none" else MODEL_DTYPE_BYTES[model_dtype(spec, dtype)] * 800
+    return spec.params.experts * bits_x100 // 800
+
+
 def weights_bytes_per_gpu(spec: ModelSpec, *, dtype: str = "auto", quantization: str | None = None,
-                          tp: int = 1, pp: int = 1, pp_rank: int = 0) -> int:
+                          tp: int = 1, pp: int = 1, pp_rank: int = 0, expert_shards: int | None = None) -> int:
     """`Model loading took X GiB` on one rank: decoder layers of the stage split by TP, the
     (vocab-padded, vocab-parallel) embedding on the first stage, LM head on the last, and the
-    rotary cos/sin cache."""
+    rotary cos/sin cache. `expert_shards`: the GPUs a MoE layer's experts are spread over (with
+    --data-parallel-size, DP x TP), else TP."""
     dbytes = MODEL_DTYPE_BYTES[model_dtype(spec, dtype)]
     total = model_weights_bytes(spec, dtype, quantization)
     p = spec.params
@@ -144,7 +158,10 @@ def weights_bytes_per_gpu(spec: ModelSpec, *, dtype: str = "auto", quantization:
     head = p.lm_head * dbytes
     layers_total = max(0, total - emb - head)
     stage_layers = len(pp_layer_range(spec.num_layers, pp, pp_rank))
-    out = layers_total * stage_layers // spec.num_layers // tp
+    experts = min(layers_total, expert_weights_bytes(spec, dtype, quantization)) if expert_shards and expert_shards != tp else 0
+    out = (layers_total - experts) * stage_layers // spec.num_layers // tp
+    if experts:
+        out += experts * stage_layers // spec.num_layers // expert_shards
     if pp_rank == 0:
         out += (emb + pad_rows * spec.hidden_size * dbytes) // tp
     if pp_rank == pp - 1:

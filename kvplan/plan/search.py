@@ -134,6 +134,10 @@ def serve_command(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, target:
     parts.append(f"--tensor-parallel-size {args.tensor_parallel_size}")
     if args.pipeline_parallel_size > 1:
         parts.append(f"--pipeline-parallel-size {args.pipeline_parallel_size}")
+    if args.data_parallel_size > 1:
+        parts.append(f"--data-parallel-size {args.data_parallel_size}")
+    if args.enable_expert_parallel:
+        parts.append("--enable-expert-parallel")
     if args.dtype != "auto":
         parts.append(f"--dtype {args.dtype}")
     if args.quantization and args.quantization in VLLM_QUANTIZATION_FLAGS:

@@ -225,13 +225,16 @@ def _fit_table(est: Estimate, f: Fit) -> Table:
     per = est.layout.request_bytes_per_gpu(est.ctx_tokens)
     g.add_row("KV cache available", fmt_bytes(f.kv_available_bytes_per_gpu),
               escape(f.shortfall) if f.shortfall else "vLLM's available KV cache memory (above)")
-    shared = est.concurrency * per - f.kv_needed_bytes_per_gpu
-    g.add_row(f"KV needed for {est.concurrency} × {est.ctx_tokens:,}", fmt_bytes(f.kv_needed_bytes_per_gpu),
-              f"{est.concurrency} × {per:,} B (one request's share of a GPU)"
+    dp = f.capacity.args.data_parallel_size
+    n = -(-est.concurrency // dp)  # one replica's share with --data-parallel-size
+    shared = n * per - f.kv_needed_bytes_per_gpu
+    g.add_row(f"KV needed for {est.concurrency} × {est.ctx_tokens:,}" + (f" ({n} per replica)" if dp > 1 else ""),
+              fmt_bytes(f.kv_needed_bytes_per_gpu), f"{n} × {per:,} B (one request's share of a GPU)"
               + (f" − {shared:,} B of prefix blocks stored once" if shared else ""))
+    replicas = f" × {dp} replicas" if dp > 1 else ""
     g.add_row(f"largest concurrency at {est.ctx_tokens:,} tokens", f"{f.max_concurrency_at_ctx:,}",
-              f"whole requests: floor({f.kv_available_bytes_per_gpu:,} B / {per:,} B)" if not est.prefix_tokens
-              else "whole requests whose blocks fit, the shared prefix stored once")
+              (f"whole requests: floor({f.kv_available_bytes_per_gpu:,} B / {per:,} B){replicas}" if not est.prefix_tokens
+               else f"whole requests whose blocks fit, the shared prefix stored once{replicas}"))
     if f.vllm_concurrency_note:
         g.add_row(f"vLLM 'Maximum concurrency' at {f.capacity.max_model_len:,}", f"{f.capacity.max_concurrency:.2f}x",
                   escape(f.vllm_concurrency_note))

@@ -82,8 +82,12 @@ async def _read(url: str, headers: dict[str, str], served_model_name: str | None
 
 
 def read_server_settings(url: str, headers: dict[str, str], served_model_name: str | None = None) -> ServerSettings:
-    """The server's settings (empty when it tells none); never raises for what the server answers."""
-    return asyncio.run(_read(url, headers, served_model_name))
+    """The server's settings (empty when it tells none); never raises for what the server answers.
+    A URL that cannot be asked at all is left to the run's own probe, whose error names it."""
+    try:
+        return asyncio.run(_read(url, headers, served_model_name))
+    except (httpx.HTTPError, httpx.InvalidURL, ValueError, OSError):
+        return ServerSettings()
 
 
 def adopt(scenario: Scenario, server: ServerSettings) -> tuple[dict[str, Any], list[str]]:
