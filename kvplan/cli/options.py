@@ -42,7 +42,8 @@ Version = Annotated[Optional[str], typer.Option(
     help="vLLM version whose defaults and behaviour to model (default: the newest modelled).")]
 PrefixCaching = Annotated[bool, typer.Option(
     "--enable-prefix-caching/--no-enable-prefix-caching",
-    help="Accepted for vLLM parity; random prompts share no prefix, so it changes nothing here.", metavar="")]
+    help="vLLM's prefix cache (on by default): with --scenario, prompt blocks an earlier request had (shared prefixes, "
+         "repeated prompts) are hits; random prompts share none.", metavar="")]
 
 # --- the workload (vllm bench serve) -----------------------------------------------------------
 InputLen = Annotated[int, typer.Option(help="Prompt tokens per request (vllm bench serve --random-input-len).")]

@@ -36,14 +36,22 @@ def _server(model: str, gpu: str, *, dtype: str, strict: bool, **flags):
     return spec, args
 
 
-def _scenario_requests(path: str):
-    """A kvplan scenario's requests (lengths, arrivals, concurrency) as `vllm bench serve` would send them."""
-    from kvplan.perf.random_dataset import Request
+def _scenario_requests(path: str, block_size: int, prefix_caching: bool):
+    """A kvplan scenario's requests (lengths, arrivals, concurrency) as `vllm bench serve` would send
+    them; with prefix caching (vLLM's default), the prompt blocks an earlier request already had
+    (shared prefixes, repeated prompts) are hits."""
+    from kvplan.perf.random_dataset import Request, prefix_cache_hits
     from kvplan.stress.scenario_loader import load_scenario
     from kvplan.stress.workload import generate_requests
 
     scenario = load_scenario(path)
-    reqs = [Request(r.arrival_s or 0.0, r.prompt_tokens, r.output_tokens) for r in generate_requests(scenario)
+    specs = generate_requests(scenario)
+    order = sorted(range(len(specs)), key=lambda i: specs[i].arrival_s or 0.0)  # the cache fills in sending order
+    hits = [0] * len(specs)
+    if prefix_caching:
+        for i, h in zip(order, prefix_cache_hits([specs[i].prompt_token_ids for i in order], block_size)):
+            hits[i] = h
+    reqs = [Request(r.arrival_s or 0.0, r.prompt_tokens, r.output_tokens, h) for r, h in zip(specs, hits)
             if not r.is_warmup]
     closed = scenario.arrival.type == "concurrency"
     return reqs, (scenario.arrival.concurrency if closed else None)
@@ -88,7 +96,7 @@ def predict(
         bench = load_vllm_bench_result(vllm_result)
         requests, max_concurrency = bench.requests, bench.max_concurrency
     elif scenario:
-        requests, max_concurrency = _scenario_requests(scenario)
+        requests, max_concurrency = _scenario_requests(scenario, args.block_size, enable_prefix_caching)
     else:
         requests = Workload(random_input_len, random_output_len, random_range_ratio, num_prompts, _rate(request_rate),
                             burstiness, max_concurrency, seed).requests()

@@ -98,3 +98,24 @@ def with_prefix_hits(requests: list[Request], hit_rate: float, block_size: int) 
         cached = min(int(r.prompt_tokens * hit_rate) // block_size * block_size, (r.prompt_tokens - 1) // block_size * block_size)
         out.append(Request(r.arrival_s, r.prompt_tokens, r.output_tokens, max(0, cached)))
     return out
+
+
+def prefix_cache_hits(prompts: list[tuple[int, ...]], block_size: int) -> list[int]:
+    """Tokens of each prompt vLLM's prefix cache would serve, in sending order: a full block hits
+    when an earlier prompt had the same block after the same blocks (vLLM hashes each full block
+    with its parent's hash), and the last prompt token is always computed. The cache is taken as
+    large enough to keep every block it saw (no eviction): an upper bound when the pool is tight."""
+    seen: set[int] = set()
+    out = []
+    for ids in prompts:
+        parent, hits, counting = 0, 0, True
+        usable = (len(ids) - 1) // block_size  # full blocks before the last token
+        for b in range(len(ids) // block_size):
+            parent = hash((parent, ids[b * block_size:(b + 1) * block_size]))
+            if counting and b < usable and parent in seen:
+                hits += 1
+            else:
+                counting = False
+            seen.add(parent)
+        out.append(hits * block_size)
+    return out
