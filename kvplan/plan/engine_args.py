@@ -28,6 +28,13 @@ MAX_KV_CACHE_BYTES = 2**50
 # what vLLM applies to an unquantized checkpoint at load time; gptq, awq, w8a8, w4a16, mxfp4 need
 # a checkpoint quantized that way (vLLM refuses them otherwise: no quantization config to read)
 RUNTIME_QUANTIZATIONS = ("fp8", "bitsandbytes")
+# `vllm serve --quantization` names -> the checkpoint `quant_method` each reads (Marlin kernels run
+# GPTQ/AWQ checkpoints; ModelOpt covers FP8 and NVFP4; fbgemm_fp8 and fp8 quantize at load too)
+VLLM_QUANTIZATION_METHODS = {
+    "fp8": "fp8", "fbgemm_fp8": "fbgemm_fp8", "awq": "awq", "awq_marlin": "awq", "gptq": "gptq", "gptq_marlin": "gptq",
+    "compressed_tensors": "compressed-tensors", "modelopt": "modelopt", "modelopt_fp4": "modelopt", "nvfp4": "modelopt",
+    "mxfp4": "mxfp4", "bitsandbytes": "bitsandbytes",
+}
 
 
 @dataclass(frozen=True)
@@ -76,9 +83,11 @@ class EngineArgs:
         if self.kv_cache_memory_bytes is not None and not 0 <= self.kv_cache_memory_bytes <= MAX_KV_CACHE_BYTES:
             raise KvplanError(f"--kv-cache-memory-bytes must be in 0..{MAX_KV_CACHE_BYTES:,} (1 PiB), "
                               f"got {short_repr(self.kv_cache_memory_bytes)}")
-        known = {q.replace("-", "_") for q in QUANTIZATION_CHOICES} | {"fp8"}
+        known = {q.replace("-", "_") for q in QUANTIZATION_CHOICES} | set(VLLM_QUANTIZATION_METHODS)
         if self.quantization and self.quantization.lower().replace("-", "_") not in known:
-            raise KvplanError(f"unknown --quantization {self.quantization!r}; choices: {', '.join(QUANTIZATION_CHOICES)}")
+            names = sorted({*QUANTIZATION_CHOICES, *(n.replace("_", "-") if n == "compressed_tensors" else n
+                                                     for n in VLLM_QUANTIZATION_METHODS)})
+            raise KvplanError(f"unknown --quantization {self.quantization!r}; choices: {', '.join(names)}")
         oh.parse_vllm_version(self.vllm_version)
         if self.mamba_cache_mode not in (None, *MAMBA_CACHE_MODES):
             raise KvplanError(f"--mamba-cache-mode {self.mamba_cache_mode!r} is not modelled; "
@@ -125,8 +134,17 @@ class EngineArgs:
         if not self.plans_capacity:
             raise KvplanError("a capacity plan needs --gpu or --gpu-memory-gib (or --kv-cache-memory-bytes)")
         method = (self.quantization or "none").lower().replace("-", "_")
-        if method not in ("none", *RUNTIME_QUANTIZATIONS) and spec.quant.method == "none":
+        if method not in ("none", *RUNTIME_QUANTIZATIONS, "fbgemm_fp8") and spec.quant.method == "none":
             raise KvplanError(f"--quantization {self.quantization} needs a checkpoint quantized with it; {spec.name} is "
                               f"not (vLLM refuses it); at load time vLLM applies only: {', '.join(RUNTIME_QUANTIZATIONS)}")
+        text = spec.config.get("text_config") if isinstance(spec.config.get("text_config"), dict) else {}
+        qc = spec.config.get("quantization_config") or text.get("quantization_config") or {}
+        stored = str(qc.get("quant_method") or "").lower().replace("_", "-") if isinstance(qc, dict) else ""
+        wanted = VLLM_QUANTIZATION_METHODS.get(method, "").replace("_", "-")
+        if stored and wanted and spec.quant.method != "none" and wanted != stored and not (
+                wanted in ("fp8", "fbgemm-fp8") and stored in ("fp8", "fbgemm-fp8")):
+            raise KvplanError(f"--quantization {self.quantization}: {spec.name}'s checkpoint is {stored}-quantized, and vLLM "
+                              f"refuses a method that does not match it; leave --quantization out (vLLM reads it from the "
+                              "checkpoint) or name its method")
         spec.kv_dtype(self.kv_cache_dtype, oh.model_dtype(spec, self.dtype))
         validate_parallel(spec, self.tensor_parallel_size, self.pipeline_parallel_size)
