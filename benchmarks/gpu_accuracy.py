@@ -6,6 +6,7 @@ the coefficients fitted without a source, that source predicted.
     .venv/bin/python benchmarks/gpu_accuracy.py            # score the stored coefficients
     .venv/bin/python benchmarks/gpu_accuracy.py --refit    # fit, store kvplan/data/perf/gpu_cost.yaml, score
     .venv/bin/python benchmarks/gpu_accuracy.py --loso     # also leave-one-source-out
+    .venv/bin/python benchmarks/gpu_accuracy.py --lomo     # also leave-one-model-out
 """
 from __future__ import annotations
 
@@ -51,6 +52,7 @@ def main() -> int:
     ap.add_argument("csv", nargs="?", type=Path, default=DEFAULT)
     ap.add_argument("--refit", action="store_true", help="fit the coefficients and store them in the package")
     ap.add_argument("--loso", action="store_true", help="leave-one-source-out errors")
+    ap.add_argument("--lomo", action="store_true", help="leave-one-model-out errors (refit without a model's rows)")
     ap.add_argument("--iterations", type=int, default=600)
     ap.add_argument("--frontend-grid", default="0,0.005,0.01,0.02",
                     help="API-server seconds per request to try when refitting (comma-separated)")
@@ -103,16 +105,18 @@ def main() -> int:
         print_summary(f"other rows, not fitted ({len(other_rows)}: SGLang / timed arrivals)", summary(other_rows))
     for source in sorted({p.case.source for p, _ in vllm_rows}):
         print_summary(f"  {source}", summary([(p, e) for p, e in vllm_rows if p.case.source == source]))
-    if a.loso:
+    for flag, key, label in ((a.loso, lambda p: p.case.source, "source"), (a.lomo, lambda p: p.case.model, "model")):
+        if not flag:
+            continue
         held: list[tuple[Prepared, dict]] = []
-        for source in sorted({p.case.source for p, _ in vllm_rows}):
-            train = [p for p in prepared if p.case.source != source]
+        for group in sorted({key(p) for p, _ in vllm_rows}):
+            train = [p for p in prepared if key(p) != group]
             c = fit(train, start=replace(Coefficients(), frontend_request_s=coeffs.frontend_request_s),
                     iterations=a.iterations)
-            test = [(p, errors_pct(p, c)) for p in prepared if p.case.source == source and p.fittable]
-            print_summary(f"  left out {source}", summary(test))
+            test = [(p, errors_pct(p, c)) for p in prepared if key(p) == group and p.fittable]
+            print_summary(f"  left out {group}", summary(test))
             held += test
-        print_summary("leave-one-source-out, all held-out vLLM rows", summary(held))
+        print_summary(f"leave-one-{label}-out, all held-out vLLM rows", summary(held))
     return 0
 
 
