@@ -38,6 +38,7 @@ MODELS = {"Qwen/Qwen3-32B": ("Qwen--Qwen3-32B", None), "Qwen/Qwen3-235B-A22B-FP8
           "openai/gpt-oss-120b": ("openai--gpt-oss-120b", None), "MiniMaxAI/MiniMax-M2.5": ("MiniMaxAI--MiniMax-M2.5", None),
           "moonshotai/Kimi-K2.5": ("moonshotai--Kimi-K2.5", None),
           "nvidia/Llama-3.1-8B-Instruct-FP8": ("meta-llama--Meta-Llama-3.1-8B", "fp8")}
+OFFLINE_IDS = ("meta-llama/Llama-3.1-70B", "nvidia/Llama-3.1-8B-Instruct-FP8")  # AIConfigurator would download these
 GPUS = {"h100_sxm": "h100-sxm-80gb", "h200_sxm": "h200-sxm-141gb", "b200_sxm": "b200-sxm-180gb", "b300_sxm": "b300-sxm-288gb"}
 
 AIC_WORKER = r'''
@@ -116,7 +117,7 @@ def row_model(r: dict, cache: dict) -> tuple[object, str | None] | str:
     return f"quantization {mode} not mapped"
 
 
-def kvplan_row(r: dict, perf_model: str, cache: dict) -> tuple[float, float] | str:
+def kvplan_row(r: dict, perf_model: str, cache: dict, start: str = "stagger", per_user: int = 3) -> tuple[float, float] | str:
     from kvplan.perf.predict import predict
     from kvplan.perf.random_dataset import Request
     from kvplan.plan.engine_args import EngineArgs
@@ -134,8 +135,11 @@ def kvplan_row(r: dict, perf_model: str, cache: dict) -> tuple[float, float] | s
                                      max_model_len=isl + osl + 16, quantization=quant)
     except Exception as exc:  # noqa: BLE001 - recorded as the row's outcome
         return str(exc)[:200]
-    n = min(max(3 * b, 12), 600)
+    n = min(max(per_user * b, 12), 600 if start == "stagger" else 2000)
     try:
+        if start == "sync":  # `vllm bench serve --max-concurrency b --request-rate inf`: the first b start together
+            f = predict(spec, args, [Request(0.0, isl, osl) for _ in range(n)], max_concurrency=b, perf_model=perf_model).figures
+            return f["mean_ttft_ms"], f["mean_tpot_ms"]
         # the measured runs are steady-state closed loops: each session sends its next request when the
         # last ends, and the sessions are out of step (not all prefilling at once). One pass gives a
         # request's duration; the second spreads the sessions' starts evenly over it.
@@ -155,6 +159,16 @@ def aic_rows(rows: list[dict], python: str) -> dict[str, object]:
                 "ep": _int(r["moe_ep_size"]), "gemm": r["gemm_quant_mode"] or None, "moe": r["moe_quant_mode"] or None}
                for r in rows]
     with tempfile.TemporaryDirectory() as tmp:
+        # AIConfigurator resolves these ids on the Hugging Face hub (offline here): give it a local
+        # directory holding the same config.json it ships (the FP8 8B: the 8B architecture; the
+        # row's gemm_quant_mode says fp8)
+        for p in payload:
+            name = MODELS.get(p["model_path"], (None, None))[0]
+            if p["model_path"] in OFFLINE_IDS and name:
+                folder = Path(tmp) / name
+                folder.mkdir(exist_ok=True)
+                (folder / "config.json").write_text((CONFIGS / f"{name}_config.json").read_text())
+                p["model_path"] = str(folder)
         src, dst, worker = Path(tmp) / "rows.json", Path(tmp) / "out.json", Path(tmp) / "worker.py"
         src.write_text(json.dumps(payload))
         worker.write_text(AIC_WORKER)
@@ -178,6 +192,10 @@ def main() -> None:
     ap.add_argument("--perf-model", default="both", choices=["roofline", "kernels", "both"])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--aic-cache", type=Path, default=None, help="AIConfigurator's answers: read if present, else written")
+    ap.add_argument("--start", default="stagger", choices=["stagger", "sync"],
+                    help="stagger: sessions out of step (steady state); sync: all users start at once, as vllm bench serve "
+                         "--max-concurrency with rate inf does, the mean over every request")
+    ap.add_argument("--per-user", type=int, default=3, help="requests per concurrent user (num_prompts / concurrency)")
     a = ap.parse_args()
     from kvplan.perf.kernel_tables import data_root
 
@@ -189,9 +207,9 @@ def main() -> None:
     tools: dict[str, dict[str, object]] = {}
     cache: dict = {}
     for pm in (["roofline", "kernels"] if a.perf_model == "both" else [a.perf_model]):
-        tools[f"kvplan-{pm}"] = {r["id"]: kvplan_row(r, pm, cache) for r in rows}
+        tools[f"kvplan-{pm}"] = {r["id"]: kvplan_row(r, pm, cache, a.start, a.per_user) for r in rows}
     cached = json.loads(a.aic_cache.read_text()) if a.aic_cache and a.aic_cache.is_file() else {}
-    missing = [r for r in rows if r["id"] not in cached]
+    missing = [r for r in rows if r["id"] not in cached or "Failed to download" in str(cached[r["id"]])]
     if missing and a.aic_python:  # AIConfigurator's answers for the rows its cache does not have yet
         cached.update(aic_rows(missing, a.aic_python))
         if a.aic_cache:
