@@ -80,12 +80,19 @@ def silicon_rows(path: Path, per_model: int, seed: int) -> list[dict]:
 NVFP4_CONFIG = {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16, "exclude_modules": ["lm_head"]}
 
 
+def parallel(r: dict) -> tuple[int, int, int]:
+    """(tp, attention dp, moe ep) of a row; a row without attention_dp_size whose MoE spans more GPUs
+    than its TP (tp 1, moe_tp 4) ran that many attention replicas."""
+    tp, ep = _int(r["tp_size"], 1), _int(r["moe_ep_size"], 1)
+    return tp, _int(r["attention_dp_size"], 0) or max(1, _int(r["moe_tp_size"], 1) * ep // tp), ep
+
+
 def concurrency(r: dict) -> int:
     """The client's concurrency: `silicon_concurrency=N` in the row's source, else batch x attention DP."""
     import re
 
     m = re.search(r"silicon_concurrency=(\d+)", r.get("silicon_data_source") or "")
-    return int(m.group(1)) if m else _int(r["batch_size"]) * _int(r["attention_dp_size"], 1)
+    return int(m.group(1)) if m else _int(r["batch_size"]) * parallel(r)[1]
 
 
 def row_model(r: dict, cache: dict) -> tuple[object, str | None] | str:
@@ -128,7 +135,7 @@ def kvplan_row(r: dict, perf_model: str, cache: dict, start: str = "stagger", pe
         return got
     spec, quant = got
     b, isl, osl = concurrency(r), _int(r["isl"]), _int(r["osl"])
-    dp, ep = _int(r["attention_dp_size"], 1), _int(r["moe_ep_size"], 1)
+    _, dp, ep = parallel(r)
     try:
         args = EngineArgs.from_flags(gpu=load_gpu(GPUS[r["system"]]), tensor_parallel_size=_int(r["tp_size"], 1),
                                      data_parallel_size=dp, enable_expert_parallel=ep > 1,
@@ -225,7 +232,7 @@ def main() -> None:
     for r in common:
         groups.setdefault(f"quant {r['gemm_quant_mode'] or 'bf16'}", []).append(r)
     for r in common:
-        groups.setdefault("EP/DP" if _int(r["moe_ep_size"], 1) > 1 or _int(r["attention_dp_size"], 1) > 1 else "pure TP", []).append(r)
+        groups.setdefault("EP/DP" if parallel(r)[1] > 1 or parallel(r)[2] > 1 else "pure TP", []).append(r)
     for key in ("model_path", "system"):
         for r in common:
             groups.setdefault(r[key], []).append(r)
