@@ -54,7 +54,7 @@ def main() -> int:
     ap.add_argument("--loso", action="store_true", help="leave-one-source-out errors")
     ap.add_argument("--lomo", action="store_true", help="leave-one-model-out errors (refit without a model's rows)")
     ap.add_argument("--iterations", type=int, default=600)
-    ap.add_argument("--frontend-grid", default="0,0.005,0.01,0.02",
+    ap.add_argument("--frontend-grid", default="0,0.001,0.002,0.003,0.005,0.01,0.02",
                     help="API-server seconds per request to try when refitting (comma-separated)")
     a = ap.parse_args()
     cases, skipped = read_cases(a.csv)

@@ -28,7 +28,7 @@ from kvplan.perf.random_dataset import Workload, with_prefix_hits
 from kvplan.plan.engine_args import EngineArgs
 
 FITTED = ("hbm_efficiency", "gemm_efficiency", "kv_efficiency", "attention_efficiency", "allreduce_latency_s", "link_efficiency",
-          "step_overhead_s", "seq_overhead_s", "legacy_step_overhead_s", "legacy_seq_overhead_s", "request_latency_s")
+          "step_overhead_s", "legacy_step_overhead_s", "legacy_seq_overhead_s", "request_latency_s")
 TTFT_WEIGHT = 1.0  # TTFT of an all-at-once burst is mostly queueing: it checks the scheduling, not only the GPU
 
 

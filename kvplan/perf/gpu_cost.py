@@ -5,9 +5,10 @@ over the interconnect, plus CPU overhead per step and per request.
     attn    = KV bytes read / (BW x kv_eff) + attention FLOPs / (peak(bf16) x attention_eff)
     comm    = 2 x layers x (allreduce_latency + activation bytes x 2(tp-1)/tp / (link BW x link_eff)),
               PCIe and NVLink each with their own latency and efficiency
-    step    = linear + attn + comm (+ eager launches per layer) + step_overhead, or the output
-              processing of the step's requests (seq_overhead x requests) if slower: vLLM 0.6+
-              overlaps it with the next forward pass (before 0.6 the two add up)
+    step    = linear + attn + comm (+ eager launches per layer) + step_overhead; before vLLM 0.6
+              the output processing of the step's requests (legacy_seq_overhead x requests) adds
+              up; from 0.6 it runs beside the next forward pass and is not modelled as a cost (no
+              per-request floor: fitted, it set the step at high batch for every model alike)
 
 Weights read per step count the MoE experts that the step's tokens actually touch
 (1 - (1 - k/E)^tokens of them). Every coefficient is global (`Coefficients`, fitted once on
@@ -53,7 +54,6 @@ class Coefficients:
     nvlink_allreduce_latency_s: float = 15e-6
     nvlink_efficiency: float = 0.7
     step_overhead_s: float = 2e-3  # CPU per engine step: scheduling, input prep, sampling, graph launch
-    seq_overhead_s: float = 20e-6  # output processing per scheduled request per step (overlapped from 0.6)
     legacy_step_overhead_s: float = 4e-3  # the same before vLLM 0.6
     legacy_seq_overhead_s: float = 60e-6
     eager_layer_overhead_s: float = 40e-6  # kernel launches per layer per step without CUDA graphs
@@ -165,8 +165,8 @@ class GpuStepModel:
         if self.legacy:  # one process did everything in turn: scheduling, the forward pass, output handling
             return gpu + c.legacy_step_overhead_s + c.legacy_seq_overhead_s * seqs
         # 0.6+: output processing (detokenizing, streaming each request's token) runs beside the next
-        # forward pass (async output processing, then V1's separate API-server process): the slower wins
-        return np.maximum(gpu + c.step_overhead_s, c.seq_overhead_s * seqs)
+        # forward pass (async output processing, then V1's separate API-server process)
+        return gpu + c.step_overhead_s
 
     @classmethod
     def build(cls, spec: ModelSpec, gpu: GpuSpec, *, tp: int = 1, pp: int = 1, dtype: str = "auto",

@@ -185,7 +185,7 @@ class KernelStepModel:
         gpu = gpu_ms / 1e3 + (self.spec.num_layers * c.eager_layer_overhead_s if self.roofline.enforce_eager else 0.0)
         if self.roofline.legacy:
             return gpu + c.legacy_step_overhead_s + c.legacy_seq_overhead_s * seqs
-        return max(gpu + c.step_overhead_s, c.seq_overhead_s * seqs)
+        return gpu + c.step_overhead_s
 
     def __hash__(self) -> int:  # lru_cache on methods keys on the instance
         return id(self)

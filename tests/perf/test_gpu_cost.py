@@ -68,3 +68,17 @@ def test_legacy_vllm_pays_its_own_overhead() -> None:
     c = Coefficients(legacy_step_overhead_s=0.01, step_overhead_s=0.001)
     assert replace(old, coefficients=c).step_s(1, 1, 0, 1, 1, 1) - replace(new, coefficients=c).step_s(1, 1, 0, 1, 1, 1) \
         == pytest.approx(0.009, rel=0.05)
+
+
+def test_no_per_request_floor_sets_the_step_at_high_batch() -> None:
+    """Issue 25: a fitted per-running-request floor once gave Llama-8B on one H100 and Llama-70B on
+    8 A100s the same step time at 200 requests. The step is the GPU's work plus a fixed CPU cost:
+    with the work taken away, 512 decodes cost what 1 does."""
+    small = GpuStepModel.build(load_model("llama-3.1-8b"), load_gpu("h100"))
+    big = GpuStepModel.build(load_model("llama-3.1-70b"), load_gpu("a100-sxm4-80gb"), tp=8)
+    ctx = 200 * 1500
+    a, b = small.step_s(200, 200, 0, ctx, ctx, 200), big.step_s(200, 200, 0, ctx, ctx, 200)
+    assert abs(a - b) / min(a, b) > 0.2
+    idle = replace(small, dense_read_bytes=0.0, linear_flops_per_token=0.0, lm_head_flops_per_row=0.0,
+                   kv_bytes_per_token=0.0, attention_flops_per_pair=0.0)
+    assert idle.step_s(512, 512, 0, 0, 0, 512) == pytest.approx(idle.step_s(1, 1, 0, 0, 0, 1))

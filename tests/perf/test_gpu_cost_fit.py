@@ -51,7 +51,7 @@ def test_gpu_names_map_to_the_catalog(text: str, name: str | None) -> None:
 def test_fit_recovers_coefficients_it_generated_the_figures_with(cases: tuple[list, list]) -> None:
     """Figures made by known coefficients on real rows' setups; a fit started elsewhere predicts them again."""
     truth = Coefficients(hbm_efficiency=0.8, gemm_efficiency=0.45, kv_efficiency=0.7, attention_efficiency=0.5,
-                         step_overhead_s=0.003, seq_overhead_s=4e-5, legacy_step_overhead_s=0.012,
+                         step_overhead_s=0.003, legacy_step_overhead_s=0.012,
                          legacy_seq_overhead_s=2e-5, request_latency_s=0.01)
     by_row = {c.row: c for c in cases[0]}
     synthetic: list[Prepared] = []
