@@ -42,10 +42,11 @@ CACHE_CONFIG_INFO = "vllm:cache_config_info"
 _WANTED = {name: key for key, names in {**GAUGES, **COUNTERS}.items() for name in names}
 
 
-def _as_int(text: str | None) -> int | None:
+def label_int(text: str | None) -> int | None:
+    """A Prometheus label value as an int (None: absent, 'None' or not a number)."""
     try:
         return int(float(text)) if text not in (None, "", "None") else None
-    except ValueError:
+    except (ValueError, OverflowError):  # "inf" from a hostile server
         return None
 
 
@@ -71,7 +72,7 @@ def parse_metrics(text: str) -> tuple[dict[str, float], dict[str, str] | None]:
 def cache_config(labels: dict[str, str] | None) -> dict[str, Any]:
     """`num_gpu_blocks` and `block_size` as ints (None when absent), plus every raw label."""
     labels = labels or {}
-    return {"num_gpu_blocks": _as_int(labels.get("num_gpu_blocks")), "block_size": _as_int(labels.get("block_size")),
+    return {"num_gpu_blocks": label_int(labels.get("num_gpu_blocks")), "block_size": label_int(labels.get("block_size")),
             "labels": dict(labels)}
 
 

@@ -14,7 +14,7 @@ server that answers neither leaves the scenario as written, and says so.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -22,7 +22,7 @@ import httpx
 from kvplan.errors import KvplanError
 from kvplan.stress.bounded_http import bounded_request
 from kvplan.stress.scenario import Scenario
-from kvplan.stress.telemetry import CACHE_CONFIG_INFO, parse_metrics
+from kvplan.stress.telemetry import CACHE_CONFIG_INFO, label_int, parse_metrics
 
 MAX_BYTES = 4 * 2**20
 TIMEOUT_S = 5.0
@@ -38,7 +38,6 @@ class ServerSettings:
     enable_prefix_caching: bool | None = None
     kv_cache_memory_bytes: int | None = None
     max_model_len: int | None = None
-    labels: dict[str, str] = field(default_factory=dict)
 
     @property
     def known(self) -> bool:
@@ -46,11 +45,9 @@ class ServerSettings:
 
 
 def _int(text: Any) -> int | None:
-    try:
-        value = int(float(text))
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return value if value > 0 else None
+    """A positive count the server told (None: absent or not one)."""
+    value = label_int(str(text)) if text is not None else None
+    return value if value is not None and value > 0 else None
 
 
 def _bool(text: Any) -> bool | None:
@@ -77,8 +74,7 @@ async def _read(url: str, headers: dict[str, str], served_model_name: str | None
     labels = labels or {}
     return ServerSettings(num_gpu_blocks=_int(labels.get("num_gpu_blocks")), block_size=_int(labels.get("block_size")),
                           cache_dtype=labels.get("cache_dtype"), enable_prefix_caching=_bool(labels.get("enable_prefix_caching")),
-                          kv_cache_memory_bytes=_int(labels.get("kv_cache_memory_bytes")), max_model_len=max_len,
-                          labels=dict(labels))
+                          kv_cache_memory_bytes=_int(labels.get("kv_cache_memory_bytes")), max_model_len=max_len)
 
 
 def read_server_settings(url: str, headers: dict[str, str], served_model_name: str | None = None) -> ServerSettings:

@@ -34,3 +34,9 @@ def test_a_server_that_tells_nothing_keeps_the_scenario() -> None:
     s = load_scenario("ci-smoke")
     data, notes = adopt(s, ServerSettings())
     assert data == s.to_dict() and "predicted with the scenario's engine settings" in notes[0]
+
+
+def test_label_numbers_a_server_cannot_mean_are_unknown() -> None:
+    from kvplan.stress.telemetry import label_int
+
+    assert [label_int(v) for v in ("16", "1.6e1", "inf", "nan", "None", "x", None)] == [16, 16, None, None, None, None, None]
