@@ -80,6 +80,7 @@ class KernelStepModel:
     peak_flops_per_s: float = 0.0
     bandwidth_bytes_per_s: float = 0.0
     takes_prefill_split = True  # the scheduler passes prefill_seqs / prefill_pairs
+    _attention_layers: int = -1  # counted on first use
 
     @property
     def coefficients(self) -> Coefficients:
@@ -143,9 +144,25 @@ class KernelStepModel:
                         else (c.allreduce_latency_s, c.link_efficiency))
         return 1e3 * (latency + values * 2 * 2 * (gpus - 1) / gpus / (r.link_bytes_per_s * eff))
 
+    @property
+    def attention_layers(self) -> int:
+        if self._attention_layers < 0:
+            self._attention_layers = sum(1 for x in self.spec.layers if x.kind in ATTENTION_KINDS)
+        return self._attention_layers
+
+    def _decode_attention_ms(self, decode_seqs: Any, decode_context: Any) -> Any:
+        """One layer's generation attention of `decode_seqs` requests holding `decode_context` tokens
+        (floats, or arrays for a stretch of decode steps: the same arithmetic either way)."""
+        mean = np.maximum(1.0, np.asarray(decode_context, dtype=float) / decode_seqs)
+        if self.generation_attention is None:
+            layers = max(self.attention_layers, 1)
+            return np.asarray(decode_context, dtype=float) * self.roofline.kv_bytes_per_token / layers / (
+                self.bandwidth_bytes_per_s * self.coefficients.kv_efficiency) * 1e3
+        return self.generation_attention.batch(np.full(mean.shape, float(decode_seqs)), mean)
+
     def _attention_ms(self, prefill_seqs: float, prefill_tokens: float, prefill_pairs: float,
                       decode_seqs: float, decode_context: float) -> float:
-        layers = sum(1 for x in self.spec.layers if x.kind in ATTENTION_KINDS)
+        layers = self.attention_layers
         total = 0.0
         if prefill_tokens > 0 and prefill_pairs > 0:
             if self.context_attention is None:
@@ -157,18 +174,16 @@ class KernelStepModel:
                 full = self.context_attention(1.0, length)
                 total += full * prefill_pairs / (length * (length + 1) / 2.0)
         if decode_seqs > 0:
-            mean = max(1.0, decode_context / decode_seqs)
-            if self.generation_attention is None:
-                total += decode_context * self.roofline.kv_bytes_per_token / max(layers, 1) / (
-                    self.bandwidth_bytes_per_s * self.coefficients.kv_efficiency) * 1e3
-            else:
-                total += self.generation_attention(decode_seqs, mean)
+            total += float(self._decode_attention_ms(decode_seqs, np.array([decode_context]))[0])
         return layers * total
 
     # --- the step ---------------------------------------------------------------------------------
     def step_s(self, tokens: Any, seqs: Any, prefill_tokens: Any, context_tokens: Any, attention_pairs: Any,
                sampled: Any, prefill_seqs: Any = None, prefill_pairs: Any = None) -> Any:
         if np.ndim(context_tokens) or np.ndim(tokens):  # a stretch of decode steps at once
+            if not (np.ndim(tokens) or np.ndim(seqs) or np.ndim(sampled) or prefill_tokens or prefill_pairs
+                    or np.any(np.asarray(attention_pairs) != np.asarray(context_tokens))):
+                return self._decode_stretch_s(int(tokens), int(sampled), np.asarray(context_tokens, dtype=float))
             arrays = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in
                                            (tokens, seqs, prefill_tokens, context_tokens, attention_pairs, sampled)))
             return np.array([self.step_s(*(float(a[i]) for a in arrays), prefill_seqs=prefill_seqs,
@@ -185,6 +200,17 @@ class KernelStepModel:
         gpu = gpu_ms / 1e3 + (self.spec.num_layers * c.eager_layer_overhead_s if self.roofline.enforce_eager else 0.0)
         if self.roofline.legacy:
             return gpu + c.legacy_step_overhead_s + c.legacy_seq_overhead_s * seqs
+        return gpu + c.step_overhead_s
+
+    def _decode_stretch_s(self, n: int, sampled: int, contexts: np.ndarray) -> np.ndarray:
+        """`step_s` of pure-decode steps of `n` requests holding `contexts` tokens: `step_s`'s
+        arithmetic in the same order, on arrays, so each value equals the one-step call's."""
+        attention = self.attention_layers * (0.0 + self._decode_attention_ms(n, contexts)) if n > 0 else 0.0
+        gpu_ms = self._linear_ms(n, sampled) + attention
+        c = self.coefficients
+        gpu = gpu_ms / 1e3 + (self.spec.num_layers * c.eager_layer_overhead_s if self.roofline.enforce_eager else 0.0)
+        if self.roofline.legacy:
+            return gpu + c.legacy_step_overhead_s + c.legacy_seq_overhead_s * n
         return gpu + c.step_overhead_s
 
     def __hash__(self) -> int:  # lru_cache on methods keys on the instance

@@ -118,6 +118,33 @@ class LogGrid:
         return total * scale
 
 
+    def batch(self, *values: np.ndarray) -> np.ndarray:
+        """`__call__` at many points at once (the arrays broadcast): the interpolation vectorized."""
+        arrays = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in values))
+        scale = np.ones(arrays[0].shape)
+        weights: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        for v, pts, logp in zip(arrays, self.points, self.log_points):
+            v = np.maximum(v, pts[0])
+            scale = scale * np.where(v > pts[-1], v / pts[-1], 1.0)
+            v = np.minimum(v, pts[-1])
+            if len(pts) == 1:
+                zero = np.zeros(v.shape, dtype=np.intp)
+                weights.append((zero, zero, np.zeros(v.shape)))
+                continue
+            hi = np.clip(np.searchsorted(pts, v), 1, len(pts) - 1)
+            weights.append((hi - 1, hi, (np.log(v) - logp[hi - 1]) / (logp[hi] - logp[hi - 1])))
+        total = np.zeros(arrays[0].shape)
+        for corner in range(1 << len(weights)):
+            w = np.ones(arrays[0].shape)
+            index = []
+            for bit, (lo, hi, t) in enumerate(weights):
+                upper = (corner >> bit) & 1
+                w = w * (t if upper else 1.0 - t)
+                index.append(hi if upper else lo)
+            total = total + w * self.grid[tuple(index)]
+        return total * scale
+
+
 def _fill_nan(grid: np.ndarray) -> np.ndarray:
     """Missing grid points take the nearest measured neighbour along each axis in turn."""
     out = grid.copy()

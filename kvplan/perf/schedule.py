@@ -218,13 +218,14 @@ class _Engine:
         return len(chunks), sum(n * (r.computed + (n + 1) // 2) for r, n in chunks)
 
     def fast_decode(self) -> bool:
-        """Run a stretch of pure-decode steps (nothing waiting, no arrival due, the blocks they need
-        free), up to and including the step where the first requests finish, without the
+        """Run a stretch of pure-decode steps (nothing waiting and no arrival due, or a waiting queue
+        that cannot move until a request finishes; the blocks they need free), up to and including
+        the step where the first requests finish, without the
         per-request scheduling loop; False if none applies. The steps, clock, ITL samples, block
         counts and finishes are those the step-by-step path produces."""
         running, bs = self.running, self.config.block_size
         n = len(running)
-        if self.waiting or not n or n > self.config.max_num_batched_tokens:
+        if not n or n > self.config.max_num_batched_tokens or (self.waiting and not self._head_blocked(n)):
             return False
         left, ctx0 = 1 << 62, 0
         for r in reversed(running):  # a request still in prefill was admitted last: fail fast
@@ -234,12 +235,17 @@ class _Engine:
                 left = r.out - r.generated
             ctx0 += r.computed
         steps = left  # the last one finishes the shortest requests
-        # blocks: a request grows by at most steps // bs + 1 of them; count exactly only when short
-        if steps < 2 or (n * (steps // bs + 1) > self.free
-                         and sum(-(-(r.computed + steps) // bs) - r.blocks for r in running) > self.free):
+        # blocks: a request grows by at most steps // bs + 1 of them; when that may not fit, stop
+        # before the step that would have to preempt
+        if n * (steps // bs + 1) > self.free:
+            steps = min(steps, self._steps_blocks_allow(running))
+        if steps < 2:
             return False
-        due = self.next_event_s()
+        # a blocked queue stays blocked however many requests join it: run through their arrivals
+        due = float("inf") if self.waiting else self.next_event_s()
         done, clocks = self._time_stretch(n, steps, ctx0, due) if self.clock < due else (0, None)
+        if self.waiting and done > 1:
+            self._send_during(clocks[:done - 1])
         first = float(clocks[0]) if self.record and clocks is not None else None
         first_gaps: list[float] = []
         clock, last_step, free = self.clock, self.steps + done - 1, self.free
@@ -264,6 +270,47 @@ class _Engine:
         self.fast_steps += done
         self.max_running = max(self.max_running, n)
         return True
+
+    def _steps_blocks_allow(self, running: list[_Req]) -> int:
+        """How many decode steps the free blocks carry every running request through. Request r
+        takes its next block at step o_r = blocks*bs - computed + 1 (1..bs), then every bs steps, so
+        block takes in step order are the sorted o's, then the sorted o's + bs, ...; the step of
+        take number `free` (counting from 0) is the first that runs short."""
+        bs = self.config.block_size
+        offsets = sorted(r.blocks * bs - r.computed + 1 for r in running)
+        if offsets[0] < 1 or offsets[-1] > bs:  # not a decode's steady block count: step one at a time
+            return 0
+        free, n = self.free, len(running)
+        return offsets[free % n] + (free // n) * bs - 1
+
+    def _head_blocked(self, n: int) -> bool:
+        """True when the first waiting request cannot be admitted beside `n` decodes, now or at any
+        later step before a request finishes: the seat limit holds, the token budget left is fixed
+        and decodes only take free blocks away (V1's admission; V0 is stepped one at a time)."""
+        cfg = self.config
+        if not cfg.chunked_prefill:
+            return False
+        budget = cfg.max_num_batched_tokens - n
+        if budget <= 0 or n >= cfg.max_num_seqs:
+            return True
+        r = self.waiting[0]
+        m = min(r.known - r.computed, budget)
+        return -(-(r.computed + m) // cfg.block_size) - r.blocks > self.free
+
+    def _send_during(self, bounds: np.ndarray) -> None:
+        """Send the requests that arrive during a blocked stretch as `send` would at each step
+        boundary (`bounds`: the clock before each of the stretch's later steps)."""
+        last = bounds[-1]
+        while self.pending and self.in_flight < self.cap and self.pending[0].arrival_s <= last:
+            r = self.pending.popleft()
+            j = int(bounds.searchsorted(r.arrival_s))  # the first boundary at or after its arrival
+            r.send_s, r.send_step = float(bounds[j]), self.steps + j + 1
+            self.in_flight += 1
+            if self.frontend_s:
+                r.ready_s = self.frontend_free = max(r.send_s, self.frontend_free) + self.frontend_s
+                self.frontend.append(r)
+            else:
+                self.waiting.append(r)
 
     def _time_stretch(self, n: int, steps: int, ctx0: int, due: float) -> tuple[int, np.ndarray]:
         """Time up to `steps` decode steps of `n` requests (`ctx0` tokens cached) at once: contexts grow

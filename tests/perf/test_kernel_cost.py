@@ -118,3 +118,37 @@ def test_predict_uses_and_reports_the_kernels(monkeypatch) -> None:
     assert measured["step_cost_sources"]["gemm"].startswith("h100_sxm/gemm")
     assert physical["step_cost_sources"] == {"all ops": "roofline (datasheet, kvplan's global coefficients)"}
     assert 0.5 < measured["mean_tpot_ms"] / physical["mean_tpot_ms"] < 2.0
+
+
+def test_batch_lookup_equals_one_at_a_time() -> None:
+    frame = pd.DataFrame({"m": [1, 4, 16, 1, 4, 16], "n": [8, 8, 8, 64, 64, 64], "latency": [1.0, 2.0, 4.0, 3.0, 5.0, 9.0]})
+    grid = LogGrid(frame, ["m", "n"])
+    ms, ns = [0.5, 1, 2, 3.3, 16, 40], [8, 20, 64, 100, 1, 30]
+    assert grid.batch(ms, ns).tolist() == pytest.approx([grid(m, n) for m, n in zip(ms, ns)], rel=1e-12)
+
+
+@pytest.mark.parametrize("tp", [1, 2])  # measured generation attention at TP1, its roofline at TP2
+def test_fast_decode_with_measured_kernels_is_bit_identical(monkeypatch, tp: int) -> None:
+    """A decode stretch is timed with one vectorized call: the same floats as stepping one at a time,
+    also with requests arriving while the queue waits for blocks."""
+    import math
+
+    import numpy as np
+
+    from kvplan.perf.predict import scheduler_config, server_plan
+    from kvplan.perf.random_dataset import Workload
+    from kvplan.perf.schedule import simulate
+    from kvplan.plan.engine_args import EngineArgs
+
+    monkeypatch.setenv(DATA_ENV, str(DATA))
+    system_tables.cache_clear()
+    spec, gpu = load_model("llama-3.1-8b-instruct"), load_gpu("h100-sxm-80gb")
+    model = KernelStepModel.build(spec, gpu, tp=tp)
+    config = scheduler_config(server_plan(spec, EngineArgs(gpu=gpu, tensor_parallel_size=tp, vllm_version="0.11.0")))
+    for rate in (20.0, math.inf):
+        reqs = Workload(500, 120, 0.5, 120, rate, seed=5).requests()
+        slow = simulate(reqs, config, model.step_s, fast=False)
+        fast = simulate(reqs, config, model.step_s)
+        for name in ("step_context_tokens", "step_end_s", "send_s", "first_token_s", "last_token_s", "itl_s"):
+            assert np.array_equal(getattr(slow, name), getattr(fast, name)), name
+        assert fast.extras["fast_decode_steps"] > 0

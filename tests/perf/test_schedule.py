@@ -88,14 +88,18 @@ def test_bench_figures_keys_and_definitions() -> None:
     (Workload(300, 60, 0.5, 200, math.inf, seed=2), SchedulerConfig(200, 16, 32, 512), None),  # preempts
     (Workload(100, 300, 0.9, 100, 2.0, burstiness=0.3, seed=3), SchedulerConfig(5000, 16, 8, 256), 3),
     (Workload(100, 50, 0.0, 50, 1.0, seed=3), SchedulerConfig(5000, 16, 8, 256, chunked_prefill=False), None),
+    # a queue held by the pool (and, below, by the seat limit) while requests keep arriving
+    (Workload(200, 300, 0.5, 200, 40.0, seed=4), SchedulerConfig(150, 16, 64, 512), None),
+    (Workload(100, 200, 0.5, 200, 40.0, seed=5), SchedulerConfig(5000, 16, 4, 512), 50),
 ])
 def test_fast_decode_stretches_change_nothing(workload: Workload, config: SchedulerConfig, concurrency: int | None) -> None:
     """Pure-decode stretches run without the per-request loop: every recorded figure is identical."""
     reqs = workload.requests()
-    slow = simulate(reqs, config, by_tokens, concurrency, fast=False)
-    fast = simulate(reqs, config, by_tokens, concurrency)
+    slow = simulate(reqs, config, by_tokens, concurrency, fast=False, frontend_s=0.002)
+    fast = simulate(reqs, config, by_tokens, concurrency, frontend_s=0.002)
     for name in ("step_tokens", "step_seqs", "step_prefill_tokens", "step_context_tokens", "step_attention_pairs",
-                 "step_sampled", "step_end_s", "send_s", "first_step", "last_step", "first_token_s", "last_token_s", "itl_s"):
+                 "step_sampled", "step_end_s", "send_s", "send_step", "first_step", "last_step", "first_token_s",
+                 "last_token_s", "itl_s"):
         assert np.array_equal(getattr(slow, name), getattr(fast, name)), name
     assert fast.extras["fast_decode_steps"] > 0 and slow.extras["fast_decode_steps"] == 0
     assert (slow.peak_used_blocks, slow.max_running, slow.num_preemptions) == (fast.peak_used_blocks, fast.max_running,
