@@ -1,11 +1,15 @@
 """kvplan predict vs NVIDIA AIConfigurator on AIConfigurator's own measured vLLM runs, side by side.
 
 The rows: `systems/silicon_sample.csv` of aiconfigurator-core 0.12.0 (vLLM, aggregated serving, H100 /
-H200 / B200 SXM), up to --per-model rows per model (seeded sample). Each is a closed loop: `batch_size`
-concurrent requests of `isl` prompt and `osl` output tokens, measured in steady state. kvplan simulates
-vLLM's scheduler with --max-concurrency batch_size over 3 x batch_size requests (12 to 600), the
-sessions out of step (starts spread evenly over one request's predicted duration), and times steps with
---perf-model (roofline, kernels, or both); AIConfigurator's `cli_estimate(mode="agg")` runs in the
+H200 / B200 SXM), up to --per-model rows per model (seeded sample). Each is a closed loop of
+`batch_size` concurrent users sending `isl`-token prompts for `osl` output tokens. Most rows come from
+InferenceMAX-style runs (`vllm bench serve`-like client, --request-rate inf --max-concurrency N,
+num_prompts 10 x N, lengths drawn uniformly from [0.8 x len, len], means over every request); that
+client setup is our reading of those harnesses, not something the rows record. By default kvplan
+replays exactly that (--start sync --per-user 10 --range-ratio 0.8): the first N requests arrive
+together and the random lengths take the users out of step. --start stagger instead spreads the
+users' starts evenly over one request's duration (a pure steady state, fixed lengths; the earlier default, with --per-user 3).
+kvplan simulates vLLM's scheduler and times steps with --perf-model (roofline, kernels, or both); AIConfigurator's `cli_estimate(mode="agg")` runs in the
 Python given by --aic-python (a venv with `pip install aiconfigurator==0.12.0`). Prints median and
 P90 |error| of mean TTFT and TPOT per tool, over the rows every tool predicts, per model and GPU.
 
@@ -124,7 +128,23 @@ def row_model(r: dict, cache: dict) -> tuple[object, str | None] | str:
     return f"quantization {mode} not mapped"
 
 
-def kvplan_row(r: dict, perf_model: str, cache: dict, start: str = "stagger", per_user: int = 3) -> tuple[float, float] | str:
+def row_requests(n: int, isl: int, osl: int, range_ratio: float, seed: int) -> list:
+    """`n` requests of `isl`/`osl` tokens, or with --range-ratio r lengths drawn uniformly from
+    [r x len, len] (vLLM <= 0.8's random dataset, which InferenceMAX's client still uses)."""
+    import numpy as np
+
+    from kvplan.perf.random_dataset import Request
+
+    if not range_ratio:
+        return [Request(0.0, isl, osl) for _ in range(n)]
+    rng = np.random.default_rng(seed)
+    ins = rng.integers(max(1, int(isl * range_ratio)), isl + 1, size=n)
+    outs = rng.integers(max(1, int(osl * range_ratio)), osl + 1, size=n)
+    return [Request(0.0, int(i), int(o)) for i, o in zip(ins, outs)]
+
+
+def kvplan_row(r: dict, perf_model: str, cache: dict, start: str = "stagger", per_user: int = 3,
+               range_ratio: float = 0.0) -> tuple[float, float] | str:
     from kvplan.perf.predict import predict
     from kvplan.perf.random_dataset import Request
     from kvplan.plan.engine_args import EngineArgs
@@ -145,7 +165,7 @@ def kvplan_row(r: dict, perf_model: str, cache: dict, start: str = "stagger", pe
     n = min(max(per_user * b, 12), 600 if start == "stagger" else 2000)
     try:
         if start == "sync":  # `vllm bench serve --max-concurrency b --request-rate inf`: the first b start together
-            f = predict(spec, args, [Request(0.0, isl, osl) for _ in range(n)], max_concurrency=b, perf_model=perf_model).figures
+            f = predict(spec, args, row_requests(n, isl, osl, range_ratio, 0), max_concurrency=b, perf_model=perf_model).figures
             return f["mean_ttft_ms"], f["mean_tpot_ms"]
         # the measured runs are steady-state closed loops: each session sends its next request when the
         # last ends, and the sessions are out of step (not all prefilling at once). One pass gives a
@@ -199,10 +219,13 @@ def main() -> None:
     ap.add_argument("--perf-model", default="both", choices=["roofline", "kernels", "both"])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--aic-cache", type=Path, default=None, help="AIConfigurator's answers: read if present, else written")
-    ap.add_argument("--start", default="stagger", choices=["stagger", "sync"],
+    ap.add_argument("--start", default="sync", choices=["stagger", "sync"],
                     help="stagger: sessions out of step (steady state); sync: all users start at once, as vllm bench serve "
                          "--max-concurrency with rate inf does, the mean over every request")
-    ap.add_argument("--per-user", type=int, default=3, help="requests per concurrent user (num_prompts / concurrency)")
+    ap.add_argument("--per-user", type=int, default=10, help="requests per concurrent user (num_prompts / concurrency)")
+    ap.add_argument("--range-ratio", type=float, default=0.8,
+                    help="with --start sync: lengths uniform in [ratio x isl, isl] (and osl), as InferenceMAX's client draws them")
+    ap.add_argument("--rows-out", type=Path, default=None, help="write each row's predictions and measurements (CSV)")
     a = ap.parse_args()
     from kvplan.perf.kernel_tables import data_root
 
@@ -214,7 +237,7 @@ def main() -> None:
     tools: dict[str, dict[str, object]] = {}
     cache: dict = {}
     for pm in (["roofline", "kernels"] if a.perf_model == "both" else [a.perf_model]):
-        tools[f"kvplan-{pm}"] = {r["id"]: kvplan_row(r, pm, cache, a.start, a.per_user) for r in rows}
+        tools[f"kvplan-{pm}"] = {r["id"]: kvplan_row(r, pm, cache, a.start, a.per_user, a.range_ratio) for r in rows}
     cached = json.loads(a.aic_cache.read_text()) if a.aic_cache and a.aic_cache.is_file() else {}
     missing = [r for r in rows if r["id"] not in cached or "Failed to download" in str(cached[r["id"]])]
     if missing and a.aic_python:  # AIConfigurator's answers for the rows its cache does not have yet
@@ -226,6 +249,15 @@ def main() -> None:
     common = [r for r in rows if all(isinstance(t.get(r["id"]), (list, tuple)) for t in tools.values())]
     print(f"{len(rows)} silicon rows sampled; every tool predicts {len(common)}; skipped per tool: "
           + ", ".join(f"{n} {sum(not isinstance(v, (list, tuple)) for v in t.values())}" for n, t in tools.items()))
+    if a.rows_out:
+        with a.rows_out.open("w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["id", "model", "system", "isl", "osl", "concurrency", "quant", "tp", "dp", "ep", "source",
+                        "measured_ttft_ms", "measured_tpot_ms"] + [f"{n}_{m}" for n in tools for m in ("ttft_ms", "tpot_ms")])
+            for r in common:
+                w.writerow([r["id"], r["model_path"], r["system"], r["isl"], r["osl"], concurrency(r), r["gemm_quant_mode"],
+                            *parallel(r), (r["silicon_data_source"] or "")[:40], r["silicon_ttft_ms"], r["silicon_tpot_ms"]]
+                           + [v for t in tools.values() for v in t[r["id"]]])  # type: ignore[union-attr]
     groups = {"all": common}
     for r in common:
         groups.setdefault("MoE" if "Llama" not in r["model_path"] and "Qwen3-32B" not in r["model_path"] else "dense", []).append(r)

@@ -30,7 +30,6 @@ from kvplan.plan import overheads as oh
 from kvplan.plan.kv import KvLayout
 from kvplan.spec.gpu import GpuSpec
 from kvplan.spec.model import ModelSpec
-from kvplan.spec.params import moe_shape
 from kvplan.spec.quant import make_quant
 
 LEGACY_BEFORE = (0, 6, 0)  # vLLM 0.6 rewrote the V0 hot path (async output, multi-step): CPU overhead dropped
@@ -181,7 +180,7 @@ class GpuStepModel:
         total = oh.model_weights_bytes(spec, dtype, quantization)
         head = (p.lm_head or p.embedding) * dbytes  # tied embeddings: the LM head reads the embedding matrix
         layers_bytes = max(0.0, total - (p.embedding + p.lm_head) * dbytes)
-        n_experts, k, _, _ = moe_shape(spec.config) if spec.config else (0, 0, 0, 0)
+        n_experts, k, _, _ = spec.moe_shape
         expert_bytes = float(oh.expert_weights_bytes(spec, dtype, quantization))
         group = tp * dp  # GPUs the experts are spread over
         n_moe = moe_layer_count(spec) if expert_bytes else 0
@@ -210,6 +209,6 @@ class GpuStepModel:
 
 def moe_layer_count(spec: ModelSpec) -> int:
     """Decoder layers with routed experts (the rest are dense MLPs), from the parameter split."""
-    n_exp, _, inter, _ = moe_shape(spec.config) if spec.config else (0, 0, 0, 0)
+    n_exp, _, inter, _ = spec.moe_shape
     per_layer = n_exp * 3 * spec.hidden_size * inter
     return min(spec.num_layers, round(spec.params.experts / per_layer)) if per_layer else 0

@@ -28,11 +28,11 @@ from kvplan.perf.gpu_cost import Coefficients, GpuStepModel, compute_peak_flops,
 from kvplan.perf.kernel_tables import AIC_SYSTEMS, LogGrid, data_root, system_tables
 from kvplan.plan import overheads as oh
 from kvplan.spec.gpu import GpuSpec
-from kvplan.spec.model import ModelSpec
-from kvplan.spec.params import moe_shape
+from kvplan.spec.model import ModelSpec, text_config
 
 MOE_DISTRIBUTION = "power_law_1.2"  # measured with skewed routing, as real traffic is (else "balanced")
-ATTENTION_KINDS = ("full", "sliding", "chunked")
+STANDARD_ATTENTION = ("full", "sliding", "chunked")  # q/k/v/o of head_dim: the measured attention tables' layout
+ATTENTION_KINDS = STANDARD_ATTENTION + ("mla", "cross", "shared")  # layers that attend (MLA: the roofline)
 
 
 INT4_WEIGHT_ONLY = ("w4a16", "gptq", "awq", "gptq_marlin", "awq_marlin")
@@ -50,7 +50,7 @@ def kernel_dtypes(spec: ModelSpec, quantization: str | None) -> tuple[str | None
     if method == "none":
         return "bfloat16", "bfloat16"
     if method == "fp8":
-        block = (spec.config.get("quantization_config") or {}).get("weight_block_size")
+        block = (text_config(spec.config).get("quantization_config") or {}).get("weight_block_size") if spec.config else None
         return ("fp8_block", "fp8_block") if block else ("fp8", "fp8")
     if method == "nvfp4":
         return "nvfp4", "nvfp4"
@@ -101,9 +101,9 @@ class KernelStepModel:
     def _linear_ms(self, tokens: int, sampled: int) -> float:
         s, tp, h = self.spec, self.tp, self.spec.hidden_size
         d, heads, kv = s.head_dim, s.num_attention_heads, s.num_kv_heads
-        attn_layers = sum(1 for x in s.layers if x.kind in ATTENTION_KINDS)
+        attn_layers = sum(1 for x in s.layers if x.kind in STANDARD_ATTENTION)
         qkv = self._gemm_ms(tokens, (heads + 2 * kv) * d / tp, h) + self._gemm_ms(tokens, h, heads * d / tp)
-        n_exp, k, inter, n_shared = moe_shape(s.config) if s.config else (0, 0, 0, 0)
+        n_exp, k, inter, n_shared = s.moe_shape
         expert = 3 * h * inter if inter else 0
         n_moe = moe_layer_count(s)
         n_dense = max(0, s.num_layers - n_moe)
@@ -125,7 +125,25 @@ class KernelStepModel:
             comm += group_moe * (self.moe_allreduce(values) if self.moe_allreduce is not None
                                  else self._allreduce_roofline_ms(values, group))
         head = self._gemm_ms(sampled, s.vocab_size / tp, h)
-        return attn_layers * qkv + mlp + comm + head
+        rest = self.other_weights / tp  # MLA projections, Mamba/DeltaNet mixers, ...: as GEMMs from the hidden size
+        other = self._gemm_ms(tokens, rest / h, h) if rest else 0.0
+        return attn_layers * qkv + mlp + comm + head + other
+
+    @property
+    def other_weights(self) -> float:
+        """Linear weights (whole model) outside the ops timed by shape: what the parameter count
+        holds beyond q/k/v/o of standard attention layers and the dense, shared and router GEMMs
+        (MLA's down/up projections, state mixers, cross-attention); under 1% of the weights one token
+        touches is noise."""
+        s, p, h = self.spec, self.spec.params, self.spec.hidden_size
+        heads, kv, d = s.num_attention_heads, s.num_kv_heads, s.head_dim
+        std = sum(1 for x in s.layers if x.kind in STANDARD_ATTENTION)
+        n_exp, _, inter, n_shared = s.moe_shape
+        n_moe = moe_layer_count(s)
+        covered_attention = std * h * (heads + 2 * kv) * d + std * heads * d * h
+        covered_mlp = (s.num_layers - n_moe) * 3 * h * s.intermediate_size + n_moe * (n_shared * 3 * h * inter + n_exp * h)
+        rest = max(0, p.attention + p.mixer - covered_attention) + max(0, p.mlp_dense - covered_mlp)
+        return float(rest) if rest > 0.01 * (p.linear - p.experts + p.experts_active) else 0.0
 
     def _moe_roofline_ms(self, tokens: float, n_exp: int, k: int, expert: int) -> float:
         """One MoE layer's experts on this GPU (1 / (dp x tp) of them) for the group's `tokens`."""
@@ -243,18 +261,24 @@ class KernelStepModel:
         moe = _moe_grid(tables, spec, moe_dtype, (1, group) if expert_parallel else (group, 1), sources)
         allreduce = _allreduce_grid(tables, tp, sources) if tp > 1 else None
         moe_allreduce = _allreduce_grid(tables, group, sources, "moe_allreduce") if dp > 1 and group > 1 else None
+        model = cls(spec, tp, roofline, gemm, context, generation, moe, allreduce, sources,
+                    peak_flops_per_s=compute_peak_flops(gpu, spec.quant.method),
+                    bandwidth_bytes_per_s=float(gpu.memory_bandwidth_gbps or 0) * 1e9, dp=dp, moe_allreduce=moe_allreduce)
+        if model.other_weights:
+            sources["other_linear"] = (f"{model.other_weights / 1e9:.2f}B weights outside q/k/v/o and MLP shapes "
+                                       f"({', '.join(sorted({x.kind for x in spec.layers} - set(STANDARD_ATTENTION)))}"
+                                       f" layers): timed as GEMMs from the hidden size, "
+                                       + (sources.get("gemm", "roofline").split(" (")[0]))
         for op in ("gemm", "context_attention", "generation_attention", "moe", "allreduce", "moe_allreduce"):
             sources.setdefault(op, "roofline (datasheet, kvplan's global coefficients)")
-        if not (spec.config and moe_shape(spec.config)[0]):
+        if not spec.moe_shape[0]:
             sources.pop("moe", None)  # a dense model has no MoE op
             sources.pop("moe_allreduce", None)
         if tp == 1:
             sources.pop("allreduce", None)
         if not (dp > 1 and group > 1):
             sources.pop("moe_allreduce", None)
-        return cls(spec, tp, roofline, gemm, context, generation, moe, allreduce, sources,
-                   peak_flops_per_s=compute_peak_flops(gpu, spec.quant.method),
-                   bandwidth_bytes_per_s=float(gpu.memory_bandwidth_gbps or 0) * 1e9, dp=dp, moe_allreduce=moe_allreduce)
+        return model
 
 
 def _gemm_grid(tables: dict, dtype: str | None, sources: dict[str, str]) -> Callable[[float, float, float], float] | None:
@@ -298,7 +322,7 @@ def _moe_grid(tables: dict, spec: ModelSpec, dtype: str | None, split: tuple[int
     """The fused-MoE kernel for `split` = (moe_tp_size, moe_ep_size), at the group's token count."""
     tp, ep = split
     ref = tables.get("moe")
-    n_exp, k, inter, _ = moe_shape(spec.config) if spec.config else (0, 0, 0, 0)
+    n_exp, k, inter, _ = spec.moe_shape
     if ref is None or not n_exp or dtype is None:
         return None
     f = ref.frame

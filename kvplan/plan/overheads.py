@@ -133,9 +133,8 @@ def model_weights_bytes(spec: ModelSpec, dtype: str = "auto", quantization: str 
 def expert_weights_bytes(spec: ModelSpec, dtype: str = "auto", quantization: str | None = None) -> int:
     """The routed experts' bytes, whole model (0 for a dense model): converted at the scheme's bits
     per weight, else the model dtype."""
-    from kvplan.spec.params import moe_shape
 
-    n_experts, k, _, _ = moe_shape(spec.config) if spec.config else (0, 0, 0, 0)
+    n_experts, k, _, _ = spec.moe_shape
     if not (n_experts and k):
         return 0
     quant = make_quant(quantization) if quantization and quantization != "none" and spec.quant.method == "none" else spec.quant

@@ -25,7 +25,7 @@ from kvplan.spec.layers import (ATTENTION_FREE_TYPES, ATTENTION_KINDS, PER_TOKEN
 from kvplan.spec.longcat_params import ATTENTIONS_PER_LAYER, LONGCAT_TYPES
 from kvplan.spec.state import kda_state
 from kvplan.validation import number_problem, short_repr
-from kvplan.spec.params import ParamCount, count_params
+from kvplan.spec.params import ParamCount, count_params, moe_shape
 from kvplan.spec.checkpoint_quant import weight_quant_from_config
 from kvplan.spec.quant import WeightQuant
 
@@ -83,6 +83,12 @@ class ModelSpec:
     config: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
     warnings: tuple[str, ...] = ()  # what the spec could not model (unread config keys, quantization assumed)
     max_len_known: bool = True  # the config (or its class) gives a maximum length: longer --max-model-len is refused
+
+    @property
+    def moe_shape(self) -> tuple[int, int, int, int]:
+        """(routed experts, experts per token, expert width, shared experts) of the decoder (a
+        multimodal config keeps them in `text_config`); zeros for a dense model."""
+        return moe_shape(text_config(self.config)) if self.config else (0, 0, 0, 0)
 
     @property
     def is_mla(self) -> bool:

@@ -152,3 +152,40 @@ def test_fast_decode_with_measured_kernels_is_bit_identical(monkeypatch, tp: int
         for name in ("step_context_tokens", "step_end_s", "send_s", "first_token_s", "last_token_s", "itl_s"):
             assert np.array_equal(getattr(slow, name), getattr(fast, name)), name
         assert fast.extras["fast_decode_steps"] > 0
+
+
+CONFIGS = Path(__file__).resolve().parents[1] / "data" / "aiconfigurator" / "model_configs"
+
+
+@pytest.mark.parametrize("config", sorted(p.name for p in CONFIGS.glob("*_config.json") if "hf_quant" not in p.name))
+def test_a_decode_step_reads_at_least_the_weights_one_token_touches(monkeypatch, config: str) -> None:
+    """Physics, for every real config AIConfigurator ships (MLA, multimodal wrappers, hybrids):
+    one decode step's GPU time is at least the active weights per GPU over the datasheet HBM
+    bandwidth. A model whose experts, MLA projections or mixers the kernel model misses (as it
+    missed Kimi-K2.5's `text_config` experts) falls below it."""
+    from kvplan.plan import overheads as oh
+
+    monkeypatch.setenv(DATA_ENV, str(DATA))
+    system_tables.cache_clear()
+    spec, gpu, tp = load_model(str(CONFIGS / config)), load_gpu("h100-sxm-80gb"), 8
+    model = KernelStepModel.build(spec, gpu, tp=tp)
+    p = spec.params
+    bytes_per_param = oh.model_weights_bytes(spec, "auto", None) / p.decoder
+    active_bytes = (p.active - p.embedding - p.encoder) * bytes_per_param / tp
+    gpu_s = model.step_s(1, 1, 0, 1000, 1000, 1) - model.coefficients.step_overhead_s
+    assert gpu_s >= active_bytes / (gpu.memory_bandwidth_gbps * 1e9)
+    if spec.is_mla or spec.has_state:
+        assert "other_linear" in model.sources  # their projections / mixers are named, not dropped
+
+
+@pytest.mark.parametrize("config", ["moonshotai--Kimi-K2.5", "Qwen--Qwen3-VL-30B-A3B-Instruct", "meta-llama--Llama-4-Scout-17B-16E-Instruct"])
+def test_experts_of_a_multimodal_config_are_found_in_its_text_config(config: str) -> None:
+    """These keep their MoE keys in `text_config`: the experts' bytes (memory under EP, the
+    roofline's reads) and the step model's expert count come from there."""
+    from kvplan.plan import overheads as oh
+
+    spec = load_model(str(CONFIGS / f"{config}_config.json"))
+    n_exp, k, inter, _ = spec.moe_shape
+    assert n_exp >= 16 and k >= 1 and inter > 0
+    assert oh.expert_weights_bytes(spec) > 0.5 * spec.params.experts  # at least 4 bits a weight
+    assert GpuStepModel.build(spec, load_gpu("h100-sxm-80gb"), tp=8).experts == n_exp
