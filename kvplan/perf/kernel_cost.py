@@ -326,14 +326,26 @@ def _moe_grid(tables: dict, spec: ModelSpec, dtype: str | None, split: tuple[int
     if ref is None or not n_exp or dtype is None:
         return None
     f = ref.frame
-    rows = f[(f["moe_dtype"] == dtype) & (f["hidden_size"] == spec.hidden_size) & (f["inter_size"] == inter)
-             & (f["topk"] == k) & (f["num_experts"] == n_exp) & (f["moe_tp_size"] == tp) & (f["moe_ep_size"] == ep)]
-    if rows.empty:
+    shape = f[(f["moe_dtype"] == dtype) & (f["hidden_size"] == spec.hidden_size) & (f["inter_size"] == inter)
+              & (f["topk"] == k) & (f["num_experts"] == n_exp)]
+    # the split itself, else the widest measured one that splits the same way less (tp' | tp, ep' | ep):
+    # a GPU then holds tp'ep' / (tp ep) of the measured kernel's weights and does that share of its
+    # work, so its time scales by that ratio (both the weight reads and the FLOPs shrink with it)
+    splits = sorted({(int(a), int(b)) for a, b in zip(shape["moe_tp_size"], shape["moe_ep_size"])
+                     if tp % int(a) == 0 and ep % int(b) == 0}, key=lambda ab: ab[0] * ab[1])
+    if not splits:
         return None
+    mtp, mep = splits[-1]
+    rows = shape[(shape["moe_tp_size"] == mtp) & (shape["moe_ep_size"] == mep)]
     dist = MOE_DISTRIBUTION if (rows["distribution"] == MOE_DISTRIBUTION).any() else "balanced"
     rows = rows[rows["distribution"] == dist]
-    sources["moe"] = f"{ref.source} {dtype} {n_exp}x{inter} top{k} tp{tp} ep{ep} {dist}"
-    return LogGrid(rows, ["num_tokens"])
+    grid = LogGrid(rows, ["num_tokens"])
+    sources["moe"] = f"{ref.source} {dtype} {n_exp}x{inter} top{k} tp{mtp} ep{mep} {dist}"
+    if (mtp, mep) == (tp, ep):
+        return grid
+    ratio = (mtp * mep) / (tp * ep)
+    sources["moe"] += f", scaled by {mtp * mep}/{tp * ep} to tp{tp} ep{ep} (not measured)"
+    return lambda tokens: grid(tokens) * ratio
 
 
 def _allreduce_grid(tables: dict, gpus: int, sources: dict[str, str], op: str = "allreduce") -> Any:

@@ -189,3 +189,25 @@ def test_experts_of_a_multimodal_config_are_found_in_its_text_config(config: str
     assert n_exp >= 16 and k >= 1 and inter > 0
     assert oh.expert_weights_bytes(spec) > 0.5 * spec.params.experts  # at least 4 bits a weight
     assert GpuStepModel.build(spec, load_gpu("h100-sxm-80gb"), tp=8).experts == n_exp
+
+
+def test_an_unmeasured_moe_split_scales_the_nearest_measured_one() -> None:
+    """MiniMax-M2.5's 256x1536 experts are measured at moe_tp 1, 2 and 4: at tp 8 each GPU holds half
+    of tp 4's expert slices, so the tp-4 time is halved and the source says it was scaled."""
+    from kvplan.perf.kernel_cost import _moe_grid
+    from kvplan.perf.kernel_tables import TableRef
+
+    spec = load_model(str(CONFIGS / "MiniMaxAI--MiniMax-M2.5_config.json"))
+    n_exp, k, inter, _ = spec.moe_shape
+    rows = [dict(moe_dtype="fp8_block", hidden_size=spec.hidden_size, inter_size=inter, topk=k, num_experts=n_exp,
+                 moe_tp_size=tp, moe_ep_size=1, distribution="power_law_1.2", num_tokens=t, latency=lat * 4 / tp)
+            for tp in (1, 2, 4) for t, lat in ((1, 0.05), (64, 0.2), (8192, 2.0))]
+    tables = {"moe": TableRef(pd.DataFrame(rows), "h200_sxm/moe vllm 0.24.0")}
+    sources: dict[str, str] = {}
+    tp4 = _moe_grid(tables, spec, "fp8_block", (4, 1), sources)
+    assert "scaled" not in sources["moe"] and tp4(64) == pytest.approx(0.2)
+    tp8 = _moe_grid(tables, spec, "fp8_block", (8, 1), sources)
+    assert tp8(64) == pytest.approx(0.1) and tp8(8192) == pytest.approx(1.0)
+    assert "tp4 ep1" in sources["moe"] and "scaled by 4/8 to tp8 ep1 (not measured)" in sources["moe"]
+    assert _moe_grid(tables, spec, "fp8_block", (3, 1), {}) is not None  # tp 1 divides anything
+    assert _moe_grid(tables, spec, "nvfp4", (4, 1), {}) is None  # no table for the dtype: the roofline
