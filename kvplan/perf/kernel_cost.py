@@ -30,6 +30,7 @@ from kvplan.plan import overheads as oh
 from kvplan.spec.gpu import GpuSpec
 from kvplan.spec.model import ModelSpec, text_config
 
+NODE_GPUS = 8  # GPUs of one HGX/DGX board (NVLink domain); the measured collectives go up to it
 MOE_DISTRIBUTION = "power_law_1.2"  # measured with skewed routing, as real traffic is (else "balanced")
 STANDARD_ATTENTION = ("full", "sliding", "chunked")  # q/k/v/o of head_dim: the measured attention tables' layout
 ATTENTION_KINDS = STANDARD_ATTENTION + ("mla", "cross", "shared")  # layers that attend (MLA: the roofline)
@@ -278,6 +279,10 @@ class KernelStepModel:
             sources.pop("allreduce", None)
         if not (dp > 1 and group > 1):
             sources.pop("moe_allreduce", None)
+        for op, gpus in (("allreduce", tp), ("moe_allreduce", group)):
+            if op in sources and gpus > NODE_GPUS:  # not measured there, and the roofline knows one link only
+                sources[op] += (f"; {gpus} GPUs are more than one {NODE_GPUS}-GPU node: timed as if all were on "
+                                f"one NVLink domain (an inter-node network is slower; not modeled)")
         return model
 
 

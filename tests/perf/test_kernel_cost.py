@@ -211,3 +211,12 @@ def test_an_unmeasured_moe_split_scales_the_nearest_measured_one() -> None:
     assert "tp4 ep1" in sources["moe"] and "scaled by 4/8 to tp8 ep1 (not measured)" in sources["moe"]
     assert _moe_grid(tables, spec, "fp8_block", (3, 1), {}) is not None  # tp 1 divides anything
     assert _moe_grid(tables, spec, "nvfp4", (4, 1), {}) is None  # no table for the dtype: the roofline
+
+
+def test_a_group_wider_than_a_node_says_its_collectives_are_not_modeled(monkeypatch) -> None:
+    monkeypatch.setenv(DATA_ENV, str(DATA))
+    system_tables.cache_clear()
+    spec, gpu = load_model(str(CONFIGS / "moonshotai--Kimi-K2.5_config.json")), load_gpu("h100-sxm-80gb")
+    wide = KernelStepModel.build(spec, gpu, tp=4, dp=4, expert_parallel=True)
+    assert "16 GPUs are more than one 8-GPU node" in wide.sources["moe_allreduce"]
+    assert "node" not in KernelStepModel.build(spec, gpu, tp=4, dp=2, expert_parallel=True).sources["moe_allreduce"]
