@@ -159,7 +159,9 @@ def kvplan_row(r: dict, perf_model: str, cache: dict, start: str = "stagger", pe
     try:
         args = EngineArgs.from_flags(gpu=load_gpu(GPUS[r["system"]]), tensor_parallel_size=_int(r["tp_size"], 1),
                                      data_parallel_size=dp, enable_expert_parallel=ep > 1,
-                                     max_model_len=isl + osl + 16, quantization=quant)
+                                     max_model_len=isl + osl + 16, quantization=quant,
+                                     vllm_version=version if (version := str(r.get("backend_version") or ""))[:1].isdigit()
+                                     else None)  # a nightly: kvplan's newest
     except Exception as exc:  # noqa: BLE001 - recorded as the row's outcome
         return str(exc)[:200]
     n = min(max(per_user * b, 12), 600 if start == "stagger" else 2000)
