@@ -63,9 +63,10 @@ def test_decode_step_is_near_the_roofline(kernels: KernelStepModel) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(tokens=st.integers(1, 8192), extra=st.integers(1, 4096), ctx=st.integers(1, 10**6))
-def test_step_cost_is_monotone_in_its_work(tokens: int, extra: int, ctx: int) -> None:
-    model = _model()
+@given(tokens=st.integers(1, 8192), extra=st.integers(1, 4096), ctx=st.integers(1, 10**6),
+       name=st.sampled_from(["llama-3.1-8b-instruct", "moonshotai--Kimi-K2.5"]))  # dense; MLA + MoE + other_linear
+def test_step_cost_is_monotone_in_its_work(tokens: int, extra: int, ctx: int, name: str) -> None:
+    model = _model(name)
     a = model.step_s(tokens, tokens, 0, ctx + tokens, ctx + tokens, tokens)
     assert model.step_s(tokens + extra, tokens + extra, 0, ctx + tokens, ctx + tokens, tokens) >= a  # more tokens
     assert model.step_s(tokens, tokens, 0, ctx + tokens + extra, ctx + tokens + extra, tokens) >= a  # longer contexts
@@ -79,22 +80,23 @@ def test_step_cost_is_monotone_in_its_work(tokens: int, extra: int, ctx: int) ->
 _CACHE: dict[str, KernelStepModel] = {}
 
 
-def _model() -> KernelStepModel:
-    """Built once for the property test (hypothesis runs it many times; no fixture per example)."""
+def _model(name: str = "llama-3.1-8b-instruct") -> KernelStepModel:
+    """Built once per model for the property test (hypothesis runs it many times; no fixture per example)."""
     import os
 
-    if "m" not in _CACHE:
+    if name not in _CACHE:
         before = os.environ.get(DATA_ENV)
         os.environ[DATA_ENV] = str(DATA)
         try:
             system_tables.cache_clear()
-            _CACHE["m"] = KernelStepModel.build(load_model("llama-3.1-8b-instruct"), load_gpu("h100-sxm-80gb"), tp=2)
+            spec = load_model(name if "--" not in name else str(CONFIGS / f"{name}_config.json"))
+            _CACHE[name] = KernelStepModel.build(spec, load_gpu("h100-sxm-80gb"), tp=2)
         finally:
             if before is None:
                 os.environ.pop(DATA_ENV)
             else:
                 os.environ[DATA_ENV] = before
-    return _CACHE["m"]
+    return _CACHE[name]
 
 
 def test_an_unmeasured_gpu_is_one_line(monkeypatch) -> None:
