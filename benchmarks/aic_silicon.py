@@ -278,6 +278,19 @@ def main() -> None:
             tpot = [t[r["id"]][1] / float(r["silicon_tpot_ms"]) - 1 for r in rs]  # type: ignore[index]
             cells.append(f"{'':14s} {_stats(ttft)} {_stats(tpot)}")
         print(f"{label[:32]:32s} n={len(rs):3d} " + "  ".join(cells))
+    # each kvplan model alone, on every row it predicts (AIConfigurator skips some models entirely)
+    for name, t in tools.items():
+        if name == "aiconfigurator":
+            continue
+        own = [r for r in rows if isinstance(t.get(r["id"]), (list, tuple))]
+        print(f"\n{name} alone, every row it predicts (n={len(own)}): median / P90 |error| TTFT, TPOT")
+        by_model: dict[str, list[dict]] = {"all": own}
+        for r in own:
+            by_model.setdefault(r["model_path"], []).append(r)
+        for label, rs in by_model.items():
+            ttft = [t[r["id"]][0] / float(r["silicon_ttft_ms"]) - 1 for r in rs]  # type: ignore[index]
+            tpot = [t[r["id"]][1] / float(r["silicon_tpot_ms"]) - 1 for r in rs]  # type: ignore[index]
+            print(f"  {label[:32]:32s} n={len(rs):3d} {_stats(ttft)} {_stats(tpot)}")
 
 
 if __name__ == "__main__":

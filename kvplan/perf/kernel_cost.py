@@ -82,6 +82,7 @@ class KernelStepModel:
     bandwidth_bytes_per_s: float = 0.0
     takes_prefill_split = True  # the scheduler passes prefill_seqs / prefill_pairs
     _attention_layers: int = -1  # counted on first use
+    _attention_groups: list = field(default_factory=list)  # filled on first use
 
     @property
     def coefficients(self) -> Coefficients:
@@ -169,6 +170,19 @@ class KernelStepModel:
             self._attention_layers = sum(1 for x in self.spec.layers if x.kind in ATTENTION_KINDS)
         return self._attention_layers
 
+    @property
+    def attention_groups(self) -> list[tuple[int, float | None]]:
+        """(layers, window) of the attending layers: sliding-window and chunked layers attend to at
+        most their window (chunk) of each request's tokens; None: the whole context."""
+        if not self._attention_groups:
+            counts: dict[float | None, int] = {}
+            for x in self.spec.layers:
+                if x.kind in ATTENTION_KINDS:
+                    w = float(x.window_tokens) if x.kind in ("sliding", "chunked") and x.window_tokens else None
+                    counts[w] = counts.get(w, 0) + 1
+            self._attention_groups = [(n, w) for w, n in counts.items()]
+        return self._attention_groups
+
     def _decode_attention_ms(self, decode_seqs: Any, decode_context: Any) -> Any:
         """One layer's generation attention of `decode_seqs` requests holding `decode_context` tokens
         (floats, or arrays for a stretch of decode steps: the same arithmetic either way)."""
@@ -179,22 +193,35 @@ class KernelStepModel:
                 self.bandwidth_bytes_per_s * self.coefficients.kv_efficiency) * 1e3
         return self.generation_attention.batch(np.full(mean.shape, float(decode_seqs)), mean)
 
+    def _decode_attention_all_ms(self, decode_seqs: Any, decode_context: np.ndarray) -> Any:
+        """Every attending layer's generation attention (windowed layers read their window at most)."""
+        total: Any = 0.0
+        for count, window in self.attention_groups:
+            ctx = decode_context if window is None else np.minimum(decode_context, decode_seqs * window)
+            total = total + count * self._decode_attention_ms(decode_seqs, ctx)
+        return total
+
+    def _prefill_attention_ms(self, prefill_seqs: float, prefill_tokens: float, prefill_pairs: float) -> float:
+        """One layer's context attention of the step's prefill chunks (query x key `prefill_pairs`)."""
+        if self.context_attention is None:
+            return self.roofline.attention_flops_per_pair * prefill_pairs / (
+                self.roofline.attention_peak_flops_per_s * self.coefficients.attention_efficiency) * 1e3 / max(
+                self.attention_layers, 1)
+        # one sequence of the chunks' mean length, scaled to the chunks' query x key pairs
+        length = max(1.0, (2.0 * prefill_pairs / max(prefill_seqs, 1.0)) ** 0.5)
+        full = self.context_attention(1.0, length)
+        return full * prefill_pairs / (length * (length + 1) / 2.0)
+
     def _attention_ms(self, prefill_seqs: float, prefill_tokens: float, prefill_pairs: float,
                       decode_seqs: float, decode_context: float) -> float:
-        layers = self.attention_layers
-        total = 0.0
+        prefill = 0.0
         if prefill_tokens > 0 and prefill_pairs > 0:
-            if self.context_attention is None:
-                total += self.roofline.attention_flops_per_pair * prefill_pairs / (
-                    self.roofline.attention_peak_flops_per_s * self.coefficients.attention_efficiency) * 1e3 / max(layers, 1)
-            else:
-                # one sequence of the chunks' mean length, scaled to the chunks' query x key pairs
-                length = max(1.0, (2.0 * prefill_pairs / max(prefill_seqs, 1.0)) ** 0.5)
-                full = self.context_attention(1.0, length)
-                total += full * prefill_pairs / (length * (length + 1) / 2.0)
+            for count, window in self.attention_groups:  # a windowed query sees at most `window` keys
+                pairs = prefill_pairs if window is None else min(prefill_pairs, prefill_tokens * window)
+                prefill += count * self._prefill_attention_ms(prefill_seqs, prefill_tokens, pairs)
         if decode_seqs > 0:
-            total += float(self._decode_attention_ms(decode_seqs, np.array([decode_context]))[0])
-        return layers * total
+            return prefill + float(self._decode_attention_all_ms(decode_seqs, np.array([float(decode_context)]))[0])
+        return prefill
 
     # --- the step ---------------------------------------------------------------------------------
     def step_s(self, tokens: Any, seqs: Any, prefill_tokens: Any, context_tokens: Any, attention_pairs: Any,
@@ -224,7 +251,7 @@ class KernelStepModel:
     def _decode_stretch_s(self, n: int, sampled: int, contexts: np.ndarray) -> np.ndarray:
         """`step_s` of pure-decode steps of `n` requests holding `contexts` tokens: `step_s`'s
         arithmetic in the same order, on arrays, so each value equals the one-step call's."""
-        attention = self.attention_layers * (0.0 + self._decode_attention_ms(n, contexts)) if n > 0 else 0.0
+        attention = 0.0 + self._decode_attention_all_ms(n, contexts) if n > 0 else 0.0
         gpu_ms = self._linear_ms(n, sampled) + attention
         c = self.coefficients
         gpu = gpu_ms / 1e3 + (self.spec.num_layers * c.eager_layer_overhead_s if self.roofline.enforce_eager else 0.0)

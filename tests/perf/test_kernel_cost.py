@@ -222,3 +222,24 @@ def test_a_group_wider_than_a_node_says_its_collectives_are_not_modeled(monkeypa
     wide = KernelStepModel.build(spec, gpu, tp=4, dp=4, expert_parallel=True)
     assert "16 GPUs are more than one 8-GPU node" in wide.sources["moe_allreduce"]
     assert "node" not in KernelStepModel.build(spec, gpu, tp=4, dp=2, expert_parallel=True).sources["moe_allreduce"]
+
+
+def test_sliding_window_layers_attend_to_their_window_only(monkeypatch) -> None:
+    """gpt-oss alternates full layers with 128-token sliding windows (vLLM's layer_types): at a
+    100k-token context the windowed half costs almost nothing, so attention is about half of what
+    it would be if every layer read the whole context; prefill pairs are capped the same way."""
+    import numpy as np
+
+    monkeypatch.setenv(DATA_ENV, str(DATA))
+    system_tables.cache_clear()
+    spec = load_model(str(CONFIGS / "openai--gpt-oss-120b_config.json"))
+    model = KernelStepModel.build(spec, load_gpu("h100-sxm-80gb"), tp=8)
+    groups = dict((w, n) for n, w in model.attention_groups)
+    assert groups == {None: spec.num_layers // 2, 128.0: spec.num_layers // 2}
+    ctx = 8 * 100_000.0
+    all_full = model.attention_layers * float(model._decode_attention_ms(8, np.array([ctx]))[0])
+    assert 0.45 < model._attention_ms(0, 0, 0, 8, ctx) / all_full < 0.55
+    n = 8192
+    pairs = n * (n + 1) / 2
+    full_prefill = model.attention_layers * model._prefill_attention_ms(1, n, pairs)
+    assert 0.45 < model._attention_ms(1, n, pairs, 0, 0) / full_prefill < 0.55
