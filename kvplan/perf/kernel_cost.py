@@ -18,7 +18,7 @@ One step on one GPU of a TP group (pipeline stages run in turn, as in `gpu_cost`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any, Callable
 
 import numpy as np
@@ -131,7 +131,7 @@ class KernelStepModel:
         other = self._gemm_ms(tokens, rest / h, h) if rest else 0.0
         return attn_layers * qkv + mlp + comm + head + other
 
-    @property
+    @cached_property
     def other_weights(self) -> float:
         """Linear weights (whole model) outside the ops timed by shape: what the parameter count
         holds beyond q/k/v/o of standard attention layers and the dense, shared and router GEMMs
