@@ -23,7 +23,8 @@ from published_runs import Case, Skipped
 from kvplan.perf.gpu_cost import Coefficients, GpuStepModel
 from kvplan.perf.bench_metrics import Timings
 from kvplan.perf.predict import check_requests, scheduler_config, server_plan, step_model
-from kvplan.perf.schedule import Trace, simulate
+from kvplan.perf.schedule import simulate
+from kvplan.perf.trace import Trace
 from kvplan.perf.random_dataset import Workload, with_prefix_hits
 from kvplan.plan.engine_args import EngineArgs
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from kvplan.perf.schedule import Trace
+from kvplan.perf.trace import Trace
 
 BENCH_KEYS = ("duration", "completed", "total_input_tokens", "total_output_tokens", "request_throughput",
               "output_throughput", "total_token_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms",

@@ -9,7 +9,8 @@ from kvplan.errors import KvplanError
 from typing import TYPE_CHECKING
 from kvplan.perf.gpu_cost import Coefficients, GpuStepModel
 from kvplan.perf.bench_metrics import bench_figures
-from kvplan.perf.schedule import SchedulerConfig, Trace, merge_traces, simulate
+from kvplan.perf.schedule import SchedulerConfig, simulate
+from kvplan.perf.trace import Trace, merge_traces
 from kvplan.perf.random_dataset import Request
 from kvplan.plan import overheads as oh
 from kvplan.plan.budget import CapacityPlan, plan_capacity
