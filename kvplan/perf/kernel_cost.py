@@ -81,8 +81,6 @@ class KernelStepModel:
     peak_flops_per_s: float = 0.0
     bandwidth_bytes_per_s: float = 0.0
     takes_prefill_split = True  # the scheduler passes prefill_seqs / prefill_pairs
-    _attention_layers: int = -1  # counted on first use
-    _attention_groups: list = field(default_factory=list)  # filled on first use
 
     @property
     def coefficients(self) -> Coefficients:
@@ -103,11 +101,11 @@ class KernelStepModel:
     def _linear_ms(self, tokens: int, sampled: int) -> float:
         s, tp, h = self.spec, self.tp, self.spec.hidden_size
         d, heads, kv = s.head_dim, s.num_attention_heads, s.num_kv_heads
-        attn_layers = sum(1 for x in s.layers if x.kind in STANDARD_ATTENTION)
+        attn_layers = self.standard_attention_layers
         qkv = self._gemm_ms(tokens, (heads + 2 * kv) * d / tp, h) + self._gemm_ms(tokens, h, heads * d / tp)
         n_exp, k, inter, n_shared = s.moe_shape
         expert = 3 * h * inter if inter else 0
-        n_moe = moe_layer_count(s)
+        n_moe = self.moe_layers
         n_dense = max(0, s.num_layers - n_moe)
         dense_inter = s.intermediate_size
         mlp = n_dense * (self._gemm_ms(tokens, 2 * dense_inter / tp, h) + self._gemm_ms(tokens, h, dense_inter / tp))
@@ -139,9 +137,8 @@ class KernelStepModel:
         touches is noise."""
         s, p, h = self.spec, self.spec.params, self.spec.hidden_size
         heads, kv, d = s.num_attention_heads, s.num_kv_heads, s.head_dim
-        std = sum(1 for x in s.layers if x.kind in STANDARD_ATTENTION)
+        std, n_moe = self.standard_attention_layers, self.moe_layers
         n_exp, _, inter, n_shared = s.moe_shape
-        n_moe = moe_layer_count(s)
         covered_attention = std * h * (heads + 2 * kv) * d + std * heads * d * h
         covered_mlp = (s.num_layers - n_moe) * 3 * h * s.intermediate_size + n_moe * (n_shared * 3 * h * inter + n_exp * h)
         rest = max(0, p.attention + p.mixer - covered_attention) + max(0, p.mlp_dense - covered_mlp)
@@ -152,7 +149,7 @@ class KernelStepModel:
         c = self.coefficients
         group = self.tp * self.dp
         touched = 1.0 - (1.0 - k / n_exp) ** tokens
-        layers = max(1, moe_layer_count(self.spec))
+        layers = max(1, self.moe_layers)
         read = self.roofline.expert_bytes * touched / layers  # expert_bytes: this GPU's share, all layers
         flops = 2.0 * tokens * k * expert / group
         return 1e3 * max(read / (self.bandwidth_bytes_per_s * c.hbm_efficiency),
@@ -164,24 +161,29 @@ class KernelStepModel:
                         else (c.allreduce_latency_s, c.link_efficiency))
         return 1e3 * (latency + values * 2 * 2 * (gpus - 1) / gpus / (r.link_bytes_per_s * eff))
 
-    @property
+    @cached_property
     def attention_layers(self) -> int:
-        if self._attention_layers < 0:
-            self._attention_layers = sum(1 for x in self.spec.layers if x.kind in ATTENTION_KINDS)
-        return self._attention_layers
+        return sum(n for n, _ in self.attention_groups)
 
-    @property
+    @cached_property
+    def standard_attention_layers(self) -> int:
+        """Layers with q/k/v/o projections of head_dim (timed as GEMMs of those shapes)."""
+        return sum(1 for x in self.spec.layers if x.kind in STANDARD_ATTENTION)
+
+    @cached_property
+    def moe_layers(self) -> int:
+        return moe_layer_count(self.spec)
+
+    @cached_property
     def attention_groups(self) -> list[tuple[int, float | None]]:
         """(layers, window) of the attending layers: sliding-window and chunked layers attend to at
         most their window (chunk) of each request's tokens; None: the whole context."""
-        if not self._attention_groups:
-            counts: dict[float | None, int] = {}
-            for x in self.spec.layers:
-                if x.kind in ATTENTION_KINDS:
-                    w = float(x.window_tokens) if x.kind in ("sliding", "chunked") and x.window_tokens else None
-                    counts[w] = counts.get(w, 0) + 1
-            self._attention_groups = [(n, w) for w, n in counts.items()]
-        return self._attention_groups
+        counts: dict[float | None, int] = {}
+        for x in self.spec.layers:
+            if x.kind in ATTENTION_KINDS:
+                w = float(x.window_tokens) if x.kind in ("sliding", "chunked") and x.window_tokens else None
+                counts[w] = counts.get(w, 0) + 1
+        return [(n, w) for w, n in counts.items()]
 
     def _decode_attention_ms(self, decode_seqs: Any, decode_context: Any) -> Any:
         """One layer's generation attention of `decode_seqs` requests holding `decode_context` tokens
@@ -242,21 +244,20 @@ class KernelStepModel:
         decode_context = max(0.0, float(attention_pairs) - float(prefill_pairs))
         gpu_ms = self._linear_ms(tokens, int(sampled)) + self._attention_ms(p_seqs, prefill_tokens, float(prefill_pairs),
                                                                             decode_seqs, decode_context)
-        c = self.coefficients
-        gpu = gpu_ms / 1e3 + (self.spec.num_layers * c.eager_layer_overhead_s if self.roofline.enforce_eager else 0.0)
-        if self.roofline.legacy:
-            return gpu + c.legacy_step_overhead_s + c.legacy_seq_overhead_s * seqs
-        return gpu + c.step_overhead_s
+        return self._with_host_s(gpu_ms, seqs)
 
     def _decode_stretch_s(self, n: int, sampled: int, contexts: np.ndarray) -> np.ndarray:
         """`step_s` of pure-decode steps of `n` requests holding `contexts` tokens: `step_s`'s
         arithmetic in the same order, on arrays, so each value equals the one-step call's."""
         attention = 0.0 + self._decode_attention_all_ms(n, contexts) if n > 0 else 0.0
-        gpu_ms = self._linear_ms(n, sampled) + attention
+        return self._with_host_s(self._linear_ms(n, sampled) + attention, n)
+
+    def _with_host_s(self, gpu_ms: Any, seqs: float) -> Any:
+        """The step in seconds: the GPU's work plus eager launches and the engine's CPU cost per step."""
         c = self.coefficients
         gpu = gpu_ms / 1e3 + (self.spec.num_layers * c.eager_layer_overhead_s if self.roofline.enforce_eager else 0.0)
         if self.roofline.legacy:
-            return gpu + c.legacy_step_overhead_s + c.legacy_seq_overhead_s * n
+            return gpu + c.legacy_step_overhead_s + c.legacy_seq_overhead_s * seqs
         return gpu + c.step_overhead_s
 
     def __hash__(self) -> int:  # lru_cache on methods keys on the instance

@@ -75,19 +75,24 @@ class _Engine:
         passes them on one at a time, `frontend_s` each; False: the engine is idle."""
         while self.pending and self.in_flight < self.cap and self.pending[0].arrival_s <= self.clock:
             r = self.pending.popleft()
-            r.send_s, r.send_step = max(self.clock, r.arrival_s), self.steps
-            self.in_flight += 1
-            if self.frontend_s:
-                r.ready_s = self.frontend_free = max(r.send_s, self.frontend_free) + self.frontend_s
-                self.frontend.append(r)
-            else:
-                self.waiting.append(r)
+            self._hand_over(r, max(self.clock, r.arrival_s), self.steps)
         while self.frontend and self.frontend[0].ready_s <= self.clock:
             self.waiting.append(self.frontend.popleft())
         if not self.waiting and not self.running:
             self.clock = max(self.clock, self.next_event_s())  # idle until the next arrival or hand-over
             return False
         return True
+
+    def _hand_over(self, r: _Req, send_s: float, send_step: int) -> None:
+        """The client sends `r`: it waits in the API server (`frontend_s` each, one at a time) or,
+        without one, for the scheduler."""
+        r.send_s, r.send_step = send_s, send_step
+        self.in_flight += 1
+        if self.frontend_s:
+            r.ready_s = self.frontend_free = max(send_s, self.frontend_free) + self.frontend_s
+            self.frontend.append(r)
+        else:
+            self.waiting.append(r)
 
     def next_event_s(self) -> float:
         """When the engine next gets a request it does not have yet (inf: never)."""
@@ -278,13 +283,7 @@ class _Engine:
         while self.pending and self.in_flight < self.cap and self.pending[0].arrival_s <= last:
             r = self.pending.popleft()
             j = int(bounds.searchsorted(r.arrival_s))  # the first boundary at or after its arrival
-            r.send_s, r.send_step = float(bounds[j]), self.steps + j + 1
-            self.in_flight += 1
-            if self.frontend_s:
-                r.ready_s = self.frontend_free = max(r.send_s, self.frontend_free) + self.frontend_s
-                self.frontend.append(r)
-            else:
-                self.waiting.append(r)
+            self._hand_over(r, float(bounds[j]), self.steps + j + 1)
 
     def _time_stretch(self, n: int, steps: int, ctx0: int, due: float) -> tuple[int, np.ndarray]:
         """Time up to `steps` decode steps of `n` requests (`ctx0` tokens cached) at once: contexts grow

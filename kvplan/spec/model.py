@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +85,7 @@ class ModelSpec:
     warnings: tuple[str, ...] = ()  # what the spec could not model (unread config keys, quantization assumed)
     max_len_known: bool = True  # the config (or its class) gives a maximum length: longer --max-model-len is refused
 
-    @property
+    @cached_property
     def moe_shape(self) -> tuple[int, int, int, int]:
         """(routed experts, experts per token, expert width, shared experts) of the decoder (a
         multimodal config keeps them in `text_config`); zeros for a dense model."""
