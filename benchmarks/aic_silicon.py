@@ -9,6 +9,9 @@ client setup is our reading of those harnesses, not something the rows record. B
 replays exactly that (--start sync --per-user 10 --range-ratio 0.8): the first N requests arrive
 together and the random lengths take the users out of step. --start stagger instead spreads the
 users' starts evenly over one request's duration (a pure steady state, fixed lengths; the earlier default, with --per-user 3).
+The 212 rows of AIConfigurator's gap analyses may instead come from its own benchmark script (aiperf,
+fixed lengths, 20 x N requests after 2 x N drained warmups, 100 shuffled prompts that repeat, so
+vLLM's prefix cache can hit): --gap-rows aiperf replays them that way.
 kvplan simulates vLLM's scheduler and times steps with --perf-model (roofline, kernels, or both); AIConfigurator's `cli_estimate(mode="agg")` runs in the
 Python given by --aic-python (a venv with `pip install aiconfigurator==0.12.0`). Prints median and
 P90 |error| of mean TTFT and TPOT per tool, over the rows every tool predicts, per model and GPU.
@@ -33,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -143,8 +147,55 @@ def row_requests(n: int, isl: int, osl: int, range_ratio: float, seed: int) -> l
     return [Request(0.0, int(i), int(o)) for i, o in zip(ins, outs)]
 
 
-def kvplan_row(r: dict, perf_model: str, cache: dict, start: str = "stagger", per_user: int = 3,
-               range_ratio: float = 0.0) -> tuple[float, float] | str:
+@dataclass(frozen=True)
+class Harness:
+    """How a source's client drew its load (the rows do not record it; read from each harness's script)."""
+
+    per_user: int  # profiled requests per concurrent user
+    range_ratio: float  # lengths uniform in [ratio x len, len]; 0: fixed
+    warmup_per_user: int = 0  # warmup requests per user, drained before profiling starts
+    dataset_entries: int = 0  # distinct prompts the client cycles through (0: every prompt new)
+    max_requests: int = 2000  # this benchmark's bound on a row's simulated requests
+
+    def requests(self, b: int, isl: int, osl: int, num_gpu_blocks: int, block_size: int) -> list:
+        """The profiled requests. With a finite dataset, aiperf's default shuffle sampler sends every
+        entry once before any repeats, so request k (warmup included) repeats a prompt iff k >=
+        entries; vLLM's prefix cache then holds it (all its full blocks but the last token's) if
+        its LRU pool keeps every entry beside the running batch, else a cyclic reuse misses."""
+        from kvplan.perf.random_dataset import Request
+
+        n = min(max(self.per_user * b, 12), self.max_requests)
+        reqs = row_requests(n, isl, osl, self.range_ratio, 0)
+        if not self.dataset_entries:
+            return reqs
+        held = num_gpu_blocks >= (self.dataset_entries + b) * -(-(isl + osl) // block_size)
+        first = self.warmup_per_user * b
+        hit = (isl - 1) // block_size * block_size if held else 0
+        return [Request(r.arrival_s, r.prompt_tokens, r.output_tokens, hit if first + k >= self.dataset_entries else 0)
+                for k, r in enumerate(reqs)]
+
+
+HARNESSES = {
+    # InferenceMAX: `vllm bench serve --max-concurrency N --request-rate inf --num-prompts 10N
+    # --random-range-ratio 0.8` (its benchmark_lib.sh); every prompt new
+    "inferencemax": Harness(10, 0.8),
+    # AIConfigurator's own benchmark (aiconfigurator/generator/config/backend_templates/benchmark/
+    # bench_run.sh.j2, used for its gap analyses): `aiperf profile --concurrency N --num-requests 20N
+    # --warmup-request-count 2N --isl-stddev 0`, aiperf 0.3's default 100 dataset entries, shuffled
+    "aiperf": Harness(20, 0.0, warmup_per_user=2, dataset_entries=100, max_requests=2560),
+}
+
+
+def harness(r: dict, gap_rows: str) -> Harness:
+    """InferenceMAX's client for every row, or with --gap-rows aiperf, AIConfigurator's own for the
+    rows of its gap analyses (whether those used bench_run.sh.j2 is our guess: its sflow.py variant
+    gives aiperf as many dataset entries as requests, i.e. no reuse)."""
+    return HARNESSES["aiperf" if gap_rows == "aiperf" and "gap-analysis" in (r.get("silicon_data_source") or "")
+                     else "inferencemax"]
+
+
+def kvplan_row(r: dict, perf_model: str, cache: dict, start: str = "stagger",
+               client: Harness | None = None) -> tuple[float, float] | str:
     from kvplan.perf.predict import predict
     from kvplan.perf.random_dataset import Request
     from kvplan.plan.engine_args import EngineArgs
@@ -164,10 +215,14 @@ def kvplan_row(r: dict, perf_model: str, cache: dict, start: str = "stagger", pe
                                      else None)  # a nightly: kvplan's newest
     except Exception as exc:  # noqa: BLE001 - recorded as the row's outcome
         return str(exc)[:200]
-    n = min(max(per_user * b, 12), 600 if start == "stagger" else 2000)
+    n = min(max(3 * b, 12), 600)
     try:
-        if start == "sync":  # `vllm bench serve --max-concurrency b --request-rate inf`: the first b start together
-            f = predict(spec, args, row_requests(n, isl, osl, range_ratio, 0), max_concurrency=b, perf_model=perf_model).figures
+        if start == "sync":  # the client's --max-concurrency b with rate inf: the first b start together
+            from kvplan.perf.predict import scheduler_config, server_plan
+
+            config = scheduler_config(server_plan(spec, args))
+            reqs = (client or HARNESSES["inferencemax"]).requests(b, isl, osl, config.num_gpu_blocks, config.block_size)
+            f = predict(spec, args, reqs, max_concurrency=b, perf_model=perf_model).figures
             return f["mean_ttft_ms"], f["mean_tpot_ms"]
         # the measured runs are steady-state closed loops: each session sends its next request when the
         # last ends, and the sessions are out of step (not all prefilling at once). One pass gives a
@@ -224,9 +279,8 @@ def main() -> None:
     ap.add_argument("--start", default="sync", choices=["stagger", "sync"],
                     help="stagger: sessions out of step (steady state); sync: all users start at once, as vllm bench serve "
                          "--max-concurrency with rate inf does, the mean over every request")
-    ap.add_argument("--per-user", type=int, default=10, help="requests per concurrent user (num_prompts / concurrency)")
-    ap.add_argument("--range-ratio", type=float, default=0.8,
-                    help="with --start sync: lengths uniform in [ratio x isl, isl] (and osl), as InferenceMAX's client draws them")
+    ap.add_argument("--gap-rows", default="inferencemax", choices=list(HARNESSES),
+                    help="with --start sync: the client the rows of AIConfigurator's gap analyses are replayed as")
     ap.add_argument("--rows-out", type=Path, default=None, help="write each row's predictions and measurements (CSV)")
     a = ap.parse_args()
     from kvplan.perf.kernel_tables import data_root
@@ -239,7 +293,8 @@ def main() -> None:
     tools: dict[str, dict[str, object]] = {}
     cache: dict = {}
     for pm in (["roofline", "kernels"] if a.perf_model == "both" else [a.perf_model]):
-        tools[f"kvplan-{pm}"] = {r["id"]: kvplan_row(r, pm, cache, a.start, a.per_user, a.range_ratio) for r in rows}
+        tools[f"kvplan-{pm}"] = {r["id"]: kvplan_row(r, pm, cache, a.start, harness(r, a.gap_rows))
+                                 for r in rows}
     cached = json.loads(a.aic_cache.read_text()) if a.aic_cache and a.aic_cache.is_file() else {}
     missing = [r for r in rows if r["id"] not in cached or "Failed to download" in str(cached[r["id"]])]
     if missing and a.aic_python:  # AIConfigurator's answers for the rows its cache does not have yet
