@@ -208,3 +208,20 @@ def test_every_catalog_gpu_predicts_or_says_why(capsys) -> None:
         else:  # no throughput (A10G), or no CUDA memory (Apple M-series): one line naming what is missing
             assert info.value.code == 2 and len(err.strip().splitlines()) == 1, (name, err)
             assert ("TFLOPS" in err) if gpu.cuda_total_bytes else ("no known device memory" in err), (name, err)
+
+
+def test_moe_data_parallel_prediction_says_what_it_leaves_out(capsys: pytest.CaptureFixture[str]) -> None:
+    """Attention DP on a MoE model: the step omits vLLM's per-step DP sync, which measured runs show
+    (AIConfigurator's silicon rows: decode 30-41% slower than modeled), so the output says so; a
+    single replica, or independent dense replicas, carry no such note."""
+    common = ("predict", "--model", "qwen3-30b-a3b", "--gpu", "h100", "--num-prompts", "20",
+              "--random-input-len", "256", "--random-output-len", "32", "--json")
+    rc, out, _ = run(capsys, *common, "--data-parallel-size", "2", "--enable-expert-parallel")
+    assert rc == 0
+    note = json.loads(out)["step_cost_sources"]["data_parallel"]
+    assert "2 replicas" in note and "optimistic" in note
+    rc, out, _ = run(capsys, *common)
+    assert rc == 0 and "data_parallel" not in json.loads(out)["step_cost_sources"]
+    rc, out, _ = run(capsys, "predict", "--model", "qwen3-8b", "--gpu", "h100", "--num-prompts", "20",
+                     "--data-parallel-size", "2", "--json")
+    assert rc == 0 and "data_parallel" not in json.loads(out)["step_cost_sources"]
