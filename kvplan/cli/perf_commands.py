@@ -7,7 +7,7 @@ workload flags are `vllm bench serve`'s.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -128,17 +128,22 @@ def _compare_with_run(figures: dict, bench, path: str, title: str, as_json: bool
     render_comparison(make_console(), rows, f"{title} vs {path}", bench.failed)
 
 
-def _prices(texts: list[str]) -> dict[str, float]:
+def _prices(texts: list[str], candidates: list[str]) -> dict[str, Any]:
+    """Each candidate GPU's price per GPU-hour: --price GPU=USD, else the catalog's list price."""
     from kvplan.spec.gpu import load_gpu
+    from kvplan.spec.prices import prices_for, user_price
 
-    out = {}
+    given = {}
     for text in texts:
-        name, _, value = text.partition("=")
-        try:
-            out[load_gpu(name.strip()).name] = float(value)
-        except ValueError:
-            raise KvplanError(f"--price takes GPU=USD_PER_HOUR (e.g. h100=2.5), got {text!r}") from None
-    return out
+        name, eq, value = text.partition("=")
+        if not eq or not name.strip():
+            raise KvplanError(f"--price takes GPU=USD_PER_HOUR (e.g. h100=2.5), got {text!r}")
+        gpu = load_gpu(name.strip()).name
+        if gpu not in candidates:
+            raise KvplanError(f"--price {text}: {gpu} is not a GPU this plan considers ({', '.join(candidates)}); "
+                              "add it to --gpus or drop the price")
+        given[gpu] = user_price(gpu, value.strip())
+    return prices_for(candidates, given)
 
 
 @app.command("plan")
@@ -151,14 +156,17 @@ def plan_command(
     gpus: Annotated[Optional[str], typer.Option(help="Comma-separated GPUs to consider (default: H100, H200, A100-80GB, L40S, L4, B200).")] = None,
     kv_cache_dtypes: Annotated[str, typer.Option(help="Comma-separated KV dtypes to consider.")] = "auto,fp8",
     quantizations: Annotated[str, typer.Option(help="Comma-separated weight quantizations to consider (none, fp8).")] = "none",
-    price: Annotated[Optional[list[str]], typer.Option(help="GPU=USD_PER_HOUR; repeat per GPU; ranks by cost.")] = None,
+    price: Annotated[Optional[list[str]], typer.Option(
+        help="GPU=USD per GPU-hour, repeatable: overrides the list price (AWS EC2 on-demand, from Apache Libcloud's "
+             "pricing.json) or prices a GPU that has none.")] = None,
     random_input_len: InputLen = 1024, random_output_len: OutputLen = 128, random_range_ratio: RangeRatio = 0.0,
     num_prompts: NumPrompts = 200, burstiness: Burstiness = 1.0, seed: Seed = 0,
     dtype: Dtype = "auto", max_model_len: MaxModelLen = None, vllm_version: Version = None,
     gpu_memory_utilization: Util = None, as_json: AsJson = False, strict: Strict = False,
 ) -> None:
     """The GPU x TP x KV dtype x quantization configurations that meet TTFT/TPOT SLOs at a request
-    rate, fewest GPUs (or lowest cost) first, with their `vllm serve` lines; exit 1 if none does."""
+    rate, cheapest per hour first (GPUs without a price after, fewest GPUs first), with their
+    `vllm serve` lines; exit 1 if none does."""
     from kvplan.perf.capacity import DEFAULT_GPUS, Slo, search, why_unmet
     from kvplan.perf.random_dataset import Workload
     from kvplan.spec.gpu import load_gpu
@@ -178,7 +186,7 @@ def plan_command(
     workload = Workload(random_input_len, random_output_len, random_range_ratio, num_prompts, request_rate, burstiness,
                         None, seed)
     answer = search(spec, args, workload, slo, devices, kv_dtypes=[k.strip() for k in kv_cache_dtypes.split(",") if k.strip()],
-                    quantizations=quants, prices=_prices(price or []))
+                    quantizations=quants, prices=_prices(price or [], [d.name for d in devices]))
     if as_json:
         typer.echo(json.dumps(answer, indent=2))
     else:

@@ -178,19 +178,23 @@ def sweep(
 
 @app.command()
 def gpus(as_json: Annotated[bool, typer.Option("--json", metavar="")] = False) -> None:
-    """List the GPU catalog (memory as marketed and as CUDA sees it, bandwidth, throughput)."""
+    """List the GPU catalog (memory as marketed and as CUDA sees it, bandwidth, throughput, list price)."""
     from kvplan.report.catalog_view import render_gpus
     from kvplan.spec.gpu import gpu_catalog
 
-    catalog = gpu_catalog()
+    from kvplan.spec.prices import list_prices
+
+    catalog, prices = gpu_catalog(), list_prices()
     if as_json:
         from kvplan.report.catalog_view import public_source
 
         rows = [{**g.__dict__, "source": public_source(g.source, "kvplan/data/gpus.yaml"),
-                 "cuda_total_source": public_source(g.cuda_total_source, "kvplan/data/gpus.yaml")} for g in catalog.values()]
+                 "cuda_total_source": public_source(g.cuda_total_source, "kvplan/data/gpus.yaml"),
+                 "usd_per_gpu_hour": (p := prices.get(g.name)) and p.usd_per_hour,
+                 "usd_per_hour_source": p and f"{p.basis} ({p.dataset})"} for g in catalog.values()]
         typer.echo(json.dumps(rows, indent=2, default=list))
         return
-    render_gpus(make_console(), list(catalog.values()))
+    render_gpus(make_console(), list(catalog.values()), prices)
 
 
 @profiles_app.callback(invoke_without_command=True)

@@ -20,6 +20,7 @@ from kvplan.perf.random_dataset import Workload
 from kvplan.plan.budget import plan_capacity
 from kvplan.plan.engine_args import EngineArgs
 from kvplan.spec.gpu import GpuSpec
+from kvplan.spec.prices import GpuPrice
 from kvplan.spec.model import ModelSpec
 
 DEFAULT_GPUS = ("h100-sxm-80gb", "h200-sxm-141gb", "a100-sxm4-80gb", "l40s", "l4", "b200-sxm-180gb")
@@ -272,10 +273,11 @@ def _map(jobs: list[tuple[Any, ...]], workers: int | None) -> list[tuple[bool, d
 
 
 def search(spec: ModelSpec, base: EngineArgs, workload: Workload, slo: Slo, gpus: list[GpuSpec], *,
-           kv_dtypes: list[str], quantizations: list[str | None], prices: dict[str, float] | None = None,
+           kv_dtypes: list[str], quantizations: list[str | None], prices: dict[str, GpuPrice] | None = None,
            coefficients: Coefficients | None = None, workers: int | None = None) -> dict[str, Any]:
     """Every candidate that starts: its goodput, replicas for the requested rate and predicted
-    figures there; the answer lists those meeting the SLO, cheapest (GPUs, then $/h) first.
+    figures there; the answer lists those meeting the SLO, cheapest first ($/h of all its GPUs;
+    GPUs without a price after, by fewest GPUs). `prices`: per GPU name, one GPU-hour.
     `workers`: processes to spread the candidates over (default: the usable cores)."""
     slo.validate()
     workload.validate()
@@ -288,11 +290,15 @@ def search(spec: ModelSpec, base: EngineArgs, workload: Workload, slo: Slo, gpus
     if not started:
         raise KvplanError(f"{spec.name} does not start on any candidate ({', '.join(g.name for g in gpus)}, tp up to "
                           f"{max(TP_CHOICES)}) at max_model_len {max_model_len}")
-    jobs = [(spec, args, workload, slo, coefficients, prices.get(args.gpu.name) if args.gpu else None) for args in started]
+    jobs = [(spec, args, workload, slo, coefficients, p.usd_per_hour if args.gpu and (p := prices.get(args.gpu.name)) else None)
+            for args in started]
     met, missed = [], []
     for ok, row in _map(jobs, workers):
+        price = prices.get(row["gpu"])  # one GPU-hour, how it was priced and from which data
+        row.update({"usd_per_gpu_hour": price and price.usd_per_hour, "usd_per_hour_source": price and price.basis,
+                    "usd_per_hour_dataset": price and (price.dataset or None)})
         (met if ok else missed).append(row)
-    met.sort(key=lambda r: (r["usd_per_hour"] if prices and r["usd_per_hour"] is not None else math.inf, r["total_gpus"],
+    met.sort(key=lambda r: (r["usd_per_hour"] if r.get("usd_per_hour") is not None else math.inf, r["total_gpus"],
                             -r["goodput_req_per_s"]))
     return {"model": spec.name, "workload": {"request_rate": rate, "random_input_len": workload.random_input_len,
                                              "random_output_len": workload.random_output_len,

@@ -10,6 +10,7 @@ from rich.table import Table
 from kvplan.plan.kv import KvLayout
 from kvplan.spec.gpu import GpuSpec
 from kvplan.spec.model import ModelSpec
+from kvplan.spec.prices import GpuPrice
 from kvplan.units import GIB, fmt_bytes
 
 
@@ -27,16 +28,23 @@ def _n(x: float | None, fmt: str = "{:,.0f}") -> str:
     return "—" if x is None else fmt.format(x)
 
 
-def render_gpus(console: Console, gpus: list[GpuSpec]) -> None:
+def render_gpus(console: Console, gpus: list[GpuSpec], prices: dict[str, GpuPrice]) -> None:
     t = Table(title="GPU catalog (bundled)", header_style="bold")
-    for col in ("name", "aliases", "marketed GB", "CUDA total GiB", "BW GB/s", "BF16 TFLOPS", "FP8 TFLOPS", "interconnect"):
+    for col in ("name", "aliases", "marketed GB", "CUDA total GiB", "BW GB/s", "BF16 TFLOPS", "FP8 TFLOPS", "$/GPU-h (list)",
+                "interconnect"):
         t.add_column(col)
     for g in gpus:
+        price = prices.get(g.name)
         t.add_row(g.name, ", ".join(g.aliases), _n(g.memory_marketed_gb, "{:g}"),
                   _n(g.cuda_total_bytes / GIB if g.cuda_total_bytes else None, "{:.2f}"),
                   _n(g.memory_bandwidth_gbps), _n(g.bf16_dense_tflops, "{:g}"), _n(g.fp8_dense_tflops, "{:g}"),
-                  g.interconnect[:40])
+                  _n(price and price.usd_per_hour, "{:.2f}"), g.interconnect[:40])
     console.print(t)
+    datasets = sorted({p.dataset for p in prices.values()})
+    if datasets:
+        console.print(f"$/GPU-h (list): an AWS EC2 instance's on-demand price / its GPUs; {'; '.join(datasets)}. "
+                      "`kvplan gpus --json` names each instance and region; `kvplan plan --price GPU=USD` overrides.",
+                      highlight=False)
 
 
 def render_profiles(console: Console, specs: list[ModelSpec]) -> None:

@@ -50,7 +50,7 @@ def render_prediction(console: Console, figures: dict[str, Any], title: str) -> 
 
 
 def render_plan(console: Console, answer: dict[str, Any]) -> None:
-    """The configurations that meet the SLOs, fewest GPUs (or lowest cost) first."""
+    """The configurations that meet the SLOs, cheapest per hour first."""
     w = answer["workload"]
     table = Table(title=(f"Configurations for {answer['model']} at {w['request_rate']} req/s "
                          f"({w['random_input_len']} in / {w['random_output_len']} out); "
@@ -65,9 +65,13 @@ def render_plan(console: Console, answer: dict[str, Any]) -> None:
     console.print(table)
     console.print("goodput: the most requests/s one replica serves within the SLOs; TTFT and TPOT: predicted at the "
                   "requested rate, spread over the replicas", highlight=False)
-    if all(c.get("usd_per_hour") is None for c in answer["configs"]):
-        console.print("$/h: kvplan ships no GPU prices; pass --price GPU=USD_PER_HOUR (repeatable) to rank by cost",
-                      highlight=False)
+    priced = {c["gpu"]: c for c in answer["configs"]}
+    for dataset in sorted({c["usd_per_hour_dataset"] for c in priced.values() if c.get("usd_per_hour_dataset")}):
+        console.print(f"[dim]$/h list prices: {dataset}[/dim]", soft_wrap=True, highlight=False)
+    for gpu, c in priced.items():  # where each GPU's price comes from, or that it has none
+        how = (f"${c['usd_per_gpu_hour']:.3f} per GPU-hour, {c['usd_per_hour_source']}" if c.get("usd_per_hour_source") else
+               f"no list price (no AWS EC2 instance carries it); --price {gpu}=USD ranks it by cost")
+        console.print(f"[dim]$/h {gpu}: {how}[/dim]", soft_wrap=True, highlight=False)
     for c in answer["configs"]:
         console.print(f"[dim]{c['gpu']} x{c['total_gpus']} ({c['replicas']} replica(s) of {c['tp']} GPU(s)):[/dim] "
                       f"{c['vllm_serve']}", soft_wrap=True, highlight=False)

@@ -9,7 +9,8 @@ modelopt_quant.py (a checkpoint's own scheme, ModelOpt's and its KV cache), quan
 (config keys read, irrelevant, or named in a warning), checked_types.py (model types checked against
 transformers or by hand; any other is warned), families/ (one module per family), dtypes.py,
 checkpoint.py (weight bytes of a local checkpoint), hub.py (Hugging Face repo ids), profiles.py
-(the bundled catalog), gpu.py (`GpuSpec` and the GPU catalog), catalog_files.py (where data
+(the bundled catalog), gpu.py (`GpuSpec` and the GPU catalog), prices.py (GPU list prices per hour),
+catalog_files.py (where data
 lives), words.py (token ids as words, for the HTTP client and `kvplan serve`).
 May import files, validation, errors and units only.
 """

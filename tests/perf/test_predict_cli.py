@@ -225,3 +225,33 @@ def test_moe_data_parallel_prediction_says_what_it_leaves_out(capsys: pytest.Cap
     rc, out, _ = run(capsys, "predict", "--model", "qwen3-8b", "--gpu", "h100", "--num-prompts", "20",
                      "--data-parallel-size", "2", "--json")
     assert rc == 0 and "data_parallel" not in json.loads(out)["step_cost_sources"]
+
+
+def test_plan_ranks_by_list_price_and_names_where_each_comes_from(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --price, GPUs an AWS EC2 instance carries are priced from the bundled list (an
+    instance's on-demand price / its GPUs); a GPU without one ranks after them, unpriced."""
+    from kvplan.spec.prices import list_prices
+
+    rc, out, _ = run(capsys, "plan", "--model", "llama-3.1-8b-instruct", "--request-rate", "20", "--slo-ttft-ms", "1000",
+                     "--slo-tpot-ms", "50", "--gpus", "h100,l40s,b200", "--kv-cache-dtypes", "auto", "--json")
+    assert rc == 0
+    configs = json.loads(out)["configs"]
+    listed = list_prices()
+    priced = [c for c in configs if c["usd_per_hour"] is not None]
+    assert {c["gpu"] for c in priced} == {"h100-sxm-80gb", "l40s"}
+    for c in priced:
+        assert c["usd_per_hour"] == pytest.approx(c["total_gpus"] * listed[c["gpu"]].usd_per_hour)
+        assert c["usd_per_hour_source"].startswith("list: AWS EC2") and "Libcloud" in c["usd_per_hour_dataset"]
+    costs = [c["usd_per_hour"] for c in priced]
+    assert costs == sorted(costs) and configs[:len(priced)] == priced  # unpriced B200 last
+    assert all(c["gpu"] == "b200-sxm-180gb" and c["usd_per_hour_source"] is None for c in configs[len(priced):])
+    rc, out, _ = run(capsys, "plan", "--model", "llama-3.1-8b-instruct", "--request-rate", "20", "--slo-ttft-ms", "1000",
+                     "--slo-tpot-ms", "50", "--gpus", "h100,l40s,b200", "--kv-cache-dtypes", "auto")
+    assert rc == 0 and "$/h b200-sxm-180gb: no list price" in out and "$/h l40s: $1.861 per GPU-hour" in out
+
+
+@pytest.mark.parametrize("price", ["h100=-1", "h100=nan", "h100=1e308", "h100", "l4=1"])
+def test_plan_bad_price_is_exit_2(capsys: pytest.CaptureFixture[str], price: str) -> None:
+    rc, _, err = run(capsys, "plan", "--model", "llama-3.1-8b-instruct", "--request-rate", "2", "--slo-ttft-ms", "1000",
+                     "--slo-tpot-ms", "50", "--gpus", "h100", "--price", price)
+    assert rc == 2 and err.startswith("kvplan: error: --price") and len(err.strip().splitlines()) == 1
