@@ -198,10 +198,12 @@ class GpuStepModel:
             peak_flops_per_s=compute_peak_flops(gpu, quant.method), attention_peak_flops_per_s=compute_peak_flops(gpu, "none"),
             bandwidth_bytes_per_s=float(gpu.memory_bandwidth_gbps or 0) * 1e9, link_bytes_per_s=link_bytes_per_s(gpu),
             nvlink=has_nvlink(gpu),
-            # two all-reduces a layer over TP; with dp > 1 a MoE layer's second one spans the whole group
+            # two all-reduces a layer over TP (with dp > 1 a MoE layer's second one spans the whole
+            # group), and a norm's statistics where a family spreads one over the TP group (latency only)
             allreduce_bytes_per_token=((2 * spec.num_layers - (n_moe if dp > 1 else 0)) * spec.hidden_size * ACTIVATION_BYTES
                                        * 2 * (tp - 1) / tp) if tp > 1 else 0.0,
-            num_allreduces=(2 * spec.num_layers - (n_moe if dp > 1 else 0)) if tp > 1 else 0, num_layers=spec.num_layers,
+            num_allreduces=(2 * spec.num_layers - (n_moe if dp > 1 else 0) + spec.tp_norm_allreduces) if tp > 1 else 0,
+            num_layers=spec.num_layers,
             legacy=oh.parse_vllm_version(vllm_version) < LEGACY_BEFORE, enforce_eager=enforce_eager,
             coefficients=coefficients, dp=dp, num_moe_layers=n_moe if dp > 1 else 0,
             moe_comm_bytes_per_token=(n_moe * spec.hidden_size * ACTIVATION_BYTES * 2 * (group - 1) / group) if dp > 1 and group > 1 else 0.0)

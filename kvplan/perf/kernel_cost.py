@@ -116,9 +116,9 @@ class KernelStepModel:
             mlp += n_moe * (routed + shared + self._gemm_ms(tokens, n_exp, h))
         comm = 0.0
         group_moe = n_moe if self.dp > 1 else 0  # these layers reduce over the whole MoE group instead of TP
-        if self.tp > 1:
-            per = self.allreduce(tokens * h) if self.allreduce is not None else self._allreduce_roofline_ms(tokens * h, self.tp)
-            comm = (2 * s.num_layers - group_moe) * per
+        if self.tp > 1:  # two a layer, and a norm spanning the TP group adds its fp32 statistics (4 values a token)
+            comm = ((2 * s.num_layers - group_moe) * self._tp_allreduce_ms(tokens * h)
+                    + s.tp_norm_allreduces * self._tp_allreduce_ms(tokens * 4))
         if group_moe:
             group = self.tp * self.dp
             values = group_tokens * h
@@ -128,6 +128,9 @@ class KernelStepModel:
         rest = self.other_weights / tp  # MLA projections, Mamba/DeltaNet mixers, ...: as GEMMs from the hidden size
         other = self._gemm_ms(tokens, rest / h, h) if rest else 0.0
         return attn_layers * qkv + mlp + comm + head + other
+
+    def _tp_allreduce_ms(self, values: float) -> float:
+        return self.allreduce(values) if self.allreduce is not None else self._allreduce_roofline_ms(values, self.tp)
 
     @cached_property
     def other_weights(self) -> float:
@@ -300,13 +303,12 @@ class KernelStepModel:
                                        + (sources.get("gemm", "roofline").split(" (")[0]))
         for op in ("gemm", "context_attention", "generation_attention", "moe", "allreduce", "moe_allreduce"):
             sources.setdefault(op, "roofline (datasheet, kvplan's global coefficients)")
-        if not spec.moe_shape[0]:
-            sources.pop("moe", None)  # a dense model has no MoE op
-            sources.pop("moe_allreduce", None)
-        if tp == 1:
-            sources.pop("allreduce", None)
-        if not (dp > 1 and group > 1):
-            sources.pop("moe_allreduce", None)
+        for op, absent in (("moe", not spec.moe_shape[0]), ("allreduce", tp == 1),
+                           ("moe_allreduce", not (spec.moe_shape[0] and dp > 1 and group > 1))):
+            if absent:  # a dense model has no MoE op; one GPU reduces nothing
+                sources.pop(op, None)
+        if tp > 1 and spec.tp_norm_allreduces:
+            sources["allreduce"] += f"; {spec.tp_norm_allreduces} more a step for norms spanning the TP group (q/k over all heads)"
         for op, gpus in (("allreduce", tp), ("moe_allreduce", group)):
             if op in sources and gpus > NODE_GPUS:  # not measured there, and the roofline knows one link only
                 sources[op] += (f"; {gpus} GPUs are more than one {NODE_GPUS}-GPU node: timed as if all were on "

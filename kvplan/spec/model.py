@@ -91,6 +91,17 @@ class ModelSpec:
         multimodal config keeps them in `text_config`); zeros for a dense model."""
         return moe_shape(text_config(self.config)) if self.config else (0, 0, 0, 0)
 
+    @cached_property
+    def tp_norm_allreduces(self) -> int:
+        """All-reduces over the TP group a forward pass adds beyond the two per layer: a norm whose
+        statistics span heads split across GPUs. MiniMax-M2 normalizes q and k over all heads at
+        once (vLLM minimax_m2.py, `MiniMaxText01RMSNormTP.forward_qk` all-reduces their fp32
+        variances): one per layer, a few bytes per token (latency only)."""
+        cfg = text_config(self.config) if self.config else {}
+        if self.model_type == "minimax_m2" and cfg.get("use_qk_norm", True) and cfg.get("qk_norm_type") != "per_head":
+            return self.num_layers
+        return 0
+
     @property
     def is_mla(self) -> bool:
         return any(layer.kind == "mla" for layer in self.layers)

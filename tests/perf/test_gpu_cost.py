@@ -82,3 +82,19 @@ def test_no_per_request_floor_sets_the_step_at_high_batch() -> None:
     idle = replace(small, dense_read_bytes=0.0, linear_flops_per_token=0.0, lm_head_flops_per_row=0.0,
                    kv_bytes_per_token=0.0, attention_flops_per_pair=0.0)
     assert idle.step_s(512, 512, 0, 0, 0, 512) == pytest.approx(idle.step_s(1, 1, 0, 0, 0, 1))
+
+
+def test_a_norm_spanning_the_tp_group_adds_its_all_reduce() -> None:
+    """MiniMax-M2 normalizes q and k over all heads (vLLM minimax_m2.py, MiniMaxText01RMSNormTP.forward_qk
+    all-reduces their fp32 variances): a third all-reduce per layer under TP; none without TP, and
+    a model with per-head norms keeps two."""
+    minimax, qwen = load_model("minimax-m2.5"), load_model("qwen3-8b")
+    assert minimax.tp_norm_allreduces == minimax.num_layers == 62 and qwen.tp_norm_allreduces == 0
+    h100 = load_gpu("h100")
+    assert GpuStepModel.build(minimax, h100, tp=4).num_allreduces == 3 * 62
+    assert GpuStepModel.build(minimax, h100, tp=1).num_allreduces == 0
+    assert GpuStepModel.build(qwen, h100, tp=4).num_allreduces == 2 * qwen.num_layers
+    per_head = replace(minimax, config={**minimax.config, "qk_norm_type": "per_head"})
+    assert per_head.tp_norm_allreduces == 0
+    step = [GpuStepModel.build(m, h100, tp=4).step_s(16, 16, 0, 16 * 1024, 16 * 1024, 16) for m in (per_head, minimax)]
+    assert step[1] > step[0]  # the extra latency shows in a decode step
