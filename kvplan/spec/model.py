@@ -94,13 +94,12 @@ class ModelSpec:
     @cached_property
     def tp_norm_allreduces(self) -> int:
         """All-reduces over the TP group a forward pass adds beyond the two per layer: a norm whose
-        statistics span heads split across GPUs. MiniMax-M2 normalizes q and k over all heads at
-        once (vLLM minimax_m2.py, `MiniMaxText01RMSNormTP.forward_qk` all-reduces their fp32
-        variances): one per layer, a few bytes per token (latency only)."""
+        statistics span heads split across GPUs (the family module says which; e.g. minimax_m2.py)."""
         cfg = text_config(self.config) if self.config else {}
-        if self.model_type == "minimax_m2" and cfg.get("use_qk_norm", True) and cfg.get("qk_norm_type") != "per_head":
-            return self.num_layers
-        return 0
+        family = family_of(cfg) if cfg else None
+        if family is None or family.tp_norm_allreduces is None:
+            return 0
+        return family.tp_norm_allreduces(cfg, self.num_layers)
 
     @property
     def is_mla(self) -> bool:

@@ -13,6 +13,8 @@ LayersRule = Callable[[dict[str, Any], int, int, int, str], tuple[LayerAttention
 CountsRule = Callable[[dict[str, Any], int, int, int, int, int, str], dict[str, int]]
 # fp8_groups(cfg) -> WeightQuant.groups of a plain fp8 checkpoint whose own keys say more (or ())
 GroupsRule = Callable[[dict[str, Any]], tuple[tuple[str, int, int], ...]]
+# tp_norm_allreduces(cfg, n_layers) -> all-reduces over the TP group a forward pass adds beyond two per layer
+NormsRule = Callable[[dict[str, Any], int], int]
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,7 @@ class Family:
     layers: LayersRule | None = None
     counts: CountsRule | None = None
     fp8_groups: GroupsRule | None = None
+    tp_norm_allreduces: NormsRule | None = None
     note: str = ""  # what the plan approximates for this family (a warning on every plan of it)
-    read_keys: frozenset[str] = frozenset()
-    architectures: frozenset[str] = frozenset()  # also owned when `architectures[0]` is one of these  # config keys the family reads (not "unread" for the warning)
+    read_keys: frozenset[str] = frozenset()  # config keys the family reads (not "unread" for the warning)
+    architectures: frozenset[str] = frozenset()  # also owned when `architectures[0]` is one of these
