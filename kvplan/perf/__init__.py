@@ -2,7 +2,7 @@
 timed by a physical GPU cost model with a few global fitted coefficients.
 
 Modules: schedule.py (the scheduler simulation), trace.py (what a simulation did; replicas merged),
-gpu_cost.py (`GpuStepModel`), kernel_cost.py (`KernelStepModel`: each op from measured vLLM kernels, `--perf-model kernels`), kernel_tables.py
+gpu_cost.py (`GpuStepModel`), kernel_cost.py (`KernelStepModel`: each op from measured vLLM kernels, `--perf-model kernels`), kernel_grids.py (its lookups per op, from the tables), kernel_tables.py
 (aiconfigurator-core's timing tables as log-space grids), step_cost.py (the
 one step-cost interface, shared with `kvplan stress`), random_dataset.py (`vllm bench serve`'s
 random requests), bench_result.py (a result file it wrote, read back as its workload and figures), bench_metrics.py (its figures), predict.py (`kvplan predict`), capacity.py

@@ -8,8 +8,9 @@ One step on one GPU of a TP group (pipeline stages run in turn, as in `gpu_cost`
                           pairs); generation attention of the decode requests (batch, mean context)
     per MLP layer         gate_up and down GEMMs; an MoE layer: the measured fused-MoE kernel at
                           the step's tokens (router and shared experts as GEMMs)
+    per layer             norms, rotary and activations: HBM traffic at the roofline (unmeasured)
     TP > 1                two all-reduces per layer of tokens x hidden bf16 values (vLLM's custom
-                          all-reduce, CUDA-graph timings)
+                          all-reduce: CUDA-graph timings, eager ones above the captured sizes)
     LM head               m = the requests that sample a token
     host                  kvplan's fitted per-step and per-request overheads (`gpu_cost.Coefficients`)
 
@@ -25,13 +26,17 @@ import numpy as np
 
 from kvplan.errors import KvplanError
 from kvplan.perf.gpu_cost import Coefficients, GpuStepModel, compute_peak_flops, fitted_coefficients, moe_layer_count
-from kvplan.perf.kernel_tables import AIC_SYSTEMS, LogGrid, data_root, system_tables
+from kvplan.perf.kernel_grids import allreduce_grid, attention_grids, gemm_grid, moe_grid
+from kvplan.perf.kernel_tables import AIC_SYSTEMS, data_root, system_tables
 from kvplan.plan import overheads as oh
 from kvplan.spec.gpu import GpuSpec
 from kvplan.spec.model import ModelSpec, text_config
 
+# vLLM V1 captures CUDA graphs for batches up to min(2 x max_num_seqs, 512) tokens; a larger step
+# (a prefill chunk) runs its kernels eagerly. The default max_num_seqs (>= 256) makes that 512.
+CUDAGRAPH_MAX_TOKENS = oh.MAX_CUDAGRAPH_CAPTURE_TOKENS
+ACTIVATION_BYTES = 2  # bf16 hidden states between the GEMMs
 NODE_GPUS = 8  # GPUs of one HGX/DGX board (NVLink domain); the measured collectives go up to it
-MOE_DISTRIBUTION = "power_law_1.2"  # measured with skewed routing, as real traffic is (else "balanced")
 STANDARD_ATTENTION = ("full", "sliding", "chunked")  # q/k/v/o of head_dim: the measured attention tables' layout
 ATTENTION_KINDS = STANDARD_ATTENTION + ("mla", "cross", "shared")  # layers that attend (MLA: the roofline)
 
@@ -78,6 +83,9 @@ class KernelStepModel:
     sources: dict[str, str] = field(default_factory=dict)
     dp: int = 1  # --data-parallel-size: replicas whose tokens meet in every MoE layer
     moe_allreduce: Callable[[float], float] | None = None  # over the MoE group (dp x tp GPUs) when dp > 1
+    # the same collectives launched eagerly: steps above the largest captured CUDA graph
+    eager_allreduce: Callable[[float], float] | None = None
+    eager_moe_allreduce: Callable[[float], float] | None = None
     peak_flops_per_s: float = 0.0
     bandwidth_bytes_per_s: float = 0.0
     takes_prefill_split = True  # the scheduler passes prefill_seqs / prefill_pairs
@@ -115,22 +123,43 @@ class KernelStepModel:
             shared = n_shared * (self._gemm_ms(tokens, 2 * inter / tp, h) + self._gemm_ms(tokens, h, inter / tp))
             mlp += n_moe * (routed + shared + self._gemm_ms(tokens, n_exp, h))
         comm = 0.0
+        eager = self.roofline.enforce_eager or tokens > CUDAGRAPH_MAX_TOKENS
         group_moe = n_moe if self.dp > 1 else 0  # these layers reduce over the whole MoE group instead of TP
         if self.tp > 1:  # two a layer, and a norm spanning the TP group adds its fp32 statistics (4 values a token)
-            comm = ((2 * s.num_layers - group_moe) * self._tp_allreduce_ms(tokens * h)
-                    + s.tp_norm_allreduces * self._tp_allreduce_ms(tokens * 4))
+            comm = ((2 * s.num_layers - group_moe) * self._tp_allreduce_ms(tokens * h, eager)
+                    + s.tp_norm_allreduces * self._tp_allreduce_ms(tokens * 4, eager))
         if group_moe:
             group = self.tp * self.dp
             values = group_tokens * h
-            comm += group_moe * (self.moe_allreduce(values) if self.moe_allreduce is not None
-                                 else self._allreduce_roofline_ms(values, group))
+            measured = (self.eager_moe_allreduce if eager else None) or self.moe_allreduce
+            comm += group_moe * (measured(values) if measured is not None else self._allreduce_roofline_ms(values, group))
         head = self._gemm_ms(sampled, s.vocab_size / tp, h)
         rest = self.other_weights / tp  # MLA projections, Mamba/DeltaNet mixers, ...: as GEMMs from the hidden size
         other = self._gemm_ms(tokens, rest / h, h) if rest else 0.0
-        return attn_layers * qkv + mlp + comm + head + other
+        return attn_layers * qkv + mlp + comm + head + other + self._elementwise_ms(tokens)
 
-    def _tp_allreduce_ms(self, values: float) -> float:
-        return self.allreduce(values) if self.allreduce is not None else self._allreduce_roofline_ms(values, self.tp)
+    def _tp_allreduce_ms(self, values: float, eager: bool = False) -> float:
+        measured = (self.eager_allreduce if eager else None) or self.allreduce
+        return measured(values) if measured is not None else self._allreduce_roofline_ms(values, self.tp)
+
+    @cached_property
+    def elementwise_bytes_per_token(self) -> float:
+        """HBM bytes one token moves through the memory-bound kernels between the GEMMs, on one GPU
+        (bf16 activations): per layer two fused residual-add + RMSNorms (read hidden and residual,
+        write both: 4h values, on every TP rank alike), rotary on q and k of standard attention
+        (read + write), and SiLU-and-mul of dense and shared-expert MLPs (read 2 x inter, write
+        inter); the routed experts' activation is inside the measured fused-MoE kernel."""
+        s, tp = self.spec, self.tp
+        n_exp, _, inter, n_shared = s.moe_shape
+        n_moe = self.moe_layers
+        norms = s.num_layers * 2 * 4 * s.hidden_size
+        rotary = self.standard_attention_layers * 2 * (s.num_attention_heads + s.num_kv_heads) * s.head_dim / tp
+        act = 3 * ((s.num_layers - n_moe) * s.intermediate_size + n_moe * n_shared * inter) / tp
+        return ACTIVATION_BYTES * (norms + rotary + act)
+
+    def _elementwise_ms(self, tokens: float) -> float:
+        """Norms, rotary and activations: bandwidth-bound, timed by the roofline (not in the tables)."""
+        return 1e3 * tokens * self.elementwise_bytes_per_token / (self.bandwidth_bytes_per_s * self.coefficients.hbm_efficiency)
 
     @cached_property
     def other_weights(self) -> float:
@@ -286,16 +315,19 @@ class KernelStepModel:
         gemm_dtype, moe_dtype = kernel_dtypes(spec, quantization)
         kv_dtype = "fp8" if spec.kv_dtype(kv_cache_dtype).bits == 8 else "bfloat16"
         heads, kv_heads = spec.num_attention_heads // tp, max(1, spec.num_kv_heads // tp)
-        gemm = _gemm_grid(tables, gemm_dtype, sources)
-        context, generation = (None, None) if spec.is_mla else _attention_grids(tables, heads, kv_heads, spec.head_dim,
+        gemm = gemm_grid(tables, gemm_dtype, sources)
+        context, generation = (None, None) if spec.is_mla else attention_grids(tables, heads, kv_heads, spec.head_dim,
                                                                                 kv_dtype, sources)
         group = tp * dp
-        moe = _moe_grid(tables, spec, moe_dtype, (1, group) if expert_parallel else (group, 1), sources)
-        allreduce = _allreduce_grid(tables, tp, sources) if tp > 1 else None
-        moe_allreduce = _allreduce_grid(tables, group, sources, "moe_allreduce") if dp > 1 and group > 1 else None
+        moe = moe_grid(tables, spec, moe_dtype, (1, group) if expert_parallel else (group, 1), sources)
+        allreduce = allreduce_grid(tables, tp, sources) if tp > 1 else None
+        moe_allreduce = allreduce_grid(tables, group, sources, "moe_allreduce") if dp > 1 and group > 1 else None
+        eager_allreduce = allreduce_grid(tables, tp, {}, graph=False) if tp > 1 else None
+        eager_moe_allreduce = allreduce_grid(tables, group, {}, graph=False) if dp > 1 and group > 1 else None
         model = cls(spec, tp, roofline, gemm, context, generation, moe, allreduce, sources,
                     peak_flops_per_s=compute_peak_flops(gpu, spec.quant.method),
-                    bandwidth_bytes_per_s=float(gpu.memory_bandwidth_gbps or 0) * 1e9, dp=dp, moe_allreduce=moe_allreduce)
+                    bandwidth_bytes_per_s=float(gpu.memory_bandwidth_gbps or 0) * 1e9, dp=dp, moe_allreduce=moe_allreduce,
+                    eager_allreduce=eager_allreduce, eager_moe_allreduce=eager_moe_allreduce)
         if model.other_weights:
             sources["other_linear"] = (f"{model.other_weights / 1e9:.2f}B weights outside q/k/v/o and MLP shapes "
                                        f"({', '.join(sorted({x.kind for x in spec.layers} - set(STANDARD_ATTENTION)))}"
@@ -309,90 +341,13 @@ class KernelStepModel:
                 sources.pop(op, None)
         if tp > 1 and spec.tp_norm_allreduces:
             sources["allreduce"] += f"; {spec.tp_norm_allreduces} more a step for norms spanning the TP group (q/k over all heads)"
+        for op, eager_grid in (("allreduce", eager_allreduce), ("moe_allreduce", eager_moe_allreduce)):
+            if op in sources and eager_grid is not None:
+                sources[op] += f"; its eager-launch timings in steps above {CUDAGRAPH_MAX_TOKENS} tokens (not captured)"
+        sources["elementwise"] = ("roofline: norms, rotary and activations as HBM traffic "
+                                  f"({model.elementwise_bytes_per_token / 1e3:.0f} kB a token on one GPU)")
         for op, gpus in (("allreduce", tp), ("moe_allreduce", group)):
             if op in sources and gpus > NODE_GPUS:  # not measured there, and the roofline knows one link only
                 sources[op] += (f"; {gpus} GPUs are more than one {NODE_GPUS}-GPU node: timed as if all were on "
                                 f"one NVLink domain (an inter-node network is slower; not modeled)")
         return model
-
-
-def _gemm_grid(tables: dict, dtype: str | None, sources: dict[str, str]) -> Callable[[float, float, float], float] | None:
-    ref = tables.get("gemm")
-    if ref is None or dtype is None:
-        return None
-    rows = ref.frame[ref.frame["gemm_dtype"] == dtype]
-    if rows.empty:
-        return None
-    grid = LogGrid(rows, ["m", "n", "k"])
-    bf16 = ref.frame[ref.frame["gemm_dtype"] == "bfloat16"]
-    sources["gemm"] = f"{ref.source} gemm_dtype={dtype}"
-    if dtype == "bfloat16" or bf16.empty:
-        return grid
-    # an 8-bit GEMM reads half the weight bytes of the bf16 one: in a CUDA-graph step it is not slower.
-    # Some tables time small block-fp8 GEMMs at 0.17-0.27 ms (B200 DeepGEMM, m <= 16), 30x the bf16
-    # kernel and more than whole measured decode steps allow: host-side cost, not the kernel's.
-    sources["gemm"] += " (at most the bf16 kernel's time)"
-    plain = LogGrid(bf16, ["m", "n", "k"])
-    return lambda m, n, k: min(grid(m, n, k), plain(m, n, k))
-
-
-def _attention_grids(tables: dict, heads: int, kv_heads: int, head_dim: int, kv_dtype: str,
-                     sources: dict[str, str]) -> tuple[Any, Any]:
-    out = []
-    for name, axes in (("context_attention", ["batch_size", "isl"]), ("generation_attention", ["batch_size", "step"])):
-        ref = tables.get(name)
-        grid = None
-        if ref is not None:
-            f = ref.frame
-            rows = f[(f["num_heads"] == heads) & (f["num_key_value_heads"] == kv_heads) & (f["head_dim"] == head_dim)
-                     & (f["kv_cache_dtype"] == kv_dtype) & (f["window_size"] == 0)]
-            if not rows.empty:
-                grid = LogGrid(rows, axes)
-                sources[name] = f"{ref.source} heads={heads}/{kv_heads}x{head_dim} kv={kv_dtype}"
-        out.append(grid)
-    return out[0], out[1]
-
-
-def _moe_grid(tables: dict, spec: ModelSpec, dtype: str | None, split: tuple[int, int], sources: dict[str, str]) -> Any:
-    """The fused-MoE kernel for `split` = (moe_tp_size, moe_ep_size), at the group's token count."""
-    tp, ep = split
-    ref = tables.get("moe")
-    n_exp, k, inter, _ = spec.moe_shape
-    if ref is None or not n_exp or dtype is None:
-        return None
-    f = ref.frame
-    shape = f[(f["moe_dtype"] == dtype) & (f["hidden_size"] == spec.hidden_size) & (f["inter_size"] == inter)
-              & (f["topk"] == k) & (f["num_experts"] == n_exp)]
-    # the split itself, else the widest measured one that splits the same way less (tp' | tp, ep' | ep):
-    # a GPU then holds tp'ep' / (tp ep) of the measured kernel's weights and does that share of its
-    # work, so its time scales by that ratio (both the weight reads and the FLOPs shrink with it)
-    splits = sorted({(int(a), int(b)) for a, b in zip(shape["moe_tp_size"], shape["moe_ep_size"])
-                     if tp % int(a) == 0 and ep % int(b) == 0}, key=lambda ab: ab[0] * ab[1])
-    if not splits:
-        return None
-    mtp, mep = splits[-1]
-    rows = shape[(shape["moe_tp_size"] == mtp) & (shape["moe_ep_size"] == mep)]
-    dist = MOE_DISTRIBUTION if (rows["distribution"] == MOE_DISTRIBUTION).any() else "balanced"
-    rows = rows[rows["distribution"] == dist]
-    grid = LogGrid(rows, ["num_tokens"])
-    sources["moe"] = f"{ref.source} {dtype} {n_exp}x{inter} top{k} tp{mtp} ep{mep} {dist}"
-    if (mtp, mep) == (tp, ep):
-        return grid
-    ratio = (mtp * mep) / (tp * ep)
-    sources["moe"] += f", scaled by {mtp * mep}/{tp * ep} to tp{tp} ep{ep} (not measured)"
-    return lambda tokens: grid(tokens) * ratio
-
-
-def _allreduce_grid(tables: dict, gpus: int, sources: dict[str, str], op: str = "allreduce") -> Any:
-    """vLLM's custom all-reduce over `gpus` (as measured in CUDA graphs). `op` "moe_allreduce": a MoE
-    layer's reduction over the dp x tp group, which vLLM does as an all-gather plus a reduce-scatter
-    of the same bytes (the all-reduce's two halves)."""
-    ref = tables.get("allreduce")
-    if ref is None:
-        return None
-    f = ref.frame
-    rows = f[(f["num_gpus"] == gpus) & (f["backend"] == "vllm_graph")]
-    if rows.empty:
-        return None
-    sources[op] = f"{ref.source} custom all-reduce x{gpus} (CUDA graph)"
-    return LogGrid(rows, ["message_size"])

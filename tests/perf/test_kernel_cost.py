@@ -196,7 +196,7 @@ def test_experts_of_a_multimodal_config_are_found_in_its_text_config(config: str
 def test_an_unmeasured_moe_split_scales_the_nearest_measured_one() -> None:
     """MiniMax-M2.5's 256x1536 experts are measured at moe_tp 1, 2 and 4: at tp 8 each GPU holds half
     of tp 4's expert slices, so the tp-4 time is halved and the source says it was scaled."""
-    from kvplan.perf.kernel_cost import _moe_grid
+    from kvplan.perf.kernel_grids import moe_grid
     from kvplan.perf.kernel_tables import TableRef
 
     spec = load_model(str(CONFIGS / "MiniMaxAI--MiniMax-M2.5_config.json"))
@@ -206,13 +206,13 @@ def test_an_unmeasured_moe_split_scales_the_nearest_measured_one() -> None:
             for tp in (1, 2, 4) for t, lat in ((1, 0.05), (64, 0.2), (8192, 2.0))]
     tables = {"moe": TableRef(pd.DataFrame(rows), "h200_sxm/moe vllm 0.24.0")}
     sources: dict[str, str] = {}
-    tp4 = _moe_grid(tables, spec, "fp8_block", (4, 1), sources)
+    tp4 = moe_grid(tables, spec, "fp8_block", (4, 1), sources)
     assert "scaled" not in sources["moe"] and tp4(64) == pytest.approx(0.2)
-    tp8 = _moe_grid(tables, spec, "fp8_block", (8, 1), sources)
+    tp8 = moe_grid(tables, spec, "fp8_block", (8, 1), sources)
     assert tp8(64) == pytest.approx(0.1) and tp8(8192) == pytest.approx(1.0)
     assert "tp4 ep1" in sources["moe"] and "scaled by 4/8 to tp8 ep1 (not measured)" in sources["moe"]
-    assert _moe_grid(tables, spec, "fp8_block", (3, 1), {}) is not None  # tp 1 divides anything
-    assert _moe_grid(tables, spec, "nvfp4", (4, 1), {}) is None  # no table for the dtype: the roofline
+    assert moe_grid(tables, spec, "fp8_block", (3, 1), {}) is not None  # tp 1 divides anything
+    assert moe_grid(tables, spec, "nvfp4", (4, 1), {}) is None  # no table for the dtype: the roofline
 
 
 def test_a_group_wider_than_a_node_says_its_collectives_are_not_modeled(monkeypatch) -> None:
@@ -243,3 +243,33 @@ def test_sliding_window_layers_attend_to_their_window_only(monkeypatch) -> None:
     pairs = n * (n + 1) / 2
     full_prefill = model.attention_layers * model._prefill_attention_ms(1, n, pairs)
     assert 0.45 < model._attention_ms(1, n, pairs, 0, 0) / full_prefill < 0.55
+
+
+def test_elementwise_traffic_is_per_token_and_does_not_shrink_with_tp(monkeypatch) -> None:
+    """Norms run on the whole hidden state on every TP rank, so the per-token HBM traffic of the
+    kernels between the GEMMs falls less than 1/TP; it is linear in the step's tokens and named."""
+    monkeypatch.setenv(DATA_ENV, str(DATA))
+    system_tables.cache_clear()
+    spec, gpu = load_model("llama-3.1-8b-instruct"), load_gpu("h100-sxm-80gb")
+    one, two = (KernelStepModel.build(spec, gpu, tp=tp) for tp in (1, 2))
+    norms = spec.num_layers * 2 * 4 * spec.hidden_size * 2  # bytes a token: 2 fused add+RMSNorms a layer
+    assert one.elementwise_bytes_per_token > two.elementwise_bytes_per_token > one.elementwise_bytes_per_token / 2
+    assert two.elementwise_bytes_per_token > norms
+    assert one._elementwise_ms(4096) == pytest.approx(2 * one._elementwise_ms(2048))
+    assert one.sources["elementwise"].startswith("roofline")
+
+
+def test_a_step_above_the_captured_sizes_uses_the_eager_all_reduce(kernels: KernelStepModel) -> None:
+    """vLLM runs a batch above the largest CUDA graph (512 tokens) eagerly: the measured eager
+    custom all-reduce (slower by its launch) times those steps, the graph timings the rest."""
+    from kvplan.perf.kernel_cost import CUDAGRAPH_MAX_TOKENS
+
+    values = 1024 * load_model("llama-3.1-8b-instruct").hidden_size
+    assert kernels._tp_allreduce_ms(values, True) > kernels._tp_allreduce_ms(values, False)
+    assert "eager" in kernels.sources["allreduce"] and str(CUDAGRAPH_MAX_TOKENS) in kernels.sources["allreduce"]
+    below = kernels._linear_ms(CUDAGRAPH_MAX_TOKENS, 1) - kernels._elementwise_ms(CUDAGRAPH_MAX_TOKENS)
+    above = kernels._linear_ms(CUDAGRAPH_MAX_TOKENS + 1, 1) - kernels._elementwise_ms(CUDAGRAPH_MAX_TOKENS + 1)
+    spec = kernels.spec
+    jump = 2 * spec.num_layers * (kernels._tp_allreduce_ms((CUDAGRAPH_MAX_TOKENS + 1) * spec.hidden_size, True)
+                                  - kernels._tp_allreduce_ms((CUDAGRAPH_MAX_TOKENS + 1) * spec.hidden_size, False))
+    assert jump > 0 and above - below >= jump * 0.99

@@ -1,0 +1,97 @@
+"""The measured-kernel lookups `KernelStepModel` times its ops with: AIConfigurator's vLLM tables
+(`kernel_tables`) filtered to the model's shapes, dtype and parallel split, each as a callable on
+log-spaced grids; None where nothing matches (the op falls back to the roofline). Each builder
+writes the table it used into `sources`."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from kvplan.perf.kernel_tables import LogGrid
+from kvplan.spec.model import ModelSpec
+
+MOE_DISTRIBUTION = "power_law_1.2"  # measured with skewed routing, as real traffic is (else "balanced")
+
+
+def gemm_grid(tables: dict, dtype: str | None, sources: dict[str, str]) -> Callable[[float, float, float], float] | None:
+    ref = tables.get("gemm")
+    if ref is None or dtype is None:
+        return None
+    rows = ref.frame[ref.frame["gemm_dtype"] == dtype]
+    if rows.empty:
+        return None
+    grid = LogGrid(rows, ["m", "n", "k"])
+    bf16 = ref.frame[ref.frame["gemm_dtype"] == "bfloat16"]
+    sources["gemm"] = f"{ref.source} gemm_dtype={dtype}"
+    if dtype == "bfloat16" or bf16.empty:
+        return grid
+    # an 8-bit GEMM reads half the weight bytes of the bf16 one: in a CUDA-graph step it is not slower.
+    # Some tables time small block-fp8 GEMMs at 0.17-0.27 ms (B200 DeepGEMM, m <= 16), 30x the bf16
+    # kernel and more than whole measured decode steps allow: host-side cost, not the kernel's.
+    sources["gemm"] += " (at most the bf16 kernel's time)"
+    plain = LogGrid(bf16, ["m", "n", "k"])
+    return lambda m, n, k: min(grid(m, n, k), plain(m, n, k))
+
+
+def attention_grids(tables: dict, heads: int, kv_heads: int, head_dim: int, kv_dtype: str,
+                     sources: dict[str, str]) -> tuple[Any, Any]:
+    out = []
+    for name, axes in (("context_attention", ["batch_size", "isl"]), ("generation_attention", ["batch_size", "step"])):
+        ref = tables.get(name)
+        grid = None
+        if ref is not None:
+            f = ref.frame
+            rows = f[(f["num_heads"] == heads) & (f["num_key_value_heads"] == kv_heads) & (f["head_dim"] == head_dim)
+                     & (f["kv_cache_dtype"] == kv_dtype) & (f["window_size"] == 0)]
+            if not rows.empty:
+                grid = LogGrid(rows, axes)
+                sources[name] = f"{ref.source} heads={heads}/{kv_heads}x{head_dim} kv={kv_dtype}"
+        out.append(grid)
+    return out[0], out[1]
+
+
+def moe_grid(tables: dict, spec: ModelSpec, dtype: str | None, split: tuple[int, int], sources: dict[str, str]) -> Any:
+    """The fused-MoE kernel for `split` = (moe_tp_size, moe_ep_size), at the group's token count."""
+    tp, ep = split
+    ref = tables.get("moe")
+    n_exp, k, inter, _ = spec.moe_shape
+    if ref is None or not n_exp or dtype is None:
+        return None
+    f = ref.frame
+    shape = f[(f["moe_dtype"] == dtype) & (f["hidden_size"] == spec.hidden_size) & (f["inter_size"] == inter)
+              & (f["topk"] == k) & (f["num_experts"] == n_exp)]
+    # the split itself, else the widest measured one that splits the same way less (tp' | tp, ep' | ep):
+    # a GPU then holds tp'ep' / (tp ep) of the measured kernel's weights and does that share of its
+    # work, so its time scales by that ratio (both the weight reads and the FLOPs shrink with it)
+    splits = sorted({(int(a), int(b)) for a, b in zip(shape["moe_tp_size"], shape["moe_ep_size"])
+                     if tp % int(a) == 0 and ep % int(b) == 0}, key=lambda ab: ab[0] * ab[1])
+    if not splits:
+        return None
+    mtp, mep = splits[-1]
+    rows = shape[(shape["moe_tp_size"] == mtp) & (shape["moe_ep_size"] == mep)]
+    dist = MOE_DISTRIBUTION if (rows["distribution"] == MOE_DISTRIBUTION).any() else "balanced"
+    rows = rows[rows["distribution"] == dist]
+    grid = LogGrid(rows, ["num_tokens"])
+    sources["moe"] = f"{ref.source} {dtype} {n_exp}x{inter} top{k} tp{mtp} ep{mep} {dist}"
+    if (mtp, mep) == (tp, ep):
+        return grid
+    ratio = (mtp * mep) / (tp * ep)
+    sources["moe"] += f", scaled by {mtp * mep}/{tp * ep} to tp{tp} ep{ep} (not measured)"
+    return lambda tokens: grid(tokens) * ratio
+
+
+def allreduce_grid(tables: dict, gpus: int, sources: dict[str, str], op: str = "allreduce",
+                   graph: bool = True) -> Any:
+    """vLLM's custom all-reduce over `gpus`, as measured inside a CUDA graph (`graph`) or launched
+    eagerly (a step above the largest captured batch). `op` "moe_allreduce": a MoE layer's
+    reduction over the dp x tp group, which vLLM does as an all-gather plus a reduce-scatter of the
+    same bytes (the all-reduce's two halves)."""
+    ref = tables.get("allreduce")
+    if ref is None:
+        return None
+    f = ref.frame
+    rows = f[(f["num_gpus"] == gpus) & (f["backend"] == ("vllm_graph" if graph else "vllm_eager"))]
+    if rows.empty:
+        return None
+    if graph:  # the eager table is the same source, named by the caller beside this one
+        sources[op] = f"{ref.source} custom all-reduce x{gpus} (CUDA graph)"
+    return LogGrid(rows, ["message_size"])
