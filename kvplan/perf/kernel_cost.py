@@ -315,7 +315,7 @@ class KernelStepModel:
         gemm_dtype, moe_dtype = kernel_dtypes(spec, quantization)
         kv_dtype = "fp8" if spec.kv_dtype(kv_cache_dtype).bits == 8 else "bfloat16"
         heads, kv_heads = spec.num_attention_heads // tp, max(1, spec.num_kv_heads // tp)
-        gemm = gemm_grid(tables, gemm_dtype, sources)
+        gemm = gemm_grid(tables, gemm_dtype, sources, CUDAGRAPH_MAX_TOKENS)
         context, generation = (None, None) if spec.is_mla else attention_grids(tables, heads, kv_heads, spec.head_dim,
                                                                                 kv_dtype, sources)
         group = tp * dp

@@ -12,7 +12,13 @@ from kvplan.spec.model import ModelSpec
 MOE_DISTRIBUTION = "power_law_1.2"  # measured with skewed routing, as real traffic is (else "balanced")
 
 
-def gemm_grid(tables: dict, dtype: str | None, sources: dict[str, str]) -> Callable[[float, float, float], float] | None:
+def gemm_grid(tables: dict, dtype: str | None, sources: dict[str, str],
+              captured_tokens: int) -> Callable[[float, float, float], float] | None:
+    """The dense GEMM of `dtype` at (m, n, k). An 8-bit GEMM reads half the weight bytes of the bf16
+    one, so where vLLM replays a CUDA graph (m <= `captured_tokens`) it is not slower: some tables
+    time small 8-bit GEMMs far above the bf16 kernel (B200 block-fp8 0.17 ms flat, 30x, more than
+    whole measured decode steps allow), which is host-side cost a graph does not pay. An eager step
+    (a larger m) launches each kernel from Python and pays the time as measured."""
     ref = tables.get("gemm")
     if ref is None or dtype is None:
         return None
@@ -24,12 +30,9 @@ def gemm_grid(tables: dict, dtype: str | None, sources: dict[str, str]) -> Calla
     sources["gemm"] = f"{ref.source} gemm_dtype={dtype}"
     if dtype == "bfloat16" or bf16.empty:
         return grid
-    # an 8-bit GEMM reads half the weight bytes of the bf16 one: in a CUDA-graph step it is not slower.
-    # Some tables time small block-fp8 GEMMs at 0.17-0.27 ms (B200 DeepGEMM, m <= 16), 30x the bf16
-    # kernel and more than whole measured decode steps allow: host-side cost, not the kernel's.
-    sources["gemm"] += " (at most the bf16 kernel's time)"
+    sources["gemm"] += f" (at most the bf16 kernel's time in CUDA-graph steps of <= {captured_tokens} tokens)"
     plain = LogGrid(bf16, ["m", "n", "k"])
-    return lambda m, n, k: min(grid(m, n, k), plain(m, n, k))
+    return lambda m, n, k: min(grid(m, n, k), plain(m, n, k)) if m <= captured_tokens else grid(m, n, k)
 
 
 def attention_grids(tables: dict, heads: int, kv_heads: int, head_dim: int, kv_dtype: str,

@@ -273,3 +273,20 @@ def test_a_step_above_the_captured_sizes_uses_the_eager_all_reduce(kernels: Kern
     jump = 2 * spec.num_layers * (kernels._tp_allreduce_ms((CUDAGRAPH_MAX_TOKENS + 1) * spec.hidden_size, True)
                                   - kernels._tp_allreduce_ms((CUDAGRAPH_MAX_TOKENS + 1) * spec.hidden_size, False))
     assert jump > 0 and above - below >= jump * 0.99
+
+
+def test_an_8bit_gemm_is_capped_by_bf16_only_where_a_cuda_graph_hides_its_host_cost() -> None:
+    """A table timing the 8-bit GEMM above the bf16 one (host-side launch cost, as B200's block-fp8
+    rows do): in a captured step (m <= 512) the bf16 kernel's time bounds it; an eager step pays it."""
+    from kvplan.perf.kernel_grids import gemm_grid
+    from kvplan.perf.kernel_tables import TableRef
+
+    rows = [(m, n, k, dtype, lat) for m in (16, 512, 1024, 4096) for n in (1024, 4096) for k in (1024, 4096)
+            for dtype, lat in (("bfloat16", 0.01 + 1e-4 * m), ("fp8_block", 0.17 + 1e-5 * m))]
+    frame = pd.DataFrame(rows, columns=["m", "n", "k", "gemm_dtype", "latency"])
+    sources: dict[str, str] = {}
+    grid = gemm_grid({"gemm": TableRef(frame, "test/gemm")}, "fp8_block", sources, 512)
+    assert grid is not None and "512 tokens" in sources["gemm"]
+    assert grid(512, 1024, 1024) == pytest.approx(0.01 + 1e-4 * 512)  # the bf16 kernel's time
+    assert grid(1024, 1024, 1024) == pytest.approx(0.17 + 1e-5 * 1024)  # as measured, though above bf16
+    assert gemm_grid({"gemm": TableRef(frame, "test/gemm")}, "nvfp4", {}, 512) is None  # not measured
