@@ -7,7 +7,7 @@ One step on one GPU of a TP group (pipeline stages run in turn, as in `gpu_cost`
                           chunks (the table's full-prompt time scaled to the chunk's query x key
                           pairs); generation attention of the decode requests (batch, mean context)
     per MLP layer         gate_up and down GEMMs; an MoE layer: the measured fused-MoE kernel at
-                          the step's tokens (router and shared experts as GEMMs)
+                          the step's tokens (router (bf16, as vLLM builds it) and shared experts as GEMMs)
     per layer             norms, rotary and activations: HBM traffic at the roofline (unmeasured)
     TP > 1                two all-reduces per layer of tokens x hidden bf16 values (vLLM's custom
                           all-reduce: CUDA-graph timings, eager ones above the captured sizes)
@@ -86,6 +86,7 @@ class KernelStepModel:
     # the same collectives launched eagerly: steps above the largest captured CUDA graph
     eager_allreduce: Callable[[float], float] | None = None
     eager_moe_allreduce: Callable[[float], float] | None = None
+    router_gemm: Callable[[float, float, float], float] | None = None  # bf16: vLLM never quantizes the MoE gate
     peak_flops_per_s: float = 0.0
     bandwidth_bytes_per_s: float = 0.0
     takes_prefill_split = True  # the scheduler passes prefill_seqs / prefill_pairs
@@ -121,7 +122,8 @@ class KernelStepModel:
         if n_moe:
             routed = self.moe(group_tokens) if self.moe is not None else self._moe_roofline_ms(group_tokens, n_exp, k, expert)
             shared = n_shared * (self._gemm_ms(tokens, 2 * inter / tp, h) + self._gemm_ms(tokens, h, inter / tp))
-            mlp += n_moe * (routed + shared + self._gemm_ms(tokens, n_exp, h))
+            router = self.router_gemm(tokens, n_exp, h) if self.router_gemm is not None else self._gemm_ms(tokens, n_exp, h)
+            mlp += n_moe * (routed + shared + router)
         comm = 0.0
         eager = self.roofline.enforce_eager or tokens > CUDAGRAPH_MAX_TOKENS
         group_moe = n_moe if self.dp > 1 else 0  # these layers reduce over the whole MoE group instead of TP
@@ -316,6 +318,7 @@ class KernelStepModel:
         kv_dtype = "fp8" if spec.kv_dtype(kv_cache_dtype).bits == 8 else "bfloat16"
         heads, kv_heads = spec.num_attention_heads // tp, max(1, spec.num_kv_heads // tp)
         gemm = gemm_grid(tables, gemm_dtype, sources, CUDAGRAPH_MAX_TOKENS)
+        router_gemm = gemm_grid(tables, "bfloat16", {}, CUDAGRAPH_MAX_TOKENS) if spec.moe_shape[0] else None
         context, generation = (None, None) if spec.is_mla else attention_grids(tables, heads, kv_heads, spec.head_dim,
                                                                                 kv_dtype, sources)
         group = tp * dp
@@ -327,7 +330,7 @@ class KernelStepModel:
         model = cls(spec, tp, roofline, gemm, context, generation, moe, allreduce, sources,
                     peak_flops_per_s=compute_peak_flops(gpu, spec.quant.method),
                     bandwidth_bytes_per_s=float(gpu.memory_bandwidth_gbps or 0) * 1e9, dp=dp, moe_allreduce=moe_allreduce,
-                    eager_allreduce=eager_allreduce, eager_moe_allreduce=eager_moe_allreduce)
+                    eager_allreduce=eager_allreduce, eager_moe_allreduce=eager_moe_allreduce, router_gemm=router_gemm)
         if model.other_weights:
             sources["other_linear"] = (f"{model.other_weights / 1e9:.2f}B weights outside q/k/v/o and MLP shapes "
                                        f"({', '.join(sorted({x.kind for x in spec.layers} - set(STANDARD_ATTENTION)))}"
@@ -344,6 +347,8 @@ class KernelStepModel:
         for op, eager_grid in (("allreduce", eager_allreduce), ("moe_allreduce", eager_moe_allreduce)):
             if op in sources and eager_grid is not None:
                 sources[op] += f"; its eager-launch timings in steps above {CUDAGRAPH_MAX_TOKENS} tokens (not captured)"
+        if router_gemm is not None:
+            sources["router"] = f"{tables['gemm'].source} gemm_dtype=bfloat16 (vLLM builds the MoE gate with quant_config=None)"
         sources["elementwise"] = ("roofline: norms, rotary and activations as HBM traffic "
                                   f"({model.elementwise_bytes_per_token / 1e3:.0f} kB a token on one GPU)")
         for op, gpus in (("allreduce", tp), ("moe_allreduce", group)):

@@ -290,3 +290,17 @@ def test_an_8bit_gemm_is_capped_by_bf16_only_where_a_cuda_graph_hides_its_host_c
     assert grid(512, 1024, 1024) == pytest.approx(0.01 + 1e-4 * 512)  # the bf16 kernel's time
     assert grid(1024, 1024, 1024) == pytest.approx(0.17 + 1e-5 * 1024)  # as measured, though above bf16
     assert gemm_grid({"gemm": TableRef(frame, "test/gemm")}, "nvfp4", {}, 512) is None  # not measured
+
+
+def test_the_moe_router_is_a_bf16_gemm_whatever_the_checkpoint_quantization(monkeypatch) -> None:
+    """vLLM builds every MoE gate with quant_config=None (Qwen3-MoE, DeepSeek, MiniMax-M2): an FP8
+    checkpoint's router is timed from the bf16 table; a dense model has none."""
+    monkeypatch.setenv(DATA_ENV, str(DATA))
+    system_tables.cache_clear()
+    spec = load_model(str(CONFIGS / "Qwen--Qwen3-235B-A22B-FP8_config.json"))
+    model = KernelStepModel.build(spec, load_gpu("h100-sxm-80gb"), tp=4)
+    assert "gemm_dtype=bfloat16" in model.sources["router"] and model.router_gemm is not None
+    n_exp, h = spec.moe_shape[0], spec.hidden_size
+    assert model.router_gemm(1024, n_exp, h) > 0
+    dense = KernelStepModel.build(load_model("llama-3.1-8b-instruct"), load_gpu("h100-sxm-80gb"), tp=1)
+    assert "router" not in dense.sources and dense.router_gemm is None
