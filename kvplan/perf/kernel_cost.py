@@ -317,8 +317,9 @@ class KernelStepModel:
         gemm_dtype, moe_dtype = kernel_dtypes(spec, quantization)
         kv_dtype = "fp8" if spec.kv_dtype(kv_cache_dtype).bits == 8 else "bfloat16"
         heads, kv_heads = spec.num_attention_heads // tp, max(1, spec.num_kv_heads // tp)
-        gemm = gemm_grid(tables, gemm_dtype, sources, CUDAGRAPH_MAX_TOKENS)
-        router_gemm = gemm_grid(tables, "bfloat16", {}, CUDAGRAPH_MAX_TOKENS) if spec.moe_shape[0] else None
+        captured = 0 if enforce_eager else CUDAGRAPH_MAX_TOKENS  # --enforce-eager: no step replays a graph
+        gemm = gemm_grid(tables, gemm_dtype, sources, captured)
+        router_gemm = gemm_grid(tables, "bfloat16", {}, captured) if spec.moe_shape[0] else None
         context, generation = (None, None) if spec.is_mla else attention_grids(tables, heads, kv_heads, spec.head_dim,
                                                                                 kv_dtype, sources)
         group = tp * dp
