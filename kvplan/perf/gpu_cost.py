@@ -34,7 +34,7 @@ from kvplan.spec.quant import make_quant
 
 LEGACY_BEFORE = (0, 6, 0)  # vLLM 0.6 rewrote the V0 hot path (async output, multi-step): CPU overhead dropped
 ROOFLINE_SHARPNESS = 3.0  # p of the soft maximum (a^p + b^p)^(1/p) between memory and compute time
-ACTIVATION_BYTES = 2  # all-reduce payload: bf16/fp16 hidden states
+ACTIVATION_BYTES = 2  # bf16/fp16 hidden states: all-reduce payload, elementwise traffic
 PCIE_GBPS_PER_DIRECTION = {3: 16.0, 4: 32.0, 5: 64.0, 6: 128.0}
 
 

@@ -25,7 +25,8 @@ from typing import Any, Callable
 import numpy as np
 
 from kvplan.errors import KvplanError
-from kvplan.perf.gpu_cost import Coefficients, GpuStepModel, compute_peak_flops, fitted_coefficients, moe_layer_count
+from kvplan.perf.gpu_cost import (ACTIVATION_BYTES, Coefficients, GpuStepModel, compute_peak_flops, fitted_coefficients,
+                                  moe_layer_count)
 from kvplan.perf.kernel_grids import allreduce_grid, attention_grids, gemm_grid, moe_grid
 from kvplan.perf.kernel_tables import AIC_SYSTEMS, data_root, system_tables
 from kvplan.plan import overheads as oh
@@ -35,7 +36,6 @@ from kvplan.spec.model import ModelSpec, text_config
 # vLLM V1 captures CUDA graphs for batches up to min(2 x max_num_seqs, 512) tokens; a larger step
 # (a prefill chunk) runs its kernels eagerly. The default max_num_seqs (>= 256) makes that 512.
 CUDAGRAPH_MAX_TOKENS = oh.MAX_CUDAGRAPH_CAPTURE_TOKENS
-ACTIVATION_BYTES = 2  # bf16 hidden states between the GEMMs
 NODE_GPUS = 8  # GPUs of one HGX/DGX board (NVLink domain); the measured collectives go up to it
 STANDARD_ATTENTION = ("full", "sliding", "chunked")  # q/k/v/o of head_dim: the measured attention tables' layout
 ATTENTION_KINDS = STANDARD_ATTENTION + ("mla", "cross", "shared")  # layers that attend (MLA: the roofline)
@@ -87,6 +87,7 @@ class KernelStepModel:
     eager_allreduce: Callable[[float], float] | None = None
     eager_moe_allreduce: Callable[[float], float] | None = None
     router_gemm: Callable[[float, float, float], float] | None = None  # bf16: vLLM never quantizes the MoE gate
+    captured_tokens: int = CUDAGRAPH_MAX_TOKENS  # largest step a CUDA graph replays (0: --enforce-eager)
     peak_flops_per_s: float = 0.0
     bandwidth_bytes_per_s: float = 0.0
     takes_prefill_split = True  # the scheduler passes prefill_seqs / prefill_pairs
@@ -125,7 +126,7 @@ class KernelStepModel:
             router = self.router_gemm(tokens, n_exp, h) if self.router_gemm is not None else self._gemm_ms(tokens, n_exp, h)
             mlp += n_moe * (routed + shared + router)
         comm = 0.0
-        eager = self.roofline.enforce_eager or tokens > CUDAGRAPH_MAX_TOKENS
+        eager = tokens > self.captured_tokens
         group_moe = n_moe if self.dp > 1 else 0  # these layers reduce over the whole MoE group instead of TP
         if self.tp > 1:  # two a layer, and a norm spanning the TP group adds its fp32 statistics (4 values a token)
             comm = ((2 * s.num_layers - group_moe) * self._tp_allreduce_ms(tokens * h, eager)
@@ -331,7 +332,8 @@ class KernelStepModel:
         model = cls(spec, tp, roofline, gemm, context, generation, moe, allreduce, sources,
                     peak_flops_per_s=compute_peak_flops(gpu, spec.quant.method),
                     bandwidth_bytes_per_s=float(gpu.memory_bandwidth_gbps or 0) * 1e9, dp=dp, moe_allreduce=moe_allreduce,
-                    eager_allreduce=eager_allreduce, eager_moe_allreduce=eager_moe_allreduce, router_gemm=router_gemm)
+                    eager_allreduce=eager_allreduce, eager_moe_allreduce=eager_moe_allreduce, router_gemm=router_gemm,
+                    captured_tokens=captured)
         if model.other_weights:
             sources["other_linear"] = (f"{model.other_weights / 1e9:.2f}B weights outside q/k/v/o and MLP shapes "
                                        f"({', '.join(sorted({x.kind for x in spec.layers} - set(STANDARD_ATTENTION)))}"
