@@ -34,7 +34,8 @@ def scheduler_config(plan: CapacityPlan, num_gpu_blocks: int | None = None) -> S
     chunked = plan.version >= oh.V1_SINCE or plan.max_model_len > 32768
     return SchedulerConfig(num_gpu_blocks=plan.num_gpu_blocks if num_gpu_blocks is None else num_gpu_blocks,
                            block_size=plan.block_size_tokens, max_num_seqs=plan.max_num_seqs,
-                           max_num_batched_tokens=plan.max_num_batched_tokens, chunked_prefill=chunked)
+                           max_num_batched_tokens=plan.max_num_batched_tokens, chunked_prefill=chunked,
+                           async_scheduling=plan.version >= oh.ASYNC_SCHEDULING_SINCE)
 
 
 def server_plan(spec: ModelSpec, args: EngineArgs) -> CapacityPlan:
@@ -122,6 +123,8 @@ def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_c
         "peak_running_requests": trace.max_running, "num_preemptions": trace.num_preemptions,
         "num_steps": int(len(trace.step_tokens)),
         "step_cost_sources": step_sources(model, spec, args),
+        "scheduling": ("async (vLLM >= 0.14's default: a request reaching a busy engine first runs one step later)"
+                       if config.async_scheduling else "sync (each step scheduled after the last one ends)"),
     })
     return Prediction(figures, plan, trace, config)
 

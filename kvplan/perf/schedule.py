@@ -30,6 +30,9 @@ class SchedulerConfig:
     max_num_seqs: int
     max_num_batched_tokens: int
     chunked_prefill: bool = True  # V1 always; V0 only above 32K max_model_len
+    # vLLM >= 0.14 (async scheduling by default): step N+1 is scheduled when step N starts, so a
+    # request reaching a busy engine during step N waits for N+1 too and first runs in N+2
+    async_scheduling: bool = False
 
 
 class _Req:
@@ -63,6 +66,7 @@ class _Engine:
         self.reqs = [_Req(r) for r in requests]
         self.pending = deque(sorted(self.reqs, key=lambda q: q.arrival_s))  # stable: equal arrivals keep their order
         self.waiting: deque[_Req] = deque()
+        self.held: deque[_Req] = deque()  # reached the busy engine during the last step (async scheduling)
         self.running: list[_Req] = []
         self.cols: list[list[float]] = [[] for _ in range(7)]
         self.itl: list[float] = []
@@ -73,11 +77,14 @@ class _Engine:
     def send(self) -> bool:
         """Hand arrived requests to the server (within the client's concurrency); the API server
         passes them on one at a time, `frontend_s` each; False: the engine is idle."""
+        if self.held:  # a step has run since they arrived: the next one is scheduled with them
+            self.waiting.extend(self.held)
+            self.held.clear()
         while self.pending and self.in_flight < self.cap and self.pending[0].arrival_s <= self.clock:
             r = self.pending.popleft()
             self._hand_over(r, max(self.clock, r.arrival_s), self.steps)
         while self.frontend and self.frontend[0].ready_s <= self.clock:
-            self.waiting.append(self.frontend.popleft())
+            self._arrive(self.frontend.popleft())
         if not self.waiting and not self.running:
             self.clock = max(self.clock, self.next_event_s())  # idle until the next arrival or hand-over
             return False
@@ -92,7 +99,12 @@ class _Engine:
             r.ready_s = self.frontend_free = max(send_s, self.frontend_free) + self.frontend_s
             self.frontend.append(r)
         else:
-            self.waiting.append(r)
+            self._arrive(r)
+
+    def _arrive(self, r: _Req) -> None:
+        """`r` reaches the engine at a step boundary. With async scheduling and requests running, the
+        step about to run was scheduled while the last one ran, without `r`: it is held for one step."""
+        (self.held if self.config.async_scheduling and self.running else self.waiting).append(r)
 
     def next_event_s(self) -> float:
         """When the engine next gets a request it does not have yet (inf: never)."""
@@ -205,6 +217,8 @@ class _Engine:
         running, bs = self.running, self.config.block_size
         n = len(running)
         if not n or n > self.config.max_num_batched_tokens or (self.waiting and not self._head_blocked(n)):
+            return False
+        if self.held and not self.waiting:  # they join after one step: step it alone
             return False
         left, ctx0 = 1 << 62, 0
         for r in reversed(running):  # a request still in prefill was admitted last: fail fast
@@ -389,7 +403,7 @@ def simulate(requests: list[Request], config: SchedulerConfig, step_s: StepCost,
     partial and `extras["missed_slo"]` is True. `record=False` leaves the per-step columns and the
     ITL samples empty: a search probe needs only each request's send, first and last token times."""
     engine = _Engine(requests, config, step_s, max_concurrency, frontend_s, watch, record)
-    while (engine.pending or engine.frontend or engine.waiting or engine.running) and not engine.missed:
+    while (engine.pending or engine.frontend or engine.waiting or engine.held or engine.running) and not engine.missed:
         if not engine.send():
             continue
         if engine.steps >= max_steps:

@@ -25,6 +25,7 @@ from kvplan.units import GIB
 # --- vLLM versions -------------------------------------------------------------------------
 DEFAULT_VLLM_VERSION = "0.28.0"  # newest behaviour modelled (it added the >= 160 GiB batch tier)
 V1_SINCE = (0, 8, 0)  # V1 engine default; earlier: V0 block accounting, V0 batch defaults
+ASYNC_SCHEDULING_SINCE = (0, 14, 0)  # V1 schedules step N+1 while step N runs, on by default
 NEW_ACTIVATION_SINCE = (0, 17, 0)  # the sampler/profile-run peak dropped ~2.5x in vLLM 0.17
 CUDAGRAPH_SUBTRACTED_SINCE = (0, 21, 0)  # PR #30515 estimate on by default
 TOKENS_FROM_CONCURRENCY_SINCE = (0, 20, 0)  # `int(max_concurrency x max_model_len)` token line (after 0.19)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -46,6 +47,20 @@ def test_small_pool_preempts_and_never_overfills() -> None:
     assert (t.last_step >= t.first_step).all() and len(t.first_step) == 4
 
 
+def test_async_scheduling_holds_a_request_that_reaches_a_busy_engine_one_step() -> None:
+    """vLLM >= 0.14 schedules step N+1 while step N runs, so a request arriving during step N first
+    runs in step N+2. Unit steps: A prefills in step 1 and decodes on; B arrives at 1.5, during step 2."""
+    sync = SchedulerConfig(100, 16, 8, 64)
+    lagged = replace(sync, async_scheduling=True)
+    reqs = [Request(0.0, 10, 6), Request(1.5, 10, 2)]
+    assert simulate(reqs, sync, unit).first_token_s[1] == 3.0  # B's prefill is step 3
+    assert simulate(reqs, lagged, unit).first_token_s[1] == 4.0  # step 3 was scheduled without it
+    assert simulate(reqs, lagged, unit).last_token_s[0] == simulate(reqs, sync, unit).last_token_s[0]
+    # an idle engine has no step in flight: it takes the request at once
+    apart = [Request(0.0, 10, 2), Request(5.0, 10, 2)]
+    assert simulate(apart, lagged, unit).first_token_s.tolist() == simulate(apart, sync, unit).first_token_s.tolist()
+
+
 def test_max_concurrency_one_serializes_requests() -> None:
     cfg = SchedulerConfig(100, 16, 8, 256)
     t = simulate([Request(0.0, 20, 5) for _ in range(3)], cfg, by_tokens, max_concurrency=1)
@@ -60,12 +75,13 @@ def test_prefix_hits_skip_prefill_tokens() -> None:
     assert cold.step_tokens[0] == 100 and warm.step_tokens[0] == 100 - 48  # 50 tokens -> 3 whole blocks
 
 
+@pytest.mark.parametrize("async_scheduling", [False, True])
 @pytest.mark.parametrize("concurrency", [None, 3])
-def test_retimed_trace_equals_simulated_clock(concurrency: int | None) -> None:
+def test_retimed_trace_equals_simulated_clock(concurrency: int | None, async_scheduling: bool) -> None:
     """Without timed arrivals the step sequence does not depend on step durations: re-timing a
     trace recorded with unit steps gives exactly the clock of a simulation with the real costs."""
     reqs = Workload(300, 40, 0.5, 30, math.inf, seed=3).requests()
-    cfg = SchedulerConfig(60, 16, 8, 256)
+    cfg = SchedulerConfig(60, 16, 8, 256, async_scheduling=async_scheduling)
     shape = simulate(reqs, cfg, unit, max_concurrency=concurrency)
     real = simulate(reqs, cfg, by_tokens, max_concurrency=concurrency)
     durations = np.array([by_tokens(a, b) for a, b in zip(shape.step_tokens, shape.step_seqs)])
@@ -91,6 +107,10 @@ def test_bench_figures_keys_and_definitions() -> None:
     # a queue held by the pool (and, below, by the seat limit) while requests keep arriving
     (Workload(200, 300, 0.5, 200, 40.0, seed=4), SchedulerConfig(150, 16, 64, 512), None),
     (Workload(100, 200, 0.5, 200, 40.0, seed=5), SchedulerConfig(5000, 16, 4, 512), 50),
+    # async scheduling (vLLM >= 0.14): arrivals at a busy engine sit out one step
+    (Workload(300, 60, 0.5, 200, 5.0, seed=1), SchedulerConfig(400, 16, 32, 512, async_scheduling=True), None),
+    (Workload(200, 300, 0.5, 200, 40.0, seed=4), SchedulerConfig(150, 16, 64, 512, async_scheduling=True), None),
+    (Workload(100, 200, 0.5, 200, math.inf, seed=5), SchedulerConfig(5000, 16, 4, 512, async_scheduling=True), 8),
 ])
 def test_fast_decode_stretches_change_nothing(workload: Workload, config: SchedulerConfig, concurrency: int | None) -> None:
     """Pure-decode stretches run without the per-request loop: every recorded figure is identical."""
