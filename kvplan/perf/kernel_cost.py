@@ -36,6 +36,7 @@ from kvplan.spec.model import ModelSpec, text_config
 # vLLM V1 captures CUDA graphs for batches up to min(2 x max_num_seqs, 512) tokens; a larger step
 # (a prefill chunk) runs its kernels eagerly. The default max_num_seqs (>= 256) makes that 512.
 CUDAGRAPH_MAX_TOKENS = oh.MAX_CUDAGRAPH_CAPTURE_TOKENS
+
 NODE_GPUS = 8  # GPUs of one HGX/DGX board (NVLink domain); the measured collectives go up to it
 STANDARD_ATTENTION = ("full", "sliding", "chunked")  # q/k/v/o of head_dim: the measured attention tables' layout
 ATTENTION_KINDS = STANDARD_ATTENTION + ("mla", "cross", "shared")  # layers that attend (MLA: the roofline)
@@ -302,7 +303,8 @@ class KernelStepModel:
     def build(cls, spec: ModelSpec, gpu: GpuSpec, *, tp: int = 1, pp: int = 1, dtype: str = "auto",
               quantization: str | None = None, kv_cache_dtype: str = "auto",
               vllm_version: str = oh.DEFAULT_VLLM_VERSION, enforce_eager: bool = False,
-              coefficients: Coefficients | None = None, dp: int = 1, expert_parallel: bool = False) -> KernelStepModel:
+              coefficients: Coefficients | None = None, dp: int = 1, expert_parallel: bool = False,
+              max_num_seqs: int | None = None) -> KernelStepModel:
         system = AIC_SYSTEMS.get(gpu.name)
         root = data_root()
         if system is None or root is None:
@@ -318,7 +320,7 @@ class KernelStepModel:
         gemm_dtype, moe_dtype = kernel_dtypes(spec, quantization)
         kv_dtype = "fp8" if spec.kv_dtype(kv_cache_dtype).bits == 8 else "bfloat16"
         heads, kv_heads = spec.num_attention_heads // tp, max(1, spec.num_kv_heads // tp)
-        captured = 0 if enforce_eager else CUDAGRAPH_MAX_TOKENS  # --enforce-eager: no step replays a graph
+        captured = 0 if enforce_eager else oh.cudagraph_capture_tokens(max_num_seqs)  # --enforce-eager: none
         gemm = gemm_grid(tables, gemm_dtype, sources, captured)
         router_gemm = gemm_grid(tables, "bfloat16", {}, captured) if spec.moe_shape[0] else None
         context, generation = (None, None) if spec.is_mla else attention_grids(tables, heads, kv_heads, spec.head_dim,
@@ -349,7 +351,7 @@ class KernelStepModel:
             sources["allreduce"] += f"; {spec.tp_norm_allreduces} more a step for norms spanning the TP group (q/k over all heads)"
         for op, eager_grid in (("allreduce", eager_allreduce), ("moe_allreduce", eager_moe_allreduce)):
             if op in sources and eager_grid is not None:
-                sources[op] += f"; its eager-launch timings in steps above {CUDAGRAPH_MAX_TOKENS} tokens (not captured)"
+                sources[op] += f"; its eager-launch timings in steps above {captured} tokens (not captured)"
         if router_gemm is not None:
             sources["router"] = f"{tables['gemm'].source} gemm_dtype=bfloat16 (vLLM builds the MoE gate with quant_config=None)"
         sources["elementwise"] = ("roofline: norms, rotary and activations as HBM traffic "

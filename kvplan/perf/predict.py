@@ -66,7 +66,8 @@ def step_model(spec: ModelSpec, args: EngineArgs, coefficients: Coefficients | N
         return GpuStepModel.build(spec, args.gpu, **kw)  # type: ignore[arg-type]
     from kvplan.perf.kernel_cost import KernelStepModel as Kernels
 
-    return Kernels.build(spec, args.gpu, expert_parallel=args.enable_expert_parallel, **kw)  # type: ignore[arg-type]
+    return Kernels.build(spec, args.gpu, expert_parallel=args.enable_expert_parallel, max_num_seqs=args.max_num_seqs,
+                         **kw)  # type: ignore[arg-type]
 
 
 def kernels_available(gpu_name: str) -> bool:

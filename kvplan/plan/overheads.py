@@ -221,13 +221,19 @@ def init_outside_budget_bytes(tp: int = 1, pp: int = 1) -> int:
     return CUDA_CONTEXT_BYTES + (NCCL_INIT_BYTES if tp * pp > 1 else 0)
 
 
+def cudagraph_capture_tokens(max_num_seqs: int | None) -> int:
+    """The largest batch (tokens) V1 captures a CUDA graph for: min(2 x max_num_seqs, 512); the
+    default max_num_seqs (>= 256) gives 512."""
+    return min(2 * max_num_seqs, MAX_CUDAGRAPH_CAPTURE_TOKENS) if max_num_seqs else MAX_CUDAGRAPH_CAPTURE_TOKENS
+
+
 def cudagraph_bytes(spec: ModelSpec, *, dtype: str, tp: int = 1, pp: int = 1, pp_rank: int = 0,
                     max_num_seqs: int = 256, enforce_eager: bool = False) -> int:
     """Memory of the captured CUDA graphs on one rank (0 with --enforce-eager)."""
     if enforce_eager:
         return 0
     db = MODEL_DTYPE_BYTES[model_dtype(spec, dtype)]
-    capture = min(2 * max_num_seqs, MAX_CUDAGRAPH_CAPTURE_TOKENS)
+    capture = cudagraph_capture_tokens(max_num_seqs)
     layers = len(pp_layer_range(spec.num_layers, pp, pp_rank))
     per_layer = CUDAGRAPH_PER_LAYER_BYTES + CUDAGRAPH_MLP_COEFF * capture * _mlp_width_per_rank(spec, tp) * db
     return int(ceil(layers * per_layer))

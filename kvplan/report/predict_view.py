@@ -47,6 +47,8 @@ def render_prediction(console: Console, figures: dict[str, Any], title: str) -> 
     console.print(table)
     for op, source in (figures.get("step_cost_sources") or {}).items():  # what each op was timed from
         console.print(f"[dim]step cost, {op}: {source}[/dim]", soft_wrap=True, highlight=False)
+    if figures.get("scheduling"):
+        console.print(f"[dim]scheduling: {figures['scheduling']}[/dim]", soft_wrap=True, highlight=False)
 
 
 def render_plan(console: Console, answer: dict[str, Any]) -> None:

@@ -275,6 +275,19 @@ def test_a_step_above_the_captured_sizes_uses_the_eager_all_reduce(kernels: Kern
     assert jump > 0 and above - below >= jump * 0.99
 
 
+def test_a_small_max_num_seqs_captures_smaller_graphs(monkeypatch) -> None:
+    """vLLM captures graphs up to min(2 x --max-num-seqs, 512) tokens: with --max-num-seqs 64 a
+    256-token step already runs eagerly (the eager all-reduce), as the start-up memory plan assumes."""
+    monkeypatch.setenv(DATA_ENV, str(DATA))
+    system_tables.cache_clear()
+    spec, gpu = load_model("llama-3.1-8b-instruct"), load_gpu("h100-sxm-80gb")
+    default, small = (KernelStepModel.build(spec, gpu, tp=2, max_num_seqs=n) for n in (None, 64))
+    assert (default.captured_tokens, small.captured_tokens) == (512, 128)
+    assert "above 128 tokens" in small.sources["allreduce"]
+    assert small._linear_ms(256, 1) > default._linear_ms(256, 1)
+    assert small._linear_ms(64, 1) == default._linear_ms(64, 1)
+
+
 def test_an_8bit_gemm_is_capped_by_bf16_only_where_a_cuda_graph_hides_its_host_cost() -> None:
     """A table timing the 8-bit GEMM above the bf16 one (host-side launch cost, as B200's block-fp8
     rows do): in a captured step (m <= 512) the bf16 kernel's time bounds it; an eager step pays it."""

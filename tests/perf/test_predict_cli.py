@@ -255,3 +255,18 @@ def test_plan_bad_price_is_exit_2(capsys: pytest.CaptureFixture[str], price: str
     rc, _, err = run(capsys, "plan", "--model", "llama-3.1-8b-instruct", "--request-rate", "2", "--slo-ttft-ms", "1000",
                      "--slo-tpot-ms", "50", "--gpus", "h100", "--price", price)
     assert rc == 2 and err.startswith("kvplan: error: --price") and len(err.strip().splitlines()) == 1
+
+
+def test_predict_names_the_scheduling_of_the_vllm_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM 0.14 made async scheduling the default (a request reaching a busy engine runs one step
+    later): the prediction says which scheduling it simulated, and the held step shows in TTFT."""
+    common = ("predict", "--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--num-prompts", "40",
+              "--random-input-len", "512", "--random-output-len", "128", "--request-rate", "4")
+    rc, out, _ = run(capsys, *common, "--json")
+    new = json.loads(out)
+    rc_old, out, _ = run(capsys, *common, "--vllm-version", "0.13.0", "--json")
+    old = json.loads(out)
+    assert rc == rc_old == 0
+    assert new["scheduling"].startswith("async") and old["scheduling"].startswith("sync")
+    rc, out, _ = run(capsys, *common)
+    assert rc == 0 and "scheduling: async" in out
