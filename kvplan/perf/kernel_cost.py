@@ -301,10 +301,9 @@ class KernelStepModel:
 
     @classmethod
     def build(cls, spec: ModelSpec, gpu: GpuSpec, *, tp: int = 1, pp: int = 1, dtype: str = "auto",
-              quantization: str | None = None, kv_cache_dtype: str = "auto",
-              vllm_version: str = oh.DEFAULT_VLLM_VERSION, enforce_eager: bool = False,
-              coefficients: Coefficients | None = None, dp: int = 1, expert_parallel: bool = False,
-              max_num_seqs: int | None = None) -> KernelStepModel:
+              quantization: str | None = None, kv_cache_dtype: str = "auto", vllm_version: str = oh.DEFAULT_VLLM_VERSION,
+              enforce_eager: bool = False, coefficients: Coefficients | None = None, dp: int = 1,
+              expert_parallel: bool = False, max_num_seqs: int | None = None) -> KernelStepModel:
         system = AIC_SYSTEMS.get(gpu.name)
         root = data_root()
         if system is None or root is None:

@@ -1,0 +1,21 @@
+"""A request as the scheduler simulation (`schedule`) tracks it: token counts, blocks and times."""
+from __future__ import annotations
+
+from kvplan.perf.random_dataset import Request
+
+
+class SimRequest:
+    """One request's progress through the simulated engine (integers, for speed)."""
+
+    __slots__ = ("arrival_s", "ready_s", "prompt", "out", "known", "computed", "blocks", "generated", "send_s", "send_step", "first_step",
+                 "last_step", "first_s", "last_s")
+
+    def __init__(self, req: Request) -> None:
+        self.arrival_s, self.prompt, self.out = req.arrival_s, req.prompt_tokens, req.output_tokens
+        self.ready_s = 0.0  # when the API server hands it to the engine
+        self.known = req.prompt_tokens  # tokens whose KV must exist before the next sample
+        self.computed = req.cached_tokens  # prefix-cache hits: computed without being scheduled
+        self.blocks = self.generated = 0
+        self.send_s, self.send_step = 0.0, 0
+        self.first_step = self.last_step = -1
+        self.first_s = self.last_s = 0.0
