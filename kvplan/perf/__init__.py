@@ -8,8 +8,8 @@ Modules: schedule.py (the scheduler simulation), sim_request.py (a request's sta
 space grids), step_cost.py (the one step-cost interface, shared with `kvplan stress`),
 random_dataset.py (`vllm bench serve`'s random requests), bench_result.py (a result file it wrote,
 read back as its workload and figures), bench_metrics.py (its figures), predict.py (`kvplan
-predict`), capacity.py (`kvplan plan`: the configurations that meet SLOs).
-The coefficients are fitted offline by
-benchmarks/gpu_cost_fit.py. Pure Python + numpy: may import plan and below, never engine, server,
+predict`), capacity.py (`kvplan plan`: the configurations that meet SLOs). The coefficients are
+fitted offline by benchmarks/gpu_cost_fit.py.
+Pure Python + numpy: may import plan and below, never engine, server,
 stress, gate, report or cli.
 """
