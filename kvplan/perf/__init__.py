@@ -4,12 +4,11 @@ timed by a physical GPU cost model with a few global fitted coefficients.
 Modules: schedule.py (the scheduler simulation), sim_request.py (a request's state in it), trace.py
 (what a simulation did; replicas merged), gpu_cost.py (`GpuStepModel`), kernel_cost.py
 (`KernelStepModel`: each op from measured vLLM kernels, `--perf-model kernels`), kernel_grids.py
-(its lookups per op, from the tables), kernel_tables.py (aiconfigurator-core's timing tables as log-
-space grids), step_cost.py (the one step-cost interface, shared with `kvplan stress`),
+(its lookups per op, from the tables), kernel_tables.py (aiconfigurator-core's timing tables as
+log-space grids), step_cost.py (the one step-cost interface, shared with `kvplan stress`),
 random_dataset.py (`vllm bench serve`'s random requests), bench_result.py (a result file it wrote,
 read back as its workload and figures), bench_metrics.py (its figures), predict.py (`kvplan
 predict`), capacity.py (`kvplan plan`: the configurations that meet SLOs). The coefficients are
-fitted offline by benchmarks/gpu_cost_fit.py.
-Pure Python + numpy: may import plan and below, never engine, server,
-stress, gate, report or cli.
+fitted offline by benchmarks/gpu_cost_fit.py. Pure Python + numpy: may import plan and below, never
+engine, server, stress, gate, report or cli.
 """
