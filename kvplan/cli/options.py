@@ -38,6 +38,10 @@ Util = Annotated[Optional[float], typer.Option(help="Fraction of GPU memory the 
 KvCacheBytes = Annotated[Optional[int], typer.Option(
     help="KV cache bytes per GPU; bypasses --gpu-memory-utilization, as in vLLM.")]
 Eager = Annotated[bool, typer.Option("--enforce-eager", help="No CUDA graphs (vLLM --enforce-eager).", metavar="")]
+AsyncScheduling = Annotated[Optional[bool], typer.Option(
+    "--async-scheduling/--no-async-scheduling",
+    help="vLLM's async scheduling: the next step is scheduled while this one runs, so a new request waits one step "
+         "more (default: as the vLLM version does, on from 0.14).")]
 Version = Annotated[Optional[str], typer.Option(
     help="vLLM version whose defaults and behaviour to model (default: the newest modelled).")]
 PrefixCaching = Annotated[bool, typer.Option(

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from kvplan.cli.app import json_safe, app, make_console
-from kvplan.cli.options import (AsJson, Dp, Ep, BlockSize, Burstiness, Dtype, Eager, InputLen, KvDtype, MaxBatched,
+from kvplan.cli.options import (AsJson, AsyncScheduling, Dp, Ep, BlockSize, Burstiness, Dtype, Eager, InputLen, KvDtype, MaxBatched,
                                 MaxConcurrency, MaxModelLen, MaxNumSeqs, Model, NumPrompts, OutputLen, Pp,
                                 PrefixCaching, Quantization, RangeRatio, Seed, Strict, Tp, Util, Version)
 from kvplan.cli.server_flags import load_device, load_served_model
@@ -64,7 +64,7 @@ def predict(
     quantization: Quantization = None, kv_cache_dtype: KvDtype = "auto",
     max_model_len: MaxModelLen = None, max_num_seqs: MaxNumSeqs = None, max_num_batched_tokens: MaxBatched = None,
     enable_prefix_caching: PrefixCaching = True, enforce_eager: Eager = False, vllm_version: Version = None,
-    gpu_memory_utilization: Util = None, block_size: BlockSize = 16,
+    async_scheduling: AsyncScheduling = None, gpu_memory_utilization: Util = None, block_size: BlockSize = 16,
     random_input_len: InputLen = 1024, random_output_len: OutputLen = 128, random_range_ratio: RangeRatio = 0.0,
     num_prompts: NumPrompts = 1000,
     request_rate: Annotated[str, typer.Option(help="Requests/s, or inf to send all at once (--request-rate).")] = "inf",
@@ -85,7 +85,7 @@ def predict(
                          data_parallel_size=dp, enable_expert_parallel=enable_expert_parallel,
                          quantization=quantization, kv_cache_dtype=kv_cache_dtype, max_model_len=max_model_len,
                          max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                         enforce_eager=enforce_eager, vllm_version=vllm_version,
+                         enforce_eager=enforce_eager, vllm_version=vllm_version, async_scheduling=async_scheduling,
                          gpu_memory_utilization=gpu_memory_utilization, block_size=block_size)
     bench = None
     if scenario and vllm_result:

@@ -35,7 +35,7 @@ def scheduler_config(plan: CapacityPlan, num_gpu_blocks: int | None = None) -> S
     return SchedulerConfig(num_gpu_blocks=plan.num_gpu_blocks if num_gpu_blocks is None else num_gpu_blocks,
                            block_size=plan.block_size_tokens, max_num_seqs=plan.max_num_seqs,
                            max_num_batched_tokens=plan.max_num_batched_tokens, chunked_prefill=chunked,
-                           async_scheduling=plan.version >= oh.ASYNC_SCHEDULING_SINCE)
+                           async_scheduling=plan.args.schedules_async)
 
 
 def server_plan(spec: ModelSpec, args: EngineArgs) -> CapacityPlan:
@@ -124,10 +124,18 @@ def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_c
         "peak_running_requests": trace.max_running, "num_preemptions": trace.num_preemptions,
         "num_steps": int(len(trace.step_tokens)),
         "step_cost_sources": step_sources(model, spec, args),
-        "scheduling": ("async (vLLM >= 0.14's default: a request reaching a busy engine first runs one step later)"
-                       if config.async_scheduling else "sync (each step scheduled after the last one ends)"),
+        "scheduling": scheduling_note(args, config.async_scheduling),
     })
     return Prediction(figures, plan, trace, config)
+
+
+def scheduling_note(args: EngineArgs, async_scheduling: bool) -> str:
+    """Which scheduling the simulation ran, and why (the flag, else the version's default)."""
+    why = (("--async-scheduling" if args.async_scheduling else "--no-async-scheduling") if args.async_scheduling is not None
+           else f"vLLM {args.vllm_version}'s default")
+    if async_scheduling:
+        return f"async: a request reaching a busy engine first runs one step later ({why})"
+    return f"sync: each step is scheduled after the last one ends ({why})"
 
 
 def step_sources(model: Any, spec: ModelSpec, args: EngineArgs) -> dict[str, str]:

@@ -60,6 +60,7 @@ class EngineArgs:
     kv_cache_memory_bytes: int | None = None
     enforce_eager: bool = False
     vllm_version: str = oh.DEFAULT_VLLM_VERSION
+    async_scheduling: bool | None = None  # --(no-)async-scheduling; None: the version's default (on from 0.14)
     mamba_cache_mode: str | None = None  # hybrid state models: "none" or "align"; None: vLLM's default
     limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None  # --limit-mm-per-prompt, (modality, count) pairs
     skip_mm_profiling: bool = False  # --skip-mm-profiling: the tower's dummy batch is not run in the profile
@@ -100,7 +101,8 @@ class EngineArgs:
                    enable_expert_parallel: bool = False, dtype: str = "auto",
                    quantization: str | None = None, kv_cache_dtype: str = "auto", block_size: int = 16,
                    max_model_len: int | None = None, max_num_seqs: int | None = None,
-                   max_num_batched_tokens: int | None = None, enforce_eager: bool = False) -> EngineArgs:
+                   max_num_batched_tokens: int | None = None, enforce_eager: bool = False,
+                   async_scheduling: bool | None = None) -> EngineArgs:
         """The record from command-line flags (None: not given); the one contradiction between two
         flags is refused here, every single value in `__post_init__`."""
         if kv_cache_memory_bytes is not None and gpu_memory_utilization is not None:
@@ -113,7 +115,14 @@ class EngineArgs:
                    kv_cache_dtype=kv_cache_dtype, block_size=block_size, max_model_len=max_model_len,
                    max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                    kv_cache_memory_bytes=kv_cache_memory_bytes, enforce_eager=enforce_eager,
-                   vllm_version=vllm_version or oh.DEFAULT_VLLM_VERSION)
+                   vllm_version=vllm_version or oh.DEFAULT_VLLM_VERSION, async_scheduling=async_scheduling)
+
+    @property
+    def schedules_async(self) -> bool:
+        """vLLM schedules step N+1 while step N runs: as asked, else the version's default."""
+        if self.async_scheduling is not None:
+            return self.async_scheduling
+        return oh.parse_vllm_version(self.vllm_version) >= oh.ASYNC_SCHEDULING_SINCE
 
     @property
     def moe_group_size(self) -> int:

@@ -270,3 +270,9 @@ def test_predict_names_the_scheduling_of_the_vllm_version(capsys: pytest.Capture
     assert new["scheduling"].startswith("async") and old["scheduling"].startswith("sync")
     rc, out, _ = run(capsys, *common)
     assert rc == 0 and "scheduling: async" in out
+    # vLLM's flag overrides the version's default, either way
+    rc, out, _ = run(capsys, *common, "--no-async-scheduling", "--json")
+    off = json.loads(out)
+    assert rc == 0 and off["scheduling"].startswith("sync") and off["mean_ttft_ms"] < new["mean_ttft_ms"]
+    rc, out, _ = run(capsys, *common, "--vllm-version", "0.13.0", "--async-scheduling", "--json")
+    assert rc == 0 and json.loads(out)["scheduling"].startswith("async")
