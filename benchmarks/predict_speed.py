@@ -4,7 +4,8 @@ answer, in-process, on this machine.
     .venv/bin/python benchmarks/predict_speed.py
 Cases: Llama-3.1-8B on one H100, 1,000 requests of 2,000-in/200-out at 20 req/s and all at once
 (vLLM 0.11 V1 scheduling); Qwen3-30B-A3B (MoE) at 1,000-in/1,000-out at 10 req/s, under 0.11 and
-under the default (newest) vLLM, whose async scheduling holds arrivals a step; and the issue's plan (20 req/s, P99 TTFT 2 s, TPOT 50 ms) over H100 and L40S.
+under the default (newest) vLLM, whose async scheduling holds arrivals a step; and the issue's
+plan (20 req/s, P99 TTFT 2 s, TPOT 50 ms) over H100 and L40S.
 """
 from __future__ import annotations
 

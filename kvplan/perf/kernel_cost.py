@@ -36,7 +36,6 @@ from kvplan.spec.model import ModelSpec, text_config
 # vLLM V1 captures CUDA graphs for batches up to min(2 x max_num_seqs, 512) tokens; a larger step
 # (a prefill chunk) runs its kernels eagerly. The default max_num_seqs (>= 256) makes that 512.
 CUDAGRAPH_MAX_TOKENS = oh.MAX_CUDAGRAPH_CAPTURE_TOKENS
-
 NODE_GPUS = 8  # GPUs of one HGX/DGX board (NVLink domain); the measured collectives go up to it
 STANDARD_ATTENTION = ("full", "sliding", "chunked")  # q/k/v/o of head_dim: the measured attention tables' layout
 ATTENTION_KINDS = STANDARD_ATTENTION + ("mla", "cross", "shared")  # layers that attend (MLA: the roofline)
