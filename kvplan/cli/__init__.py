@@ -120,9 +120,12 @@ def _exit(code: int, *, process: bool) -> None:
     a KeyboardInterrupt that passed through C code run with PyRun_* (torch's start-up does) sets a
     process-wide "unhandled" flag that catching it does not clear. So 130 ends here, files and
     streams flushed (every result is written before this point). `process`: main() runs as the
-    program (not called in-process with its arguments, as tests do)."""
-    if code == 130 and process:
+    program (not called in-process with its arguments, as tests do). Any other code: the command has
+    finished and written what it writes, so a Ctrl-C from here on (while the interpreter shuts down)
+    changes nothing; without this it could still end a finished run by SIGINT (exit -2)."""
+    if process:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if code == 130 and process:
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
