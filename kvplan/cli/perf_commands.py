@@ -162,7 +162,8 @@ def plan_command(
     random_input_len: InputLen = 1024, random_output_len: OutputLen = 128, random_range_ratio: RangeRatio = 0.0,
     num_prompts: NumPrompts = 200, burstiness: Burstiness = 1.0, seed: Seed = 0,
     dtype: Dtype = "auto", max_model_len: MaxModelLen = None, vllm_version: Version = None,
-    gpu_memory_utilization: Util = None, as_json: AsJson = False, strict: Strict = False,
+    async_scheduling: AsyncScheduling = None, gpu_memory_utilization: Util = None, as_json: AsJson = False,
+    strict: Strict = False,
 ) -> None:
     """The GPU x TP x KV dtype x quantization configurations that meet TTFT/TPOT SLOs at a request
     rate, cheapest per hour first (GPUs without a price after, fewest GPUs first), with their
@@ -174,7 +175,7 @@ def plan_command(
     slo = Slo(slo_ttft_ms, slo_tpot_ms, slo_percentile)
     # the GPU is each candidate's: the base arguments are planned on H100 only to check the flags
     spec, args = _server(model, "h100-sxm-80gb", dtype=dtype, strict=strict, max_model_len=max_model_len,
-                         vllm_version=vllm_version,
+                         vllm_version=vllm_version, async_scheduling=async_scheduling,
                          gpu_memory_utilization=gpu_memory_utilization)
     devices = [load_gpu(g.strip()) for g in (gpus.split(",") if gpus else DEFAULT_GPUS) if g.strip()]
     if not devices:

@@ -185,6 +185,8 @@ def vllm_serve_line(spec: ModelSpec, args: EngineArgs) -> str:
         parts.append(f"--data-parallel-size {args.data_parallel_size}")
     if args.enable_expert_parallel:
         parts.append("--enable-expert-parallel")
+    if args.async_scheduling is not None:  # the plan was simulated with it: the server must run the same
+        parts.append("--async-scheduling" if args.async_scheduling else "--no-async-scheduling")
     return " ".join(parts)
 
 

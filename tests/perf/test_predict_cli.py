@@ -276,3 +276,13 @@ def test_predict_names_the_scheduling_of_the_vllm_version(capsys: pytest.Capture
     assert rc == 0 and off["scheduling"].startswith("sync") and off["mean_ttft_ms"] < new["mean_ttft_ms"]
     rc, out, _ = run(capsys, *common, "--vllm-version", "0.13.0", "--async-scheduling", "--json")
     assert rc == 0 and json.loads(out)["scheduling"].startswith("async")
+
+
+def test_plan_passes_the_scheduling_flag_to_its_serve_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    """`plan --no-async-scheduling` simulates every candidate that way and its `vllm serve` lines say so."""
+    rc, out, _ = run(capsys, "plan", "--model", "llama-3.1-8b-instruct", "--request-rate", "5", "--random-input-len", "512",
+                     "--random-output-len", "64", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "100", "--gpus", "h100",
+                     "--kv-cache-dtypes", "auto", "--no-async-scheduling", "--json")
+    assert rc == 0
+    configs = json.loads(out)["configs"]
+    assert configs and all(c["vllm_serve"].endswith("--no-async-scheduling") for c in configs)
