@@ -17,7 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from kvplan.perf.random_dataset import Request
-from kvplan.perf.sim_request import SimRequest
+from kvplan.perf.request_state import RequestState
 from kvplan.perf.trace import Trace
 
 # step_s(tokens, seqs, prefill_tokens, context_tokens, attention_pairs, sampled) -> seconds
@@ -46,14 +46,14 @@ class _Engine:
         self.split_prefill = bool(getattr(getattr(step_s, "__self__", None), "takes_prefill_split", False))
         self.watch, self.missed = watch, False
         self.frontend_s, self.frontend_free = frontend_s, 0.0
-        self.frontend: deque[SimRequest] = deque()  # sent, still in the API server
+        self.frontend: deque[RequestState] = deque()  # sent, still in the API server
         self.free = config.num_gpu_blocks
         self.watermark = int(0.01 * config.num_gpu_blocks) if not config.chunked_prefill else 0  # V0 admission watermark
-        self.reqs = [SimRequest(r) for r in requests]
+        self.reqs = [RequestState(r) for r in requests]
         self.pending = deque(sorted(self.reqs, key=lambda q: q.arrival_s))  # stable: equal arrivals keep their order
-        self.waiting: deque[SimRequest] = deque()
-        self.held: deque[SimRequest] = deque()  # reached the busy engine during the last step (async scheduling)
-        self.running: list[SimRequest] = []
+        self.waiting: deque[RequestState] = deque()
+        self.held: deque[RequestState] = deque()  # reached the busy engine during the last step (async scheduling)
+        self.running: list[RequestState] = []
         self.cols: list[list[float]] = [[] for _ in range(7)]
         self.itl: list[float] = []
         self.clock = 0.0
@@ -76,7 +76,7 @@ class _Engine:
             return False
         return True
 
-    def _hand_over(self, r: SimRequest, send_s: float, send_step: int) -> None:
+    def _hand_over(self, r: RequestState, send_s: float, send_step: int) -> None:
         """The client sends `r`: it waits in the API server (`frontend_s` each, one at a time) or,
         without one, for the scheduler."""
         r.send_s, r.send_step = send_s, send_step
@@ -87,7 +87,7 @@ class _Engine:
         else:
             self._arrive(r)
 
-    def _arrive(self, r: SimRequest) -> None:
+    def _arrive(self, r: RequestState) -> None:
         """`r` reaches the engine at a step boundary. With async scheduling and requests running, the
         step about to run was scheduled while the last one ran, without `r`: it is held for one step."""
         (self.held if self.config.async_scheduling and self.running else self.waiting).append(r)
@@ -99,9 +99,9 @@ class _Engine:
             due = min(due, self.pending[0].arrival_s)
         return due
 
-    def _prefill_v0(self) -> list[tuple[SimRequest, int]]:
+    def _prefill_v0(self) -> list[tuple[RequestState, int]]:
         """V0 without chunked prefill: a step of whole prompts whenever one can be admitted."""
-        scheduled: list[tuple[SimRequest, int]] = []
+        scheduled: list[tuple[RequestState, int]] = []
         tokens = 0
         while self.waiting and len(self.running) < self.config.max_num_seqs:
             r = self.waiting[0]
@@ -117,7 +117,7 @@ class _Engine:
             tokens += n
         return scheduled
 
-    def _preempt_for(self, r: SimRequest, need: int) -> bool:
+    def _preempt_for(self, r: RequestState, need: int) -> bool:
         """Recompute-preempt the newest running requests until `need` blocks are free; False if
         `r` itself had to go."""
         while need > self.free:
@@ -130,7 +130,7 @@ class _Engine:
                 return False
         return True
 
-    def _continuous(self) -> list[tuple[SimRequest, int]]:
+    def _continuous(self) -> list[tuple[RequestState, int]]:
         """Running requests first (decodes and prefill chunks), then waiting ones in the budget left."""
         bs, scheduled = self.config.block_size, []
         budget = self.config.max_num_batched_tokens
@@ -172,7 +172,7 @@ class _Engine:
         return scheduled
 
     @staticmethod
-    def _shape(scheduled: list[tuple[SimRequest, int]]) -> tuple[int, int, int, int, int]:
+    def _shape(scheduled: list[tuple[RequestState, int]]) -> tuple[int, int, int, int, int]:
         """(tokens, prefill tokens, context tokens, attention pairs, sampled) of scheduled requests,
         before their tokens are computed."""
         tok = pre = ctx = pairs = sampled = 0
@@ -189,7 +189,7 @@ class _Engine:
         return tok, pre, ctx, pairs, sampled
 
     @staticmethod
-    def _prefill_split(scheduled: list[tuple[SimRequest, int]]) -> tuple[int, int]:
+    def _prefill_split(scheduled: list[tuple[RequestState, int]]) -> tuple[int, int]:
         """(prefill chunks, their query x key pairs): what a per-kernel cost times apart from decodes."""
         chunks = [(r, n) for r, n in scheduled if n > 1]
         return len(chunks), sum(n * (r.computed + (n + 1) // 2) for r, n in chunks)
@@ -250,7 +250,7 @@ class _Engine:
         self.max_running = max(self.max_running, n)
         return True
 
-    def _steps_blocks_allow(self, running: list[SimRequest]) -> int:
+    def _steps_blocks_allow(self, running: list[RequestState]) -> int:
         """How many decode steps the free blocks carry every running request through. Request r
         takes its next block at step o_r = blocks*bs - computed + 1 (1..bs), then every bs steps, so
         block takes in step order are the sorted o's, then the sorted o's + bs, ...; the step of
@@ -313,7 +313,7 @@ class _Engine:
                 self._finish(r)
         self.running = [r for r in self.running if r.computed >= 0]
 
-    def _finish(self, r: SimRequest) -> None:
+    def _finish(self, r: RequestState) -> None:
         """`r` sampled its last token (at `r.last_s`): its blocks go back; the caller drops it from running."""
         if self.watch is not None and r.out > 1 and self.watch.finished(r.first_s, r.last_s, r.out):
             self.missed = True
@@ -343,7 +343,7 @@ class _Engine:
         self._advance(scheduled)
         self.steps += 1
 
-    def _advance(self, scheduled: list[tuple[SimRequest, int]]) -> None:
+    def _advance(self, scheduled: list[tuple[RequestState, int]]) -> None:
         """Tokens computed; a request whose known tokens are all cached samples one more."""
         done = False
         clock, steps, itl_append, watch, record = self.clock, self.steps, self.itl.append, self.watch, self.record

@@ -4,7 +4,7 @@ from __future__ import annotations
 from kvplan.perf.random_dataset import Request
 
 
-class SimRequest:
+class RequestState:
     """One request's progress through the simulated engine (integers, for speed)."""
 
     __slots__ = ("arrival_s", "ready_s", "prompt", "out", "known", "computed", "blocks", "generated", "send_s", "send_step", "first_step",
