@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from kvplan.errors import KvplanError
+
 # kvplan's catalog name -> AIConfigurator's system directory (GPUs it has measured)
 AIC_SYSTEMS = {
     "h100-sxm-80gb": "h100_sxm", "h100-pcie-80gb": "h100_pcie", "h200-sxm-141gb": "h200_sxm",
@@ -70,8 +72,18 @@ def load_table(root: Path, system: str, op: str, file_stem: str, framework: str 
         for suffix, read in ((".parquet", pd.read_parquet), (".csv", pd.read_csv)):
             path = base / version / f"{file_stem}{suffix}"
             if path.is_file():
-                return TableRef(read(path), f"{system}/{op} {framework} {version}")
+                return TableRef(_read(read, path), f"{system}/{op} {framework} {version}")
     return None
+
+
+def _read(read: Any, path: Path) -> Any:
+    """One table; a parquet file without pyarrow (tables given by $KVPLAN_KERNEL_DATA to an install
+    without the kernels extra) is a one-line error, not an internal one."""
+    try:
+        return read(path)
+    except ImportError as exc:
+        raise KvplanError(f"reading the measured kernel table {path.name} needs pyarrow (not installed): "
+                          "pip install 'kvplan[kernels]'; --perf-model roofline needs no tables") from exc
 
 
 class LogGrid:

@@ -317,3 +317,19 @@ def test_the_moe_router_is_a_bf16_gemm_whatever_the_checkpoint_quantization(monk
     assert model.router_gemm(1024, n_exp, h) > 0
     dense = KernelStepModel.build(load_model("llama-3.1-8b-instruct"), load_gpu("h100-sxm-80gb"), tp=1)
     assert "router" not in dense.sources and dense.router_gemm is None
+
+
+def test_tables_without_pyarrow_are_a_one_line_error(tmp_path, monkeypatch) -> None:
+    """$KVPLAN_KERNEL_DATA on an install without the kernels extra: pandas cannot read parquet. The
+    error names pyarrow and the extra (exit 2), never an internal error."""
+    from kvplan.perf.kernel_tables import load_table
+
+    (tmp_path / "h100_sxm" / "gemm" / "vllm" / "0.24.0").mkdir(parents=True)
+    (tmp_path / "h100_sxm" / "gemm" / "vllm" / "0.24.0" / "gemm_perf.parquet").write_bytes(b"PAR1")
+
+    def no_engine(*_: object, **__: object) -> None:
+        raise ImportError("Unable to find a usable engine; tried using: 'pyarrow', 'fastparquet'")
+
+    monkeypatch.setattr(pd, "read_parquet", no_engine)
+    with pytest.raises(KvplanError, match=r"needs pyarrow.*kvplan\[kernels\]"):
+        load_table(tmp_path, "h100_sxm", "gemm", "gemm_perf")
