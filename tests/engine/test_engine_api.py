@@ -171,3 +171,20 @@ def test_a_config_transformers_refuses_is_one_line(tmp_path, change, needle) -> 
         LLMEngine.from_model(str(tmp_path))
     message = str(info.value)
     assert "config.json" in message and needle in message and "\n" not in message and len(message) < 600
+
+
+def test_construction_runs_one_full_batch_forward_before_the_first_step() -> None:
+    """As vLLM's profile run: one forward of min(max_num_batched_tokens, max_model_len) tokens, with
+    the engine's own threads, so the first real batch does not pay the allocator's first touch."""
+    model = tiny_model("tiny-llama")
+    seen: list[tuple[int, int]] = []
+    hook = model.register_forward_pre_hook(
+        lambda _m, args, kwargs: seen.append((kwargs["input_ids"].shape[1], torch.get_num_threads())), with_kwargs=True)
+    try:
+        LLMEngine(model, EngineConfig(**SMALL, max_num_batched_tokens=300, num_threads=1))
+        assert seen == [(300, 1)]
+        seen.clear()
+        LLMEngine(model, EngineConfig(**SMALL))  # the default budget (2048) is above max_model_len
+        assert [n for n, _ in seen] == [512]
+    finally:
+        hook.remove()
