@@ -169,7 +169,7 @@ class LLMEngine:
         CUDA it gives the activation peak; on every device it pays the first-touch costs of a full
         batch (the allocator growing to its activations) before the first real step, which otherwise
         paid them: ci-smoke's first step (8 prompts, 862 tokens) took 62-115 ms cold on CPU, 45-67 ms
-        after this (two machines, 11 runs)."""
+        after this (11 runs on one 2-core Intel VM)."""
         n = min(self.config.max_num_batched_tokens, self.max_model_len)
         with torch.inference_mode():
             self.model(input_ids=torch.zeros(1, n, dtype=torch.int64, device=self.device), use_cache=False, logits_to_keep=1)
