@@ -8,7 +8,11 @@ over the interconnect, plus CPU overhead per step and per request.
     step    = linear + attn + comm (+ eager launches per layer) + step_overhead; before vLLM 0.6
               the output processing of the step's requests (legacy_seq_overhead x requests) adds
               up; from 0.6 it runs beside the next forward pass and is not modelled as a cost (no
-              per-request floor: fitted, it set the step at high batch for every model alike)
+              per-request floor: fitted, it set the step at high batch for every model alike).
+              The roofline adds the CPU's step cost even under async scheduling: its efficiencies
+              were fitted with it added (sync runs), so its GPU part alone is not a GPU time
+              (tried with max(GPU, CPU) on AIConfigurator's rows: TPOT 13% -> 25% median). The
+              measured-kernel backend overlaps them (`host_step_s`).
 
 Weights read per step count the MoE experts that the step's tokens actually touch
 (1 - (1 - k/E)^tokens of them). Every coefficient is global (`Coefficients`, fitted once on
@@ -56,6 +60,10 @@ class Coefficients:
     legacy_step_overhead_s: float = 4e-3  # the same before vLLM 0.6
     legacy_seq_overhead_s: float = 60e-6
     eager_layer_overhead_s: float = 40e-6  # kernel launches per layer per step without CUDA graphs
+    # the shortest a small kernel takes on the GPU, even replayed from a CUDA graph (launch, ramp,
+    # drain: ~2-3 us on Hopper/Blackwell); the measured-kernel backend adds it for each kernel vLLM
+    # runs that its tables do not time (norms, rotary, KV-cache writes, MoE routing)
+    kernel_floor_s: float = 2.5e-6
     request_latency_s: float = 0.02  # per request outside engine steps: HTTP, tokenization, streaming back
     frontend_request_s: float = 0.0  # the API server's serial work per request before the engine sees it
 
@@ -207,6 +215,13 @@ class GpuStepModel:
             legacy=oh.parse_vllm_version(vllm_version) < LEGACY_BEFORE, enforce_eager=enforce_eager,
             coefficients=coefficients, dp=dp, num_moe_layers=n_moe if dp > 1 else 0,
             moe_comm_bytes_per_token=(n_moe * spec.hidden_size * ACTIVATION_BYTES * 2 * (group - 1) / group) if dp > 1 and group > 1 else 0.0)
+
+
+def host_step_s(gpu_s: Any, cpu_s: float, overlapped: bool) -> Any:
+    """A step's wall time from its GPU work and the engine's CPU work per step: in turn, or, with
+    async scheduling, side by side (the CPU schedules and prepares step N+1 while the GPU runs
+    step N, so the slower of the two sets the pace)."""
+    return np.maximum(gpu_s, cpu_s) if overlapped else gpu_s + cpu_s
 
 
 def moe_layer_count(spec: ModelSpec) -> int:

@@ -26,7 +26,7 @@ import numpy as np
 
 from kvplan.errors import KvplanError
 from kvplan.perf.gpu_cost import (ACTIVATION_BYTES, Coefficients, GpuStepModel, compute_peak_flops, fitted_coefficients,
-                                  moe_layer_count)
+                                  host_step_s, moe_layer_count)
 from kvplan.perf.kernel_grids import allreduce_grid, attention_grids, gemm_grid, moe_grid
 from kvplan.perf.kernel_tables import AIC_SYSTEMS, data_root, system_tables
 from kvplan.plan import overheads as oh
@@ -39,6 +39,9 @@ CUDAGRAPH_MAX_TOKENS = oh.MAX_CUDAGRAPH_CAPTURE_TOKENS
 NODE_GPUS = 8  # GPUs of one HGX/DGX board (NVLink domain); the measured collectives go up to it
 STANDARD_ATTENTION = ("full", "sliding", "chunked")  # q/k/v/o of head_dim: the measured attention tables' layout
 ATTENTION_KINDS = STANDARD_ATTENTION + ("mla", "cross", "shared")  # layers that attend (MLA: the roofline)
+# kernels vLLM runs outside the timed ops (counts read off its decoder layers; see `untimed_kernels`)
+UNTIMED_PER_LAYER = 4
+UNTIMED_PER_MOE_LAYER = 8
 
 
 INT4_WEIGHT_ONLY = ("w4a16", "gptq", "awq", "gptq_marlin", "awq_marlin")
@@ -68,6 +71,17 @@ def kernel_dtypes(spec: ModelSpec, quantization: str | None) -> tuple[str | None
     return None, None
 
 
+def measured_system(gpu: GpuSpec) -> tuple[str, Any]:
+    """AIConfigurator's system name for the GPU and its tables' root, or a clear refusal."""
+    system, root = AIC_SYSTEMS.get(gpu.name), data_root()
+    if system is None or root is None:
+        raise KvplanError(f"no measured kernels for {gpu.name}: "
+                          + ("install them with pip install 'kvplan[kernels]' (aiconfigurator-core's vLLM tables)"
+                             if root is None else f"measured GPUs: {', '.join(sorted(AIC_SYSTEMS))}")
+                          + "; --perf-model roofline times it from the datasheet")
+    return system, root
+
+
 @dataclass
 class KernelStepModel:
     """`step_s` of one model on one measured GPU; same call as `GpuStepModel.step_s`."""
@@ -90,6 +104,7 @@ class KernelStepModel:
     captured_tokens: int = CUDAGRAPH_MAX_TOKENS  # largest step a CUDA graph replays (0: --enforce-eager)
     peak_flops_per_s: float = 0.0
     bandwidth_bytes_per_s: float = 0.0
+    overlaps_cpu: bool = False  # async scheduling: the CPU prepares step N+1 while the GPU runs step N
     takes_prefill_split = True  # the scheduler passes prefill_seqs / prefill_pairs
 
     @property
@@ -287,13 +302,34 @@ class KernelStepModel:
         attention = 0.0 + self._decode_attention_all_ms(n, contexts) if n > 0 else 0.0
         return self._with_host_s(self._linear_ms(n, sampled) + attention, n)
 
+    @cached_property
+    def untimed_kernels(self) -> int:
+        """Kernels a step runs that no table times, each at least `kernel_floor_s` on the GPU: per
+        layer two fused residual-add + RMSNorms, rotary and the KV-cache write (their bytes are in
+        `_elementwise_ms`, but at decode their launch-bound floor is what they take), and per MoE
+        layer the routing outside the fused-experts kernel (top-k selection, scores' bias and
+        renormalization, the block-aligned sort of token ids, the combine)."""
+        return UNTIMED_PER_LAYER * self.spec.num_layers + UNTIMED_PER_MOE_LAYER * self.moe_layers
+
+    def host_sources(self) -> dict[str, str]:
+        """Where the step's time outside the measured ops comes from."""
+        cpu_ms, floor_us = self.coefficients.step_overhead_s * 1e3, self.coefficients.kernel_floor_s * 1e6
+        return {"host": (f"the engine's CPU work per step, {cpu_ms:.2f} ms (fitted on the calibration runs), "
+                         + ("beside the GPU's (async scheduling: a step takes the longer of the two)" if self.overlaps_cpu
+                            else "after the GPU's (sync scheduling: a step takes both)")),
+                "untimed_kernels": (f"{self.untimed_kernels} kernels a step no table times ({UNTIMED_PER_LAYER} a layer: "
+                                    f"add-norms, rotary, KV-cache write; {UNTIMED_PER_MOE_LAYER} a MoE layer: routing), "
+                                    f"each at least {floor_us:g} us (kvplan's prior for a kernel's floor)")}
+
     def _with_host_s(self, gpu_ms: Any, seqs: float) -> Any:
-        """The step in seconds: the GPU's work plus eager launches and the engine's CPU cost per step."""
+        """The step in seconds: the GPU's work (the timed ops, the untimed kernels' floors, eager
+        launches) and the engine's CPU cost per step (in turn, or beside it with async scheduling)."""
         c = self.coefficients
-        gpu = gpu_ms / 1e3 + (self.spec.num_layers * c.eager_layer_overhead_s if self.roofline.enforce_eager else 0.0)
+        gpu = gpu_ms / 1e3 + self.untimed_kernels * c.kernel_floor_s + (
+            self.spec.num_layers * c.eager_layer_overhead_s if self.roofline.enforce_eager else 0.0)
         if self.roofline.legacy:
             return gpu + c.legacy_step_overhead_s + c.legacy_seq_overhead_s * seqs
-        return gpu + c.step_overhead_s
+        return host_step_s(gpu, c.step_overhead_s, self.overlaps_cpu)
 
     def __hash__(self) -> int:  # lru_cache on methods keys on the instance
         return id(self)
@@ -302,17 +338,14 @@ class KernelStepModel:
     def build(cls, spec: ModelSpec, gpu: GpuSpec, *, tp: int = 1, pp: int = 1, dtype: str = "auto",
               quantization: str | None = None, kv_cache_dtype: str = "auto", vllm_version: str = oh.DEFAULT_VLLM_VERSION,
               enforce_eager: bool = False, coefficients: Coefficients | None = None, dp: int = 1,
-              expert_parallel: bool = False, max_num_seqs: int | None = None) -> KernelStepModel:
-        system = AIC_SYSTEMS.get(gpu.name)
-        root = data_root()
-        if system is None or root is None:
-            raise KvplanError(f"no measured kernels for {gpu.name}: "
-                              + ("install them with pip install 'kvplan[kernels]' (aiconfigurator-core's vLLM tables)"
-                                 if root is None else f"measured GPUs: {', '.join(sorted(AIC_SYSTEMS))}")
-                              + "; --perf-model roofline times it from the datasheet")
+              expert_parallel: bool = False, max_num_seqs: int | None = None,
+              async_scheduling: bool | None = None) -> KernelStepModel:
+        system, root = measured_system(gpu)
         roofline = GpuStepModel.build(spec, gpu, tp=tp, pp=pp, dtype=dtype, quantization=quantization,
                                       kv_cache_dtype=kv_cache_dtype, vllm_version=vllm_version,
                                       enforce_eager=enforce_eager, coefficients=coefficients or fitted_coefficients()[0], dp=dp)
+        if async_scheduling is None:  # as the server runs; None: the vLLM version's default
+            async_scheduling = oh.parse_vllm_version(vllm_version) >= oh.ASYNC_SCHEDULING_SINCE
         tables = system_tables(system, str(root))
         sources: dict[str, str] = {}
         gemm_dtype, moe_dtype = kernel_dtypes(spec, quantization)
@@ -333,7 +366,7 @@ class KernelStepModel:
                     peak_flops_per_s=compute_peak_flops(gpu, spec.quant.method),
                     bandwidth_bytes_per_s=float(gpu.memory_bandwidth_gbps or 0) * 1e9, dp=dp, moe_allreduce=moe_allreduce,
                     eager_allreduce=eager_allreduce, eager_moe_allreduce=eager_moe_allreduce, router_gemm=router_gemm,
-                    captured_tokens=captured)
+                    captured_tokens=captured, overlaps_cpu=async_scheduling)
         if model.other_weights:
             sources["other_linear"] = (f"{model.other_weights / 1e9:.2f}B weights outside q/k/v/o and MLP shapes "
                                        f"({', '.join(sorted({x.kind for x in spec.layers} - set(STANDARD_ATTENTION)))}"
@@ -354,6 +387,7 @@ class KernelStepModel:
             sources["router"] = f"{tables['gemm'].source} gemm_dtype=bfloat16 (vLLM builds the MoE gate with quant_config=None)"
         sources["elementwise"] = ("roofline: norms, rotary and activations as HBM traffic "
                                   f"({model.elementwise_bytes_per_token / 1e3:.0f} kB a token on one GPU)")
+        sources.update(model.host_sources())
         for op, gpus in (("allreduce", tp), ("moe_allreduce", group)):
             if op in sources and gpus > NODE_GPUS:  # not measured there, and the roofline knows one link only
                 sources[op] += (f"; {gpus} GPUs are more than one {NODE_GPUS}-GPU node: timed as if all were on "

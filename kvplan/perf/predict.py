@@ -67,7 +67,7 @@ def step_model(spec: ModelSpec, args: EngineArgs, coefficients: Coefficients | N
     from kvplan.perf.kernel_cost import KernelStepModel as Kernels
 
     return Kernels.build(spec, args.gpu, expert_parallel=args.enable_expert_parallel, max_num_seqs=args.max_num_seqs,
-                         **kw)  # type: ignore[arg-type]
+                         async_scheduling=args.schedules_async, **kw)  # type: ignore[arg-type]
 
 
 def kernels_available(gpu_name: str) -> bool:

@@ -170,7 +170,7 @@ def test_a_decode_step_reads_at_least_the_weights_one_token_touches(monkeypatch,
     monkeypatch.setenv(DATA_ENV, str(DATA))
     system_tables.cache_clear()
     spec, gpu, tp = load_model(str(CONFIGS / config)), load_gpu("h100-sxm-80gb"), 8
-    model = KernelStepModel.build(spec, gpu, tp=tp)
+    model = KernelStepModel.build(spec, gpu, tp=tp, async_scheduling=False)  # the CPU's step added, so it subtracts
     p = spec.params
     bytes_per_param = oh.model_weights_bytes(spec, "auto", None) / p.decoder
     active_bytes = (p.active - p.embedding - p.encoder) * bytes_per_param / tp
@@ -333,3 +333,46 @@ def test_tables_without_pyarrow_are_a_one_line_error(tmp_path, monkeypatch) -> N
     monkeypatch.setattr(pd, "read_parquet", no_engine)
     with pytest.raises(KvplanError, match=r"needs pyarrow.*kvplan\[kernels\]"):
         load_table(tmp_path, "h100_sxm", "gemm", "gemm_perf")
+
+
+def test_untimed_kernels_add_their_floor_per_layer(monkeypatch) -> None:
+    """Kernels no table times (norms, rotary, KV write; MoE routing) cost at least the kernel
+    floor each: 4 a layer and 8 more a MoE layer, counted from the model's layers."""
+    from dataclasses import replace
+
+    from kvplan.perf.gpu_cost import fitted_coefficients
+
+    monkeypatch.setenv(DATA_ENV, str(DATA))
+    system_tables.cache_clear()
+    gpu = load_gpu("h100-sxm-80gb")
+    dense = KernelStepModel.build(load_model("llama-3.1-8b-instruct"), gpu, tp=1, async_scheduling=False)
+    assert dense.untimed_kernels == 4 * 32
+    moe_spec = load_model("qwen3-30b-a3b")
+    moe = KernelStepModel.build(moe_spec, gpu, tp=1, async_scheduling=False)
+    assert moe.untimed_kernels == 4 * moe_spec.num_layers + 8 * moe.moe_layers and moe.moe_layers == moe_spec.num_layers
+    base = fitted_coefficients()[0]
+    no_floor = KernelStepModel.build(load_model("llama-3.1-8b-instruct"), gpu, tp=1, async_scheduling=False,
+                                     coefficients=replace(base, kernel_floor_s=0.0))
+    shape = (8, 8, 0, 8 * 1024, 8 * 1024, 8)
+    assert dense.step_s(*shape) - no_floor.step_s(*shape) == pytest.approx(4 * 32 * base.kernel_floor_s)
+    assert "untimed_kernels" in dense.sources
+
+
+def test_async_scheduling_overlaps_the_cpu_with_the_gpu(monkeypatch) -> None:
+    """vLLM >= 0.14 schedules step N+1 while step N runs: a step takes max(GPU, CPU), not their
+    sum; --no-async-scheduling (or an older vLLM) adds them. Small decode steps are CPU-bound."""
+    from kvplan.perf.gpu_cost import fitted_coefficients
+
+    monkeypatch.setenv(DATA_ENV, str(DATA))
+    system_tables.cache_clear()
+    spec, gpu = load_model("llama-3.1-8b-instruct"), load_gpu("h100-sxm-80gb")
+    cpu_s = fitted_coefficients()[0].step_overhead_s
+    sync = KernelStepModel.build(spec, gpu, tp=2, async_scheduling=False)
+    overlapped = KernelStepModel.build(spec, gpu, tp=2, async_scheduling=True)
+    assert not KernelStepModel.build(spec, gpu, tp=2, vllm_version="0.11.0").overlaps_cpu
+    assert KernelStepModel.build(spec, gpu, tp=2, vllm_version="0.15.1").overlaps_cpu
+    for shape in [(1, 1, 0, 100, 100, 1), (256, 256, 0, 256 * 2048, 256 * 2048, 256)]:
+        gpu_s = sync.step_s(*shape) - cpu_s
+        assert overlapped.step_s(*shape) == pytest.approx(max(gpu_s, cpu_s))
+        assert overlapped.step_s(*shape) < sync.step_s(*shape)
+    assert "beside" in overlapped.sources["host"] and "after" in sync.sources["host"]
