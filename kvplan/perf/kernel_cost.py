@@ -12,7 +12,11 @@ One step on one GPU of a TP group (pipeline stages run in turn, as in `gpu_cost`
     TP > 1                two all-reduces per layer of tokens x hidden bf16 values (vLLM's custom
                           all-reduce: CUDA-graph timings, eager ones above the captured sizes)
     LM head               m = the requests that sample a token
-    host                  kvplan's fitted per-step and per-request overheads (`gpu_cost.Coefficients`)
+    untimed kernels       per layer 4 (add-norms, rotary, KV-cache write), per MoE layer 8 more
+                          (routing): each at least `kernel_floor_s`, the tables time none of them
+    host                  kvplan's fitted per-step CPU cost: after the GPU's work, or beside it
+                          under async scheduling (a step takes the longer of the two), and the
+                          per-request overheads (`gpu_cost.Coefficients`)
 
 `sources` names, per op, the table (system, vLLM version) or "roofline" it was timed from.
 """
@@ -344,8 +348,6 @@ class KernelStepModel:
         roofline = GpuStepModel.build(spec, gpu, tp=tp, pp=pp, dtype=dtype, quantization=quantization,
                                       kv_cache_dtype=kv_cache_dtype, vllm_version=vllm_version,
                                       enforce_eager=enforce_eager, coefficients=coefficients or fitted_coefficients()[0], dp=dp)
-        if async_scheduling is None:  # as the server runs; None: the vLLM version's default
-            async_scheduling = oh.parse_vllm_version(vllm_version) >= oh.ASYNC_SCHEDULING_SINCE
         tables = system_tables(system, str(root))
         sources: dict[str, str] = {}
         gemm_dtype, moe_dtype = kernel_dtypes(spec, quantization)
@@ -366,7 +368,8 @@ class KernelStepModel:
                     peak_flops_per_s=compute_peak_flops(gpu, spec.quant.method),
                     bandwidth_bytes_per_s=float(gpu.memory_bandwidth_gbps or 0) * 1e9, dp=dp, moe_allreduce=moe_allreduce,
                     eager_allreduce=eager_allreduce, eager_moe_allreduce=eager_moe_allreduce, router_gemm=router_gemm,
-                    captured_tokens=captured, overlaps_cpu=async_scheduling)
+                    captured_tokens=captured, overlaps_cpu=(  # as the server runs; None: the version's default
+                        oh.schedules_async_by_default(vllm_version) if async_scheduling is None else async_scheduling))
         if model.other_weights:
             sources["other_linear"] = (f"{model.other_weights / 1e9:.2f}B weights outside q/k/v/o and MLP shapes "
                                        f"({', '.join(sorted({x.kind for x in spec.layers} - set(STANDARD_ATTENTION)))}"

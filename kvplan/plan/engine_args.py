@@ -122,7 +122,7 @@ class EngineArgs:
         """vLLM schedules step N+1 while step N runs: as asked, else the version's default."""
         if self.async_scheduling is not None:
             return self.async_scheduling
-        return oh.parse_vllm_version(self.vllm_version) >= oh.ASYNC_SCHEDULING_SINCE
+        return oh.schedules_async_by_default(self.vllm_version)
 
     @property
     def moe_group_size(self) -> int:

@@ -42,6 +42,11 @@ def parse_vllm_version(version: str) -> tuple[int, int, int]:
     return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
 
 
+def schedules_async_by_default(vllm_version: str) -> bool:
+    """Whether this vLLM version runs async scheduling unless told otherwise."""
+    return parse_vllm_version(vllm_version) >= ASYNC_SCHEDULING_SINCE
+
+
 # --- fitted coefficients -------------------------------------------------------------------
 # Peak activation = C0 + hidden states held during the sampler run (mnbt x hidden x dtype)
 #   + sampler rows x vocab x (logits in model dtype + SAMPLER_FP32_BYTES of fp32 logits,
