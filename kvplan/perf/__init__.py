@@ -1,7 +1,9 @@
 """Time prediction for GPUs that are not present: vLLM's scheduler on a simulated clock, each step
 timed by a physical GPU cost model with a few global fitted coefficients.
 
-Modules: schedule.py (the scheduler simulation), request_state.py (a request's state in it), trace.py
+Modules: schedule.py (the scheduler simulation), decode_stretch.py (its pure-decode
+shortcut), request_state.py (a request's state in it), lockstep.py
+(data-parallel MoE replicas stepping together), trace.py
 (what a simulation did; replicas merged), gpu_cost.py (`GpuStepModel`), kernel_cost.py
 (`KernelStepModel`: each op from measured vLLM kernels, `--perf-model kernels`), kernel_grids.py
 (its lookups per op, from the tables), kernel_tables.py (aiconfigurator-core's timing tables as

@@ -242,11 +242,13 @@ class KernelStepModel:
     def _decode_attention_ms(self, decode_seqs: Any, decode_context: Any) -> Any:
         """One layer's generation attention of `decode_seqs` requests holding `decode_context` tokens
         (floats, or arrays for a stretch of decode steps: the same arithmetic either way)."""
-        mean = np.maximum(1.0, np.asarray(decode_context, dtype=float) / decode_seqs)
         if self.generation_attention is None:
             layers = max(self.attention_layers, 1)
             return np.asarray(decode_context, dtype=float) * self.roofline.kv_bytes_per_token / layers / (
                 self.bandwidth_bytes_per_s * self.coefficients.kv_efficiency) * 1e3
+        if np.ndim(decode_context) == 0:  # one step: the plain-float lookup, the same floats as `batch`, faster
+            return self.generation_attention(float(decode_seqs), max(1.0, float(decode_context) / decode_seqs))
+        mean = np.maximum(1.0, np.asarray(decode_context, dtype=float) / decode_seqs)
         return self.generation_attention.batch(np.full(mean.shape, float(decode_seqs)), mean)
 
     def _decode_attention_all_ms(self, decode_seqs: Any, decode_context: np.ndarray) -> Any:
@@ -276,7 +278,7 @@ class KernelStepModel:
                 pairs = prefill_pairs if window is None else min(prefill_pairs, prefill_tokens * window)
                 prefill += count * self._prefill_attention_ms(prefill_seqs, prefill_tokens, pairs)
         if decode_seqs > 0:
-            return prefill + float(self._decode_attention_all_ms(decode_seqs, np.array([float(decode_context)]))[0])
+            return prefill + float(self._decode_attention_all_ms(decode_seqs, float(decode_context)))
         return prefill
 
     # --- the step ---------------------------------------------------------------------------------

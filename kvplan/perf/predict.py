@@ -9,6 +9,7 @@ from kvplan.errors import KvplanError
 from typing import TYPE_CHECKING
 from kvplan.perf.gpu_cost import Coefficients, GpuStepModel
 from kvplan.perf.bench_metrics import bench_figures
+from kvplan.perf.lockstep import simulate_lockstep
 from kvplan.perf.schedule import SchedulerConfig, simulate
 from kvplan.perf.trace import Trace, merge_traces
 from kvplan.perf.random_dataset import Request
@@ -87,19 +88,21 @@ def check_requests(requests: list[Request], plan: CapacityPlan, num_gpu_blocks: 
 
 
 def simulate_replicas(requests: list[Request], config: SchedulerConfig, model: Any, dp: int,
-                      max_concurrency: int | None) -> Trace:
+                      max_concurrency: int | None, lockstep: bool = False) -> Trace:
     """vLLM's scheduler for each of `dp` engine replicas: requests dealt in turn (vLLM's DP load
     balancer sends each to the least loaded replica; equal requests make that a rotation), the
     client's --max-concurrency shared out; one trace of every replica's requests (the step
-    arrays are the first replica's: the replicas step together in the MoE layers)."""
+    arrays are the first replica's). `lockstep` (a MoE model): the replicas step together, each
+    step as long as the slowest replica's (kvplan.perf.lockstep); else each runs on its own."""
     frontend_s = model.coefficients.frontend_request_s
     if dp == 1:
         return simulate(requests, config, model.step_s, max_concurrency=max_concurrency, frontend_s=frontend_s)
-    traces = []
-    for rank in range(min(dp, len(requests))):
-        share = None if max_concurrency is None else max(1, max_concurrency // dp + (rank < max_concurrency % dp))
-        traces.append(simulate(requests[rank::dp], config, model.step_s, max_concurrency=share, frontend_s=frontend_s))
-    return merge_traces(traces)
+    shares = [(requests[rank::dp], None if max_concurrency is None else
+               max(1, max_concurrency // dp + (rank < max_concurrency % dp))) for rank in range(min(dp, len(requests)))]
+    if lockstep:
+        return merge_traces(simulate_lockstep(shares, config, model.step_s, frontend_s))
+    return merge_traces([simulate(reqs, config, model.step_s, max_concurrency=share, frontend_s=frontend_s)
+                         for reqs, share in shares])
 
 
 def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_concurrency: int | None = None,
@@ -113,7 +116,8 @@ def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_c
     config = scheduler_config(plan, num_gpu_blocks)
     check_requests(requests, plan, config.num_gpu_blocks)
     model = step_model(spec, args, coefficients, perf_model)
-    trace = simulate_replicas(requests, config, model, args.data_parallel_size, max_concurrency)
+    trace = simulate_replicas(requests, config, model, args.data_parallel_size, max_concurrency,
+                              lockstep=bool(spec.moe_shape[0]))
     figures = bench_figures(trace, model.coefficients.request_latency_s)
     figures.update({
         "num_gpu_blocks": config.num_gpu_blocks, "kv_cache_tokens": config.num_gpu_blocks * config.block_size,
@@ -142,12 +146,12 @@ def step_sources(model: Any, spec: ModelSpec, args: EngineArgs) -> dict[str, str
     """What each op was timed from, and what the step leaves out that a user would otherwise assume."""
     sources = dict(getattr(model, "sources", {}) or {"all ops": "roofline (datasheet, kvplan's global coefficients)"})
     if args.data_parallel_size > 1 and spec.moe_shape[0]:
-        # measured: on every attention-DP configuration of AIConfigurator's vLLM silicon rows
-        # (MiniMax-M2.5, Kimi-K2.5 on B200/B300) the kernel model's TPOT reads 30-41% under;
-        # MiniMax-M2.5 TP2+DP2 decodes no faster than TP2 alone at the same total concurrency,
-        # where this model halves each GPU's expert reads
-        sources["data_parallel"] = (f"{args.data_parallel_size} replicas step together through the MoE layers, each "
-                                    "rank timed on its own batch; not modeled: vLLM's per-step DP sync and padding "
-                                    "to the largest rank. On measured vLLM DP runs this decode time is optimistic "
-                                    "(docs/benchmarks.md)")
+        # measured: on the attention-DP configurations of AIConfigurator's vLLM silicon rows
+        # (MiniMax-M2.5, Kimi-K2.5 on B200/B300) the kernel model's TPOT reads 19% under (median,
+        # lockstep included); MiniMax-M2.5 TP2+DP2 decodes no faster than TP2 alone at the same
+        # total concurrency, where this model halves each GPU's expert reads
+        sources["data_parallel"] = (f"{args.data_parallel_size} replicas step in lockstep through the MoE layers: "
+                                    "each step lasts as long as the slowest replica's (its batch padded to the "
+                                    "largest). Not modeled: vLLM's per-step DP coordination. On measured vLLM DP "
+                                    "runs this decode time is optimistic (docs/benchmarks.md)")
     return sources

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from kvplan.perf.decode_stretch import DecodeStretches
 from kvplan.perf.random_dataset import Request
 from kvplan.perf.request_state import RequestState
 from kvplan.perf.trace import Trace
@@ -36,7 +37,7 @@ class SchedulerConfig:
     async_scheduling: bool = False
 
 
-class _Engine:
+class Engine(DecodeStretches):
     """The scheduler's state between steps; one `step()` is one engine step."""
 
     def __init__(self, requests: list[Request], config: SchedulerConfig, step_s: StepCost,
@@ -194,125 +195,6 @@ class _Engine:
         chunks = [(r, n) for r, n in scheduled if n > 1]
         return len(chunks), sum(n * (r.computed + (n + 1) // 2) for r, n in chunks)
 
-    def fast_decode(self) -> bool:
-        """Run a stretch of pure-decode steps (nothing waiting and no arrival due, or a waiting queue
-        that cannot move until a request finishes; the blocks they need free), up to and including
-        the step where the first requests finish, without the
-        per-request scheduling loop; False if none applies. The steps, clock, ITL samples, block
-        counts and finishes are those the step-by-step path produces."""
-        running, bs = self.running, self.config.block_size
-        n = len(running)
-        if not n or n > self.config.max_num_batched_tokens or (self.waiting and not self._head_blocked(n)):
-            return False
-        if self.held and not self.waiting:  # they join after one step: step it alone
-            return False
-        left, ctx0 = 1 << 62, 0
-        for r in reversed(running):  # a request still in prefill was admitted last: fail fast
-            if r.known - r.computed != 1 or not r.generated:
-                return False
-            if r.out - r.generated < left:
-                left = r.out - r.generated
-            ctx0 += r.computed
-        steps = left  # the last one finishes the shortest requests
-        # blocks: a request grows by at most steps // bs + 1 of them; when that may not fit, stop
-        # before the step that would have to preempt
-        if n * (steps // bs + 1) > self.free:
-            steps = min(steps, self._steps_blocks_allow(running))
-        if steps < 2:
-            return False
-        # a blocked queue stays blocked however many requests join it: run through their arrivals
-        due = float("inf") if self.waiting else self.next_event_s()
-        done, clocks = self._time_stretch(n, steps, ctx0, due) if self.clock < due else (0, None)
-        if self.waiting and done > 1:
-            self._send_during(clocks[:done - 1])
-        first = float(clocks[0]) if self.record and clocks is not None else None
-        first_gaps: list[float] = []
-        clock, last_step, free = self.clock, self.steps + done - 1, self.free
-        for r in running:
-            if first is not None:
-                first_gaps.append(first - r.last_s)
-            r.computed += done
-            r.known += done
-            r.generated += done
-            need = -(-r.computed // bs) - r.blocks
-            r.blocks += need
-            free -= need
-            r.last_step, r.last_s = last_step, clock
-        self.peak = max(self.peak, self.config.num_gpu_blocks - free)
-        self.free = free
-        if first is not None:
-            self.itl.extend(first_gaps)
-            self.itl.extend((clocks[1:] - clocks[:-1]).repeat(n).tolist())  # as the step-by-step path computes a gap
-        if done == steps:
-            self._finish_stretch()
-        self.steps += done
-        self.fast_steps += done
-        self.max_running = max(self.max_running, n)
-        return True
-
-    def _steps_blocks_allow(self, running: list[RequestState]) -> int:
-        """How many decode steps the free blocks carry every running request through. Request r
-        takes its next block at step o_r = blocks*bs - computed + 1 (1..bs), then every bs steps, so
-        block takes in step order are the sorted o's, then the sorted o's + bs, ...; the step of
-        take number `free` (counting from 0) is the first that runs short."""
-        bs = self.config.block_size
-        offsets = sorted(r.blocks * bs - r.computed + 1 for r in running)
-        if offsets[0] < 1 or offsets[-1] > bs:  # not a decode's steady block count: step one at a time
-            return 0
-        free, n = self.free, len(running)
-        return offsets[free % n] + (free // n) * bs - 1
-
-    def _head_blocked(self, n: int) -> bool:
-        """True when the first waiting request cannot be admitted beside `n` decodes, now or at any
-        later step before a request finishes: the seat limit holds, the token budget left is fixed
-        and decodes only take free blocks away (V1's admission; V0 is stepped one at a time)."""
-        cfg = self.config
-        if not cfg.chunked_prefill:
-            return False
-        budget = cfg.max_num_batched_tokens - n
-        if budget <= 0 or n >= cfg.max_num_seqs:
-            return True
-        r = self.waiting[0]
-        m = min(r.known - r.computed, budget)
-        return -(-(r.computed + m) // cfg.block_size) - r.blocks > self.free
-
-    def _send_during(self, bounds: np.ndarray) -> None:
-        """Send the requests that arrive during a blocked stretch as `send` would at each step
-        boundary (`bounds`: the clock before each of the stretch's later steps)."""
-        last = bounds[-1]
-        while self.pending and self.in_flight < self.cap and self.pending[0].arrival_s <= last:
-            r = self.pending.popleft()
-            j = int(bounds.searchsorted(r.arrival_s))  # the first boundary at or after its arrival
-            self._hand_over(r, float(bounds[j]), self.steps + j + 1)
-
-    def _time_stretch(self, n: int, steps: int, ctx0: int, due: float) -> tuple[int, np.ndarray]:
-        """Time up to `steps` decode steps of `n` requests (`ctx0` tokens cached) at once: contexts grow
-        by n a step; the clock is accumulated left to right from the current one (cumsum is
-        sequential), so every value is the one the step-by-step loop would produce, bit for bit. A
-        step runs while the clock before it is short of `due`. Returns (steps run, their end times)."""
-        ctxs = np.arange(ctx0 + n, ctx0 + n * (steps + 1), n, dtype=np.int64)[:steps]
-        clocks = np.array(self.step_s(n, n, 0, ctxs, ctxs, n), dtype=float)
-        if clocks.shape != (steps,):  # a cost model that ignores the context
-            clocks = np.full(steps, float(clocks))
-        clocks[0] += self.clock  # cumsum from here: (clock + dt0) + dt1 + ...
-        clocks = clocks.cumsum()
-        done = min(steps, 1 + int(clocks.searchsorted(due)))
-        clocks = clocks[:done]
-        if self.record:
-            ctx_list, clock_list = ctxs[:done].tolist(), clocks.tolist()
-            for col, v in zip(self.cols, ([n] * done, [n] * done, [0] * done, ctx_list, ctx_list, [n] * done, clock_list)):
-                col.extend(v)
-        self.clock = clocks[-1]
-        return done, clocks
-
-    def _finish_stretch(self) -> None:
-        """The stretch's last step sampled the last token of its shortest requests: finish them as
-        `_advance` does, in running order."""
-        for r in self.running:
-            if r.generated >= r.out:
-                self._finish(r)
-        self.running = [r for r in self.running if r.computed >= 0]
-
     def _finish(self, r: RequestState) -> None:
         """`r` sampled its last token (at `r.last_s`): its blocks go back; the caller drops it from running."""
         if self.watch is not None and r.out > 1 and self.watch.finished(r.first_s, r.last_s, r.out):
@@ -323,21 +205,31 @@ class _Engine:
         self.in_flight -= 1
 
     def step(self) -> None:
+        scheduled, shape, cost_s = self.plan_step()
+        self.commit_step(scheduled, shape, self.clock + cost_s)
+
+    def plan_step(self) -> tuple[list[tuple[RequestState, int]], tuple[int, int, int, int, int], float]:
+        """Schedule the next step (its batch is then fixed): (batch, its shape, its duration)."""
         scheduled = self._prefill_v0() if not self.config.chunked_prefill and self.waiting else []
         if not scheduled:
             scheduled = self._continuous()
         if not scheduled:  # nothing fits even alone: a request longer than the pool
             raise RuntimeError("a request needs more KV blocks than the pool holds")
-        tok, pre, ctx, pairs, sampled = self._shape(scheduled)
+        shape = tok, pre, ctx, pairs, sampled = self._shape(scheduled)
         if self.split_prefill:
             chunks, chunk_pairs = self._prefill_split(scheduled)
-            self.clock += self.step_s(tok, len(scheduled), pre, ctx, pairs, sampled, prefill_seqs=chunks,  # type: ignore[call-arg]
-                                      prefill_pairs=chunk_pairs)
-        else:
-            self.clock += self.step_s(tok, len(scheduled), pre, ctx, pairs, sampled)
+            return scheduled, shape, self.step_s(tok, len(scheduled), pre, ctx, pairs, sampled,  # type: ignore[call-arg]
+                                                 prefill_seqs=chunks, prefill_pairs=chunk_pairs)
+        return scheduled, shape, self.step_s(tok, len(scheduled), pre, ctx, pairs, sampled)
+
+    def commit_step(self, scheduled: list[tuple[RequestState, int]], shape: tuple[int, int, int, int, int],
+                    end_s: float) -> None:
+        """Run the planned step until `end_s` (its own duration on, or a lockstep group's longest)."""
+        self.clock = end_s
         self.peak = max(self.peak, self.config.num_gpu_blocks - self.free)
         self.max_running = max(self.max_running, len(self.running))
         if self.record:
+            tok, pre, ctx, pairs, sampled = shape
             for col, v in zip(self.cols, (tok, len(scheduled), pre, ctx, pairs, sampled, self.clock)):
                 col.append(v)
         self._advance(scheduled)
@@ -388,7 +280,7 @@ def simulate(requests: list[Request], config: SchedulerConfig, step_s: StepCost,
     each finish, and stops the run as soon as it says the SLO is missed for sure: the trace is then
     partial and `extras["missed_slo"]` is True. `record=False` leaves the per-step columns and the
     ITL samples empty: a search probe needs only each request's send, first and last token times."""
-    engine = _Engine(requests, config, step_s, max_concurrency, frontend_s, watch, record)
+    engine = Engine(requests, config, step_s, max_concurrency, frontend_s, watch, record)
     while (engine.pending or engine.frontend or engine.waiting or engine.held or engine.running) and not engine.missed:
         if not engine.send():
             continue
