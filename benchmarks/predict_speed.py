@@ -4,7 +4,8 @@ answer, in-process, on this machine.
     .venv/bin/python benchmarks/predict_speed.py
 Cases: Llama-3.1-8B on one H100, 1,000 requests of 2,000-in/200-out at 20 req/s and all at once
 (vLLM 0.11 V1 scheduling); Qwen3-30B-A3B (MoE) at 1,000-in/1,000-out at 10 req/s, under 0.11 and
-under the default (newest) vLLM, whose async scheduling holds arrivals a step; and the issue's
+under the default (newest) vLLM, whose async scheduling holds arrivals a step, and that again on
+2 and 4 data-parallel replicas with expert parallelism (stepping in lockstep); and the issue's
 plan (20 req/s, P99 TTFT 2 s, TPOT 50 ms) over H100 and L40S.
 """
 from __future__ import annotations
@@ -29,6 +30,7 @@ CASES = (("llama-3.1-8b-instruct", "h100-sxm-80gb", Workload(2000, 200, 0.0, 100
          ("llama-3.1-8b-instruct", "h100-sxm-80gb", Workload(2000, 200, 0.0, 1000, math.inf), "0.11.0"),
          ("qwen3-30b-a3b", "h100-sxm-80gb", Workload(1000, 1000, 0.0, 1000, 10.0), "0.11.0"),
          ("qwen3-30b-a3b", "h100-sxm-80gb", Workload(1000, 1000, 0.0, 1000, 10.0), None))
+DP_CASES = (2, 4)  # the MoE case at the newest vLLM again, as --data-parallel-size N --enable-expert-parallel (lockstep)
 
 
 def best_of(n: int, fn) -> tuple[float, object]:
@@ -44,13 +46,16 @@ def main() -> int:
     ok = True
     # the measured-kernel step cost too when its tables are installed (kvplan[kernels] or KVPLAN_KERNEL_DATA)
     perf_models = ["roofline"] + (["kernels"] if kernels_available("h100-sxm-80gb") else [])
-    for (model, gpu, workload, version), perf_model in itertools.product(CASES, perf_models):
+    dp_cases = [(CASES[-1], dp) for dp in DP_CASES]
+    for ((model, gpu, workload, version), dp), perf_model in itertools.product([(c, 1) for c in CASES] + dp_cases,
+                                                                                perf_models):
         spec = load_model(model)
-        args = EngineArgs(gpu=load_gpu(gpu), **({"vllm_version": version} if version else {}))
+        args = EngineArgs.from_flags(gpu=load_gpu(gpu), data_parallel_size=dp, enable_expert_parallel=dp > 1,
+                                     **({"vllm_version": version} if version else {}))
         reqs = workload.requests()
         s, pred = best_of(3, lambda: predict(spec, args, reqs, perf_model=perf_model))
         f = pred.figures  # type: ignore[attr-defined]
-        print(f"predict {model} on {gpu} ({perf_model}, vLLM {args.vllm_version}), {workload.num_prompts} x {workload.random_input_len}/"
+        print(f"predict {model} on {gpu}{f' DP{dp}+EP' if dp > 1 else ''} ({perf_model}, vLLM {args.vllm_version}), {workload.num_prompts} x {workload.random_input_len}/"
               f"{workload.random_output_len} at {workload.request_rate:g} req/s: {s:.3f} s ({f['num_steps']} steps; "
               f"{f['output_throughput']:.0f} tok/s, mean TTFT {f['mean_ttft_ms']:.0f} ms, mean TPOT {f['mean_tpot_ms']:.1f} ms)")
         ok &= s < 1.0
