@@ -31,7 +31,7 @@ import numpy as np
 from kvplan.errors import KvplanError
 from kvplan.perf.gpu_cost import (ACTIVATION_BYTES, Coefficients, GpuStepModel, compute_peak_flops, fitted_coefficients,
                                   host_step_s, moe_layer_count)
-from kvplan.perf.kernel_grids import allreduce_grid, attention_grids, gemm_grid, moe_grid
+from kvplan.perf.kernel_grids import attention_grids, collective_grids, gemm_grid, moe_grid
 from kvplan.perf.kernel_tables import AIC_SYSTEMS, data_root, system_tables
 from kvplan.plan import overheads as oh
 from kvplan.spec.gpu import GpuSpec
@@ -104,6 +104,7 @@ class KernelStepModel:
     # the same collectives launched eagerly: steps above the largest captured CUDA graph
     eager_allreduce: Callable[[float], float] | None = None
     eager_moe_allreduce: Callable[[float], float] | None = None
+    dp_dispatch: Callable[[float], float] | None = None  # measured NCCL all-gather + reduce-scatter across replicas
     router_gemm: Callable[[float, float, float], float] | None = None  # bf16: vLLM never quantizes the MoE gate
     captured_tokens: int = CUDAGRAPH_MAX_TOKENS  # largest step a CUDA graph replays (0: --enforce-eager)
     peak_flops_per_s: float = 0.0
@@ -153,8 +154,11 @@ class KernelStepModel:
         if group_moe:
             group = self.tp * self.dp
             values = group_tokens * h
-            measured = (self.eager_moe_allreduce if eager else None) or self.moe_allreduce
-            comm += group_moe * (measured(values) if measured is not None else self._allreduce_roofline_ms(values, group))
+            if self.dp_dispatch is not None:  # NCCL across the replicas, then each replica's TP all-reduce
+                comm += group_moe * (self.dp_dispatch(values) + (self._tp_allreduce_ms(tokens * h, eager) if tp > 1 else 0.0))
+            else:
+                measured = (self.eager_moe_allreduce if eager else None) or self.moe_allreduce
+                comm += group_moe * (measured(values) if measured is not None else self._allreduce_roofline_ms(values, group))
         head = self._gemm_ms(sampled, s.vocab_size / tp, h)
         rest = self.other_weights / tp  # MLA projections, Mamba/DeltaNet mixers, ...: as GEMMs from the hidden size
         other = self._gemm_ms(tokens, rest / h, h) if rest else 0.0
@@ -362,15 +366,11 @@ class KernelStepModel:
                                                                                 kv_dtype, sources)
         group = tp * dp
         moe = moe_grid(tables, spec, moe_dtype, (1, group) if expert_parallel else (group, 1), sources)
-        allreduce = allreduce_grid(tables, tp, sources) if tp > 1 else None
-        moe_allreduce = allreduce_grid(tables, group, sources, "moe_allreduce") if dp > 1 and group > 1 else None
-        eager_allreduce = allreduce_grid(tables, tp, {}, graph=False) if tp > 1 else None
-        eager_moe_allreduce = allreduce_grid(tables, group, {}, graph=False) if dp > 1 and group > 1 else None
-        model = cls(spec, tp, roofline, gemm, context, generation, moe, allreduce, sources,
+        comms = collective_grids(tables, tp, dp if spec.moe_shape[0] else 1, sources)
+        model = cls(spec, tp, roofline, gemm, context, generation, moe, comms.pop("allreduce"), sources,
                     peak_flops_per_s=compute_peak_flops(gpu, spec.quant.method),
-                    bandwidth_bytes_per_s=float(gpu.memory_bandwidth_gbps or 0) * 1e9, dp=dp, moe_allreduce=moe_allreduce,
-                    eager_allreduce=eager_allreduce, eager_moe_allreduce=eager_moe_allreduce, router_gemm=router_gemm,
-                    captured_tokens=captured, overlaps_cpu=(  # as the server runs; None: the version's default
+                    bandwidth_bytes_per_s=float(gpu.memory_bandwidth_gbps or 0) * 1e9, dp=dp, router_gemm=router_gemm,
+                    **comms, captured_tokens=captured, overlaps_cpu=(  # as the server runs; None: the version's default
                         oh.schedules_async_by_default(vllm_version) if async_scheduling is None else async_scheduling))
         if model.other_weights:
             sources["other_linear"] = (f"{model.other_weights / 1e9:.2f}B weights outside q/k/v/o and MLP shapes "
@@ -385,7 +385,7 @@ class KernelStepModel:
                 sources.pop(op, None)
         if tp > 1 and spec.tp_norm_allreduces:
             sources["allreduce"] += f"; {spec.tp_norm_allreduces} more a step for norms spanning the TP group (q/k over all heads)"
-        for op, eager_grid in (("allreduce", eager_allreduce), ("moe_allreduce", eager_moe_allreduce)):
+        for op, eager_grid in (("allreduce", model.eager_allreduce), ("moe_allreduce", model.eager_moe_allreduce)):
             if op in sources and eager_grid is not None:
                 sources[op] += f"; its eager-launch timings in steps above {captured} tokens (not captured)"
         if router_gemm is not None:

@@ -98,3 +98,41 @@ def allreduce_grid(tables: dict, gpus: int, sources: dict[str, str], op: str = "
     if graph:  # the eager table is the same source, named by the caller beside this one
         sources[op] = f"{ref.source} custom all-reduce x{gpus} (CUDA graph)"
     return LogGrid(rows, ["message_size"])
+
+
+def dp_dispatch_grid(tables: dict, dp: int, sources: dict[str, str]) -> Callable[[float], float] | None:
+    """A MoE layer's exchange across `dp` data-parallel replicas, as vLLM's default all2all backend
+    (allgather_reducescatter) does it: an NCCL all-gather of every replica's hidden states before
+    the experts and an NCCL reduce-scatter of their outputs after, each of the group's values
+    (tokens x hidden, bf16; the table's message size is the whole buffer in elements). None when the
+    system has no NCCL table."""
+    ref = tables.get("nccl")
+    if ref is None:
+        return None
+    f = ref.frame
+    grids = []
+    for op in ("all_gather", "reduce_scatter"):
+        rows = f[(f["op_name"] == op) & (f["num_gpus"] == dp) & (f["nccl_dtype"] == "half")]
+        if rows.empty:
+            return None
+        grids.append(LogGrid(rows, ["message_size"]))
+    sources["moe_allreduce"] = f"{ref.source} all_gather + reduce_scatter x{dp} (bf16) across the data-parallel replicas"
+    gather, scatter = grids
+    return lambda values: gather(values) + scatter(values)
+
+
+def collective_grids(tables: dict, tp: int, dp: int, sources: dict[str, str]) -> dict[str, Any]:
+    """The step's collectives, as `KernelStepModel` fields: the TP all-reduce (in a CUDA graph and
+    eager), and with `dp` > 1 (a MoE model's replicas) the MoE layers' exchange across them: NCCL's
+    all-gather + reduce-scatter then the TP all-reduce, or without an NCCL table one custom
+    all-reduce's bytes over all dp x tp GPUs."""
+    group = tp * dp
+    dispatch = dp_dispatch_grid(tables, dp, sources) if dp > 1 else None
+    pooled = dp > 1 and group > 1 and dispatch is None
+    if dispatch is not None and tp > 1:
+        sources["moe_allreduce"] += f"; then each replica's custom all-reduce x{tp}"
+    return {"allreduce": allreduce_grid(tables, tp, sources) if tp > 1 else None,
+            "moe_allreduce": allreduce_grid(tables, group, sources, "moe_allreduce") if pooled else None,
+            "eager_allreduce": allreduce_grid(tables, tp, {}, graph=False) if tp > 1 else None,
+            "eager_moe_allreduce": allreduce_grid(tables, group, {}, graph=False) if pooled else None,
+            "dp_dispatch": dispatch}

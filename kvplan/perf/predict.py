@@ -147,9 +147,9 @@ def step_sources(model: Any, spec: ModelSpec, args: EngineArgs) -> dict[str, str
     sources = dict(getattr(model, "sources", {}) or {"all ops": "roofline (datasheet, kvplan's global coefficients)"})
     if args.data_parallel_size > 1 and spec.moe_shape[0]:
         # measured: on the attention-DP configurations of AIConfigurator's vLLM silicon rows
-        # (MiniMax-M2.5, Kimi-K2.5 on B200/B300) the kernel model's TPOT reads 19% under (median,
-        # lockstep included); MiniMax-M2.5 TP2+DP2 decodes no faster than TP2 alone at the same
-        # total concurrency, where this model halves each GPU's expert reads
+        # (MiniMax-M2.5, Kimi-K2.5 on B200/B300) the kernel model's TPOT reads 17% under (median,
+        # lockstep and the NCCL exchange included); MiniMax-M2.5 TP2+DP2 decodes no faster than TP2
+        # alone at the same total concurrency, where this model reads each GPU's experts in half
         sources["data_parallel"] = (f"{args.data_parallel_size} replicas step in lockstep through the MoE layers: "
                                     "each step lasts as long as the slowest replica's (its batch padded to the "
                                     "largest). Not modeled: vLLM's per-step DP coordination. On measured vLLM DP "

@@ -2,6 +2,7 @@
 H100 vLLM 0.24.0 tables (tests/data/aiconfigurator/kernels, SOURCES.md)."""
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -222,6 +223,36 @@ def test_a_group_wider_than_a_node_says_its_collectives_are_not_modeled(monkeypa
     wide = KernelStepModel.build(spec, gpu, tp=4, dp=4, expert_parallel=True)
     assert "16 GPUs are more than one 8-GPU node" in wide.sources["moe_allreduce"]
     assert "node" not in KernelStepModel.build(spec, gpu, tp=4, dp=2, expert_parallel=True).sources["moe_allreduce"]
+
+
+def test_data_parallel_moe_layers_exchange_tokens_over_nccl(monkeypatch, tmp_path) -> None:
+    """--data-parallel-size 2 on a MoE model: each MoE layer all-gathers the replicas' hidden states
+    and reduce-scatters the experts' outputs over NCCL (vLLM's allgather_reducescatter backend),
+    timed from NCCL's measured table, then reduces within each replica's TP group; a system without
+    the NCCL table falls back to one custom all-reduce's bytes over the whole group."""
+    monkeypatch.setenv(DATA_ENV, str(DATA))
+    system_tables.cache_clear()
+    spec, gpu = load_model(str(CONFIGS / "MiniMaxAI--MiniMax-M2.5_config.json")), load_gpu("h100-sxm-80gb")
+    model = KernelStepModel.build(spec, gpu, tp=2, dp=2, expert_parallel=True)
+    nccl = pd.read_csv(DATA / "h100_sxm" / "comm" / "nccl" / "2.29.2" / "nccl_perf.csv")
+    at = nccl[(nccl["num_gpus"] == 2) & (nccl["message_size"] == 65536)].set_index("op_name")["latency"]
+    assert model.dp_dispatch(65536) == pytest.approx(at["all_gather"] + at["reduce_scatter"])
+    assert "nccl 2.29.2 all_gather + reduce_scatter x2" in model.sources["moe_allreduce"]
+    assert "custom all-reduce x2" in model.sources["moe_allreduce"]  # each replica's TP group after it
+    tokens, h, layers = 64, spec.hidden_size, spec.num_layers
+    without = KernelStepModel.build(spec, gpu, tp=2, dp=2, expert_parallel=True)
+    without.dp_dispatch = None  # the same model without the exchange: one all-reduce's bytes over the group
+    moe_comm = model.dp_dispatch(2 * tokens * h) + model._tp_allreduce_ms(tokens * h)
+    pooled = without._allreduce_roofline_ms(2 * tokens * h, 4)
+    assert model._linear_ms(tokens, tokens) - without._linear_ms(tokens, tokens) == pytest.approx(layers * (moe_comm - pooled))
+    bare = tmp_path / "h100_sxm" / "comm"  # the same tables but NCCL's
+    shutil.copytree(DATA / "h100_sxm", tmp_path / "h100_sxm")
+    shutil.rmtree(bare / "nccl")
+    monkeypatch.setenv(DATA_ENV, str(tmp_path))
+    system_tables.cache_clear()
+    fallback = KernelStepModel.build(spec, gpu, tp=2, dp=2, expert_parallel=True)
+    assert fallback.dp_dispatch is None and "custom all-reduce x4" in fallback.sources["moe_allreduce"]
+    system_tables.cache_clear()
 
 
 def test_sliding_window_layers_attend_to_their_window_only(monkeypatch) -> None:
