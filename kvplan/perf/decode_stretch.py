@@ -10,6 +10,15 @@ import numpy as np
 from kvplan.perf.request_state import RequestState
 
 
+def stretch_clocks(costs: np.ndarray, clock: float, due: float) -> np.ndarray:
+    """The end times of a stretch's steps (`costs` each, from `clock`), up to the one running when
+    `due` comes. Accumulated left to right (cumsum is sequential: (clock + dt0) + dt1 + ...), so each
+    value is the one the step-by-step loop would produce, bit for bit."""
+    costs[0] += clock
+    clocks = costs.cumsum()
+    return clocks[:min(len(clocks), 1 + int(clocks.searchsorted(due)))]
+
+
 class DecodeStretches:
     """Decode stretches of `schedule.Engine`: every attribute used here is the engine's (its
     requests, block pool, clock and recorded columns)."""
@@ -124,12 +133,9 @@ class DecodeStretches:
         by n a step; the clock is accumulated left to right from the current one (cumsum is
         sequential), so every value is the one the step-by-step loop would produce, bit for bit. A
         step runs while the clock before it is short of `due`. Returns (steps run, their end times)."""
-        clocks = self.stretch_costs(n, steps, ctx0)
-        clocks[0] += self.clock  # cumsum from here: (clock + dt0) + dt1 + ...
-        clocks = clocks.cumsum()
-        done = min(steps, 1 + int(clocks.searchsorted(due)))
-        self.record_stretch(n, ctx0, clocks[:done])
-        return done, clocks[:done]
+        clocks = stretch_clocks(self.stretch_costs(n, steps, ctx0), self.clock, due)
+        self.record_stretch(n, ctx0, clocks)
+        return len(clocks), clocks
 
     def stretch_costs(self, n: int, steps: int, ctx0: int, ahead: int = 0) -> np.ndarray:
         """Each step's duration in a stretch of `steps` decodes of `n` requests holding `ctx0` tokens.

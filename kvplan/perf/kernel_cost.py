@@ -100,11 +100,10 @@ class KernelStepModel:
     allreduce: Callable[[float], float] | None
     sources: dict[str, str] = field(default_factory=dict)
     dp: int = 1  # --data-parallel-size: replicas whose tokens meet in every MoE layer
-    moe_allreduce: Callable[[float], float] | None = None  # over the MoE group (dp x tp GPUs) when dp > 1
+    moe_allreduce: Callable[[float], float] | None = None  # dp > 1: a MoE layer's exchange across replicas (kernel_grids)
     # the same collectives launched eagerly: steps above the largest captured CUDA graph
     eager_allreduce: Callable[[float], float] | None = None
     eager_moe_allreduce: Callable[[float], float] | None = None
-    dp_dispatch: Callable[[float], float] | None = None  # measured NCCL all-gather + reduce-scatter across replicas
     router_gemm: Callable[[float, float, float], float] | None = None  # bf16: vLLM never quantizes the MoE gate
     captured_tokens: int = CUDAGRAPH_MAX_TOKENS  # largest step a CUDA graph replays (0: --enforce-eager)
     peak_flops_per_s: float = 0.0
@@ -154,11 +153,8 @@ class KernelStepModel:
         if group_moe:
             group = self.tp * self.dp
             values = group_tokens * h
-            if self.dp_dispatch is not None:  # NCCL across the replicas, then each replica's TP all-reduce
-                comm += group_moe * (self.dp_dispatch(values) + (self._tp_allreduce_ms(tokens * h, eager) if tp > 1 else 0.0))
-            else:
-                measured = (self.eager_moe_allreduce if eager else None) or self.moe_allreduce
-                comm += group_moe * (measured(values) if measured is not None else self._allreduce_roofline_ms(values, group))
+            measured = (self.eager_moe_allreduce if eager else None) or self.moe_allreduce
+            comm += group_moe * (measured(values) if measured is not None else self._allreduce_roofline_ms(values, group))
         head = self._gemm_ms(sampled, s.vocab_size / tp, h)
         rest = self.other_weights / tp  # MLA projections, Mamba/DeltaNet mixers, ...: as GEMMs from the hidden size
         other = self._gemm_ms(tokens, rest / h, h) if rest else 0.0

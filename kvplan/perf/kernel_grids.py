@@ -123,16 +123,21 @@ def dp_dispatch_grid(tables: dict, dp: int, sources: dict[str, str]) -> Callable
 
 def collective_grids(tables: dict, tp: int, dp: int, sources: dict[str, str]) -> dict[str, Any]:
     """The step's collectives, as `KernelStepModel` fields: the TP all-reduce (in a CUDA graph and
-    eager), and with `dp` > 1 (a MoE model's replicas) the MoE layers' exchange across them: NCCL's
-    all-gather + reduce-scatter then the TP all-reduce, or without an NCCL table one custom
-    all-reduce's bytes over all dp x tp GPUs."""
+    eager) and, with `dp` > 1 (a MoE model's replicas), the MoE layers' exchange across them at the
+    group's values: NCCL's all-gather + reduce-scatter then each replica's TP all-reduce of its own
+    share, or, without those tables, one custom all-reduce's bytes over all dp x tp GPUs."""
     group = tp * dp
-    dispatch = dp_dispatch_grid(tables, dp, sources) if dp > 1 else None
-    pooled = dp > 1 and group > 1 and dispatch is None
-    if dispatch is not None and tp > 1:
-        sources["moe_allreduce"] += f"; then each replica's custom all-reduce x{tp}"
-    return {"allreduce": allreduce_grid(tables, tp, sources) if tp > 1 else None,
+    allreduce = allreduce_grid(tables, tp, sources) if tp > 1 else None
+    eager_allreduce = allreduce_grid(tables, tp, {}, graph=False) if tp > 1 else None
+    dispatch = dp_dispatch_grid(tables, dp, sources) if dp > 1 and (tp == 1 or allreduce is not None) else None
+    if dispatch is not None:
+        if tp > 1:
+            sources["moe_allreduce"] += f"; then each replica's custom all-reduce x{tp}"
+        exchange = [lambda v, ar=ar: dispatch(v) + (ar(v / dp) if ar is not None else 0.0)
+                    for ar in (allreduce, eager_allreduce or allreduce)]
+        return {"allreduce": allreduce, "eager_allreduce": eager_allreduce,
+                "moe_allreduce": exchange[0], "eager_moe_allreduce": exchange[1]}
+    pooled = dp > 1 and group > 1
+    return {"allreduce": allreduce, "eager_allreduce": eager_allreduce,
             "moe_allreduce": allreduce_grid(tables, group, sources, "moe_allreduce") if pooled else None,
-            "eager_allreduce": allreduce_grid(tables, tp, {}, graph=False) if tp > 1 else None,
-            "eager_moe_allreduce": allreduce_grid(tables, group, {}, graph=False) if pooled else None,
-            "dp_dispatch": dispatch}
+            "eager_moe_allreduce": allreduce_grid(tables, group, {}, graph=False) if pooled else None}

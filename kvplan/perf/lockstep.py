@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kvplan.perf.decode_stretch import stretch_clocks
 from kvplan.perf.random_dataset import Request
 from kvplan.perf.schedule import Engine, SchedulerConfig, StepCost
 from kvplan.perf.trace import Trace
@@ -29,10 +30,8 @@ def _decode_together(engines: list[Engine], clock: float) -> bool:
     due = min(e.next_event_s() for e in engines)
     if common < 2 or clock >= due:
         return False
-    clocks = np.max([e.stretch_costs(len(e.running), common, ctx0, ahead=steps) for e, steps, ctx0 in runs], axis=0)
-    clocks[0] += clock
-    clocks = clocks.cumsum()
-    clocks = clocks[:min(common, 1 + int(clocks.searchsorted(due)))]
+    slowest = np.max([e.stretch_costs(len(e.running), common, ctx0, ahead=steps) for e, steps, ctx0 in runs], axis=0)
+    clocks = stretch_clocks(slowest, clock, due)
     for e, steps, ctx0 in runs:
         e.record_stretch(len(e.running), ctx0, clocks)
         e.run_stretch(len(clocks), steps, clocks)

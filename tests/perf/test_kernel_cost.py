@@ -236,13 +236,16 @@ def test_data_parallel_moe_layers_exchange_tokens_over_nccl(monkeypatch, tmp_pat
     model = KernelStepModel.build(spec, gpu, tp=2, dp=2, expert_parallel=True)
     nccl = pd.read_csv(DATA / "h100_sxm" / "comm" / "nccl" / "2.29.2" / "nccl_perf.csv")
     at = nccl[(nccl["num_gpus"] == 2) & (nccl["message_size"] == 65536)].set_index("op_name")["latency"]
-    assert model.dp_dispatch(65536) == pytest.approx(at["all_gather"] + at["reduce_scatter"])
+    # 65,536 values of the group: NCCL's two collectives of that buffer, then each replica's half all-reduced
+    assert model.moe_allreduce(65536) == pytest.approx(at["all_gather"] + at["reduce_scatter"] + model.allreduce(32768))
+    assert model.eager_moe_allreduce(65536) == pytest.approx(at["all_gather"] + at["reduce_scatter"]
+                                                             + model.eager_allreduce(32768))
     assert "nccl 2.29.2 all_gather + reduce_scatter x2" in model.sources["moe_allreduce"]
     assert "custom all-reduce x2" in model.sources["moe_allreduce"]  # each replica's TP group after it
     tokens, h, layers = 64, spec.hidden_size, spec.num_layers
     without = KernelStepModel.build(spec, gpu, tp=2, dp=2, expert_parallel=True)
-    without.dp_dispatch = None  # the same model without the exchange: one all-reduce's bytes over the group
-    moe_comm = model.dp_dispatch(2 * tokens * h) + model._tp_allreduce_ms(tokens * h)
+    without.moe_allreduce = None  # the same model without the exchange: one all-reduce's bytes over the group
+    moe_comm = model.moe_allreduce(2 * tokens * h)
     pooled = without._allreduce_roofline_ms(2 * tokens * h, 4)
     assert model._linear_ms(tokens, tokens) - without._linear_ms(tokens, tokens) == pytest.approx(layers * (moe_comm - pooled))
     bare = tmp_path / "h100_sxm" / "comm"  # the same tables but NCCL's
@@ -251,7 +254,7 @@ def test_data_parallel_moe_layers_exchange_tokens_over_nccl(monkeypatch, tmp_pat
     monkeypatch.setenv(DATA_ENV, str(tmp_path))
     system_tables.cache_clear()
     fallback = KernelStepModel.build(spec, gpu, tp=2, dp=2, expert_parallel=True)
-    assert fallback.dp_dispatch is None and "custom all-reduce x4" in fallback.sources["moe_allreduce"]
+    assert "nccl" not in fallback.sources["moe_allreduce"] and "custom all-reduce x4" in fallback.sources["moe_allreduce"]
     system_tables.cache_clear()
 
 
