@@ -133,10 +133,11 @@ def collective_grids(tables: dict, tp: int, dp: int, sources: dict[str, str]) ->
     if dispatch is not None:
         if tp > 1:
             sources["moe_allreduce"] += f"; then each replica's custom all-reduce x{tp}"
-        exchange = [lambda v, ar=ar: dispatch(v) + (ar(v / dp) if ar is not None else 0.0)
-                    for ar in (allreduce, eager_allreduce or allreduce)]
-        return {"allreduce": allreduce, "eager_allreduce": eager_allreduce,
-                "moe_allreduce": exchange[0], "eager_moe_allreduce": exchange[1]}
+        graph, eager = [lambda v, ar=ar: dispatch(v) + (ar(v / dp) if ar is not None else 0.0)
+                        for ar in (allreduce, eager_allreduce)]
+        # NCCL's table has no graph/eager split: only a replica's TP all-reduce launches differently
+        return {"allreduce": allreduce, "eager_allreduce": eager_allreduce, "moe_allreduce": graph,
+                "eager_moe_allreduce": eager if eager_allreduce is not None else None}
     pooled = dp > 1 and group > 1
     return {"allreduce": allreduce, "eager_allreduce": eager_allreduce,
             "moe_allreduce": allreduce_grid(tables, group, sources, "moe_allreduce") if pooled else None,
