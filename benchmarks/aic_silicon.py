@@ -22,7 +22,10 @@ P90 |error| of mean TTFT and TPOT per tool, over the rows every tool predicts, p
 
 Each row is asked as it was run: its GEMM/MoE quantization (`gemm_quant_mode`: fp8 on a bf16
 checkpoint is vLLM's runtime --quantization fp8; nvfp4 on a checkpoint that is not already 4-bit is
-a ModelOpt NVFP4 checkpoint of the same architecture; int4_wo and gpt-oss's 4-bit are the
+NVIDIA's published ModelOpt NVFP4 checkpoint of the model where tests/data carries its config
+(nvidia/MiniMax-M2.5-NVFP4, nvidia/Kimi-K2.5-NVFP4: attention kept in bf16, an FP8 KV cache, both as
+the checkpoint declares), else one synthesized from the architecture (Llama-3.1-70B: every linear
+layer but lm_head in NVFP4, a bf16 KV cache); int4_wo and gpt-oss's 4-bit are the
 checkpoints' own), --data-parallel-size `attention_dp_size` and --enable-expert-parallel when
 `moe_ep_size` > 1; the client's concurrency is `silicon_concurrency` from the row's source (=
 batch_size x attention_dp_size). Errors are grouped by dense / MoE and by quantization too.
@@ -46,6 +49,8 @@ MODELS = {"Qwen/Qwen3-32B": ("Qwen--Qwen3-32B", None), "Qwen/Qwen3-235B-A22B-FP8
           "openai/gpt-oss-120b": ("openai--gpt-oss-120b", None), "MiniMaxAI/MiniMax-M2.5": ("MiniMaxAI--MiniMax-M2.5", None),
           "moonshotai/Kimi-K2.5": ("moonshotai--Kimi-K2.5", None),
           "nvidia/Llama-3.1-8B-Instruct-FP8": ("meta-llama--Meta-Llama-3.1-8B", "fp8")}
+# NVIDIA's ModelOpt NVFP4 checkpoints of these models, as AIConfigurator ships their configs
+NVFP4_CHECKPOINTS = {"MiniMaxAI/MiniMax-M2.5": "nvidia--MiniMax-M2.5-NVFP4", "moonshotai/Kimi-K2.5": "nvidia--Kimi-K2.5-NVFP4"}
 OFFLINE_IDS = ("meta-llama/Llama-3.1-70B", "nvidia/Llama-3.1-8B-Instruct-FP8")  # AIConfigurator would download these
 GPUS = {"h100_sxm": "h100-sxm-80gb", "h200_sxm": "h200-sxm-141gb", "b200_sxm": "b200-sxm-180gb", "b300_sxm": "b300-sxm-288gb"}
 
@@ -119,6 +124,9 @@ def row_model(r: dict, cache: dict) -> tuple[object, str | None] | str:
         return spec, "fp8"  # vLLM --quantization fp8 on the bf16 checkpoint
     if mode == "nvfp4" and method in ("mxfp4", "nvfp4"):
         return spec, None  # gpt-oss's own 4-bit experts (AIConfigurator's label for them)
+    if mode == "nvfp4" and r["model_path"] in NVFP4_CHECKPOINTS:
+        name = NVFP4_CHECKPOINTS[r["model_path"]]
+        return cache.get(name) or cache.setdefault(name, load_model(str(CONFIGS / f"{name}_config.json"))), None
     if mode == "nvfp4":
         key = name + "+nvfp4"
         if key not in cache:

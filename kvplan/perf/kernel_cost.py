@@ -3,7 +3,8 @@ vLLM timing tables (`kernel_tables`), a physical roofline only for the ops it ha
 
 One step on one GPU of a TP group (pipeline stages run in turn, as in `gpu_cost`):
 
-    per attention layer   QKV and O GEMMs (m = the step's tokens); context attention of the prefill
+    per attention layer   QKV and O GEMMs (m = the step's tokens; bf16 where the checkpoint keeps
+                          attention unquantized, `kernel_dtypes`); context attention of the prefill
                           chunks (the table's full-prompt time scaled to the chunk's query x key
                           pairs); generation attention of the decode requests (batch, mean context)
     per MLP layer         gate_up and down GEMMs; an MoE layer: the measured fused-MoE kernel at
@@ -31,11 +32,12 @@ import numpy as np
 from kvplan.errors import KvplanError
 from kvplan.perf.gpu_cost import (ACTIVATION_BYTES, Coefficients, GpuStepModel, compute_peak_flops, fitted_coefficients,
                                   host_step_s, moe_layer_count)
+from kvplan.perf.kernel_dtypes import attention_gemm_dtype, kernel_dtypes
 from kvplan.perf.kernel_grids import attention_grids, collective_grids, gemm_grid, moe_grid
 from kvplan.perf.kernel_tables import AIC_SYSTEMS, data_root, system_tables
 from kvplan.plan import overheads as oh
 from kvplan.spec.gpu import GpuSpec
-from kvplan.spec.model import ModelSpec, text_config
+from kvplan.spec.model import ModelSpec
 
 # vLLM V1 captures CUDA graphs for batches up to min(2 x max_num_seqs, 512) tokens; a larger step
 # (a prefill chunk) runs its kernels eagerly. The default max_num_seqs (>= 256) makes that 512.
@@ -46,33 +48,6 @@ ATTENTION_KINDS = STANDARD_ATTENTION + ("mla", "cross", "shared")  # layers that
 # kernels vLLM runs outside the timed ops (counts read off its decoder layers; see `untimed_kernels`)
 UNTIMED_PER_LAYER = 4
 UNTIMED_PER_MOE_LAYER = 8
-
-
-INT4_WEIGHT_ONLY = ("w4a16", "gptq", "awq", "gptq_marlin", "awq_marlin")
-
-
-def kernel_dtypes(spec: ModelSpec, quantization: str | None) -> tuple[str | None, str | None]:
-    """(dense GEMM table, fused-MoE table) vLLM runs a model's weights on, by its quantization as
-    vLLM names it; None: not measured, roofline. fp8 (runtime, a checkpoint's, compressed-tensors
-    w8a8 fp8, ModelOpt FP8): fp8, or fp8_block for 128x128-block checkpoints; ModelOpt NVFP4: nvfp4;
-    MXFP4 (gpt-oss: experts only): bf16 GEMMs, w4a16_mxfp4 experts; int4 weight-only (GPTQ, AWQ,
-    compressed-tensors w4a16, their Marlin kernels): int4_wo experts, and bf16 GEMMs where the
-    checkpoint keeps attention in 16 bits (no int4 dense GEMM is measured)."""
-    runtime = quantization and quantization != "none" and spec.quant.method == "none"
-    method = (quantization if runtime else spec.quant.method).lower().replace("-", "_")
-    if method == "none":
-        return "bfloat16", "bfloat16"
-    if method == "fp8":
-        block = (text_config(spec.config).get("quantization_config") or {}).get("weight_block_size") if spec.config else None
-        return ("fp8_block", "fp8_block") if block else ("fp8", "fp8")
-    if method == "nvfp4":
-        return "nvfp4", "nvfp4"
-    if method == "mxfp4":
-        return "bfloat16", "w4a16_mxfp4"
-    if method in INT4_WEIGHT_ONLY:
-        attention = {g: pct for g, _, pct in spec.quant.groups}.get("attention")
-        return ("bfloat16" if attention == 0 else None), "int4_wo"
-    return None, None
 
 
 def measured_system(gpu: GpuSpec) -> tuple[str, Any]:
@@ -105,6 +80,7 @@ class KernelStepModel:
     eager_allreduce: Callable[[float], float] | None = None
     eager_moe_allreduce: Callable[[float], float] | None = None
     router_gemm: Callable[[float, float, float], float] | None = None  # bf16: vLLM never quantizes the MoE gate
+    attention_gemm: Callable[[float, float, float], float] | None = None  # a checkpoint's unquantized attention (else gemm)
     captured_tokens: int = CUDAGRAPH_MAX_TOKENS  # largest step a CUDA graph replays (0: --enforce-eager)
     peak_flops_per_s: float = 0.0
     bandwidth_bytes_per_s: float = 0.0
@@ -126,12 +102,15 @@ class KernelStepModel:
         return 1e3 * max(flops / (self.peak_flops_per_s * c.gemm_efficiency),
                          read / (self.bandwidth_bytes_per_s * c.hbm_efficiency))
 
+    def _attention_gemm_ms(self, m: float, n: float, k: float) -> float:
+        return self.attention_gemm(m, n, k) if self.attention_gemm is not None and m > 0 else self._gemm_ms(m, n, k)
+
     @lru_cache(maxsize=4096)  # noqa: B019 - one model object per prediction; steps repeat their token counts
     def _linear_ms(self, tokens: int, sampled: int) -> float:
         s, tp, h = self.spec, self.tp, self.spec.hidden_size
         d, heads, kv = s.head_dim, s.num_attention_heads, s.num_kv_heads
         attn_layers = self.standard_attention_layers
-        qkv = self._gemm_ms(tokens, (heads + 2 * kv) * d / tp, h) + self._gemm_ms(tokens, h, heads * d / tp)
+        qkv = self._attention_gemm_ms(tokens, (heads + 2 * kv) * d / tp, h) + self._attention_gemm_ms(tokens, h, heads * d / tp)
         n_exp, k, inter, n_shared = s.moe_shape
         expert = 3 * h * inter if inter else 0
         n_moe = self.moe_layers
@@ -157,7 +136,8 @@ class KernelStepModel:
             comm += group_moe * (measured(values) if measured is not None else self._allreduce_roofline_ms(values, group))
         head = self._gemm_ms(sampled, s.vocab_size / tp, h)
         rest = self.other_weights / tp  # MLA projections, Mamba/DeltaNet mixers, ...: as GEMMs from the hidden size
-        other = self._gemm_ms(tokens, rest / h, h) if rest else 0.0
+        # the rest is MLA's projections (attention weights: their table) unless the model has mixers
+        other = ((self._gemm_ms if s.params.mixer else self._attention_gemm_ms)(tokens, rest / h, h)) if rest else 0.0
         return attn_layers * qkv + mlp + comm + head + other + self._elementwise_ms(tokens)
 
     def _tp_allreduce_ms(self, values: float, eager: bool = False) -> float:
@@ -357,6 +337,11 @@ class KernelStepModel:
         heads, kv_heads = spec.num_attention_heads // tp, max(1, spec.num_kv_heads // tp)
         captured = 0 if enforce_eager else oh.cudagraph_capture_tokens(max_num_seqs)  # --enforce-eager: none
         gemm = gemm_grid(tables, gemm_dtype, sources, captured)
+        attention_dtype = attention_gemm_dtype(spec, quantization, gemm_dtype)
+        attention_gemm = None
+        if attention_dtype != gemm_dtype:  # the checkpoint keeps its attention layers out of the scheme
+            attention_gemm = gemm_grid(tables, attention_dtype, attention_sources := {}, captured)
+            sources["attention_gemm"] = attention_sources.get("gemm", "roofline") + " (the checkpoint leaves attention unquantized)"
         router_gemm = gemm_grid(tables, "bfloat16", {}, captured) if spec.moe_shape[0] else None
         context, generation = (None, None) if spec.is_mla else attention_grids(tables, heads, kv_heads, spec.head_dim,
                                                                                 kv_dtype, sources)
@@ -366,6 +351,7 @@ class KernelStepModel:
         model = cls(spec, tp, roofline, gemm, context, generation, moe, comms.pop("allreduce"), sources,
                     peak_flops_per_s=compute_peak_flops(gpu, spec.quant.method),
                     bandwidth_bytes_per_s=float(gpu.memory_bandwidth_gbps or 0) * 1e9, dp=dp, router_gemm=router_gemm,
+                    attention_gemm=attention_gemm,
                     **comms, captured_tokens=captured, overlaps_cpu=(  # as the server runs; None: the version's default
                         oh.schedules_async_by_default(vllm_version) if async_scheduling is None else async_scheduling))
         if model.other_weights:

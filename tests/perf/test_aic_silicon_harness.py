@@ -51,3 +51,15 @@ def test_gap_rows_use_aiperf_only_when_asked():
     assert a.harness(gap, "aiperf") is a.HARNESSES["aiperf"]
     assert a.harness(gap, "inferencemax") is a.HARNESSES["inferencemax"]
     assert a.harness(imax, "aiperf") is a.HARNESSES["inferencemax"]
+
+
+def test_nvfp4_rows_run_nvidias_published_checkpoint_where_its_config_is_carried():
+    """A MiniMax-M2.5 row at gemm_quant_mode nvfp4 is NVIDIA's ModelOpt checkpoint (attention in
+    bf16, an FP8 KV cache as its config declares), not a synthesized all-NVFP4 one; Llama-3.1-70B,
+    whose NVFP4 config is not carried, is synthesized from the architecture."""
+    a = _bench()
+    spec, quant = a.row_model({"model_path": "MiniMaxAI/MiniMax-M2.5", "gemm_quant_mode": "nvfp4"}, {})
+    assert quant is None and spec.quant.method == "nvfp4" and spec.quant.kv_cache_dtype == "fp8"
+    assert dict((g, pct) for g, _, pct in spec.quant.groups)["attention"] == 0
+    llama, _ = a.row_model({"model_path": "meta-llama/Llama-3.1-70B", "gemm_quant_mode": "nvfp4"}, {})
+    assert llama.quant.method == "nvfp4" and llama.quant.kv_cache_dtype is None

@@ -353,6 +353,22 @@ def test_the_moe_router_is_a_bf16_gemm_whatever_the_checkpoint_quantization(monk
     assert "router" not in dense.sources and dense.router_gemm is None
 
 
+def test_unquantized_attention_of_a_quantized_checkpoint_is_timed_from_the_bf16_table(monkeypatch) -> None:
+    """NVIDIA's NVFP4 MiniMax-M2.5 keeps self_attn in bf16: on H100 (whose copied tables have bf16
+    GEMMs only, no NVFP4) its q/k/v/o come from the measured bf16 table and say so, while its
+    other GEMMs fall back to the roofline; the same model quantized throughout has no such op."""
+    monkeypatch.setenv(DATA_ENV, str(DATA))
+    system_tables.cache_clear()
+    gpu = load_gpu("h100-sxm-80gb")
+    model = KernelStepModel.build(load_model(str(CONFIGS / "nvidia--MiniMax-M2.5-NVFP4_config.json")), gpu, tp=2)
+    assert "gemm_dtype=bfloat16" in model.sources["attention_gemm"] and model.sources["gemm"].startswith("roofline")
+    assert model.attention_gemm is not None and model.attention_gemm(4096, 4096, 4096) > 0
+    assert model._attention_gemm_ms(4096, 4096, 4096) == model.attention_gemm(4096, 4096, 4096)
+    assert model._attention_gemm_ms(0, 4096, 4096) == 0.0
+    fp8 = KernelStepModel.build(load_model(str(CONFIGS / "MiniMaxAI--MiniMax-M2.5_config.json")), gpu, tp=2)
+    assert "attention_gemm" not in fp8.sources and fp8.attention_gemm is None
+
+
 def test_tables_without_pyarrow_are_a_one_line_error(tmp_path, monkeypatch) -> None:
     """$KVPLAN_KERNEL_DATA on an install without the kernels extra: pandas cannot read parquet. The
     error names pyarrow and the extra (exit 2), never an internal error."""

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kvplan.errors import KvplanError
-from kvplan.perf.kernel_cost import kernel_dtypes
+from kvplan.perf.kernel_dtypes import attention_gemm_dtype, kernel_dtypes
 from kvplan.plan.budget import plan_capacity
 from kvplan.plan.engine_args import EngineArgs
 from kvplan.spec.gpu import load_gpu
@@ -47,3 +47,16 @@ def test_kernel_tables_follow_the_scheme() -> None:
     assert kernel_dtypes(load_model(str(CONFIGS / "moonshotai--Kimi-K2.5_config.json")), None) == ("bfloat16", "int4_wo")
     assert kernel_dtypes(load_model("llama-3.1-8b"), "fp8") == ("fp8", "fp8")
     assert kernel_dtypes(load_model("llama-3.1-8b"), None) == ("bfloat16", "bfloat16")
+
+
+def test_attention_a_checkpoint_keeps_unquantized_runs_bf16_gemms() -> None:
+    """NVIDIA's NVFP4 MiniMax-M2.5 lists every `model.layers.N.self_attn*` in its ignore list
+    (tests/data/aiconfigurator/model_configs, as AIConfigurator ships it): vLLM builds those layers
+    unquantized, so q/k/v/o are bf16 GEMMs while the experts are NVFP4. A runtime --quantization
+    converts every linear layer; a checkpoint quantizing its attention keeps its dense table."""
+    nvfp4 = load_model(str(CONFIGS / "nvidia--MiniMax-M2.5-NVFP4_config.json"))
+    assert kernel_dtypes(nvfp4, None) == ("nvfp4", "nvfp4")
+    assert attention_gemm_dtype(nvfp4, None, "nvfp4") == "bfloat16"
+    fp8 = load_model(str(CONFIGS / "MiniMaxAI--MiniMax-M2.5_config.json"))
+    assert attention_gemm_dtype(fp8, None, "fp8_block") == "fp8_block"
+    assert attention_gemm_dtype(load_model("llama-3.1-8b"), "fp8", "fp8") == "fp8"
