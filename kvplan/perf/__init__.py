@@ -6,7 +6,8 @@ shortcut), request_state.py (a request's state in it), lockstep.py
 (data-parallel MoE replicas stepping together), trace.py
 (what a simulation did; replicas merged), gpu_cost.py (`GpuStepModel`), kernel_cost.py
 (`KernelStepModel`: each op from measured vLLM kernels, `--perf-model kernels`), kernel_dtypes.py
-(which table times a model's weights, by its quantization), kernel_grids.py
+(which table times a model's weights, by its quantization), kernel_sources.py (what each of its
+ops was timed from), kernel_grids.py
 (its lookups per op, from the tables), kernel_tables.py (aiconfigurator-core's timing tables as
 log-space grids), step_cost.py (the one step-cost interface, shared with `kvplan stress`),
 random_dataset.py (`vllm bench serve`'s random requests), bench_result.py (a result file it wrote,

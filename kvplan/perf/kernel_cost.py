@@ -34,6 +34,7 @@ from kvplan.perf.gpu_cost import (ACTIVATION_BYTES, Coefficients, GpuStepModel, 
                                   host_step_s, moe_layer_count)
 from kvplan.perf.kernel_dtypes import attention_gemm_dtype, kernel_dtypes
 from kvplan.perf.kernel_grids import attention_grids, collective_grids, gemm_grid, moe_grid
+from kvplan.perf.kernel_sources import annotate_sources
 from kvplan.perf.kernel_tables import AIC_SYSTEMS, data_root, system_tables
 from kvplan.plan import overheads as oh
 from kvplan.spec.gpu import GpuSpec
@@ -42,7 +43,6 @@ from kvplan.spec.model import ModelSpec
 # vLLM V1 captures CUDA graphs for batches up to min(2 x max_num_seqs, 512) tokens; a larger step
 # (a prefill chunk) runs its kernels eagerly. The default max_num_seqs (>= 256) makes that 512.
 CUDAGRAPH_MAX_TOKENS = oh.MAX_CUDAGRAPH_CAPTURE_TOKENS
-NODE_GPUS = 8  # GPUs of one HGX/DGX board (NVLink domain); the measured collectives go up to it
 STANDARD_ATTENTION = ("full", "sliding", "chunked")  # q/k/v/o of head_dim: the measured attention tables' layout
 ATTENTION_KINDS = STANDARD_ATTENTION + ("mla", "cross", "shared")  # layers that attend (MLA: the roofline)
 # kernels vLLM runs outside the timed ops (counts read off its decoder layers; see `untimed_kernels`)
@@ -102,27 +102,54 @@ class KernelStepModel:
         return 1e3 * max(flops / (self.peak_flops_per_s * c.gemm_efficiency),
                          read / (self.bandwidth_bytes_per_s * c.hbm_efficiency))
 
-    def _attention_gemm_ms(self, m: float, n: float, k: float) -> float:
-        return self.attention_gemm(m, n, k) if self.attention_gemm is not None and m > 0 else self._gemm_ms(m, n, k)
+    def _table_ms(self, table: str, m: float, n: float, k: float) -> float:
+        """A GEMM from its table: "attention" (a checkpoint's unquantized attention) or "dense"."""
+        if table == "attention" and self.attention_gemm is not None and m > 0:
+            return self.attention_gemm(m, n, k)
+        return self._gemm_ms(m, n, k)
+
+    def _gemm_calls(self, tokens: int, sampled: int) -> list[tuple[float, str, float, float, float]]:
+        """(calls, table, m, n, k) of a step's dense GEMMs on one GPU: q/k/v/o of standard attention
+        layers, dense MLPs, shared experts, the LM head (m = sampled requests), and the remaining
+        linear weights from the hidden size (MLA's projections: attention weights, unless mixers)."""
+        s, tp, h = self.spec, self.tp, self.spec.hidden_size
+        d, heads, kv = s.head_dim, s.num_attention_heads, s.num_kv_heads
+        attn, n_moe = self.standard_attention_layers, self.moe_layers
+        _, _, inter, n_shared = s.moe_shape
+        n_dense, dense_inter = max(0, s.num_layers - n_moe), s.intermediate_size
+        calls = [(attn, "attention", tokens, (heads + 2 * kv) * d / tp, h), (attn, "attention", tokens, h, heads * d / tp),
+                 (n_dense, "dense", tokens, 2 * dense_inter / tp, h), (n_dense, "dense", tokens, h, dense_inter / tp),
+                 (1, "dense", sampled, s.vocab_size / tp, h)]
+        if n_moe and n_shared:
+            calls += [(n_moe * n_shared, "dense", tokens, 2 * inter / tp, h), (n_moe * n_shared, "dense", tokens, h, inter / tp)]
+        if rest := self.other_weights / tp:
+            calls.append((1, "dense" if s.params.mixer else "attention", tokens, rest / h, h))
+        return [c for c in calls if c[0] and c[2] > 0 and c[3] > 0]
+
+    @lru_cache(maxsize=4096)  # noqa: B019 - one model object per prediction; steps repeat their token counts
+    def _host_gemm_ms(self, tokens: int, sampled: int) -> float:
+        """The host work of an eager step's GEMMs (`MeasuredGemm.host`); a CUDA graph replays none."""
+        if tokens <= self.captured_tokens:
+            return 0.0
+        total = 0.0
+        for calls, table, m, n, k in self._gemm_calls(tokens, sampled):
+            grid = self.attention_gemm if table == "attention" and self.attention_gemm is not None else self.gemm
+            total += calls * grid.host(m, n, k) if grid is not None and hasattr(grid, "host") else 0.0
+        return total
 
     @lru_cache(maxsize=4096)  # noqa: B019 - one model object per prediction; steps repeat their token counts
     def _linear_ms(self, tokens: int, sampled: int) -> float:
         s, tp, h = self.spec, self.tp, self.spec.hidden_size
-        d, heads, kv = s.head_dim, s.num_attention_heads, s.num_kv_heads
-        attn_layers = self.standard_attention_layers
-        qkv = self._attention_gemm_ms(tokens, (heads + 2 * kv) * d / tp, h) + self._attention_gemm_ms(tokens, h, heads * d / tp)
-        n_exp, k, inter, n_shared = s.moe_shape
+        n_exp, k, inter, _ = s.moe_shape
         expert = 3 * h * inter if inter else 0
         n_moe = self.moe_layers
-        n_dense = max(0, s.num_layers - n_moe)
-        dense_inter = s.intermediate_size
-        mlp = n_dense * (self._gemm_ms(tokens, 2 * dense_inter / tp, h) + self._gemm_ms(tokens, h, dense_inter / tp))
+        gemms = sum(calls * self._table_ms(table, m, n_, k_) for calls, table, m, n_, k_ in self._gemm_calls(tokens, sampled))
+        mlp = 0.0
         group_tokens = tokens * self.dp  # every replica's batch goes through each MoE layer's experts
         if n_moe:
             routed = self.moe(group_tokens) if self.moe is not None else self._moe_roofline_ms(group_tokens, n_exp, k, expert)
-            shared = n_shared * (self._gemm_ms(tokens, 2 * inter / tp, h) + self._gemm_ms(tokens, h, inter / tp))
             router = self.router_gemm(tokens, n_exp, h) if self.router_gemm is not None else self._gemm_ms(tokens, n_exp, h)
-            mlp += n_moe * (routed + shared + router)
+            mlp = n_moe * (routed + router)
         comm = 0.0
         eager = tokens > self.captured_tokens
         group_moe = n_moe if self.dp > 1 else 0  # these layers reduce over the whole MoE group instead of TP
@@ -134,11 +161,7 @@ class KernelStepModel:
             values = group_tokens * h
             measured = (self.eager_moe_allreduce if eager else None) or self.moe_allreduce
             comm += group_moe * (measured(values) if measured is not None else self._allreduce_roofline_ms(values, group))
-        head = self._gemm_ms(sampled, s.vocab_size / tp, h)
-        rest = self.other_weights / tp  # MLA projections, Mamba/DeltaNet mixers, ...: as GEMMs from the hidden size
-        # the rest is MLA's projections (attention weights: their table) unless the model has mixers
-        other = ((self._gemm_ms if s.params.mixer else self._attention_gemm_ms)(tokens, rest / h, h)) if rest else 0.0
-        return attn_layers * qkv + mlp + comm + head + other + self._elementwise_ms(tokens)
+        return gemms + mlp + comm + self._elementwise_ms(tokens)
 
     def _tp_allreduce_ms(self, values: float, eager: bool = False) -> float:
         measured = (self.eager_allreduce if eager else None) or self.allreduce
@@ -280,13 +303,19 @@ class KernelStepModel:
         decode_context = max(0.0, float(attention_pairs) - float(prefill_pairs))
         gpu_ms = self._linear_ms(tokens, int(sampled)) + self._attention_ms(p_seqs, prefill_tokens, float(prefill_pairs),
                                                                             decode_seqs, decode_context)
-        return self._with_host_s(gpu_ms, seqs)
+        return self._with_host_s(self._beside_launches(gpu_ms, tokens, int(sampled)), seqs)
+
+    def _beside_launches(self, gpu_ms: Any, tokens: int, sampled: int) -> Any:
+        """An eager step's CPU launches its kernels while the GPU runs them: the forward pass takes
+        the longer of the GPU's work and the GEMMs' host work (`_host_gemm_ms`; 0 in a graph step)."""
+        host = self._host_gemm_ms(tokens, sampled)
+        return np.maximum(gpu_ms, host) if host > 0 else gpu_ms
 
     def _decode_stretch_s(self, n: int, sampled: int, contexts: np.ndarray) -> np.ndarray:
         """`step_s` of pure-decode steps of `n` requests holding `contexts` tokens: `step_s`'s
         arithmetic in the same order, on arrays, so each value equals the one-step call's."""
         attention = 0.0 + self._decode_attention_all_ms(n, contexts) if n > 0 else 0.0
-        return self._with_host_s(self._linear_ms(n, sampled) + attention, n)
+        return self._with_host_s(self._beside_launches(self._linear_ms(n, sampled) + attention, n, sampled), n)
 
     @cached_property
     def untimed_kernels(self) -> int:
@@ -336,13 +365,13 @@ class KernelStepModel:
         kv_dtype = "fp8" if spec.kv_dtype(kv_cache_dtype).bits == 8 else "bfloat16"
         heads, kv_heads = spec.num_attention_heads // tp, max(1, spec.num_kv_heads // tp)
         captured = 0 if enforce_eager else oh.cudagraph_capture_tokens(max_num_seqs)  # --enforce-eager: none
-        gemm = gemm_grid(tables, gemm_dtype, sources, captured)
+        gemm = gemm_grid(tables, gemm_dtype, sources)
         attention_dtype = attention_gemm_dtype(spec, quantization, gemm_dtype)
         attention_gemm = None
         if attention_dtype != gemm_dtype:  # the checkpoint keeps its attention layers out of the scheme
-            attention_gemm = gemm_grid(tables, attention_dtype, attention_sources := {}, captured)
+            attention_gemm = gemm_grid(tables, attention_dtype, attention_sources := {})
             sources["attention_gemm"] = attention_sources.get("gemm", "roofline") + " (the checkpoint leaves attention unquantized)"
-        router_gemm = gemm_grid(tables, "bfloat16", {}, captured) if spec.moe_shape[0] else None
+        router_gemm = gemm_grid(tables, "bfloat16", {}) if spec.moe_shape[0] else None
         context, generation = (None, None) if spec.is_mla else attention_grids(tables, heads, kv_heads, spec.head_dim,
                                                                                 kv_dtype, sources)
         group = tp * dp
@@ -354,29 +383,5 @@ class KernelStepModel:
                     attention_gemm=attention_gemm,
                     **comms, captured_tokens=captured, overlaps_cpu=(  # as the server runs; None: the version's default
                         oh.schedules_async_by_default(vllm_version) if async_scheduling is None else async_scheduling))
-        if model.other_weights:
-            sources["other_linear"] = (f"{model.other_weights / 1e9:.2f}B weights outside q/k/v/o and MLP shapes "
-                                       f"({', '.join(sorted({x.kind for x in spec.layers} - set(STANDARD_ATTENTION)))}"
-                                       f" layers): timed as GEMMs from the hidden size, "
-                                       + (sources.get("gemm", "roofline").split(" (")[0]))
-        for op in ("gemm", "context_attention", "generation_attention", "moe", "allreduce", "moe_allreduce"):
-            sources.setdefault(op, "roofline (datasheet, kvplan's global coefficients)")
-        for op, absent in (("moe", not spec.moe_shape[0]), ("allreduce", tp == 1),
-                           ("moe_allreduce", not (spec.moe_shape[0] and dp > 1 and group > 1))):
-            if absent:  # a dense model has no MoE op; one GPU reduces nothing
-                sources.pop(op, None)
-        if tp > 1 and spec.tp_norm_allreduces:
-            sources["allreduce"] += f"; {spec.tp_norm_allreduces} more a step for norms spanning the TP group (q/k over all heads)"
-        for op, eager_grid in (("allreduce", model.eager_allreduce), ("moe_allreduce", model.eager_moe_allreduce)):
-            if op in sources and eager_grid is not None:
-                sources[op] += f"; its eager-launch timings in steps above {captured} tokens (not captured)"
-        if router_gemm is not None:
-            sources["router"] = f"{tables['gemm'].source} gemm_dtype=bfloat16 (vLLM builds the MoE gate with quant_config=None)"
-        sources["elementwise"] = ("roofline: norms, rotary and activations as HBM traffic "
-                                  f"({model.elementwise_bytes_per_token / 1e3:.0f} kB a token on one GPU)")
-        sources.update(model.host_sources())
-        for op, gpus in (("allreduce", tp), ("moe_allreduce", group)):
-            if op in sources and gpus > NODE_GPUS:  # not measured there, and the roofline knows one link only
-                sources[op] += (f"; {gpus} GPUs are more than one {NODE_GPUS}-GPU node: timed as if all were on "
-                                f"one NVLink domain (an inter-node network is slower; not modeled)")
+        annotate_sources(model, tables, group, STANDARD_ATTENTION)
         return model

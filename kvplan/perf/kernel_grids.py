@@ -4,6 +4,7 @@ log-spaced grids; None where nothing matches (the op falls back to the roofline)
 writes the table it used into `sources`."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from kvplan.perf.kernel_tables import LogGrid
@@ -12,27 +13,43 @@ from kvplan.spec.model import ModelSpec
 MOE_DISTRIBUTION = "power_law_1.2"  # measured with skewed routing, as real traffic is (else "balanced")
 
 
-def gemm_grid(tables: dict, dtype: str | None, sources: dict[str, str],
-              captured_tokens: int) -> Callable[[float, float, float], float] | None:
-    """The dense GEMM of `dtype` at (m, n, k). An 8-bit GEMM reads half the weight bytes of the bf16
-    one, so where vLLM replays a CUDA graph (m <= `captured_tokens`) it is not slower: some tables
-    time small 8-bit GEMMs far above the bf16 kernel (B200 block-fp8 0.17 ms flat, 30x, more than
-    whole measured decode steps allow), which is host-side cost a graph does not pay. An eager step
-    (a larger m) launches each kernel from Python and pays the time as measured."""
+@dataclass(frozen=True)
+class MeasuredGemm:
+    """A dense GEMM table of one dtype at (m, n, k), split into GPU and host time. An 8-bit GEMM
+    reads half the weight bytes of the bf16 one and does its math at least as fast, so it is not
+    slower on the GPU: where a table times it above the bf16 kernel (B200 block-fp8: 0.17 ms flat
+    from m = 1 to 4096 and across shapes, 30x the bf16 kernel, more than whole measured decode steps
+    allow) the excess is per-call host work (Python, scale layout). A CUDA graph does not replay it;
+    an eager step's CPU pays it while the GPU runs (`KernelStepModel` times the two side by side)."""
+
+    grid: LogGrid
+    plain: LogGrid | None = None  # the bf16 kernel's table (None: this is it, or none was measured)
+
+    def __call__(self, m: float, n: float, k: float) -> float:
+        """GPU time (ms): as measured, at most the bf16 kernel's."""
+        t = self.grid(m, n, k)
+        return min(t, self.plain(m, n, k)) if self.plain is not None else t
+
+    def host(self, m: float, n: float, k: float) -> float:
+        """Host time (ms) above the GPU's: what the table measured beyond the bf16 kernel."""
+        return max(0.0, self.grid(m, n, k) - self.plain(m, n, k)) if self.plain is not None else 0.0
+
+
+def gemm_grid(tables: dict, dtype: str | None, sources: dict[str, str]) -> MeasuredGemm | None:
+    """The dense GEMM of `dtype` (see `MeasuredGemm`); None where the table has none."""
     ref = tables.get("gemm")
     if ref is None or dtype is None:
         return None
     rows = ref.frame[ref.frame["gemm_dtype"] == dtype]
     if rows.empty:
         return None
-    grid = LogGrid(rows, ["m", "n", "k"])
     bf16 = ref.frame[ref.frame["gemm_dtype"] == "bfloat16"]
     sources["gemm"] = f"{ref.source} gemm_dtype={dtype}"
     if dtype == "bfloat16" or bf16.empty:
-        return grid
-    sources["gemm"] += f" (at most the bf16 kernel's time in CUDA-graph steps of <= {captured_tokens} tokens)"
-    plain = LogGrid(bf16, ["m", "n", "k"])
-    return lambda m, n, k: min(grid(m, n, k), plain(m, n, k)) if m <= captured_tokens else grid(m, n, k)
+        return MeasuredGemm(LogGrid(rows, ["m", "n", "k"]))
+    sources["gemm"] += (" (on the GPU at most the bf16 kernel's time; the rest is host work, hidden in "
+                        "CUDA-graph steps and beside the GPU's in eager ones)")
+    return MeasuredGemm(LogGrid(rows, ["m", "n", "k"]), LogGrid(bf16, ["m", "n", "k"]))
 
 
 def attention_grids(tables: dict, heads: int, kv_heads: int, head_dim: int, kv_dtype: str,

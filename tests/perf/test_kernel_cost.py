@@ -322,9 +322,9 @@ def test_a_small_max_num_seqs_captures_smaller_graphs(monkeypatch) -> None:
     assert small._linear_ms(64, 1) == default._linear_ms(64, 1)
 
 
-def test_an_8bit_gemm_is_capped_by_bf16_only_where_a_cuda_graph_hides_its_host_cost() -> None:
-    """A table timing the 8-bit GEMM above the bf16 one (host-side launch cost, as B200's block-fp8
-    rows do): in a captured step (m <= 512) the bf16 kernel's time bounds it; an eager step pays it."""
+def test_an_8bit_gemm_above_bf16_is_host_work_hidden_by_graphs_and_beside_the_gpu_when_eager() -> None:
+    """A table timing the 8-bit GEMM above the bf16 one (B200's block-fp8 rows: flat in m and
+    shape): on the GPU it takes at most the bf16 kernel's time, the excess is host work."""
     from kvplan.perf.kernel_grids import gemm_grid
     from kvplan.perf.kernel_tables import TableRef
 
@@ -332,11 +332,37 @@ def test_an_8bit_gemm_is_capped_by_bf16_only_where_a_cuda_graph_hides_its_host_c
             for dtype, lat in (("bfloat16", 0.01 + 1e-4 * m), ("fp8_block", 0.17 + 1e-5 * m))]
     frame = pd.DataFrame(rows, columns=["m", "n", "k", "gemm_dtype", "latency"])
     sources: dict[str, str] = {}
-    grid = gemm_grid({"gemm": TableRef(frame, "test/gemm")}, "fp8_block", sources, 512)
-    assert grid is not None and "512 tokens" in sources["gemm"]
+    grid = gemm_grid({"gemm": TableRef(frame, "test/gemm")}, "fp8_block", sources)
+    assert grid is not None and "host work" in sources["gemm"]
     assert grid(512, 1024, 1024) == pytest.approx(0.01 + 1e-4 * 512)  # the bf16 kernel's time
-    assert grid(1024, 1024, 1024) == pytest.approx(0.17 + 1e-5 * 1024)  # as measured, though above bf16
-    assert gemm_grid({"gemm": TableRef(frame, "test/gemm")}, "nvfp4", {}, 512) is None  # not measured
+    assert grid.host(512, 1024, 1024) == pytest.approx(0.16 + 1e-5 * 512 - 1e-4 * 512)
+    assert grid(4096, 1024, 1024) == pytest.approx(0.17 + 1e-5 * 4096) and grid.host(4096, 1024, 1024) == 0.0
+    bf16 = gemm_grid({"gemm": TableRef(frame, "test/gemm")}, "bfloat16", {})
+    assert bf16.host(512, 1024, 1024) == 0.0
+    assert gemm_grid({"gemm": TableRef(frame, "test/gemm")}, "nvfp4", {}) is None  # not measured
+
+
+def test_an_eager_step_takes_the_longer_of_gpu_work_and_gemm_host_work(monkeypatch) -> None:
+    """Graph steps (<= 512 tokens) pay no GEMM host work; an eager step's forward pass is the
+    longer of its GPU work and its GEMMs' host work, never their sum."""
+    from kvplan.perf.kernel_grids import MeasuredGemm
+    from kvplan.perf.kernel_tables import LogGrid
+
+    monkeypatch.setenv(DATA_ENV, str(DATA))
+    system_tables.cache_clear()
+    model = KernelStepModel.build(load_model("llama-3.1-8b-instruct"), load_gpu("h100-sxm-80gb"), tp=1)
+    frame = pd.DataFrame([(m, n, k, lat) for m in (1, 8192) for n in (1, 10**6) for k in (1, 10**6) for lat in (1.0,)],
+                         columns=["m", "n", "k", "latency"])  # 1 ms a GEMM whatever its shape, as measured
+    bf16 = model.gemm
+    model.gemm = MeasuredGemm(LogGrid(frame, ["m", "n", "k"]), bf16.grid)
+    calls = sum(c for c, *_ in model._gemm_calls(1024, 1))
+    assert model._host_gemm_ms(512, 1) == 0.0  # captured
+    host = model._host_gemm_ms(1024, 1)
+    assert host == pytest.approx(sum(c * (1.0 - bf16(m, n, k)) for c, _, m, n, k in model._gemm_calls(1024, 1)))
+    assert calls == 4 * 32 + 1 and host > 100  # qkv, o, gate_up, down a layer and the LM head, ~1 ms each
+    gpu = model._linear_ms(1024, 1) + model._attention_ms(1, 1024, 1024 * 1025 / 2, 0, 0)
+    assert gpu < host  # the CPU sets the pace here
+    assert model._beside_launches(gpu, 1024, 1) == host and model._beside_launches(gpu, 512, 1) == gpu
 
 
 def test_the_moe_router_is_a_bf16_gemm_whatever_the_checkpoint_quantization(monkeypatch) -> None:
@@ -363,8 +389,8 @@ def test_unquantized_attention_of_a_quantized_checkpoint_is_timed_from_the_bf16_
     model = KernelStepModel.build(load_model(str(CONFIGS / "nvidia--MiniMax-M2.5-NVFP4_config.json")), gpu, tp=2)
     assert "gemm_dtype=bfloat16" in model.sources["attention_gemm"] and model.sources["gemm"].startswith("roofline")
     assert model.attention_gemm is not None and model.attention_gemm(4096, 4096, 4096) > 0
-    assert model._attention_gemm_ms(4096, 4096, 4096) == model.attention_gemm(4096, 4096, 4096)
-    assert model._attention_gemm_ms(0, 4096, 4096) == 0.0
+    assert model._table_ms("attention", 4096, 4096, 4096) == model.attention_gemm(4096, 4096, 4096)
+    assert model._table_ms("attention", 0, 4096, 4096) == 0.0
     fp8 = KernelStepModel.build(load_model(str(CONFIGS / "MiniMaxAI--MiniMax-M2.5_config.json")), gpu, tp=2)
     assert "attention_gemm" not in fp8.sources and fp8.attention_gemm is None
 
