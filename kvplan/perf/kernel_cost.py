@@ -15,6 +15,9 @@ One step on one GPU of a TP group (pipeline stages run in turn, as in `gpu_cost`
     LM head               m = the requests that sample a token
     untimed kernels       per layer 4 (add-norms, rotary, KV-cache write), per MoE layer 8 more
                           (routing): each at least `kernel_floor_s`, the tables time none of them
+    eager steps           (above the largest captured CUDA graph) the GEMMs' host work (an 8-bit
+                          table's time above the bf16 kernel's, `kernel_grids.MeasuredGemm`) runs
+                          beside the GPU's: the forward pass takes the longer of the two
     host                  kvplan's fitted per-step CPU cost: after the GPU's work, or beside it
                           under async scheduling (a step takes the longer of the two), and the
                           per-request overheads (`gpu_cost.Coefficients`)
