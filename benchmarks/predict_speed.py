@@ -6,7 +6,8 @@ Cases: Llama-3.1-8B on one H100, 1,000 requests of 2,000-in/200-out at 20 req/s 
 (vLLM 0.11 V1 scheduling); Qwen3-30B-A3B (MoE) at 1,000-in/1,000-out at 10 req/s, under 0.11 and
 under the default (newest) vLLM, whose async scheduling holds arrivals a step, and that again on
 2 and 4 data-parallel replicas with expert parallelism (stepping in lockstep); and the issue's
-plan (20 req/s, P99 TTFT 2 s, TPOT 50 ms) over H100 and L40S.
+plan (20 req/s, P99 TTFT 2 s, TPOT 50 ms) over H100 and L40S; and a MoE model's plan over the
+default six GPUs, whose search also tries DP x TP servers with expert parallelism.
 """
 from __future__ import annotations
 
@@ -79,6 +80,14 @@ def main() -> int:
         s = time.perf_counter() - t0
         print(f"`kvplan plan ... --num-prompts 1000 {' '.join(gpus) or '(default six GPUs)'}` as a command: {s:.2f} s")
         ok &= s < 2.0
+    # a MoE model: plan also searches DP x TP servers with expert parallelism (issue 25: plan < 3 s)
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "kvplan", "plan", "--model", "qwen3-30b-a3b", "--request-rate", "20",
+                    "--random-input-len", "1000", "--random-output-len", "200", "--slo-ttft-ms", "2000",
+                    "--slo-tpot-ms", "60", "--num-prompts", "1000", "--json"], check=True, capture_output=True)
+    s = time.perf_counter() - t0
+    print(f"`kvplan plan --model qwen3-30b-a3b ... --num-prompts 1000 (default six GPUs, TP and DP x TP + EP)` as a command: {s:.2f} s")
+    ok &= s < 3.0
     return 0 if ok else 1
 
 

@@ -1,4 +1,5 @@
-"""`kvplan plan`: which GPU x tensor parallelism x KV dtype x weight quantization serves a workload
+"""`kvplan plan`: which GPU x tensor parallelism (for a MoE model also attention data parallelism
+with expert parallelism, within one 8-GPU node) x KV dtype x weight quantization serves a workload
 within latency SLOs, how much load one replica sustains inside them (goodput), and how many
 replicas the requested rate needs. Every candidate is a `predict` (planned KV pool, simulated
 scheduling, GPU cost model); the search keeps few simulations per candidate so it answers in seconds.
@@ -14,8 +15,7 @@ import numpy as np
 from kvplan.errors import KvplanError
 from kvplan.perf.gpu_cost import Coefficients
 from kvplan.perf.bench_metrics import Timings
-from kvplan.perf.predict import check_requests, scheduler_config, step_model
-from kvplan.perf.schedule import simulate
+from kvplan.perf.predict import check_requests, scheduler_config, simulate_replicas, step_model
 from kvplan.perf.random_dataset import Workload
 from kvplan.plan.budget import plan_capacity
 from kvplan.plan.engine_args import EngineArgs
@@ -25,6 +25,8 @@ from kvplan.spec.model import ModelSpec
 
 DEFAULT_GPUS = ("h100-sxm-80gb", "h200-sxm-141gb", "a100-sxm4-80gb", "l40s", "l4", "b200-sxm-180gb")
 TP_CHOICES = (1, 2, 4, 8)
+DP_CHOICES = (2, 4, 8)  # a MoE model's attention replicas in one server (with --enable-expert-parallel)
+NODE_GPUS = 8  # DP x TP within one HGX/DGX node: kvplan does not time links between nodes
 SEARCH_PROMPTS = 150  # requests per goodput probe: enough for a P99, few enough for seconds
 BISECTIONS = 5  # 64x bracket -> within 14% of the goodput
 TRICKLE_RATE = 0.05  # req/s: nearly idle, the best latency a configuration can give
@@ -93,6 +95,7 @@ class Candidate:
     tp: int
     kv_cache_dtype: str
     quantization: str | None
+    dp: int = 1  # > 1: --data-parallel-size with --enable-expert-parallel (MoE models)
 
 
 def workload_max_model_len(workload: Workload) -> int:
@@ -110,6 +113,7 @@ class _Runner:
         self.config = scheduler_config(self.plan)
         self.model = step_model(spec, args, coefficients)
         self.workload = workload
+        self.dp = args.data_parallel_size
 
     @property
     def fits(self) -> bool:
@@ -121,9 +125,9 @@ class _Runner:
         reqs = replace(self.workload, request_rate=rate, num_prompts=num_prompts).requests()
         check_requests(reqs, self.plan, self.config.num_gpu_blocks)
         latency = self.model.coefficients.request_latency_s
-        trace = simulate(reqs, self.config, self.model.step_s, max_concurrency=self.workload.max_concurrency,
-                         frontend_s=self.model.coefficients.frontend_request_s,
-                         watch=SloWatch.of(slo, latency, reqs) if may_stop else None, record=False)
+        # data-parallel ranks (a MoE model) step in lockstep, as `predict` runs them
+        trace = simulate_replicas(reqs, self.config, self.model, self.dp, self.workload.max_concurrency, lockstep=True,
+                                  watch=SloWatch.of(slo, latency, reqs) if may_stop else None, record=False)
         if trace.extras.get("missed_slo"):
             return MISSED
         t = Timings.of(trace, self.model.coefficients.request_latency_s)
@@ -169,8 +173,14 @@ def _bisect(runner: _Runner, slo: Slo, lo: float, hi: float) -> tuple[float, flo
     return lo, hi, met
 
 
-def candidates(gpus: list[GpuSpec], kv_dtypes: list[str], quantizations: list[str | None]) -> list[Candidate]:
-    return [Candidate(g, tp, kv, q) for g in gpus for tp in TP_CHOICES for kv in kv_dtypes for q in quantizations
+def candidates(gpus: list[GpuSpec], kv_dtypes: list[str], quantizations: list[str | None],
+               moe: bool = False) -> list[Candidate]:
+    """Per GPU, narrowest server first: TP alone, and for a MoE model DP x TP (experts over all of
+    them) up to one node, at each width after the TP-only server of that width."""
+    widths = [(tp, 1) for tp in TP_CHOICES] + ([(tp, dp) for dp in DP_CHOICES for tp in TP_CHOICES
+                                                if tp * dp <= NODE_GPUS] if moe else [])
+    widths.sort(key=lambda w: (w[0] * w[1], w[1]))
+    return [Candidate(g, tp, kv, q, dp) for g in gpus for tp, dp in widths for kv in kv_dtypes for q in quantizations
             if not (q == "fp8" and not g.fp8_dense_tflops)]  # fp8 weights need fp8 tensor cores to pay off
 
 
@@ -194,19 +204,21 @@ def _started(spec: ModelSpec, base: EngineArgs, gpus: list[GpuSpec], kv_dtypes: 
              quantizations: list[str | None], max_model_len: int) -> list[EngineArgs]:
     """The candidates' engine arguments that start (planning only, no simulation), in search order."""
     out: list[EngineArgs] = []
-    smallest_tp: dict[str, int] = {}
-    for cand in candidates(gpus, kv_dtypes, quantizations):
-        if cand.tp > smallest_tp.get(cand.gpu.name, cand.tp) * 2:
-            continue  # beyond twice the smallest TP that starts, more replicas beat wider TP for this search
+    smallest: dict[str, int] = {}
+    for cand in candidates(gpus, kv_dtypes, quantizations, moe=bool(spec.moe_shape[0])):
+        width = cand.tp * cand.dp
+        if width > smallest.get(cand.gpu.name, width) * 2:
+            continue  # beyond twice the narrowest server that starts, more replicas beat a wider server for this search
         args = replace(base, gpu=cand.gpu, tensor_parallel_size=cand.tp, kv_cache_dtype=cand.kv_cache_dtype,
-                       quantization=cand.quantization, max_model_len=max_model_len)
+                       quantization=cand.quantization, max_model_len=max_model_len, data_parallel_size=cand.dp,
+                       enable_expert_parallel=cand.dp > 1)
         try:
             plan = plan_capacity(spec, args)
         except KvplanError:
             continue  # tp does not divide the heads, or the like
         if not (plan.fits and plan.num_gpu_blocks > 0):
             continue
-        smallest_tp.setdefault(cand.gpu.name, cand.tp)
+        smallest.setdefault(cand.gpu.name, width)
         out.append(args)
     return out
 
@@ -218,7 +230,8 @@ def _evaluate(spec: ModelSpec, args: EngineArgs, workload: Workload, slo: Slo, c
     runner = _Runner(spec, args, workload, coefficients)
     assert args.gpu is not None
     good, good_hi, light = goodput(runner, slo)
-    row = {"gpu": args.gpu.name, "tp": args.tensor_parallel_size, "kv_cache_dtype": args.kv_cache_dtype,
+    row = {"gpu": args.gpu.name, "tp": args.tensor_parallel_size, "dp": args.data_parallel_size,
+           "expert_parallel": args.enable_expert_parallel, "kv_cache_dtype": args.kv_cache_dtype,
            "quantization": args.quantization, "goodput_req_per_s": good, "vllm_serve": vllm_serve_line(spec, args),
            "idle_ttft_ms": light.ttft_ms, "idle_tpot_ms": light.tpot_ms, "num_gpu_blocks": runner.plan.num_gpu_blocks}
     if good <= 0:
@@ -250,8 +263,9 @@ def _evaluate(spec: ModelSpec, args: EngineArgs, workload: Workload, slo: Slo, c
             else:
                 lo = mid
     at_rate = probe
-    row.update({"replicas": replicas, "total_gpus": replicas * args.tensor_parallel_size, "ttft_ms": at_rate.ttft_ms,
-                "tpot_ms": at_rate.tpot_ms, "usd_per_hour": None if price is None else price * replicas * args.tensor_parallel_size})
+    gpus = replicas * args.total_gpus
+    row.update({"replicas": replicas, "total_gpus": gpus, "ttft_ms": at_rate.ttft_ms,
+                "tpot_ms": at_rate.tpot_ms, "usd_per_hour": None if price is None else price * gpus})
     return at_rate.meets(slo), row
 
 
@@ -319,10 +333,14 @@ def why_unmet(answer: dict[str, Any]) -> str:
     ttft = best_ttft.get("ttft_ms", best_ttft["idle_ttft_ms"])
     tpot = best_tpot.get("tpot_ms", best_tpot["idle_tpot_ms"])
     p = f"P{slo['percentile']:g}"
+
+    def where(r: dict[str, Any]) -> str:
+        return f"{r['gpu']} tp{r['tp']}" + (f" dp{r['dp']}" if r.get("dp", 1) > 1 else "")
+
     if ttft > slo["ttft_ms"]:
-        parts.append(f"{p} TTFT: best {ttft:.0f} ms on {best_ttft['gpu']} tp{best_ttft['tp']}, "
+        parts.append(f"{p} TTFT: best {ttft:.0f} ms on {where(best_ttft)}, "
                      f"{ttft - slo['ttft_ms']:.0f} ms ({100 * (ttft / slo['ttft_ms'] - 1):.0f}%) over {slo['ttft_ms']:g} ms")
     if tpot > slo["tpot_ms"]:
-        parts.append(f"{p} TPOT: best {tpot:.1f} ms on {best_tpot['gpu']} tp{best_tpot['tp']}, "
+        parts.append(f"{p} TPOT: best {tpot:.1f} ms on {where(best_tpot)}, "
                      f"{tpot - slo['tpot_ms']:.1f} ms ({100 * (tpot / slo['tpot_ms'] - 1):.0f}%) over {slo['tpot_ms']:g} ms")
     return "; ".join(parts) or "the SLOs are met only together at no tested replica count"

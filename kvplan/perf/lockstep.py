@@ -7,6 +7,8 @@ padded to this rank's size, so the slowest rank's cost is the step padded to the
 vLLM pads a DP step's token count to the largest rank's."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from kvplan.perf.decode_stretch import stretch_clocks
@@ -39,13 +41,16 @@ def _decode_together(engines: list[Engine], clock: float) -> bool:
 
 
 def simulate_lockstep(shares: list[tuple[list[Request], int | None]], config: SchedulerConfig, step_s: StepCost,
-                      frontend_s: float = 0.0, max_steps: int = 5_000_000, fast: bool = True) -> list[Trace]:
+                      frontend_s: float = 0.0, max_steps: int = 5_000_000, fast: bool = True, watch: Any = None,
+                      record: bool = True) -> list[Trace]:
     """One trace per rank of `shares` (each rank's requests and its share of the client's
     concurrency); the ranks' steps start and end together. `fast=False` steps one at a time even
-    where every rank only decodes (the tests compare the two)."""
-    engines = [Engine(reqs, config, step_s, cap, frontend_s) for reqs, cap in shares]
+    where every rank only decodes (the tests compare the two). `watch` and `record` as in
+    `schedule.simulate`: one watch for every rank's requests, and the run stops once it says the
+    SLO is missed for sure."""
+    engines = [Engine(reqs, config, step_s, cap, frontend_s, watch, record) for reqs, cap in shares]
     clock, steps = 0.0, 0
-    while any(_busy(e) for e in engines):
+    while any(_busy(e) for e in engines) and not any(e.missed for e in engines):
         for e in engines:
             e.clock = clock
         active = [e for e in engines if e.send()]  # an idle rank's send() moves its clock to its next event

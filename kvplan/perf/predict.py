@@ -88,19 +88,22 @@ def check_requests(requests: list[Request], plan: CapacityPlan, num_gpu_blocks: 
 
 
 def simulate_replicas(requests: list[Request], config: SchedulerConfig, model: Any, dp: int,
-                      max_concurrency: int | None, lockstep: bool = False) -> Trace:
+                      max_concurrency: int | None, lockstep: bool = False, watch: Any = None,
+                      record: bool = True) -> Trace:
     """vLLM's scheduler for each of `dp` engine replicas: requests dealt in turn (vLLM's DP load
     balancer sends each to the least loaded replica; equal requests make that a rotation), the
     client's --max-concurrency shared out; one trace of every replica's requests (the step
     arrays are the first replica's). `lockstep` (a MoE model): the replicas step together, each
-    step as long as the slowest replica's (kvplan.perf.lockstep); else each runs on its own."""
+    step as long as the slowest replica's (kvplan.perf.lockstep); else each runs on its own.
+    `watch`, `record`: as in `schedule.simulate` (a `plan` probe; data-parallel: lockstep only)."""
     frontend_s = model.coefficients.frontend_request_s
     if dp == 1:
-        return simulate(requests, config, model.step_s, max_concurrency=max_concurrency, frontend_s=frontend_s)
+        return simulate(requests, config, model.step_s, max_concurrency=max_concurrency, frontend_s=frontend_s,
+                        watch=watch, record=record)
     shares = [(requests[rank::dp], None if max_concurrency is None else
                max(1, max_concurrency // dp + (rank < max_concurrency % dp))) for rank in range(min(dp, len(requests)))]
     if lockstep:
-        return merge_traces(simulate_lockstep(shares, config, model.step_s, frontend_s))
+        return merge_traces(simulate_lockstep(shares, config, model.step_s, frontend_s, watch=watch, record=record))
     return merge_traces([simulate(reqs, config, model.step_s, max_concurrency=share, frontend_s=frontend_s)
                          for reqs, share in shares])
 

@@ -49,4 +49,5 @@ def merge_traces(traces: list[Trace]) -> Trace:
              for name in ("send_step", "first_step", "last_step")}
     return replace(first, **merged, **index, peak_used_blocks=max(t.peak_used_blocks for t in traces),
                    max_running=max(t.max_running for t in traces), num_preemptions=sum(t.num_preemptions for t in traces),
-                   timed_arrivals=any(t.timed_arrivals for t in traces))
+                   timed_arrivals=any(t.timed_arrivals for t in traces),
+                   extras={**first.extras, "missed_slo": any(t.extras.get("missed_slo") for t in traces)})

@@ -58,15 +58,16 @@ def render_plan(console: Console, answer: dict[str, Any]) -> None:
                          f"({w['random_input_len']} in / {w['random_output_len']} out); "
                          f"P{answer['slo']['percentile']:g} TTFT <= {answer['slo']['ttft_ms']} ms, "
                          f"TPOT <= {answer['slo']['tpot_ms']} ms"))
-    for col in ("GPU", "tp", "weights", "KV", "replicas", "GPUs", "goodput req/s per replica", "TTFT ms", "TPOT ms", "$/h, all GPUs"):
+    for col in ("GPU", "tp (x dp)", "weights", "KV", "replicas", "GPUs", "goodput req/s per replica", "TTFT ms", "TPOT ms", "$/h, all GPUs"):
         table.add_column(col, justify="right" if col not in ("GPU", "weights", "KV") else "left")
     for c in answer["configs"]:
-        table.add_row(c["gpu"], str(c["tp"]), c["quantization"] or "auto", c["kv_cache_dtype"], str(c["replicas"]),
+        width = str(c["tp"]) + (f" x dp{c['dp']}" + (" EP" if c.get("expert_parallel") else "") if c.get("dp", 1) > 1 else "")
+        table.add_row(c["gpu"], width, c["quantization"] or "auto", c["kv_cache_dtype"], str(c["replicas"]),
                       str(c["total_gpus"]), f"{c['goodput_req_per_s']:.1f}", f"{c['ttft_ms']:.0f}", f"{c['tpot_ms']:.1f}",
                       "-" if c.get("usd_per_hour") is None else f"{c['usd_per_hour']:.2f}")
     console.print(table)
-    console.print("goodput: the most requests/s one replica serves within the SLOs; TTFT and TPOT: predicted at the "
-                  "requested rate, spread over the replicas", highlight=False)
+    console.print("goodput: the most requests/s one replica (one vllm serve, its data-parallel ranks included) serves "
+                  "within the SLOs; TTFT and TPOT: predicted at the requested rate, spread over the replicas", highlight=False)
     priced = {c["gpu"]: c for c in answer["configs"]}
     for dataset in sorted({c["usd_per_hour_dataset"] for c in priced.values() if c.get("usd_per_hour_dataset")}):
         console.print(f"[dim]$/h list prices: {dataset}[/dim]", soft_wrap=True, highlight=False)
@@ -75,7 +76,7 @@ def render_plan(console: Console, answer: dict[str, Any]) -> None:
                f"no list price (no AWS EC2 instance carries it); --price {gpu}=USD ranks it by cost")
         console.print(f"[dim]$/h {gpu}: {how}[/dim]", soft_wrap=True, highlight=False)
     for c in answer["configs"]:
-        console.print(f"[dim]{c['gpu']} x{c['total_gpus']} ({c['replicas']} replica(s) of {c['tp']} GPU(s)):[/dim] "
+        console.print(f"[dim]{c['gpu']} x{c['total_gpus']} ({c['replicas']} replica(s) of {c['total_gpus'] // c['replicas']} GPU(s)):[/dim] "
                       f"{c['vllm_serve']}", soft_wrap=True, highlight=False)
 
 

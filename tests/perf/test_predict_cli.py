@@ -71,6 +71,34 @@ def test_plan_lists_h100_and_l40s_for_the_issue_workload(capsys: pytest.CaptureF
     assert costs == sorted(costs)
 
 
+def test_plan_searches_data_and_expert_parallel_servers_for_a_moe_model(capsys: pytest.CaptureFixture[str]) -> None:
+    """A MoE model's candidates include DP x TP servers with expert parallelism (within one 8-GPU
+    node), each simulated with its replicas in lockstep as `predict` runs them; a replica is one
+    vllm serve, so its GPUs are tp x dp. A dense model gets none (the Llama test above)."""
+    from kvplan.perf.capacity import candidates
+    from kvplan.spec.gpu import load_gpu
+
+    gpu = load_gpu("h100-sxm-80gb")
+    widths = [(c.tp, c.dp) for c in candidates([gpu], ["auto"], [None], moe=True)]
+    assert widths[:3] == [(1, 1), (2, 1), (1, 2)] and all(tp * dp <= 8 for tp, dp in widths)
+    assert {(1, 8), (2, 4), (4, 2)} <= set(widths) and (2, 8) not in widths
+    assert all(c.dp == 1 for c in candidates([gpu], ["auto"], [None]))
+    rc, out, _ = run(capsys, "plan", "--model", "qwen3-30b-a3b", "--request-rate", "20", "--random-input-len", "1000",
+                     "--random-output-len", "200", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "60", "--gpus", "h100",
+                     "--kv-cache-dtypes", "auto", "--price", "h100=3", "--json")
+    assert rc == 0
+    configs = json.loads(out)["configs"]
+    dp = [c for c in configs if c["dp"] > 1]
+    assert dp and all(c["expert_parallel"] and "--enable-expert-parallel" in c["vllm_serve"]
+                      and f"--data-parallel-size {c['dp']}" in c["vllm_serve"] for c in dp)
+    for c in configs:
+        assert c["total_gpus"] == c["replicas"] * c["tp"] * c["dp"] and c["usd_per_hour"] == pytest.approx(3 * c["total_gpus"])
+    rc, out, _ = run(capsys, "plan", "--model", "qwen3-30b-a3b", "--request-rate", "20", "--random-input-len", "1000",
+                     "--random-output-len", "200", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "60", "--gpus", "h100",
+                     "--kv-cache-dtypes", "auto")
+    assert rc == 0 and "--data-parallel-size 2 --enable-expert-parallel" in out  # the table's cell may wrap
+
+
 def test_plan_that_cannot_be_met_says_which_slo_and_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
     rc, _, err = run(capsys, "plan", "--model", "llama-3.1-8b-instruct", "--request-rate", "2", "--random-input-len", "2000",
                      "--random-output-len", "50", "--slo-ttft-ms", "1", "--slo-tpot-ms", "500", "--gpus", "l40s",
@@ -161,6 +189,31 @@ def test_probes_stopped_at_a_certain_miss_change_no_answer(monkeypatch: pytest.M
         assert math.isfinite(whole.ttft_ms)
         stopped += quick is capacity.MISSED
     assert stopped >= 2  # the overloaded rates did stop early
+
+
+def test_data_parallel_probes_stop_at_a_certain_miss_too() -> None:
+    """A MoE server with DP ranks in lockstep shares one watch over every rank's requests: a probe
+    stops only where the full run misses, and gives the full run's figures where it meets."""
+    import math
+
+    from kvplan.perf import capacity
+    from kvplan.perf.capacity import Slo, _Runner
+    from kvplan.perf.random_dataset import Workload
+    from kvplan.plan.engine_args import EngineArgs
+    from kvplan.spec.gpu import load_gpu
+    from kvplan.spec.profiles import load_model
+
+    slo, workload = Slo(200, 22), Workload(1000, 200, 0.0, 200, 12.0)  # met at 30 req/s, missed from ~80
+    args = EngineArgs(gpu=load_gpu("h100"), max_model_len=2048, data_parallel_size=2, enable_expert_parallel=True)
+    runner = _Runner(load_model("qwen3-30b-a3b"), args, workload, None)
+    stopped = 0
+    for rate in (2.0, 30.0, 80.0, 200.0, math.inf):
+        whole, quick = runner.probe(rate, slo, 200), runner.probe(rate, slo, 200, may_stop=True)
+        assert whole.meets(slo) == quick.meets(slo), rate
+        assert quick == whole if whole.meets(slo) else quick is capacity.MISSED or quick == whole
+        assert math.isfinite(whole.ttft_ms)
+        stopped += quick is capacity.MISSED
+    assert stopped >= 1
 
 
 def test_goodput_below_a_64th_of_saturation_is_searched_not_assumed() -> None:
