@@ -142,7 +142,7 @@ class KernelStepModel:
 
     @lru_cache(maxsize=4096)  # noqa: B019 - one model object per prediction; steps repeat their token counts
     def _linear_ms(self, tokens: int, sampled: int) -> float:
-        s, tp, h = self.spec, self.tp, self.spec.hidden_size
+        s, h = self.spec, self.spec.hidden_size
         n_exp, k, inter, _ = s.moe_shape
         expert = 3 * h * inter if inter else 0
         n_moe = self.moe_layers

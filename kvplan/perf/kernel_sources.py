@@ -13,11 +13,12 @@ def annotate_sources(model: Any, tables: dict, group: int, standard_kinds: tuple
     """Complete a `KernelStepModel`'s `sources` (the grids' builders wrote the tables they used); `group`: the GPUs
     a MoE layer spans, `standard_kinds`: the layer kinds whose projections are timed by shape."""
     sources, tp, dp, captured = model.sources, model.tp, model.dp, model.captured_tokens
-    if model.other_weights:
+    if model.other_weights:  # MLA's projections take the attention table unless the model has mixers
+        table = "attention_gemm" if model.attention_gemm is not None and not model.spec.params.mixer else "gemm"
         sources["other_linear"] = (f"{model.other_weights / 1e9:.2f}B weights outside q/k/v/o and MLP shapes "
                                    f"({', '.join(sorted({x.kind for x in model.spec.layers} - set(standard_kinds)))}"
                                    f" layers): timed as GEMMs from the hidden size, "
-                                   + (sources.get("gemm", "roofline").split(" (")[0]))
+                                   + sources.get(table, "roofline").split(" (")[0])
     for op in ("gemm", "context_attention", "generation_attention", "moe", "allreduce", "moe_allreduce"):
         sources.setdefault(op, ROOFLINE)
     for op, absent in (("moe", not model.spec.moe_shape[0]), ("allreduce", tp == 1),
