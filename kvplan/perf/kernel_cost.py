@@ -12,7 +12,7 @@ One step on one GPU of a TP group (pipeline stages run in turn, as in `gpu_cost`
     per layer             norms, rotary and activations: HBM traffic at the roofline (unmeasured)
     TP > 1                two all-reduces per layer of tokens x hidden bf16 values (vLLM's custom
                           all-reduce: CUDA-graph timings, eager ones above the captured sizes)
-    LM head               m = the requests that sample a token
+    LM head               m = the requests that sample a token (bf16: vLLM never quantizes it)
     untimed kernels       per layer 4 (add-norms, rotary, KV-cache write), per MoE layer 8 more
                           (routing): each at least `kernel_floor_s`, the tables time none of them
     eager steps           (above the largest captured CUDA graph) the GEMMs' host work (an 8-bit
@@ -35,8 +35,8 @@ import numpy as np
 from kvplan.errors import KvplanError
 from kvplan.perf.gpu_cost import (ACTIVATION_BYTES, Coefficients, GpuStepModel, compute_peak_flops, fitted_coefficients,
                                   host_step_s, moe_layer_count)
-from kvplan.perf.kernel_dtypes import attention_gemm_dtype, kernel_dtypes
-from kvplan.perf.kernel_grids import attention_grids, collective_grids, gemm_grid, moe_grid
+from kvplan.perf.kernel_dtypes import kernel_dtypes, partly_kept_note, unquantized_tables
+from kvplan.perf.kernel_grids import MeasuredGemm, attention_grids, collective_grids, gemm_grid, moe_grid
 from kvplan.perf.kernel_sources import annotate_sources
 from kvplan.perf.kernel_tables import AIC_SYSTEMS, data_root, system_tables
 from kvplan.plan import overheads as oh
@@ -71,7 +71,7 @@ class KernelStepModel:
     spec: ModelSpec
     tp: int
     roofline: GpuStepModel  # the physical model: fallback ops and the host overheads
-    gemm: Callable[[float, float, float], float] | None
+    gemm: MeasuredGemm | None
     context_attention: Callable[[float, float], float] | None
     generation_attention: Callable[[float, float], float] | None
     moe: Callable[[float], float] | None
@@ -82,8 +82,8 @@ class KernelStepModel:
     # the same collectives launched eagerly: steps above the largest captured CUDA graph
     eager_allreduce: Callable[[float], float] | None = None
     eager_moe_allreduce: Callable[[float], float] | None = None
-    router_gemm: Callable[[float, float, float], float] | None = None  # bf16: vLLM never quantizes the MoE gate
-    attention_gemm: Callable[[float, float, float], float] | None = None  # a checkpoint's unquantized attention (else gemm)
+    plain_gemm: MeasuredGemm | None = None  # the bf16 table, for the layers vLLM builds unquantized:
+    plain_tables: tuple[str, ...] = ()  # which of `_gemm_calls`' labels (kernel_dtypes.unquantized_tables)
     captured_tokens: int = CUDAGRAPH_MAX_TOKENS  # largest step a CUDA graph replays (0: --enforce-eager)
     peak_flops_per_s: float = 0.0
     bandwidth_bytes_per_s: float = 0.0
@@ -105,39 +105,42 @@ class KernelStepModel:
         return 1e3 * max(flops / (self.peak_flops_per_s * c.gemm_efficiency),
                          read / (self.bandwidth_bytes_per_s * c.hbm_efficiency))
 
+    def _grid(self, table: str) -> MeasuredGemm | None:
+        """The measured GEMMs a `_gemm_calls` label runs on: bf16 for the unquantized layers, else
+        the weights' dtype; None: the roofline."""
+        return self.plain_gemm if table in self.plain_tables and self.plain_gemm is not None else self.gemm
+
     def _table_ms(self, table: str, m: float, n: float, k: float) -> float:
-        """A GEMM from its table: "attention" (a checkpoint's unquantized attention) or "dense"."""
-        if table == "attention" and self.attention_gemm is not None and m > 0:
-            return self.attention_gemm(m, n, k)
-        return self._gemm_ms(m, n, k)
+        grid = self._grid(table)
+        return grid(m, n, k) if grid is not None and m > 0 else self._gemm_ms(m, n, k)
 
     def _gemm_calls(self, tokens: int, sampled: int) -> list[tuple[float, str, float, float, float]]:
-        """(calls, table, m, n, k) of a step's dense GEMMs on one GPU: q/k/v/o of standard attention
-        layers, dense MLPs, shared experts, the LM head (m = sampled requests), and the remaining
-        linear weights from the hidden size (MLA's projections: attention weights, unless mixers)."""
+        """(calls, label, m, n, k) of a step's dense GEMMs on one GPU: q/k/v/o of standard attention
+        layers ("attention"), dense MLPs and shared experts ("mlp"), the LM head ("head", m = sampled
+        requests), the MoE gate ("router", replicated) and the remaining linear weights from the
+        hidden size (MLA's projections: "attention"; with state mixers: "dense")."""
         s, tp, h = self.spec, self.tp, self.spec.hidden_size
         d, heads, kv = s.head_dim, s.num_attention_heads, s.num_kv_heads
         attn, n_moe = self.standard_attention_layers, self.moe_layers
-        _, _, inter, n_shared = s.moe_shape
+        n_exp, _, inter, n_shared = s.moe_shape
         n_dense, dense_inter = max(0, s.num_layers - n_moe), s.intermediate_size
         calls = [(attn, "attention", tokens, (heads + 2 * kv) * d / tp, h), (attn, "attention", tokens, h, heads * d / tp),
-                 (n_dense, "dense", tokens, 2 * dense_inter / tp, h), (n_dense, "dense", tokens, h, dense_inter / tp),
-                 (1, "dense", sampled, s.vocab_size / tp, h)]
+                 (n_dense, "mlp", tokens, 2 * dense_inter / tp, h), (n_dense, "mlp", tokens, h, dense_inter / tp),
+                 (1, "head", sampled, s.vocab_size / tp, h), (n_moe, "router", tokens, n_exp, h)]
         if n_moe and n_shared:
-            calls += [(n_moe * n_shared, "dense", tokens, 2 * inter / tp, h), (n_moe * n_shared, "dense", tokens, h, inter / tp)]
+            calls += [(n_moe * n_shared, "mlp", tokens, 2 * inter / tp, h), (n_moe * n_shared, "mlp", tokens, h, inter / tp)]
         if rest := self.other_weights / tp:
             calls.append((1, "dense" if s.params.mixer else "attention", tokens, rest / h, h))
         return [c for c in calls if c[0] and c[2] > 0 and c[3] > 0]
 
     @lru_cache(maxsize=4096)  # noqa: B019 - one model object per prediction; steps repeat their token counts
     def _host_gemm_ms(self, tokens: int, sampled: int) -> float:
-        """The host work of an eager step's GEMMs (`MeasuredGemm.host`); a CUDA graph replays none."""
-        if tokens <= self.captured_tokens:
-            return 0.0
+        """The host work of a step's GEMMs (`MeasuredGemm.host`); only an eager step pays it
+        (`_beside_launches`: a CUDA graph replays none)."""
         total = 0.0
         for calls, table, m, n, k in self._gemm_calls(tokens, sampled):
-            grid = self.attention_gemm if table == "attention" and self.attention_gemm is not None else self.gemm
-            total += calls * grid.host(m, n, k) if grid is not None and hasattr(grid, "host") else 0.0
+            grid = self._grid(table)
+            total += calls * grid.host(m, n, k) if grid is not None else 0.0
         return total
 
     @lru_cache(maxsize=4096)  # noqa: B019 - one model object per prediction; steps repeat their token counts
@@ -151,8 +154,7 @@ class KernelStepModel:
         group_tokens = tokens * self.dp  # every replica's batch goes through each MoE layer's experts
         if n_moe:
             routed = self.moe(group_tokens) if self.moe is not None else self._moe_roofline_ms(group_tokens, n_exp, k, expert)
-            router = self.router_gemm(tokens, n_exp, h) if self.router_gemm is not None else self._gemm_ms(tokens, n_exp, h)
-            mlp = n_moe * (routed + router)
+            mlp = n_moe * routed
         comm = 0.0
         eager = tokens > self.captured_tokens
         group_moe = n_moe if self.dp > 1 else 0  # these layers reduce over the whole MoE group instead of TP
@@ -311,6 +313,8 @@ class KernelStepModel:
     def _beside_launches(self, gpu_ms: Any, tokens: int, sampled: int) -> Any:
         """An eager step's CPU launches its kernels while the GPU runs them: the forward pass takes
         the longer of the GPU's work and the GEMMs' host work (`_host_gemm_ms`; 0 in a graph step)."""
+        if tokens <= self.captured_tokens:  # the hot path: every decode step
+            return gpu_ms
         host = self._host_gemm_ms(tokens, sampled)
         return np.maximum(gpu_ms, host) if host > 0 else gpu_ms
 
@@ -369,12 +373,9 @@ class KernelStepModel:
         heads, kv_heads = spec.num_attention_heads // tp, max(1, spec.num_kv_heads // tp)
         captured = 0 if enforce_eager else oh.cudagraph_capture_tokens(max_num_seqs)  # --enforce-eager: none
         gemm = gemm_grid(tables, gemm_dtype, sources)
-        attention_dtype = attention_gemm_dtype(spec, quantization, gemm_dtype)
-        attention_gemm = None
-        if attention_dtype != gemm_dtype:  # the checkpoint keeps its attention layers out of the scheme
-            attention_gemm = gemm_grid(tables, attention_dtype, attention_sources := {})
-            sources["attention_gemm"] = attention_sources.get("gemm", "roofline") + " (the checkpoint leaves attention unquantized)"
-        router_gemm = gemm_grid(tables, "bfloat16", {}) if spec.moe_shape[0] else None
+        plain_gemm = gemm_grid(tables, "bfloat16", {})
+        if note := partly_kept_note(spec, quantization):
+            sources["gemm"] = sources.get("gemm", "roofline") + f"; {note}"
         context, generation = (None, None) if spec.is_mla else attention_grids(tables, heads, kv_heads, spec.head_dim,
                                                                                 kv_dtype, sources)
         group = tp * dp
@@ -382,8 +383,8 @@ class KernelStepModel:
         comms = collective_grids(tables, tp, dp if spec.moe_shape[0] else 1, sources)
         model = cls(spec, tp, roofline, gemm, context, generation, moe, comms.pop("allreduce"), sources,
                     peak_flops_per_s=compute_peak_flops(gpu, spec.quant.method),
-                    bandwidth_bytes_per_s=float(gpu.memory_bandwidth_gbps or 0) * 1e9, dp=dp, router_gemm=router_gemm,
-                    attention_gemm=attention_gemm,
+                    bandwidth_bytes_per_s=float(gpu.memory_bandwidth_gbps or 0) * 1e9, dp=dp, plain_gemm=plain_gemm,
+                    plain_tables=unquantized_tables(spec, quantization),
                     **comms, captured_tokens=captured, overlaps_cpu=(  # as the server runs; None: the version's default
                         oh.schedules_async_by_default(vllm_version) if async_scheduling is None else async_scheduling))
         annotate_sources(model, tables, group, STANDARD_ATTENTION)

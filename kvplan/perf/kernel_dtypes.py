@@ -1,14 +1,19 @@
 """Which measured table times a model's weights: vLLM's kernel for its quantization, as vLLM names it.
 
-A checkpoint may keep some layers out of its scheme (ModelOpt `exclude_modules`, compressed-tensors
-`ignore`: NVIDIA's NVFP4 MiniMax-M2.5 and Kimi-K2.5 keep every self_attn in bf16). vLLM then builds
-those layers unquantized, so their GEMMs run bf16 kernels: `attention_gemm_dtype` says so per group.
+vLLM builds some linear layers unquantized whatever the scheme: the LM head (an embedding-like
+layer no quantization config converts unless it says so) and the MoE gate (built with
+quant_config=None). A checkpoint may also keep layers out of its scheme (ModelOpt
+`exclude_modules`, compressed-tensors `ignore`: NVIDIA's NVFP4 MiniMax-M2.5 and Kimi-K2.5 keep every
+self_attn in bf16); vLLM then builds those unquantized too. Their GEMMs run bf16 kernels:
+`unquantized_tables` names them.
 """
 from __future__ import annotations
 
 from kvplan.spec.model import ModelSpec, text_config
 
 INT4_WEIGHT_ONLY = ("w4a16", "gptq", "awq", "gptq_marlin", "awq_marlin")
+ALWAYS_UNQUANTIZED = ("head", "router")  # the LM head and the MoE gate
+GROUP_TABLES = {"attention": "attention", "mlp_dense": "mlp"}  # ParamCount group -> the GEMM calls it holds
 
 
 def _method(spec: ModelSpec, quantization: str | None) -> tuple[str, bool]:
@@ -35,17 +40,31 @@ def kernel_dtypes(spec: ModelSpec, quantization: str | None) -> tuple[str | None
     if method == "mxfp4":
         return "bfloat16", "w4a16_mxfp4"
     if method in INT4_WEIGHT_ONLY:
-        return ("bfloat16" if _kept(spec, "attention") else None), "int4_wo"
+        return ("bfloat16" if _kept_pct(spec, "attention") == 100 else None), "int4_wo"
     return None, None
 
 
-def _kept(spec: ModelSpec, group: str) -> bool:
-    """The checkpoint leaves every weight of `group` in the model dtype (0% converted)."""
-    return {g: pct for g, _, pct in spec.quant.groups}.get(group) == 0
+def _kept_pct(spec: ModelSpec, group: str) -> int:
+    """Percent of `group`'s weights the checkpoint leaves in the model dtype (0: the scheme converts
+    all of it, or the checkpoint says nothing per group)."""
+    return 100 - {g: pct for g, _, pct in spec.quant.groups}.get(group, 100)
 
 
-def attention_gemm_dtype(spec: ModelSpec, quantization: str | None, dense: str | None) -> str | None:
-    """The table of the attention projections (q/k/v/o, MLA's): bf16 where a checkpoint keeps its
-    attention layers unquantized, else the dense GEMMs' (a runtime --quantization converts them all)."""
+def unquantized_tables(spec: ModelSpec, quantization: str | None) -> tuple[str, ...]:
+    """The GEMM calls (`KernelStepModel._gemm_calls` labels) timed from the bf16 table: the LM head
+    and MoE gate always, and a group the checkpoint keeps mostly (over half) unquantized; a runtime
+    --quantization converts every linear layer."""
     _, runtime = _method(spec, quantization)
-    return "bfloat16" if not runtime and _kept(spec, "attention") else dense
+    kept = [] if runtime else [table for group, table in GROUP_TABLES.items() if _kept_pct(spec, group) > 50]
+    return ALWAYS_UNQUANTIZED + tuple(kept)
+
+
+def partly_kept_note(spec: ModelSpec, quantization: str | None) -> str | None:
+    """What is approximated when a checkpoint keeps only part of a group unquantized (ModelOpt
+    excluding some layers' self_attn): the group is timed with its majority's kernel."""
+    _, runtime = _method(spec, quantization)
+    partial = [(g, _kept_pct(spec, g)) for g in GROUP_TABLES if 0 < _kept_pct(spec, g) < 100]
+    if runtime or not partial:
+        return None
+    return ("the checkpoint keeps " + ", ".join(f"{kept}% of its {g} weights" for g, kept in partial)
+            + " unquantized: each group timed with its majority's kernel (not per layer)")

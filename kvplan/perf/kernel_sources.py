@@ -10,15 +10,24 @@ ROOFLINE = "roofline (datasheet, kvplan's global coefficients)"
 
 
 def annotate_sources(model: Any, tables: dict, group: int, standard_kinds: tuple[str, ...]) -> None:
-    """Complete a `KernelStepModel`'s `sources` (the grids' builders wrote the tables they used); `group`: the GPUs
-    a MoE layer spans, `standard_kinds`: the layer kinds whose projections are timed by shape."""
+    """Complete a `KernelStepModel`'s `sources` (the grids' builders wrote the tables they used);
+    `group`: the GPUs a MoE layer spans, `standard_kinds`: the layer kinds timed by shape."""
     sources, tp, dp, captured = model.sources, model.tp, model.dp, model.captured_tokens
-    if model.other_weights:  # MLA's projections take the attention table unless the model has mixers
-        table = "attention_gemm" if model.attention_gemm is not None and not model.spec.params.mixer else "gemm"
+    used = [t for _, t, *_ in model._gemm_calls(1, 1)]
+    plain = [t for t in model.plain_tables if t in used] if model.plain_gemm is not None else []
+    if plain:
+        why = {"head": "LM head", "router": "MoE gate (quant_config=None)",
+               "attention": "attention (kept unquantized by the checkpoint)",
+               "mlp": "dense MLPs and shared experts (kept unquantized by the checkpoint)"}
+        sources["unquantized_gemm"] = (f"{tables['gemm'].source} gemm_dtype=bfloat16 for the layers vLLM builds "
+                                       f"unquantized: {', '.join(why[t] for t in plain)}")
+    if model.other_weights:  # MLA's projections are attention weights unless the model has mixers
+        plain_other = ("dense" if model.spec.params.mixer else "attention") in plain
+        table = f"{tables['gemm'].source} gemm_dtype=bfloat16" if plain_other else sources.get("gemm", "roofline").split(" (")[0]
         sources["other_linear"] = (f"{model.other_weights / 1e9:.2f}B weights outside q/k/v/o and MLP shapes "
                                    f"({', '.join(sorted({x.kind for x in model.spec.layers} - set(standard_kinds)))}"
                                    f" layers): timed as GEMMs from the hidden size, "
-                                   + sources.get(table, "roofline").split(" (")[0])
+                                   + table)
     for op in ("gemm", "context_attention", "generation_attention", "moe", "allreduce", "moe_allreduce"):
         sources.setdefault(op, ROOFLINE)
     for op, absent in (("moe", not model.spec.moe_shape[0]), ("allreduce", tp == 1),
@@ -31,8 +40,6 @@ def annotate_sources(model: Any, tables: dict, group: int, standard_kinds: tuple
     for op, eager_grid in (("allreduce", model.eager_allreduce), ("moe_allreduce", model.eager_moe_allreduce)):
         if op in sources and eager_grid is not None:
             sources[op] += f"; its eager-launch timings in steps above {captured} tokens (not captured)"
-    if model.router_gemm is not None:
-        sources["router"] = f"{tables['gemm'].source} gemm_dtype=bfloat16 (vLLM builds the MoE gate with quant_config=None)"
     sources["elementwise"] = ("roofline: norms, rotary and activations as HBM traffic "
                               f"({model.elementwise_bytes_per_token / 1e3:.0f} kB a token on one GPU)")
     sources.update(model.host_sources())

@@ -355,44 +355,49 @@ def test_an_eager_step_takes_the_longer_of_gpu_work_and_gemm_host_work(monkeypat
                          columns=["m", "n", "k", "latency"])  # 1 ms a GEMM whatever its shape, as measured
     bf16 = model.gemm
     model.gemm = MeasuredGemm(LogGrid(frame, ["m", "n", "k"]), bf16.grid)
-    calls = sum(c for c, *_ in model._gemm_calls(1024, 1))
-    assert model._host_gemm_ms(512, 1) == 0.0  # captured
+    quantized = [(c, m, n, k) for c, label, m, n, k in model._gemm_calls(1024, 1) if label != "head"]  # head: bf16
     host = model._host_gemm_ms(1024, 1)
-    assert host == pytest.approx(sum(c * (1.0 - bf16(m, n, k)) for c, _, m, n, k in model._gemm_calls(1024, 1)))
-    assert calls == 4 * 32 + 1 and host > 100  # qkv, o, gate_up, down a layer and the LM head, ~1 ms each
+    assert host == pytest.approx(sum(c * (1.0 - bf16(m, n, k)) for c, m, n, k in quantized))
+    assert sum(c for c, *_ in quantized) == 4 * 32 and host > 100  # qkv, o, gate_up, down a layer, ~1 ms each
     gpu = model._linear_ms(1024, 1) + model._attention_ms(1, 1024, 1024 * 1025 / 2, 0, 0)
     assert gpu < host  # the CPU sets the pace here
     assert model._beside_launches(gpu, 1024, 1) == host and model._beside_launches(gpu, 512, 1) == gpu
 
 
-def test_the_moe_router_is_a_bf16_gemm_whatever_the_checkpoint_quantization(monkeypatch) -> None:
-    """vLLM builds every MoE gate with quant_config=None (Qwen3-MoE, DeepSeek, MiniMax-M2): an FP8
-    checkpoint's router is timed from the bf16 table; a dense model has none."""
+def test_the_moe_router_and_lm_head_are_bf16_gemms_whatever_the_checkpoint_quantization(monkeypatch) -> None:
+    """vLLM builds every MoE gate with quant_config=None (Qwen3-MoE, DeepSeek, MiniMax-M2) and the
+    LM head unquantized: an FP8 checkpoint's router and head are timed from the bf16 table (the H100
+    subset here has bf16 GEMMs only, so its fp8 GEMMs fall back to the roofline); a dense model has
+    no router."""
     monkeypatch.setenv(DATA_ENV, str(DATA))
     system_tables.cache_clear()
     spec = load_model(str(CONFIGS / "Qwen--Qwen3-235B-A22B-FP8_config.json"))
     model = KernelStepModel.build(spec, load_gpu("h100-sxm-80gb"), tp=4)
-    assert "gemm_dtype=bfloat16" in model.sources["router"] and model.router_gemm is not None
+    assert "gemm_dtype=bfloat16" in model.sources["unquantized_gemm"] and "MoE gate" in model.sources["unquantized_gemm"]
+    assert model.sources["gemm"].startswith("roofline") and model.plain_gemm is not None
     n_exp, h = spec.moe_shape[0], spec.hidden_size
-    assert model.router_gemm(1024, n_exp, h) > 0
+    assert model._table_ms("router", 1024, n_exp, h) == model.plain_gemm(1024, n_exp, h) > 0
+    assert model._table_ms("head", 8, spec.vocab_size / 4, h) == model.plain_gemm(8, spec.vocab_size / 4, h)
+    assert model._table_ms("attention", 1024, 4096, h) == model._gemm_ms(1024, 4096, h)  # fp8: the roofline here
+    assert (model.moe_layers, "router", 1024, n_exp, h) in model._gemm_calls(1024, 1)
     dense = KernelStepModel.build(load_model("llama-3.1-8b-instruct"), load_gpu("h100-sxm-80gb"), tp=1)
-    assert "router" not in dense.sources and dense.router_gemm is None
+    assert "MoE gate" not in dense.sources["unquantized_gemm"] and not any(t == "router" for _, t, *_ in dense._gemm_calls(64, 1))
 
 
 def test_unquantized_attention_of_a_quantized_checkpoint_is_timed_from_the_bf16_table(monkeypatch) -> None:
     """NVIDIA's NVFP4 MiniMax-M2.5 keeps self_attn in bf16: on H100 (whose copied tables have bf16
     GEMMs only, no NVFP4) its q/k/v/o come from the measured bf16 table and say so, while its
-    other GEMMs fall back to the roofline; the same model quantized throughout has no such op."""
+    other GEMMs fall back to the roofline; the same model quantized throughout times them as fp8."""
     monkeypatch.setenv(DATA_ENV, str(DATA))
     system_tables.cache_clear()
     gpu = load_gpu("h100-sxm-80gb")
     model = KernelStepModel.build(load_model(str(CONFIGS / "nvidia--MiniMax-M2.5-NVFP4_config.json")), gpu, tp=2)
-    assert "gemm_dtype=bfloat16" in model.sources["attention_gemm"] and model.sources["gemm"].startswith("roofline")
-    assert model.attention_gemm is not None and model.attention_gemm(4096, 4096, 4096) > 0
-    assert model._table_ms("attention", 4096, 4096, 4096) == model.attention_gemm(4096, 4096, 4096)
+    assert "attention (kept unquantized" in model.sources["unquantized_gemm"] and model.sources["gemm"].startswith("roofline")
+    assert model._table_ms("attention", 4096, 4096, 4096) == model.plain_gemm(4096, 4096, 4096) > 0
+    assert model._table_ms("attention", 4096, 4096, 4096) != model._gemm_ms(4096, 4096, 4096)
     assert model._table_ms("attention", 0, 4096, 4096) == 0.0
     fp8 = KernelStepModel.build(load_model(str(CONFIGS / "MiniMaxAI--MiniMax-M2.5_config.json")), gpu, tp=2)
-    assert "attention_gemm" not in fp8.sources and fp8.attention_gemm is None
+    assert "attention" not in fp8.plain_tables and "attention" not in fp8.sources["unquantized_gemm"]
 
 
 def test_tables_without_pyarrow_are_a_one_line_error(tmp_path, monkeypatch) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kvplan.errors import KvplanError
-from kvplan.perf.kernel_dtypes import attention_gemm_dtype, kernel_dtypes
+from kvplan.perf.kernel_dtypes import kernel_dtypes, partly_kept_note, unquantized_tables
 from kvplan.plan.budget import plan_capacity
 from kvplan.plan.engine_args import EngineArgs
 from kvplan.spec.gpu import load_gpu
@@ -49,14 +49,18 @@ def test_kernel_tables_follow_the_scheme() -> None:
     assert kernel_dtypes(load_model("llama-3.1-8b"), None) == ("bfloat16", "bfloat16")
 
 
-def test_attention_a_checkpoint_keeps_unquantized_runs_bf16_gemms() -> None:
-    """NVIDIA's NVFP4 MiniMax-M2.5 lists every `model.layers.N.self_attn*` in its ignore list
-    (tests/data/aiconfigurator/model_configs, as AIConfigurator ships it): vLLM builds those layers
-    unquantized, so q/k/v/o are bf16 GEMMs while the experts are NVFP4. A runtime --quantization
-    converts every linear layer; a checkpoint quantizing its attention keeps its dense table."""
+def test_layers_vllm_builds_unquantized_run_bf16_gemms() -> None:
+    """The LM head and MoE gate always; NVIDIA's NVFP4 MiniMax-M2.5 lists every
+    `model.layers.N.self_attn*` in its ignore list (tests/data/aiconfigurator/model_configs, as
+    AIConfigurator ships it), so its q/k/v/o are bf16 GEMMs while its experts are NVFP4. GLM-5.1's
+    NVFP4 keeps 96% of its attention and dense MLP weights: timed as bf16 and the rest noted. A
+    runtime --quantization converts every linear layer."""
     nvfp4 = load_model(str(CONFIGS / "nvidia--MiniMax-M2.5-NVFP4_config.json"))
     assert kernel_dtypes(nvfp4, None) == ("nvfp4", "nvfp4")
-    assert attention_gemm_dtype(nvfp4, None, "nvfp4") == "bfloat16"
+    assert unquantized_tables(nvfp4, None) == ("head", "router", "attention") and partly_kept_note(nvfp4, None) is None
+    glm = load_model(str(CONFIGS / "nvidia--GLM-5.1-NVFP4_config.json"))
+    assert unquantized_tables(glm, None) == ("head", "router", "attention", "mlp")
+    assert "96% of its attention" in (partly_kept_note(glm, None) or "")
     fp8 = load_model(str(CONFIGS / "MiniMaxAI--MiniMax-M2.5_config.json"))
-    assert attention_gemm_dtype(fp8, None, "fp8_block") == "fp8_block"
-    assert attention_gemm_dtype(load_model("llama-3.1-8b"), "fp8", "fp8") == "fp8"
+    assert unquantized_tables(fp8, None) == ("head", "router")
+    assert unquantized_tables(load_model("llama-3.1-8b"), "fp8") == ("head", "router")
