@@ -11,7 +11,8 @@ together and the random lengths take the users out of step. --start stagger inst
 users' starts evenly over one request's duration (a pure steady state, fixed lengths; the earlier default, with --per-user 3).
 The 212 rows of AIConfigurator's gap analyses may instead come from its own benchmark script (aiperf,
 fixed lengths, 20 x N requests after 2 x N drained warmups, 100 shuffled prompts that repeat, so
-vLLM's prefix cache can hit): --gap-rows aiperf replays them that way.
+vLLM's prefix cache can hit) against a server started with the flags its generator writes
+(--max-num-seqs 512, --max-num-batched-tokens 512 + isl + 1500): --gap-rows aiperf replays them that way.
 kvplan simulates vLLM's scheduler and times steps with --perf-model (roofline, kernels, or both); AIConfigurator's `cli_estimate(mode="agg")` runs in the
 Python given by --aic-python (a venv with `pip install aiconfigurator==0.12.0`). Prints median and
 P90 |error| of mean TTFT and TPOT per tool, over the rows every tool predicts, per model and GPU.
@@ -164,6 +165,18 @@ class Harness:
     warmup_per_user: int = 0  # warmup requests per user, drained before profiling starts
     dataset_entries: int = 0  # distinct prompts the client cycles through (0: every prompt new)
     max_requests: int = 2000  # this benchmark's bound on a row's simulated requests
+    aic_generator: bool = False  # the server ran the flags AIConfigurator's generator writes, not vLLM's defaults
+
+    def engine_flags(self, isl: int, osl: int, batch: int) -> dict[str, int]:
+        """The vLLM flags this harness's server ran with beyond the row's parallelism. AIConfigurator's
+        generator (aiconfigurator/generator/rule_plugin/vllm.rule, its default rule; run through its
+        rule engine for isl 4096, batch 8: max_batch_size 512, max_num_tokens 6108, max_seq_len 5724)
+        writes --max-num-seqs max(512, 2 x batch), --max-num-batched-tokens that + isl + 1500 and
+        --max-model-len isl + osl + 1500; vLLM's defaults otherwise (--max-model-len just fits)."""
+        if not self.aic_generator:
+            return {"max_model_len": isl + osl + 16}
+        seqs = 512 if batch < 512 else 2 * batch
+        return {"max_num_seqs": seqs, "max_num_batched_tokens": seqs + isl + 1500, "max_model_len": isl + osl + 1500}
 
     def requests(self, b: int, isl: int, osl: int, num_gpu_blocks: int, block_size: int) -> list:
         """The profiled requests. With a finite dataset, aiperf's default shuffle sampler sends every
@@ -190,7 +203,7 @@ HARNESSES = {
     # AIConfigurator's own benchmark (aiconfigurator/generator/config/backend_templates/benchmark/
     # bench_run.sh.j2, used for its gap analyses): `aiperf profile --concurrency N --num-requests 20N
     # --warmup-request-count 2N --isl-stddev 0`, aiperf 0.3's default 100 dataset entries, shuffled
-    "aiperf": Harness(20, 0.0, warmup_per_user=2, dataset_entries=100, max_requests=2560),
+    "aiperf": Harness(20, 0.0, warmup_per_user=2, dataset_entries=100, max_requests=2560, aic_generator=True),
 }
 
 
@@ -215,10 +228,10 @@ def kvplan_row(r: dict, perf_model: str, cache: dict, start: str = "stagger",
     spec, quant = got
     b, isl, osl = concurrency(r), _int(r["isl"]), _int(r["osl"])
     _, dp, ep = parallel(r)
+    flags = (client or HARNESSES["inferencemax"]).engine_flags(isl, osl, _int(r["batch_size"], b))
     try:
         args = EngineArgs.from_flags(gpu=load_gpu(GPUS[r["system"]]), tensor_parallel_size=_int(r["tp_size"], 1),
-                                     data_parallel_size=dp, enable_expert_parallel=ep > 1,
-                                     max_model_len=isl + osl + 16, quantization=quant,
+                                     data_parallel_size=dp, enable_expert_parallel=ep > 1, **flags, quantization=quant,
                                      vllm_version=version if (version := str(r.get("backend_version") or ""))[:1].isdigit()
                                      else None)  # a nightly: kvplan's newest
     except Exception as exc:  # noqa: BLE001 - recorded as the row's outcome

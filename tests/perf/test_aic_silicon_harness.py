@@ -63,3 +63,15 @@ def test_nvfp4_rows_run_nvidias_published_checkpoint_where_its_config_is_carried
     assert dict((g, pct) for g, _, pct in spec.quant.groups)["attention"] == 0
     llama, _ = a.row_model({"model_path": "meta-llama/Llama-3.1-70B", "gemm_quant_mode": "nvfp4"}, {})
     assert llama.quant.method == "nvfp4" and llama.quant.kv_cache_dtype is None
+
+
+def test_aiperf_rows_run_the_flags_aiconfigurators_generator_writes():
+    """AIConfigurator 0.12's generator (generator/rule_plugin/vllm.rule, default rule), run through its
+    rule engine for an agg worker of batch 8 at isl 4096 / osl 128, wrote max_batch_size 512,
+    max_num_tokens 6108 and max_seq_len 5724 (--max-num-seqs, --max-num-batched-tokens,
+    --max-model-len); InferenceMAX's servers keep vLLM's defaults."""
+    a = _bench()
+    assert a.HARNESSES["aiperf"].engine_flags(4096, 128, 8) == {
+        "max_num_seqs": 512, "max_num_batched_tokens": 6108, "max_model_len": 5724}
+    assert a.HARNESSES["aiperf"].engine_flags(1024, 1024, 600)["max_num_seqs"] == 1200  # 2 x batch from 512 up
+    assert a.HARNESSES["inferencemax"].engine_flags(4096, 128, 8) == {"max_model_len": 4096 + 128 + 16}
