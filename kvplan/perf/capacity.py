@@ -185,7 +185,7 @@ def candidates(gpus: list[GpuSpec], kv_dtypes: list[str], quantizations: list[st
 
 
 def vllm_serve_line(spec: ModelSpec, args: EngineArgs) -> str:
-    parts = [f"vllm serve {spec.hf_id or spec.name}", f"--tensor-parallel-size {args.tensor_parallel_size}",
+    parts = [f"vllm serve {spec.serve_arg}", f"--tensor-parallel-size {args.tensor_parallel_size}",
              f"--max-model-len {args.max_model_len}", f"--gpu-memory-utilization {args.gpu_memory_utilization:g}"]
     if args.kv_cache_dtype not in ("auto", None):
         parts.append(f"--kv-cache-dtype {args.kv_cache_dtype}")

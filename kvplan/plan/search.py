@@ -121,7 +121,7 @@ def _combo_risk(o: Option, args: EngineArgs) -> str:
 def serve_command(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, target: int) -> str:
     """The `vllm serve` line for `args`, with flags vLLM accepts only (a KV dtype or quantization
     vLLM has no flag for is left out; `recommend` re-plans with one that it has)."""
-    parts = [f"vllm serve {spec.hf_id or spec.name}"]
+    parts = [f"vllm serve {spec.serve_arg}"]
     if args.kv_cache_memory_bytes is not None:
         needed = (target * plan.blocks_per_request + 1) * plan.block_bytes  # +1: the reserved null block
         parts.append(f"--kv-cache-memory-bytes {needed}")

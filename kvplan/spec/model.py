@@ -9,6 +9,7 @@ chunked, MLA, cross-attention, KV-shared, and Mamba / Gated-DeltaNet state layer
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -84,6 +85,20 @@ class ModelSpec:
     config: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
     warnings: tuple[str, ...] = ()  # what the spec could not model (unread config keys, quantization assumed)
     max_len_known: bool = True  # the config (or its class) gives a maximum length: longer --max-model-len is refused
+
+    @property
+    def serve_arg(self) -> str:
+        """What `vllm serve` takes for this model: its Hub id, else the directory its config.json is
+        in (absolute, shell-quoted), else, for a config file under another name, a placeholder naming
+        it: vLLM serves a repo id or a model directory, not a loose config file."""
+        if self.hf_id:
+            return self.hf_id
+        if not self.source:
+            return self.name
+        path = Path(self.source)
+        if path.name == "config.json":
+            return shlex.quote(str(path.resolve().parent))
+        return f"<model directory of {path.name}>"
 
     @cached_property
     def moe_shape(self) -> tuple[int, int, int, int]:
@@ -428,5 +443,5 @@ def spec_from_path(path: str | Path) -> ModelSpec:
         raise ConfigError(f"{short_repr(str(p))}: no config.json found")
     config = with_hf_quant_config(load_config_json(cfg_path), cfg_path.parent / "hf_quant_config.json")
     weights = checkpoint_bytes(p) if p.is_dir() else None
-    name = p.name if p.is_dir() else p.parent.name or p.stem
+    name = p.name if p.is_dir() else (p.parent.name or p.stem) if p.name == "config.json" else p.stem
     return spec_from_config(config, name, where=str(cfg_path), source=str(cfg_path), checkpoint_weights_bytes=weights)

@@ -3,6 +3,7 @@
 import csv
 import json
 import struct
+from pathlib import Path
 
 import pytest
 
@@ -166,3 +167,19 @@ def test_quantized_profiles(name, method):
     assert spec.quant.method == method
     ratio = spec.weights_bytes / (base.params.total * 2)
     assert ratio < (0.62 if method in ("int8", "fp8") else 0.4)  # embeddings and LM head stay 16-bit
+
+
+def test_serve_arg_is_what_vllm_serve_takes(tmp_path):
+    """`vllm serve` takes a repo id or a model directory: a profile serves as its Hub id, a local
+    config.json as its directory (absolute, quoted for the shell), and a config file under another
+    name (AIConfigurator's `Org--Name_config.json`) as a placeholder, never the folder it sits in."""
+    assert load_model("llama-2-7b").serve_arg == "meta-llama/Llama-2-7b-hf"
+    src = Path(__file__).resolve().parents[1] / "data" / "aiconfigurator" / "model_configs" / "Qwen--Qwen3-32B_config.json"
+    loose = spec_from_path(src)
+    assert loose.name == "Qwen--Qwen3-32B_config" and loose.serve_arg == "<model directory of Qwen--Qwen3-32B_config.json>"
+    model_dir = tmp_path / "my model"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text(src.read_text())
+    for given in (model_dir, model_dir / "config.json"):
+        spec = spec_from_path(given)
+        assert spec.name == "my model" and spec.serve_arg == f"'{model_dir.resolve()}'"
