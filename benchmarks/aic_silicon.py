@@ -363,6 +363,8 @@ def main() -> None:
         by_model: dict[str, list[dict]] = {"all": own}
         for r in own:
             by_model.setdefault(r["model_path"], []).append(r)
+        for r in own:  # the runs' vLLM builds: the tables are one build's kernels (the newest collection)
+            by_model.setdefault(f"vLLM {(r.get('backend_version') or 'not recorded')[:20]}", []).append(r)
         for label, rs in by_model.items():
             ttft = [t[r["id"]][0] / float(r["silicon_ttft_ms"]) - 1 for r in rs]  # type: ignore[index]
             tpot = [t[r["id"]][1] / float(r["silicon_tpot_ms"]) - 1 for r in rs]  # type: ignore[index]
