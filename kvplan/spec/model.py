@@ -93,7 +93,7 @@ class ModelSpec:
         it: vLLM serves a repo id or a model directory, not a loose config file."""
         if self.hf_id:
             return self.hf_id
-        if not self.source:
+        if not self.source.endswith(".json"):  # a bundled profile's source is prose (a synthetic test model)
             return self.name
         path = Path(self.source)
         if path.name == "config.json":

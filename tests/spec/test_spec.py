@@ -174,6 +174,7 @@ def test_serve_arg_is_what_vllm_serve_takes(tmp_path):
     config.json as its directory (absolute, quoted for the shell), and a config file under another
     name (AIConfigurator's `Org--Name_config.json`) as a placeholder, never the folder it sits in."""
     assert load_model("llama-2-7b").serve_arg == "meta-llama/Llama-2-7b-hf"
+    assert load_model("tiny-llama").serve_arg == "tiny-llama"  # a synthetic profile: no Hub id, no directory
     src = Path(__file__).resolve().parents[1] / "data" / "aiconfigurator" / "model_configs" / "Qwen--Qwen3-32B_config.json"
     loose = spec_from_path(src)
     assert loose.name == "Qwen--Qwen3-32B_config" and loose.serve_arg == "<model directory of Qwen--Qwen3-32B_config.json>"
