@@ -387,5 +387,5 @@ class KernelStepModel:
                     plain_tables=unquantized_tables(spec, quantization),
                     **comms, captured_tokens=captured, overlaps_cpu=(  # as the server runs; None: the version's default
                         oh.schedules_async_by_default(vllm_version) if async_scheduling is None else async_scheduling))
-        annotate_sources(model, tables, group, STANDARD_ATTENTION)
+        annotate_sources(model, tables, group, STANDARD_ATTENTION, vllm_version)
         return model

@@ -3,15 +3,20 @@
 norms spanning the TP group, the MoE gate in bf16, collectives wider than one node, the host)."""
 from __future__ import annotations
 
+import re
 from typing import Any
+
+from kvplan.plan.overheads import parse_vllm_version
 
 NODE_GPUS = 8  # GPUs of one HGX/DGX board (NVLink domain); the measured collectives go up to it
 ROOFLINE = "roofline (datasheet, kvplan's global coefficients)"
 
 
-def annotate_sources(model: Any, tables: dict, group: int, standard_kinds: tuple[str, ...]) -> None:
+def annotate_sources(model: Any, tables: dict, group: int, standard_kinds: tuple[str, ...],
+                     vllm_version: str | None = None) -> None:
     """Complete a `KernelStepModel`'s `sources` (the grids' builders wrote the tables they used);
-    `group`: the GPUs a MoE layer spans, `standard_kinds`: the layer kinds timed by shape."""
+    `group`: the GPUs a MoE layer spans, `standard_kinds`: the layer kinds timed by shape,
+    `vllm_version`: the build asked about (a note when the tables come from a later one)."""
     sources, tp, dp, captured = model.sources, model.tp, model.dp, model.captured_tokens
     used = [t for _, t, *_ in model._gemm_calls(1, 1)]
     plain = [t for t in model.plain_tables if t in used] if model.plain_gemm is not None else []
@@ -47,3 +52,17 @@ def annotate_sources(model: Any, tables: dict, group: int, standard_kinds: tuple
         if op in sources and gpus > NODE_GPUS:  # not measured there, and the roofline knows one link only
             sources[op] += (f"; {gpus} GPUs are more than one {NODE_GPUS}-GPU node: timed as if all were on "
                             f"one NVLink domain (an inter-node network is slower; not modeled)")
+    if vllm_version and (note := older_build_note(sources, vllm_version)):
+        sources["kernel_build"] = note
+
+
+def older_build_note(sources: dict[str, str], vllm_version: str) -> str | None:
+    """A note when the asked-for vLLM predates the build whose kernels the tables measured: vLLM
+    changes which kernel runs an op between releases (MoE backends most), so the table may time a
+    kernel that build did not run. None when the tables are that build's or older."""
+    built = {m.group(1) for text in sources.values() for m in re.finditer(r" vllm (\d+\.\d+\.\d+)", text)}
+    later = sorted((v for v in built if parse_vllm_version(v) > parse_vllm_version(vllm_version)), key=parse_vllm_version)
+    if not later:
+        return None
+    return (f"the measured tables are vLLM {', '.join(later)}'s kernels; vLLM {vllm_version} is older and may run "
+            "other kernels for some ops (its MoE backend above all), so its times are less certain")

@@ -46,6 +46,19 @@ def test_every_op_names_its_table(kernels: KernelStepModel) -> None:
     assert s["context_attention"].startswith("roofline") and "moe" not in s
 
 
+def test_an_older_vllm_than_the_tables_says_its_times_are_less_certain(monkeypatch) -> None:
+    """The copied tables are vLLM 0.24.0's kernels: asking about 0.17 (which may pick other kernels,
+    e.g. another MoE backend) names both builds; asking about the tables' build or a later one adds
+    nothing."""
+    monkeypatch.setenv(DATA_ENV, str(DATA))
+    system_tables.cache_clear()
+    spec, gpu = load_model("llama-3.1-8b-instruct"), load_gpu("h100-sxm-80gb")
+    old = KernelStepModel.build(spec, gpu, tp=2, vllm_version="0.17.0").sources["kernel_build"]
+    assert "vLLM 0.24.0's kernels" in old and "vLLM 0.17.0 is older" in old
+    for version in ("0.24.0", "0.28.0"):
+        assert "kernel_build" not in KernelStepModel.build(spec, gpu, tp=2, vllm_version=version).sources
+
+
 def test_measured_attention_when_the_heads_match(monkeypatch) -> None:
     monkeypatch.setenv(DATA_ENV, str(DATA))
     system_tables.cache_clear()
