@@ -52,11 +52,11 @@ def annotate_sources(model: Any, tables: dict, group: int, standard_kinds: tuple
         if op in sources and gpus > NODE_GPUS:  # not measured there, and the roofline knows one link only
             sources[op] += (f"; {gpus} GPUs are more than one {NODE_GPUS}-GPU node: timed as if all were on "
                             f"one NVLink domain (an inter-node network is slower; not modeled)")
-    if vllm_version and (note := older_build_note(sources, vllm_version)):
+    if vllm_version and (note := older_build_note(sources, vllm_version, bool(model.spec.moe_shape[0]))):
         sources["kernel_build"] = note
 
 
-def older_build_note(sources: dict[str, str], vllm_version: str) -> str | None:
+def older_build_note(sources: dict[str, str], vllm_version: str, moe: bool = False) -> str | None:
     """A note when the asked-for vLLM predates the build whose kernels the tables measured: vLLM
     changes which kernel runs an op between releases (MoE backends most), so the table may time a
     kernel that build did not run. None when the tables are that build's or older."""
@@ -65,4 +65,4 @@ def older_build_note(sources: dict[str, str], vllm_version: str) -> str | None:
     if not later:
         return None
     return (f"the measured tables are vLLM {', '.join(later)}'s kernels; vLLM {vllm_version} is older and may run "
-            "other kernels for some ops (its MoE backend above all), so its times are less certain")
+            f"other kernels for some ops{' (its MoE backend above all)' if moe else ''}, so its times are less certain")
