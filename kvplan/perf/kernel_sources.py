@@ -3,7 +3,6 @@
 norms spanning the TP group, the MoE gate in bf16, collectives wider than one node, the host)."""
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from kvplan.plan.overheads import parse_vllm_version
@@ -52,15 +51,16 @@ def annotate_sources(model: Any, tables: dict, group: int, standard_kinds: tuple
         if op in sources and gpus > NODE_GPUS:  # not measured there, and the roofline knows one link only
             sources[op] += (f"; {gpus} GPUs are more than one {NODE_GPUS}-GPU node: timed as if all were on "
                             f"one NVLink domain (an inter-node network is slower; not modeled)")
-    if vllm_version and (note := older_build_note(sources, vllm_version, bool(model.spec.moe_shape[0]))):
+    used = {tables[op].vllm_version for op, text in sources.items()
+            if op in tables and tables[op].vllm_version and not text.startswith(ROOFLINE)}
+    if vllm_version and (note := older_build_note(used, vllm_version, bool(model.spec.moe_shape[0]))):
         sources["kernel_build"] = note
 
 
-def older_build_note(sources: dict[str, str], vllm_version: str, moe: bool = False) -> str | None:
-    """A note when the asked-for vLLM predates the build whose kernels the tables measured: vLLM
-    changes which kernel runs an op between releases (MoE backends most), so the table may time a
-    kernel that build did not run. None when the tables are that build's or older."""
-    built = {m.group(1) for text in sources.values() for m in re.finditer(r" vllm (\d+\.\d+\.\d+)", text)}
+def older_build_note(built: set[str], vllm_version: str, moe: bool = False) -> str | None:
+    """A note when the asked-for vLLM predates a build whose kernels the tables in use measured
+    (`built`): vLLM changes which kernel runs an op between releases (MoE backends most), so the
+    table may time a kernel that build did not run. None when they are that build's or older."""
     later = sorted((v for v in built if parse_vllm_version(v) > parse_vllm_version(vllm_version)), key=parse_vllm_version)
     if not later:
         return None

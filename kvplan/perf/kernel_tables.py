@@ -59,6 +59,7 @@ def _version_key(name: str) -> tuple[int, ...]:
 class TableRef:
     frame: Any  # pandas.DataFrame
     source: str  # "aiconfigurator-core data h100_sxm/gemm vllm 0.24.0"
+    vllm_version: str | None = None  # the vLLM build the table was measured on (None: not a vLLM collection)
 
 
 def load_table(root: Path, system: str, op: str, file_stem: str, framework: str = "vllm") -> TableRef | None:
@@ -72,7 +73,8 @@ def load_table(root: Path, system: str, op: str, file_stem: str, framework: str 
         for suffix, read in ((".parquet", pd.read_parquet), (".csv", pd.read_csv)):
             path = base / version / f"{file_stem}{suffix}"
             if path.is_file():
-                return TableRef(_read(read, path), f"{system}/{op} {framework} {version}")
+                return TableRef(_read(read, path), f"{system}/{op} {framework} {version}",
+                                version if framework == "vllm" else None)
     return None
 
 
