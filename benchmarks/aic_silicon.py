@@ -8,12 +8,14 @@ num_prompts 10 x N, lengths drawn uniformly from [0.8 x len, len], means over ev
 client setup is our reading of those harnesses, not something the rows record. By default kvplan
 replays exactly that (--start sync --per-user 10 --range-ratio 0.8): the first N requests arrive
 together and the random lengths take the users out of step. --start stagger instead spreads the
-users' starts evenly over one request's duration (a pure steady state, fixed lengths; the earlier default, with --per-user 3).
+users' starts evenly over one request's duration (a pure steady state, fixed lengths; the earlier default, with
+--per-user 3).
 The 212 rows of AIConfigurator's gap analyses may instead come from its own benchmark script (aiperf,
 fixed lengths, 20 x N requests after 2 x N drained warmups, 100 shuffled prompts that repeat, so
 vLLM's prefix cache can hit) against a server started with the flags its generator writes
 (--max-num-seqs 512, --max-num-batched-tokens 512 + isl + 1500): --gap-rows aiperf replays them that way.
-kvplan simulates vLLM's scheduler and times steps with --perf-model (roofline, kernels, or both); AIConfigurator's `cli_estimate(mode="agg")` runs in the
+kvplan simulates vLLM's scheduler and times steps with --perf-model (roofline, kernels, or both); AIConfigurator's
+`cli_estimate(mode="agg")` runs in the
 Python given by --aic-python (a venv with `pip install aiconfigurator==0.12.0`). Prints median and
 P90 |error| of mean TTFT and TPOT per tool, over the rows every tool predicts, per model and GPU.
 
@@ -45,17 +47,29 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "tests" / "data" / "aiconfigurator" / "model_configs"
-MODELS = {"Qwen/Qwen3-32B": ("Qwen--Qwen3-32B", None), "Qwen/Qwen3-235B-A22B-FP8": ("Qwen--Qwen3-235B-A22B-FP8", None),
-          "meta-llama/Llama-3.1-70B": ("meta-llama--Meta-Llama-3.1-70B", None),
-          "openai/gpt-oss-120b": ("openai--gpt-oss-120b", None), "MiniMaxAI/MiniMax-M2.5": ("MiniMaxAI--MiniMax-M2.5", None),
-          "moonshotai/Kimi-K2.5": ("moonshotai--Kimi-K2.5", None),
-          "nvidia/Llama-3.1-8B-Instruct-FP8": ("meta-llama--Meta-Llama-3.1-8B", "fp8")}
+MODELS = {
+    "Qwen/Qwen3-32B": ("Qwen--Qwen3-32B", None),
+    "Qwen/Qwen3-235B-A22B-FP8": ("Qwen--Qwen3-235B-A22B-FP8", None),
+    "meta-llama/Llama-3.1-70B": ("meta-llama--Meta-Llama-3.1-70B", None),
+    "openai/gpt-oss-120b": ("openai--gpt-oss-120b", None),
+    "MiniMaxAI/MiniMax-M2.5": ("MiniMaxAI--MiniMax-M2.5", None),
+    "moonshotai/Kimi-K2.5": ("moonshotai--Kimi-K2.5", None),
+    "nvidia/Llama-3.1-8B-Instruct-FP8": ("meta-llama--Meta-Llama-3.1-8B", "fp8"),
+}
 # NVIDIA's ModelOpt NVFP4 checkpoints of these models, as AIConfigurator ships their configs
-NVFP4_CHECKPOINTS = {"MiniMaxAI/MiniMax-M2.5": "nvidia--MiniMax-M2.5-NVFP4", "moonshotai/Kimi-K2.5": "nvidia--Kimi-K2.5-NVFP4"}
+NVFP4_CHECKPOINTS = {
+    "MiniMaxAI/MiniMax-M2.5": "nvidia--MiniMax-M2.5-NVFP4",
+    "moonshotai/Kimi-K2.5": "nvidia--Kimi-K2.5-NVFP4",
+}
 OFFLINE_IDS = ("meta-llama/Llama-3.1-70B", "nvidia/Llama-3.1-8B-Instruct-FP8")  # AIConfigurator would download these
-GPUS = {"h100_sxm": "h100-sxm-80gb", "h200_sxm": "h200-sxm-141gb", "b200_sxm": "b200-sxm-180gb", "b300_sxm": "b300-sxm-288gb"}
+GPUS = {
+    "h100_sxm": "h100-sxm-80gb",
+    "h200_sxm": "h200-sxm-141gb",
+    "b200_sxm": "b200-sxm-180gb",
+    "b300_sxm": "b300-sxm-288gb",
+}
 
-AIC_WORKER = r'''
+AIC_WORKER = r"""
 import csv, json, sys, logging, warnings
 warnings.filterwarnings("ignore"); logging.disable(logging.CRITICAL)
 from aiconfigurator.cli.api import cli_estimate
@@ -64,12 +78,13 @@ for r in rows:
     try:
         res = cli_estimate(r["model_path"], r["system"], mode="agg", backend_name="vllm", isl=r["isl"], osl=r["osl"],
                            batch_size=r["batch_size"], tp_size=r["tp"], pp_size=r["pp"], attention_dp_size=r["dp"],
-                           moe_tp_size=r["moe_tp"], moe_ep_size=r["ep"], gemm_quant_mode=r["gemm"], moe_quant_mode=r["moe"])
+                           moe_tp_size=r["moe_tp"], moe_ep_size=r["ep"], gemm_quant_mode=r["gemm"],
+                           moe_quant_mode=r["moe"])
         out[r["id"]] = [res.ttft, res.tpot]
     except Exception as exc:  # a row AIConfigurator cannot estimate is recorded, not fatal
         out[r["id"]] = str(exc)[:200]
 json.dump(out, open(sys.argv[2], "w"))
-'''
+"""
 
 
 def _int(v: str, default: int | None = None) -> int | None:
@@ -230,10 +245,15 @@ def kvplan_row(r: dict, perf_model: str, cache: dict, start: str = "stagger",
     _, dp, ep = parallel(r)
     flags = (client or HARNESSES["inferencemax"]).engine_flags(isl, osl, _int(r["batch_size"], b))
     try:
-        args = EngineArgs.from_flags(gpu=load_gpu(GPUS[r["system"]]), tensor_parallel_size=_int(r["tp_size"], 1),
-                                     data_parallel_size=dp, enable_expert_parallel=ep > 1, **flags, quantization=quant,
-                                     vllm_version=version if (version := str(r.get("backend_version") or ""))[:1].isdigit()
-                                     else None)  # a nightly: kvplan's newest
+        args = EngineArgs.from_flags(
+            gpu=load_gpu(GPUS[r["system"]]),
+            tensor_parallel_size=_int(r["tp_size"], 1),
+            data_parallel_size=dp,
+            enable_expert_parallel=ep > 1,
+            **flags,
+            quantization=quant,
+            vllm_version=version if (version := str(r.get("backend_version") or ""))[:1].isdigit() else None,
+        )  # a nightly: kvplan's newest
     except Exception as exc:  # noqa: BLE001 - recorded as the row's outcome
         return str(exc)[:200]
     n = min(max(3 * b, 12), 600)
@@ -248,7 +268,9 @@ def kvplan_row(r: dict, perf_model: str, cache: dict, start: str = "stagger",
         # the measured runs are steady-state closed loops: each session sends its next request when the
         # last ends, and the sessions are out of step (not all prefilling at once). One pass gives a
         # request's duration; the second spreads the sessions' starts evenly over it.
-        first = predict(spec, args, [Request(0.0, isl, osl) for _ in range(n)], max_concurrency=b, perf_model=perf_model)
+        first = predict(
+            spec, args, [Request(0.0, isl, osl) for _ in range(n)], max_concurrency=b, perf_model=perf_model
+        )
         gap_s = first.figures["mean_e2el_ms"] / 1e3 / b
         f = predict(spec, args, [Request(i * gap_s, isl, osl) for i in range(n)], max_concurrency=b,
                     perf_model=perf_model).figures
@@ -277,7 +299,9 @@ def aic_rows(rows: list[dict], python: str) -> dict[str, object]:
         src, dst, worker = Path(tmp) / "rows.json", Path(tmp) / "out.json", Path(tmp) / "worker.py"
         src.write_text(json.dumps(payload))
         worker.write_text(AIC_WORKER)
-        subprocess.run([python, str(worker), str(src), str(dst)], check=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+        subprocess.run(
+            [python, str(worker), str(src), str(dst)], check=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
+        )
         return json.loads(dst.read_text())
 
 
@@ -286,7 +310,9 @@ def _stats(errors: list[float]) -> str:
     if not errors:
         return "   -  /   -         "
     s = sorted(abs(e) for e in errors)
-    return f"{statistics.median(s):5.0%}/{s[min(len(s) - 1, int(0.9 * len(s)))]:5.0%} ({statistics.median(errors):+4.0%})"
+    return (
+        f"{statistics.median(s):5.0%}/{s[min(len(s) - 1, int(0.9 * len(s)))]:5.0%} ({statistics.median(errors):+4.0%})"
+    )
 
 
 def main() -> None:
@@ -296,10 +322,16 @@ def main() -> None:
     ap.add_argument("--per-model", type=int, default=30)
     ap.add_argument("--perf-model", default="both", choices=["roofline", "kernels", "both"])
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--aic-cache", type=Path, default=None, help="AIConfigurator's answers: read if present, else written")
-    ap.add_argument("--start", default="sync", choices=["stagger", "sync"],
-                    help="stagger: sessions out of step (steady state); sync: all users start at once, as vllm bench serve "
-                         "--max-concurrency with rate inf does, the mean over every request")
+    ap.add_argument(
+        "--aic-cache", type=Path, default=None, help="AIConfigurator's answers: read if present, else written"
+    )
+    ap.add_argument(
+        "--start",
+        default="sync",
+        choices=["stagger", "sync"],
+        help="stagger: sessions out of step (steady state); sync: all users start at once, as vllm bench serve "
+        "--max-concurrency with rate inf does, the mean over every request",
+    )
     ap.add_argument("--gap-rows", default="inferencemax", choices=list(HARNESSES),
                     help="with --start sync: the client the rows of AIConfigurator's gap analyses are replayed as")
     ap.add_argument("--rows-out", type=Path, default=None, help="write each row's predictions and measurements (CSV)")
@@ -330,15 +362,46 @@ def main() -> None:
     if a.rows_out:
         with a.rows_out.open("w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["id", "model", "system", "isl", "osl", "concurrency", "quant", "tp", "dp", "ep", "source",
-                        "measured_ttft_ms", "measured_tpot_ms"] + [f"{n}_{m}" for n in tools for m in ("ttft_ms", "tpot_ms")])
+            w.writerow(
+                [
+                    "id",
+                    "model",
+                    "system",
+                    "isl",
+                    "osl",
+                    "concurrency",
+                    "quant",
+                    "tp",
+                    "dp",
+                    "ep",
+                    "source",
+                    "measured_ttft_ms",
+                    "measured_tpot_ms",
+                ]
+                + [f"{n}_{m}" for n in tools for m in ("ttft_ms", "tpot_ms")]
+            )
             for r in common:
-                w.writerow([r["id"], r["model_path"], r["system"], r["isl"], r["osl"], concurrency(r), r["gemm_quant_mode"],
-                            *parallel(r), (r["silicon_data_source"] or "")[:40], r["silicon_ttft_ms"], r["silicon_tpot_ms"]]
-                           + [v for t in tools.values() for v in t[r["id"]]])  # type: ignore[union-attr]
+                w.writerow(
+                    [
+                        r["id"],
+                        r["model_path"],
+                        r["system"],
+                        r["isl"],
+                        r["osl"],
+                        concurrency(r),
+                        r["gemm_quant_mode"],
+                        *parallel(r),
+                        (r["silicon_data_source"] or "")[:40],
+                        r["silicon_ttft_ms"],
+                        r["silicon_tpot_ms"],
+                    ]
+                    + [v for t in tools.values() for v in t[r["id"]]]
+                )  # type: ignore[union-attr]
     groups = {"all": common}
     for r in common:
-        groups.setdefault("MoE" if "Llama" not in r["model_path"] and "Qwen3-32B" not in r["model_path"] else "dense", []).append(r)
+        groups.setdefault(
+            "MoE" if "Llama" not in r["model_path"] and "Qwen3-32B" not in r["model_path"] else "dense", []
+        ).append(r)
     for r in common:
         groups.setdefault(f"quant {r['gemm_quant_mode'] or 'bf16'}", []).append(r)
     for r in common:
@@ -346,7 +409,10 @@ def main() -> None:
     for key in ("model_path", "system"):
         for r in common:
             groups.setdefault(r[key], []).append(r)
-    print(f"{'rows: median / P90 |error| (signed median)':44s} " + "  ".join(f"{n:>14s} TTFT              TPOT              " for n in tools))
+    print(
+        f"{'rows: median / P90 |error| (signed median)':44s} "
+        + "  ".join(f"{n:>14s} TTFT              TPOT              " for n in tools)
+    )
     for label, rs in groups.items():
         cells = []
         for t in tools.values():

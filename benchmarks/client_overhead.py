@@ -60,7 +60,9 @@ def _response(status: str, body: bytes, ctype: str = "application/json") -> byte
 
 async def _serve(port: int, ttft_s: float, itl_s: float) -> None:
     stamps: dict[str, dict] = {}
-    token = json.dumps({"id": "x", "object": "text_completion", "choices": [{"index": 0, "text": " t", "finish_reason": None}]})
+    token = json.dumps(
+        {"id": "x", "object": "text_completion", "choices": [{"index": 0, "text": " t", "finish_reason": None}]}
+    )
     token_event = _chunk(f"data: {token}\n\n".encode())
 
     async def stream(writer: asyncio.StreamWriter, rid: str, n: int, t_recv: float) -> None:
@@ -143,9 +145,20 @@ class FakeServer:
 
 
 def _specs(n: int, tokens: int, arrivals_s: list[float] | None) -> list[RequestSpec]:
-    return [RequestSpec(index=i, request_id=f"r{i:06d}", class_name="c", arrival_s=None if arrivals_s is None else arrivals_s[i],
-                        prompt_token_ids=(5, 6, 7, 8), output_tokens=tokens, shared_prefix_id=None, shared_prefix_tokens=0,
-                        is_warmup=False) for i in range(n)]
+    return [
+        RequestSpec(
+            index=i,
+            request_id=f"r{i:06d}",
+            class_name="c",
+            arrival_s=None if arrivals_s is None else arrivals_s[i],
+            prompt_token_ids=(5, 6, 7, 8),
+            output_tokens=tokens,
+            shared_prefix_id=None,
+            shared_prefix_tokens=0,
+            is_warmup=False,
+        )
+        for i in range(n)
+    ]
 
 
 def _proc_cpu_s(pid: int) -> float:
@@ -179,19 +192,34 @@ def timing_row(server: FakeServer, streams: int, shape: str, tokens: int, ttft_s
     spans = sorted((r.arrival_s, r.finish_s) for r in ok)
     peak = max(sum(1 for a, f in spans if a <= t < f) for t, _ in spans)
     p99 = lambda xs: statistics.quantiles(xs, n=100)[98]  # noqa: E731
-    return {"streams": streams, "shape": shape, "requests": len(ok), "errors": len(out.records) - len(ok), "peak_in_flight": peak,
-            "ttft_ms": 1e3 * statistics.fmean(ttft), "ttft_err_nominal": statistics.fmean(ttft) / ttft_s - 1,
-            "ttft_err_server": statistics.fmean(ttft) / statistics.fmean(s_ttft) - 1, "ttft_p99_ms": 1e3 * p99(ttft),
-            "itl_ms": 1e3 * statistics.fmean(itl), "itl_err_nominal": statistics.fmean(itl) / itl_s - 1,
-            "itl_err_server": statistics.fmean(itl) / statistics.fmean(s_itl) - 1, "itl_p99_ms": 1e3 * p99(itl),
-            "server_itl_p99_ms": 1e3 * p99(s_itl), "client_cpu_share": cpu_share, "server_cpu_share": srv_share,
-            "send_ms": 1e3 * statistics.fmean(send), "srv_ttft_ms": 1e3 * statistics.fmean(s_ttft),
-            "recv_ms": 1e3 * statistics.fmean(recv)}
+    return {
+        "streams": streams,
+        "shape": shape,
+        "requests": len(ok),
+        "errors": len(out.records) - len(ok),
+        "peak_in_flight": peak,
+        "ttft_ms": 1e3 * statistics.fmean(ttft),
+        "ttft_err_nominal": statistics.fmean(ttft) / ttft_s - 1,
+        "ttft_err_server": statistics.fmean(ttft) / statistics.fmean(s_ttft) - 1,
+        "ttft_p99_ms": 1e3 * p99(ttft),
+        "itl_ms": 1e3 * statistics.fmean(itl),
+        "itl_err_nominal": statistics.fmean(itl) / itl_s - 1,
+        "itl_err_server": statistics.fmean(itl) / statistics.fmean(s_itl) - 1,
+        "itl_p99_ms": 1e3 * p99(itl),
+        "server_itl_p99_ms": 1e3 * p99(s_itl),
+        "client_cpu_share": cpu_share,
+        "server_cpu_share": srv_share,
+        "send_ms": 1e3 * statistics.fmean(send),
+        "srv_ttft_ms": 1e3 * statistics.fmean(s_ttft),
+        "recv_ms": 1e3 * statistics.fmean(recv),
+    }
 
 
 def throughput_row(server: FakeServer, concurrency: int, tokens: int, n: int) -> dict:
     wall0, cpu0 = time.perf_counter(), time.process_time()
-    out = run_http(_specs(n, tokens, None), url=server.url, timeout_s=30.0, concurrency=concurrency, scrape_interval_s=3600.0)
+    out = run_http(
+        _specs(n, tokens, None), url=server.url, timeout_s=30.0, concurrency=concurrency, scrape_interval_s=3600.0
+    )
     wall_s, cpu_s = time.perf_counter() - wall0, time.process_time() - cpu0
     server.stamps()
     ok = sum(r.status == "ok" for r in out.records)
@@ -215,23 +243,34 @@ def main() -> None:
     server = FakeServer(args.ttft_ms, args.itl_ms)
     try:
         print(f"timing: nominal TTFT {args.ttft_ms:g} ms, ITL {args.itl_ms:g} ms, {args.tokens} tokens per request")
-        print(f"{'streams':>7} {'shape':>9} {'reqs':>5} {'peak':>5} {'TTFT ms':>8} {'err nom':>8} {'err srv':>8} {'p99':>7}"
-              f" {'ITL ms':>7} {'err nom':>8} {'err srv':>8} {'p99':>7} {'srv p99':>7} {'cpu':>5} {'srv cpu':>7}"
-              f" | {'send':>5} {'srv':>6} {'recv':>5}")
+        print(
+            f"{'streams':>7} {'shape':>9} {'reqs':>5} {'peak':>5} {'TTFT ms':>8} {'err nom':>8} {'err srv':>8} "
+            f"{'p99':>7}"
+            f" {'ITL ms':>7} {'err nom':>8} {'err srv':>8} {'p99':>7} {'srv p99':>7} {'cpu':>5} {'srv cpu':>7}"
+            f" | {'send':>5} {'srv':>6} {'recv':>5}"
+        )
         for streams in [int(s) for s in args.streams.split(",")]:
             for shape in ("staggered", "lockstep"):
                 r = timing_row(server, streams, shape, args.tokens, ttft_s, itl_s)
-                print(f"{r['streams']:>7} {r['shape']:>9} {r['requests']:>5} {r['peak_in_flight']:>5} {r['ttft_ms']:>8.2f}"
-                      f" {r['ttft_err_nominal']:>+8.2%} {r['ttft_err_server']:>+8.2%} {r['ttft_p99_ms']:>7.2f}"
-                      f" {r['itl_ms']:>7.2f} {r['itl_err_nominal']:>+8.2%} {r['itl_err_server']:>+8.2%}"
-                      f" {r['itl_p99_ms']:>7.2f} {r['server_itl_p99_ms']:>7.2f} {r['client_cpu_share']:>5.0%} {r['server_cpu_share']:>7.0%}"
-                      f" | {r['send_ms']:>5.2f} {r['srv_ttft_ms']:>6.2f} {r['recv_ms']:>5.2f}", flush=True)
+                print(
+                    f"{r['streams']:>7} {r['shape']:>9} {r['requests']:>5} {r['peak_in_flight']:>5} "
+                    f"{r['ttft_ms']:>8.2f}"
+                    f" {r['ttft_err_nominal']:>+8.2%} {r['ttft_err_server']:>+8.2%} {r['ttft_p99_ms']:>7.2f}"
+                    f" {r['itl_ms']:>7.2f} {r['itl_err_nominal']:>+8.2%} {r['itl_err_server']:>+8.2%}"
+                    f" {r['itl_p99_ms']:>7.2f} {r['server_itl_p99_ms']:>7.2f} {r['client_cpu_share']:>5.0%} "
+                    f"{r['server_cpu_share']:>7.0%}"
+                    f" | {r['send_ms']:>5.2f} {r['srv_ttft_ms']:>6.2f} {r['recv_ms']:>5.2f}",
+                    flush=True,
+                )
     finally:
         server.stop()
     server = FakeServer(0.0, 0.0)
     try:
         print("\nthroughput: zero-latency server, closed loop")
-        print(f"{'conc':>5} {'tokens':>6} {'reqs':>5} {'req/s':>8} {'client CPU ms/req':>18} {'client capacity req/s':>22}")
+        print(
+            f"{'conc':>5} {'tokens':>6} {'reqs':>5} {'req/s':>8} {'client CPU ms/req':>18} "
+            f"{'client capacity req/s':>22}"
+        )
         for concurrency, tokens, n in ((64, 1, 3000), (64, 16, 2000), (256, 16, 2000)):
             r = throughput_row(server, concurrency, tokens, n)
             print(f"{r['concurrency']:>5} {r['tokens']:>6} {r['requests']:>5} {r['req_per_s']:>8.0f}"

@@ -33,8 +33,8 @@ from transformers.utils import logging as hf_logging  # noqa: E402
 from kvplan.engine import EngineConfig, LLMEngine, SamplingParams  # noqa: E402
 from kvplan.engine.attention import AttentionMetadata, torch_paged_attention  # noqa: E402
 from kvplan.engine.kv_cache import KVCache  # noqa: E402
-from kvplan.plan.kv import bytes_per_block  # noqa: E402
 from kvplan.engine.model_runner import random_model  # noqa: E402
+from kvplan.plan.kv import bytes_per_block  # noqa: E402
 from kvplan.spec.profiles import load_model, model_profile  # noqa: E402
 
 Request = tuple[list[int], int]  # (prompt token ids, output tokens)
@@ -56,7 +56,9 @@ def build_model(name: str, seed: int = 0) -> torch.nn.Module:
     return random_model(model_profile(name)["config"], torch.float32, seed)
 
 
-def workload(n: int, prompt_range: tuple[int, int], output_range: tuple[int, int], seed: int, vocab: int) -> list[Request]:
+def workload(
+    n: int, prompt_range: tuple[int, int], output_range: tuple[int, int], seed: int, vocab: int
+) -> list[Request]:
     g = torch.Generator().manual_seed(seed)
     prompts = torch.randint(prompt_range[0], prompt_range[1] + 1, (n,), generator=g).tolist()
     outputs = torch.randint(output_range[0], output_range[1] + 1, (n,), generator=g).tolist()
@@ -68,7 +70,9 @@ def run_kvplan(model, work: list[Request], config: EngineConfig) -> tuple[Throug
     engine = LLMEngine(model, config)
     engine.generate([work[0][0][:16]], SamplingParams(max_tokens=2, ignore_eos=True, temperature=0.0))  # warm-up
     start = time.perf_counter()
-    out = engine.generate([p for p, _ in work], [SamplingParams(max_tokens=o, ignore_eos=True, temperature=0.0) for _, o in work])
+    out = engine.generate(
+        [p for p, _ in work], [SamplingParams(max_tokens=o, ignore_eos=True, temperature=0.0) for _, o in work]
+    )
     seconds = time.perf_counter() - start
     return Throughput("kvplan engine", sum(map(len, out)), seconds), out
 
@@ -83,13 +87,19 @@ def run_static(model, work: list[Request], batch_size: int) -> Throughput:
         width = max(len(p) for p, _ in batch)
         ids = torch.tensor([[0] * (width - len(p)) + p for p, _ in batch])
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p, _ in batch])
-        cfg = GenerationConfig(max_new_tokens=max(o for _, o in batch), do_sample=False, eos_token_id=None, pad_token_id=0)
+        cfg = GenerationConfig(
+            max_new_tokens=max(o for _, o in batch), do_sample=False, eos_token_id=None, pad_token_id=0
+        )
         model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg)
-    return Throughput(f"transformers static batches of {batch_size}", sum(o for _, o in work), time.perf_counter() - start)
+    return Throughput(
+        f"transformers static batches of {batch_size}", sum(o for _, o in work), time.perf_counter() - start
+    )
 
 
 @torch.inference_mode()
-def run_hf_continuous(model, work: list[Request], num_blocks: int, max_batch_tokens: int, max_num_seqs: int) -> Throughput:
+def run_hf_continuous(
+    model, work: list[Request], num_blocks: int, max_batch_tokens: int, max_num_seqs: int
+) -> Throughput:
     from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
     gen = GenerationConfig(max_new_tokens=max(o for _, o in work), do_sample=False, eos_token_id=-1, pad_token_id=0)
@@ -144,8 +154,14 @@ def attention_overhead(model_name: str, batch: int, context: int, repeats: int =
     cache = KVCache(spec, batch * nb, bs, "float32", torch.float32)
     perm = torch.randperm(batch * nb).tolist()
     tables = [perm[b * nb:(b + 1) * nb] for b in range(batch)]
-    meta = AttentionMetadata.build(tables, [1] * batch, [context] * batch,
-                                   [t[(context - 1) // bs] * bs + (context - 1) % bs for t in tables], bs, torch.device("cpu"))
+    meta = AttentionMetadata.build(
+        tables,
+        [1] * batch,
+        [context] * batch,
+        [t[(context - 1) // bs] * bs + (context - 1) % bs for t in tables],
+        bs,
+        torch.device("cpu"),
+    )
     q, k, v = torch.randn(batch, heads, dim), torch.randn(batch, kvh, dim), torch.randn(batch, kvh, dim)
     keys, values = torch.randn(batch, kvh, context, dim), torch.randn(batch, kvh, context, dim)
 
@@ -209,8 +225,11 @@ def main(argv: list[str] | None = None) -> int:
     if len(results) == 3:
         report["speedup_vs_static"] = base / results[1].tok_per_s
         report["speedup_vs_hf_continuous"] = base / results[2].tok_per_s
-        print(f"goal >= 2x static (best batch size): {report['speedup_vs_static']:.2f}x; goal >= 1.5x continuous batching: "
-              f"{report['speedup_vs_hf_continuous']:.2f}x")
+        print(
+            f"goal >= 2x static (best batch size): {report['speedup_vs_static']:.2f}x; goal >= 1.5x continuous "
+            "batching: "
+            f"{report['speedup_vs_hf_continuous']:.2f}x"
+        )
 
     # 2. concurrency at equal KV memory
     reservations = 4 if args.quick else 16
@@ -222,8 +241,10 @@ def main(argv: list[str] | None = None) -> int:
           f"max_model_len {max_model_len}, {len(chat)} requests, up to {max_steps} steps")
     rows = [run_concurrency(model, chat, a, kv_bytes, max_model_len, max_steps) for a in ("contiguous", "paged")]
     for row in rows:
-        print(f"{row['allocator']:10s} blocks {row['num_gpu_blocks']:5d}  peak running {row['peak_running']:4d}  "
-              f"mean running {row['mean_running']:6.1f}  {row['tok_per_s']:7.1f} tok/s  preemptions {row['preemptions']}")
+        print(
+            f"{row['allocator']:10s} blocks {row['num_gpu_blocks']:5d}  peak running {row['peak_running']:4d}  "
+            f"mean running {row['mean_running']:6.1f}  {row['tok_per_s']:7.1f} tok/s  preemptions {row['preemptions']}"
+        )
     report["concurrency"] = rows
     report["concurrency_ratio"] = rows[1]["peak_running"] / rows[0]["peak_running"]
     print(f"paged/contiguous peak concurrency: {report['concurrency_ratio']:.1f}x (goal >= 4x)")

@@ -21,10 +21,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # every model is a bundled profile
 
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
-
-from published_runs import read_cases  # noqa: E402
-from kvplan.perf.gpu_cost import Coefficients, fitted_coefficients  # noqa: E402
 from gpu_cost_fit import FITTED, Prepared, errors_pct, fit, fit_frontend, prepare  # noqa: E402
+from published_runs import read_cases  # noqa: E402
+
+from kvplan.perf.gpu_cost import Coefficients, fitted_coefficients  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "tests" / "data" / "reference" / "gpu-bench-calibration.csv"
@@ -37,8 +37,11 @@ def summary(rows: list[tuple[Prepared, dict]]) -> dict[str, dict[str, float]]:
     for key, label in METRICS:
         v = np.array([abs(e[key]) for p, e in rows if e[key] is not None])
         if len(v):
-            out[label] = {"median_abs_pct": round(float(np.median(v)), 1), "p90_abs_pct": round(float(np.percentile(v, 90)), 1),
-                          "rows": int(len(v))}
+            out[label] = {
+                "median_abs_pct": round(float(np.median(v)), 1),
+                "p90_abs_pct": round(float(np.percentile(v, 90)), 1),
+                "rows": int(len(v)),
+            }
     return out
 
 
@@ -72,17 +75,27 @@ def main() -> int:
     if a.refit:
         meta = {
             "fitted_on": dt.date.today().isoformat(),
-            "source": "tests/data/reference/gpu-bench-calibration.csv (published vLLM/SGLang serving runs; see SOURCES.md)",
-            "method": "Nelder-Mead on sum |log error| of output tok/s, mean TPOT, mean TTFT over the vLLM rows sent all at once",
-            "fitted": [*FITTED, "frontend_request_s (grid: " + a.frontend_grid + ")"], "rows_fitted": len(vllm_rows), "summary": summary(vllm_rows),
+            "source": "tests/data/reference/gpu-bench-calibration.csv "
+            "(published vLLM/SGLang serving runs; see SOURCES.md)",
+            "method": "Nelder-Mead on sum |log error| of output tok/s, mean TPOT, mean TTFT "
+            "over the vLLM rows sent all at once",
+            "fitted": [*FITTED, "frontend_request_s (grid: " + a.frontend_grid + ")"],
+            "rows_fitted": len(vllm_rows),
+            "summary": summary(vllm_rows),
             "priors_not_fitted": [k for k in Coefficients.names() if k not in FITTED and k != "frontend_request_s"],
             "coefficients": {k: float(f"{v:.6g}") for k, v in asdict(coeffs).items()},
         }
-        STORE.write_text("# Global GPU cost-model coefficients (kvplan/perf/gpu_cost.py). Refit: benchmarks/gpu_accuracy.py --refit\n"
-                         + yaml.safe_dump(meta, sort_keys=False))
+        STORE.write_text(
+            "# Global GPU cost-model coefficients (kvplan/perf/gpu_cost.py). Refit: benchmarks/gpu_accuracy.py "
+            "--refit\n"
+            + yaml.safe_dump(meta, sort_keys=False)
+        )
         fitted_coefficients.cache_clear()
-    print(f"{'row':>3} {'source':<14} {'model':<20} {'gpu':<14} {'tp':>2} {'ver':<7} {'in':>5} {'out':>5} {'n':>5} {'rate':>4} "
-          f"| {'tok/s pred/pub':>17} {'err%':>5} | {'TPOT ms':>15} {'err%':>5} | {'TTFT ms':>19} {'err%':>5}")
+    print(
+        f"{'row':>3} {'source':<14} {'model':<20} {'gpu':<14} {'tp':>2} {'ver':<7} {'in':>5} {'out':>5} {'n':>5} "
+        f"{'rate':>4} "
+        f"| {'tok/s pred/pub':>17} {'err%':>5} | {'TPOT ms':>15} {'err%':>5} | {'TTFT ms':>19} {'err%':>5}"
+    )
     for p, e in sorted(rows, key=lambda pe: pe[0].case.row):
         c = p.case
 
@@ -92,11 +105,14 @@ def main() -> int:
         def err(key: str) -> str:
             return f"{e[key]:+5.0f}" if e[key] is not None else "    -"
 
-        print(f"{c.row:>3} {c.source.split('/')[0][:14]:<14} {c.model[:20]:<20} {c.gpu[:14]:<14} {c.tp:>2} {c.vllm_version[:7]:<7} "
-              f"{c.input_len:>5} {c.output_len:>5} {c.num_prompts:>5} {c.request_rate:>4.0f} | "
-              f"{pair(e['pred_output_tok_s'], c.output_tok_s, 17)} {err('err_output_tok_s')} | "
-              f"{pair(e['pred_tpot_ms'], c.mean_tpot_ms, 15)} {err('err_tpot')} | "
-              f"{pair(e['pred_ttft_ms'], c.mean_ttft_ms, 19)} {err('err_ttft')}")
+        print(
+            f"{c.row:>3} {c.source.split('/')[0][:14]:<14} {c.model[:20]:<20} {c.gpu[:14]:<14} {c.tp:>2} "
+            f"{c.vllm_version[:7]:<7} "
+            f"{c.input_len:>5} {c.output_len:>5} {c.num_prompts:>5} {c.request_rate:>4.0f} | "
+            f"{pair(e['pred_output_tok_s'], c.output_tok_s, 17)} {err('err_output_tok_s')} | "
+            f"{pair(e['pred_tpot_ms'], c.mean_tpot_ms, 15)} {err('err_tpot')} | "
+            f"{pair(e['pred_ttft_ms'], c.mean_ttft_ms, 19)} {err('err_ttft')}"
+        )
     for s in unrepresented:
         print(f"{s.row:>3} {s.source.split('/')[0][:14]:<14} not represented: {s.reason}")
     print()

@@ -90,7 +90,9 @@ def main() -> int:
     t_start = time.perf_counter()
     with torch.device(device):
         model = random_model(model_profile(a.model)["config"], dtype, seed=0)
-    weights_measured = torch.cuda.memory_allocated() if cuda else sum(p.numel() * p.element_size() for p in model.parameters())
+    weights_measured = (
+        torch.cuda.memory_allocated() if cuda else sum(p.numel() * p.element_size() for p in model.parameters())
+    )
     weights_planned = oh.weights_bytes_per_gpu(spec, dtype="bfloat16" if cuda else "float32")
     print(f"{a.model} on {device} ({torch.cuda.get_device_name(0) if cuda else 'CPU'}), random weights, "
           f"{time.perf_counter() - t_start:.1f} s to build")
@@ -118,9 +120,13 @@ def main() -> int:
               f"planned activation peak {plan.activation_bytes / 2**30:.2f} GiB, "
               f"torch peak allocated {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB")
         pred = predict(spec, args, [Request(0.0, len(p), o) for p, o in work]).figures
-        print(f"kvplan predict (vLLM on {name}): mean TTFT {pred['mean_ttft_ms']:.1f} ms, P99 TTFT {pred['p99_ttft_ms']:.1f} ms, "
-              f"mean ITL {pred['mean_itl_ms']:.2f} ms (measured / predicted TTFT {ttft.mean() * 1e3 / pred['mean_ttft_ms']:.2f}x, "
-              f"ITL {gaps.mean() * 1e3 / pred['mean_itl_ms']:.2f}x)")
+        print(
+            f"kvplan predict (vLLM on {name}): mean TTFT {pred['mean_ttft_ms']:.1f} ms, P99 TTFT "
+            f"{pred['p99_ttft_ms']:.1f} ms, "
+            f"mean ITL {pred['mean_itl_ms']:.2f} ms (measured / predicted TTFT "
+            f"{ttft.mean() * 1e3 / pred['mean_ttft_ms']:.2f}x, "
+            f"ITL {gaps.mean() * 1e3 / pred['mean_itl_ms']:.2f}x)"
+        )
     except KvplanError as exc:
         print(f"planner: {exc}")
     try:

@@ -13,23 +13,33 @@ predicted and scored apart.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from typing import Callable
 
 import numpy as np
+from published_runs import Case, Skipped
 
 from kvplan.errors import KvplanError
-from published_runs import Case, Skipped
-from kvplan.perf.gpu_cost import Coefficients, GpuStepModel
 from kvplan.perf.bench_metrics import Timings
+from kvplan.perf.gpu_cost import Coefficients, GpuStepModel
 from kvplan.perf.predict import check_requests, scheduler_config, server_plan, step_model
+from kvplan.perf.random_dataset import Workload, with_prefix_hits
 from kvplan.perf.schedule import simulate
 from kvplan.perf.trace import Trace
-from kvplan.perf.random_dataset import Workload, with_prefix_hits
 from kvplan.plan.engine_args import EngineArgs
 
-FITTED = ("hbm_efficiency", "gemm_efficiency", "kv_efficiency", "attention_efficiency", "allreduce_latency_s", "link_efficiency",
-          "step_overhead_s", "legacy_step_overhead_s", "legacy_seq_overhead_s", "request_latency_s")
+FITTED = (
+    "hbm_efficiency",
+    "gemm_efficiency",
+    "kv_efficiency",
+    "attention_efficiency",
+    "allreduce_latency_s",
+    "link_efficiency",
+    "step_overhead_s",
+    "legacy_step_overhead_s",
+    "legacy_seq_overhead_s",
+    "request_latency_s",
+)
 TTFT_WEIGHT = 1.0  # TTFT of an all-at-once burst is mostly queueing: it checks the scheduling, not only the GPU
 
 
@@ -58,13 +68,21 @@ def prepare(case: Case, coefficients: Coefficients | None = None) -> Prepared | 
 
     try:
         spec = load_model(case.model)
-        args = EngineArgs(gpu=load_gpu(case.gpu), gpu_memory_utilization=case.gpu_memory_utilization,
-                          kv_cache_memory_bytes=case.kv_cache_memory_bytes,
-                          tensor_parallel_size=case.tp, quantization=case.quantization, max_model_len=case.max_model_len,
-                          max_num_seqs=case.max_num_seqs, max_num_batched_tokens=case.max_num_batched_tokens,
-                          vllm_version=case.vllm_version)
+        args = EngineArgs(
+            gpu=load_gpu(case.gpu),
+            gpu_memory_utilization=case.gpu_memory_utilization,
+            kv_cache_memory_bytes=case.kv_cache_memory_bytes,
+            tensor_parallel_size=case.tp,
+            quantization=case.quantization,
+            max_model_len=case.max_model_len,
+            max_num_seqs=case.max_num_seqs,
+            max_num_batched_tokens=case.max_num_batched_tokens,
+            vllm_version=case.vllm_version,
+        )
         plan = server_plan(spec, args)
-        config = scheduler_config(plan, case.kv_cache_tokens // plan.block_size_tokens if case.kv_cache_tokens else None)
+        config = scheduler_config(
+            plan, case.kv_cache_tokens // plan.block_size_tokens if case.kv_cache_tokens else None
+        )
         requests = Workload(case.input_len, case.output_len, 0.0, case.num_prompts, case.request_rate,
                             max_concurrency=case.max_concurrency).requests()
         if case.prefix_hit_rate:
@@ -100,7 +118,11 @@ def errors_pct(p: Prepared, c: Coefficients) -> dict[str, float | None]:
     """Signed % errors (predicted vs published) of output throughput, mean TPOT and mean TTFT."""
     thr, tpot_s, ttft_s = p.replay(c).headline()
     case = p.case
-    out: dict[str, float | None] = {"pred_output_tok_s": thr, "pred_tpot_ms": tpot_s * 1e3, "pred_ttft_ms": ttft_s * 1e3}
+    out: dict[str, float | None] = {
+        "pred_output_tok_s": thr,
+        "pred_tpot_ms": tpot_s * 1e3,
+        "pred_ttft_ms": ttft_s * 1e3,
+    }
     out["err_output_tok_s"] = 100 * (thr / case.output_tok_s - 1)
     out["err_tpot"] = 100 * (tpot_s * 1e3 / case.mean_tpot_ms - 1) if case.mean_tpot_ms else None
     out["err_ttft"] = 100 * (ttft_s * 1e3 / case.mean_ttft_ms - 1) if case.mean_ttft_ms else None
@@ -123,7 +145,9 @@ def _loss(cases: list[Prepared], c: Coefficients, exact: bool = False) -> float:
 
 def _to_x(c: Coefficients) -> np.ndarray:
     vals = asdict(c)
-    return np.array([math.log(vals[k] / (1 - vals[k])) if k.endswith("efficiency") else math.log(vals[k]) for k in FITTED])
+    return np.array(
+        [math.log(vals[k] / (1 - vals[k])) if k.endswith("efficiency") else math.log(vals[k]) for k in FITTED]
+    )
 
 
 def _from_x(x: np.ndarray, base: Coefficients) -> Coefficients:

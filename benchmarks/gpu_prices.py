@@ -42,8 +42,11 @@ def cheapest(regions: dict[str, float]) -> tuple[str, float] | None:
 def build(pricing: dict, version: str) -> tuple[dict, dict]:
     ec2 = pricing["compute"]["ec2_linux"]
     updated = dt.datetime.fromtimestamp(pricing["updated"], dt.timezone.utc).date().isoformat()
-    excerpt = {"libcloud_version": version, "updated": pricing["updated"],
-               "ec2_linux": {inst: {r: ec2[inst][r] for r in REGIONS if r in ec2[inst]} for inst, _ in INSTANCES.values()}}
+    excerpt = {
+        "libcloud_version": version,
+        "updated": pricing["updated"],
+        "ec2_linux": {inst: {r: ec2[inst][r] for r in REGIONS if r in ec2[inst]} for inst, _ in INSTANCES.values()},
+    }
     gpus = {}
     for gpu, (inst, n) in INSTANCES.items():
         found = cheapest(ec2[inst])

@@ -31,7 +31,10 @@ CASES = (("llama-3.1-8b-instruct", "h100-sxm-80gb", Workload(2000, 200, 0.0, 100
          ("llama-3.1-8b-instruct", "h100-sxm-80gb", Workload(2000, 200, 0.0, 1000, math.inf), "0.11.0"),
          ("qwen3-30b-a3b", "h100-sxm-80gb", Workload(1000, 1000, 0.0, 1000, 10.0), "0.11.0"),
          ("qwen3-30b-a3b", "h100-sxm-80gb", Workload(1000, 1000, 0.0, 1000, 10.0), None))
-DP_CASES = (2, 4)  # the MoE case at the newest vLLM again, as --data-parallel-size N --enable-expert-parallel (lockstep)
+DP_CASES = (
+    2,
+    4,
+)  # the MoE case at the newest vLLM again, as --data-parallel-size N --enable-expert-parallel (lockstep)
 
 
 def best_of(n: int, fn) -> tuple[float, object]:
@@ -56,27 +59,73 @@ def main() -> int:
         reqs = workload.requests()
         s, pred = best_of(3, lambda: predict(spec, args, reqs, perf_model=perf_model))
         f = pred.figures  # type: ignore[attr-defined]
-        print(f"predict {model} on {gpu}{f' DP{dp}+EP' if dp > 1 else ''} ({perf_model}, vLLM {args.vllm_version}), {workload.num_prompts} x {workload.random_input_len}/"
-              f"{workload.random_output_len} at {workload.request_rate:g} req/s: {s:.3f} s ({f['num_steps']} steps; "
-              f"{f['output_throughput']:.0f} tok/s, mean TTFT {f['mean_ttft_ms']:.0f} ms, mean TPOT {f['mean_tpot_ms']:.1f} ms)")
+        print(
+            f"predict {model} on {gpu}{f' DP{dp}+EP' if dp > 1 else ''} ({perf_model}, vLLM {args.vllm_version}), "
+            f"{workload.num_prompts} x {workload.random_input_len}/"
+            f"{workload.random_output_len} at {workload.request_rate:g} req/s: {s:.3f} s ({f['num_steps']} steps; "
+            f"{f['output_throughput']:.0f} tok/s, mean TTFT {f['mean_ttft_ms']:.0f} ms, mean TPOT "
+            f"{f['mean_tpot_ms']:.1f} ms)"
+        )
         ok &= s < 1.0
     spec = load_model("llama-3.1-8b-instruct")
-    for gpus, label in (([load_gpu("h100"), load_gpu("l40s")], "H100, L40S"), ([load_gpu(g) for g in DEFAULT_GPUS], "default six GPUs")):
+    for gpus, label in (
+        ([load_gpu("h100"), load_gpu("l40s")], "H100, L40S"),
+        ([load_gpu(g) for g in DEFAULT_GPUS], "default six GPUs"),
+    ):
         for prompts in (200, 1000):
-            s, answer = best_of(1, lambda: search(spec, EngineArgs(vllm_version="0.11.0"), Workload(2000, 200, 0.0, prompts, 20.0),
-                                                  Slo(2000, 50), gpus, kv_dtypes=["auto", "fp8"], quantizations=[None]))
-            print(f"plan ({label} x tp x KV dtype, goodput search, {prompts} prompts, {os.cpu_count()} cores): {s:.2f} s, "
-                  f"{len(answer['configs'])} configurations meet the SLO")  # type: ignore[index]
+            s, answer = best_of(
+                1,
+                lambda: search(
+                    spec,
+                    EngineArgs(vllm_version="0.11.0"),
+                    Workload(2000, 200, 0.0, prompts, 20.0),
+                    Slo(2000, 50),
+                    gpus,
+                    kv_dtypes=["auto", "fp8"],
+                    quantizations=[None],
+                ),
+            )
+            print(
+                f"plan ({label} x tp x KV dtype, goodput search, {prompts} prompts, {os.cpu_count()} cores): {s:.2f} "
+                "s, "
+                f"{len(answer['configs'])} configurations meet the SLO"
+            )  # type: ignore[index]
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "kvplan", "predict", "--model", "llama-3.1-8b-instruct", "--gpu", "h100",
                     "--random-input-len", "2000", "--random-output-len", "200", "--request-rate", "20", "--json"],
                    check=True, capture_output=True)
-    print(f"`kvplan predict ... --json` as a command (interpreter start and imports included): {time.perf_counter() - t0:.2f} s")
+    print(
+        "`kvplan predict ... --json` as a command (interpreter start and imports included): "
+        f"{time.perf_counter() - t0:.2f} s"
+    )
     for gpus in ([], ["--gpus", "h100,l40s"]):  # the plan at 1,000 prompts, as a user runs it
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "kvplan", "plan", "--model", "llama-3.1-8b-instruct", "--request-rate", "20",
-                        "--random-input-len", "2000", "--random-output-len", "200", "--slo-ttft-ms", "2000",
-                        "--slo-tpot-ms", "50", "--num-prompts", "1000", "--json", *gpus], check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kvplan",
+                "plan",
+                "--model",
+                "llama-3.1-8b-instruct",
+                "--request-rate",
+                "20",
+                "--random-input-len",
+                "2000",
+                "--random-output-len",
+                "200",
+                "--slo-ttft-ms",
+                "2000",
+                "--slo-tpot-ms",
+                "50",
+                "--num-prompts",
+                "1000",
+                "--json",
+                *gpus,
+            ],
+            check=True,
+            capture_output=True,
+        )
         s = time.perf_counter() - t0
         print(f"`kvplan plan ... --num-prompts 1000 {' '.join(gpus) or '(default six GPUs)'}` as a command: {s:.2f} s")
         ok &= s < 2.0
@@ -86,7 +135,10 @@ def main() -> int:
                     "--random-input-len", "1000", "--random-output-len", "200", "--slo-ttft-ms", "2000",
                     "--slo-tpot-ms", "60", "--num-prompts", "1000", "--json"], check=True, capture_output=True)
     s = time.perf_counter() - t0
-    print(f"`kvplan plan --model qwen3-30b-a3b ... --num-prompts 1000 (default six GPUs, TP and DP x TP + EP)` as a command: {s:.2f} s")
+    print(
+        "`kvplan plan --model qwen3-30b-a3b ... --num-prompts 1000 (default six GPUs, TP and DP x TP + EP)` as a "
+        f"command: {s:.2f} s"
+    )
     ok &= s < 3.0
     return 0 if ok else 1
 

@@ -16,8 +16,12 @@ from kvplan.spec.profiles import load_model
 from kvplan.units import GIB
 
 # Hugging Face id in the CSV -> bundled profile (which carries the checkpoint's real bytes).
-PROFILE_OF = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b-instruct", "Qwen/Qwen2.5-7B-Instruct": "qwen2.5-7b-instruct",
-              "meta-llama/Meta-Llama-3-8B": "llama-3-8b", "google/gemma-3-27b-it": "gemma-3-27b-it"}
+PROFILE_OF = {
+    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b-instruct",
+    "Qwen/Qwen2.5-7B-Instruct": "qwen2.5-7b-instruct",
+    "meta-llama/Meta-Llama-3-8B": "llama-3-8b",
+    "google/gemma-3-27b-it": "gemma-3-27b-it",
+}
 
 
 @dataclass(frozen=True)

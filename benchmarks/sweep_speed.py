@@ -20,8 +20,13 @@ def main() -> int:
     ctx = np.unique(np.geomspace(256, 131072, 50).astype(int)).tolist()
     while len(ctx) < 50:
         ctx.append(ctx[-1] + 1)
-    grid = dict(ctx_tokens=ctx, concurrency=list(range(1, 51)), kv_cache_dtypes=["auto", "fp8"], block_sizes=[8, 16, 32, 64],
-                gpus=[load_gpu(g) for g in ("h100", "a100", "l40s", "l4", "h200")])
+    grid = dict(
+        ctx_tokens=ctx,
+        concurrency=list(range(1, 51)),
+        kv_cache_dtypes=["auto", "fp8"],
+        block_sizes=[8, 16, 32, 64],
+        gpus=[load_gpu(g) for g in ("h100", "a100", "l40s", "l4", "h200")],
+    )
     sweep(spec, **{**grid, "ctx_tokens": ctx[:2], "concurrency": [1]})  # warm imports and caches
     best = float("inf")
     for _ in range(5):

@@ -27,16 +27,34 @@ SCENARIO = ROOT / "kvplan" / "data" / "scenarios" / "ci-smoke.yaml"
 def run(scenario: Path, out: Path, threads: int | None, hogs: int) -> dict:
     busy = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(hogs)]
     try:
-        cmd = [sys.executable, "-m", "kvplan", "stress", "--scenario", str(scenario), "--out", str(out), "--force", "--no-progress"]
-        subprocess.run(cmd + (["--threads", str(threads)] if threads else []), check=True, capture_output=True, cwd=ROOT)
+        cmd = [
+            sys.executable,
+            "-m",
+            "kvplan",
+            "stress",
+            "--scenario",
+            str(scenario),
+            "--out",
+            str(out),
+            "--force",
+            "--no-progress",
+        ]
+        subprocess.run(
+            cmd + (["--threads", str(threads)] if threads else []), check=True, capture_output=True, cwd=ROOT
+        )
     finally:
         for p in busy:
             p.kill()
             p.wait()
     result = json.loads((out / "result.json").read_text())
     m = result["metrics"]
-    return {"tok_s": m["output_throughput"], "itl_ms": m["median_itl_ms"], "threads": result["environment"]["engine_threads"],
-            "how": result["environment"]["threads_how"], "wait": m.get("cpu_wait_share")}
+    return {
+        "tok_s": m["output_throughput"],
+        "itl_ms": m["median_itl_ms"],
+        "threads": result["environment"]["engine_threads"],
+        "how": result["environment"]["threads_how"],
+        "wait": m.get("cpu_wait_share"),
+    }
 
 
 def main() -> None:
@@ -57,8 +75,11 @@ def main() -> None:
                 loaded = run(scenario, Path(tmp) / "l", threads, args.hogs)
                 for name, r in (("quiet", quiet), (f"+{args.hogs} hog", loaded)):
                     slow = quiet["tok_s"] / r["tok_s"]
-                    print(f"  {rep + 1} {label:26} {name:7} {r['tok_s']:7.1f} tok/s  ITL {r['itl_ms']:6.2f} ms  "
-                          f"{r['threads']} thread(s) ({r['how']})  CPU wait {100 * (r['wait'] or 0):3.0f}%  slowdown {slow:4.2f}x")
+                    print(
+                        f"  {rep + 1} {label:26} {name:7} {r['tok_s']:7.1f} tok/s  ITL {r['itl_ms']:6.2f} ms  "
+                        f"{r['threads']} thread(s) ({r['how']})  CPU wait {100 * (r['wait'] or 0):3.0f}%  slowdown "
+                        f"{slow:4.2f}x"
+                    )
 
 
 if __name__ == "__main__":

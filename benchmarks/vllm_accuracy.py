@@ -16,6 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from startup_log_replay import PROFILE_OF, CalibrationRow, load_calibration
+
 from kvplan.units import GIB
 
 REFERENCE = Path(__file__).resolve().parents[1] / "tests" / "data" / "reference"
@@ -30,9 +31,13 @@ def _row_line(row: CalibrationRow, err: tuple[str, float] | None) -> str:
 
     tokens = f"{p.kv_cache_tokens:>9}/{r['reported_kv_tokens'] or '-':<9}"
     e = f"{100 * err[1]:+6.2f}% {err[0]}" if err else "   -"
-    return (f"{r['model'].split('/')[-1][:22]:<22} {row.gpu_group[:10]:<10} {r['vllm_version'].split()[0]:<7} {r['tp']:>2} "
-            f"{r['max_model_len'] or '-':>6} | {pair(p.weights_bytes, 'weights_gib')} {pair(p.activation_bytes, 'activation_gib')} "
-            f"{pair(p.non_torch_bytes, 'non_torch_gib')} {pair(p.available_kv_cache_bytes, 'available_kv_gib')} | {tokens} {e}")
+    return (
+        f"{r['model'].split('/')[-1][:22]:<22} {row.gpu_group[:10]:<10} {r['vllm_version'].split()[0]:<7} {r['tp']:>2} "
+        f"{r['max_model_len'] or '-':>6} | {pair(p.weights_bytes, 'weights_gib')} "
+        f"{pair(p.activation_bytes, 'activation_gib')} "
+        f"{pair(p.non_torch_bytes, 'non_torch_gib')} {pair(p.available_kv_cache_bytes, 'available_kv_gib')} | {tokens} "
+        f"{e}"
+    )
 
 
 def _summary(title: str, groups: dict[str, list[float]]) -> None:
@@ -47,8 +52,11 @@ def main(paths: tuple[Path, ...] = DEFAULT) -> int:
     by_version: dict[str, list[float]] = defaultdict(list)
     by_gpu: dict[str, list[float]] = defaultdict(list)
     gate: list[float] = []
-    print(f"{'model':<22} {'gpu':<10} {'vllm':<7} {'tp':>2} {'mml':>6} | {'weights':>11} {'activ.':>11} {'non-torch':>11} "
-          f"{'KV GiB':>11} | {'tokens pred/rep':>19} error")
+    print(
+        f"{'model':<22} {'gpu':<10} {'vllm':<7} {'tp':>2} {'mml':>6} | {'weights':>11} {'activ.':>11} "
+        f"{'non-torch':>11} "
+        f"{'KV GiB':>11} | {'tokens pred/rep':>19} error"
+    )
     for path in paths:
         print(f"-- {path.name}")
         for row in load_calibration(path):
@@ -67,8 +75,11 @@ def main(paths: tuple[Path, ...] = DEFAULT) -> int:
     _summary("vLLM version group", by_version)
     _summary("GPU", by_gpu)
     ok = bool(gate) and statistics.median(gate) <= 0.02 and max(gate) <= 0.05
-    print(f"\nacceptance on vllm-calibration.csv KV tokens ({len(gate)} rows): median {100 * statistics.median(gate):.3f}%, "
-          f"worst {100 * max(gate):.3f}% -> {'pass' if ok else 'FAIL'} (median <= 2%, every row <= 5%)")
+    print(
+        f"\nacceptance on vllm-calibration.csv KV tokens ({len(gate)} rows): median "
+        f"{100 * statistics.median(gate):.3f}%, "
+        f"worst {100 * max(gate):.3f}% -> {'pass' if ok else 'FAIL'} (median <= 2%, every row <= 5%)"
+    )
     return 0 if ok else 1
 
 

@@ -27,7 +27,11 @@ class UnknownNameError(KvplanError):
         choices = sorted(set(choices))
         value = value if len(value) <= 60 else value[:57] + "..."  # a message names the value, never a whole document
         close = close_names(value.lower(), choices)
-        hint = f"did you mean: {', '.join(close)}?" if close else f"choices: {', '.join(choices[:12])}{' ...' if len(choices) > 12 else ''}"
+        hint = (
+            f"did you mean: {', '.join(close)}?"
+            if close
+            else f"choices: {', '.join(choices[:12])}{' ...' if len(choices) > 12 else ''}"
+        )
         super().__init__(f"unknown {kind} {value!r}; {hint}")
 
 

@@ -75,10 +75,21 @@ def _model_at(root: Any, loc: tuple[str | int, ...]) -> Any:
     return cls if _fields_of(cls) else None
 
 
-_TYPE_WORDS = {"model_type": "a mapping", "model_attributes_type": "a mapping", "dict_type": "a mapping",
-               "dataclass_type": "a mapping", "list_type": "a list", "int_type": "an integer", "int_parsing": "an integer",
-               "int_from_float": "an integer", "float_type": "a number", "float_parsing": "a number",
-               "bool_type": "true or false", "bool_parsing": "true or false", "string_type": "a string"}
+_TYPE_WORDS = {
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+    "dict_type": "a mapping",
+    "dataclass_type": "a mapping",
+    "list_type": "a list",
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "int_from_float": "an integer",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "string_type": "a string",
+}
 
 
 MAX_LISTED_ERRORS = 8  # of one file's problems, all on one line; past that, how many more
@@ -116,5 +127,6 @@ def error_text(err: Any, root: Any = None) -> tuple[tuple[str | int, ...], str]:
     elif kind in _TYPE_WORDS:
         text = f"must be {_TYPE_WORDS[kind]}, got {short_repr(err['input'])}"
     else:
-        text = f"{err['msg'].removeprefix('Value error, ').replace('Input should be', 'must be')}, got {short_repr(err['input'])}"
+        msg = err["msg"].removeprefix("Value error, ").replace("Input should be", "must be")
+        text = f"{msg}, got {short_repr(err['input'])}"
     return loc, text

@@ -6,8 +6,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # calibrations written by tests go to a throwaway folder, never the user's data folder
 os.environ.setdefault("KVPLAN_HOME", tempfile.mkdtemp(prefix="kvplan-test-home-"))
 
-import pytest
 from pathlib import Path
+
+import pytest
 
 pytest_plugins = ["server_fixtures", "run_results"]  # tests/helpers: servers and synthetic results
 
@@ -77,8 +78,12 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def _fuzz_tests() -> set[str]:
     import ast
 
-    return {f"{p.stem}::{node.name}" for p in FUZZ_DIR.glob("test_*.py")
-            for node in ast.parse(p.read_text()).body if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")}
+    return {
+        f"{p.stem}::{node.name}"
+        for p in FUZZ_DIR.glob("test_*.py")
+        for node in ast.parse(p.read_text()).body
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+    }
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
@@ -94,5 +99,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     total = sum(_FUZZ_CASES.values())
     if hasattr(session.config, "workerinput") or not ran or ran != _fuzz_tests() or total >= MIN_FUZZ_CASES:
         return
-    session.config.get_terminal_writer().line(f"kvplan fuzz: only {total} generated cases, fewer than {MIN_FUZZ_CASES}", red=True)
+    session.config.get_terminal_writer().line(
+        f"kvplan fuzz: only {total} generated cases, fewer than {MIN_FUZZ_CASES}", red=True
+    )
     session.exitstatus = pytest.ExitCode.TESTS_FAILED

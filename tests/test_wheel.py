@@ -60,7 +60,9 @@ def test_wheel_estimate_and_gpus(installed: Path, tmp_path: Path) -> None:
 
 
 def test_wheel_runs_a_bundled_scenario(installed: Path, tmp_path: Path) -> None:
-    out = _kvplan(installed, tmp_path, "stress", "--scenario", "ci-smoke", "--no-progress", "--out", str(tmp_path / "run"))
+    out = _kvplan(
+        installed, tmp_path, "stress", "--scenario", "ci-smoke", "--no-progress", "--out", str(tmp_path / "run")
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert result["metrics"]["num_gpu_blocks"] == result["prediction"]["num_gpu_blocks"] == 128

@@ -22,7 +22,6 @@ from kvplan.cli import gate_commands, perf_commands, plan_commands, prove_comman
 from kvplan.cli.app import app
 from kvplan.errors import KvplanError
 
-
 MAX_ERROR_CHARS = 1000
 INTERNAL_ERROR_EXIT = 70  # EX_SOFTWARE: not 1 (a failed gate or failed requests) and not 2 (bad input)
 

@@ -39,7 +39,9 @@ def _options(
     """Plan and prove KV-cache memory for LLM serving."""
 profiles_app = typer.Typer(add_completion=False, help="Bundled model profiles.", invoke_without_command=True)
 app.add_typer(profiles_app, name="profiles")
-baseline_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Stored baselines that `kvplan gate` compares with.")
+baseline_app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help="Stored baselines that `kvplan gate` compares with."
+)
 app.add_typer(baseline_app, name="baseline")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -17,11 +17,28 @@ from kvplan.errors import KvplanError
 @app.command()
 def gate(
     result: Annotated[Path, typer.Option("--result", "-r", help="The result.json to check.")],
-    baseline: Annotated[Optional[Path], typer.Option("--baseline", "-b", help="Baseline result (default: reports/baselines/SCENARIO.json, else the one kvplan bundles for its own scenarios).")] = None,
-    junit: Annotated[Optional[Path], typer.Option("--junit", help="Also write the checks as JUnit XML here.")] = None,
-    html: Annotated[Optional[Path], typer.Option("--html", help="Also write the verdict as an HTML page here.")] = None,
-    tolerance: Annotated[Optional[list[str]], typer.Option("--tolerance", "-t", help="NAME=+15% or NAME=exact, vs the baseline; repeatable; overrides the scenario's gate block.")] = None,
-    prediction_tolerance: Annotated[Optional[list[str]], typer.Option("--prediction-tolerance", help="NAME=2%, measured vs predicted; repeatable.")] = None,
+    baseline: Annotated[
+        Path | None,
+        typer.Option(
+            "--baseline",
+            "-b",
+            help="Baseline result (default: reports/baselines/SCENARIO.json, else the one kvplan bundles for its own "
+                "scenarios).",
+        ),
+    ] = None,
+    junit: Annotated[Path | None, typer.Option("--junit", help="Also write the checks as JUnit XML here.")] = None,
+    html: Annotated[Path | None, typer.Option("--html", help="Also write the verdict as an HTML page here.")] = None,
+    tolerance: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tolerance",
+            "-t",
+            help="NAME=+15% or NAME=exact, vs the baseline; repeatable; overrides the scenario's gate block.",
+        ),
+    ] = None,
+    prediction_tolerance: Annotated[
+        list[str] | None, typer.Option("--prediction-tolerance", help="NAME=2%, measured vs predicted; repeatable.")
+    ] = None,
     as_json: AsJson = False,
 ) -> None:
     """Compare a result with its baseline and its prediction: exit 0 pass, 1 regression, 2 bad input."""
@@ -50,8 +67,14 @@ def gate(
                                   f"create it with `kvplan baseline create {result}`")
             typer.echo(f"kvplan: gating against kvplan's bundled {bundled.name} (no {baseline} here)", err=True)
             baseline = bundled
-    verdict = run_gate(load_result(baseline), current, tolerance=tolerance or [], prediction_tolerance=prediction_tolerance or [],
-                       baseline_where=str(baseline), result_where=str(result))
+    verdict = run_gate(
+        load_result(baseline),
+        current,
+        tolerance=tolerance or [],
+        prediction_tolerance=prediction_tolerance or [],
+        baseline_where=str(baseline),
+        result_where=str(result),
+    )
     if as_json:  # the verdict and every check, with the same signed change the table shows
         typer.echo(json.dumps(json_safe({
             "scenario": verdict.scenario, "allocator": verdict.allocator, "passed": verdict.passed,
@@ -73,8 +96,14 @@ def gate(
 def baseline_update(
     result: Annotated[Path, typer.Argument(help="A complete result.json to make the baseline of its scenario.")],
     baselines_dir: Annotated[Path, typer.Option("--dir", help="Baselines directory.")] = Path("reports/baselines"),
-    force: Annotated[bool, typer.Option("--force", help="Store it even if it fails its gate against the current baseline.", metavar="")] = False,
-    allow_failed: Annotated[bool, typer.Option("--allow-failed", help="Store a run whose requests failed beyond its max_error_rate.", metavar="")] = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Store it even if it fails its gate against the current baseline.", metavar=""),
+    ] = False,
+    allow_failed: Annotated[
+        bool,
+        typer.Option("--allow-failed", help="Store a run whose requests failed beyond its max_error_rate.", metavar=""),
+    ] = False,
 ) -> None:
     """Copy RESULT.json to reports/baselines/SCENARIO.json (validated, gated, atomic); commit it afterwards."""
     from kvplan.files import check_output_dir
@@ -82,7 +111,11 @@ def baseline_update(
 
     check_output_dir(baselines_dir)
     done = update_baseline(result, baselines_dir, force=force, allow_failed=allow_failed)
-    was = f" (replaced the baseline of commit {done.previous_commit[:12]})" if done.previous_commit else (" (replaced)" if done.replaced else "")
+    was = (
+        f" (replaced the baseline of commit {done.previous_commit[:12]})"
+        if done.previous_commit
+        else (" (replaced)" if done.replaced else "")
+    )
     typer.echo(f"kvplan: baseline {done.path}{was}; commit it to make it the reference", err=True)
 
 
@@ -92,8 +125,13 @@ def baseline_update(
 def baseline_create(
     result: Annotated[Path, typer.Argument(help="Any complete result.json: the first baseline of its scenario.")],
     baselines_dir: Annotated[Path, typer.Option("--dir", help="Baselines directory.")] = Path("reports/baselines"),
-    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing baseline without gating.", metavar="")] = False,
-    allow_failed: Annotated[bool, typer.Option("--allow-failed", help="Store a run whose requests failed beyond its max_error_rate.", metavar="")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite an existing baseline without gating.", metavar="")
+    ] = False,
+    allow_failed: Annotated[
+        bool,
+        typer.Option("--allow-failed", help="Store a run whose requests failed beyond its max_error_rate.", metavar=""),
+    ] = False,
 ) -> None:
     """Make RESULT.json its scenario's first baseline (not gated against its prediction); commit it afterwards."""
     from kvplan.files import check_output_dir
@@ -101,5 +139,7 @@ def baseline_create(
 
     check_output_dir(baselines_dir)
     done = create_baseline(result, baselines_dir, force=force, allow_failed=allow_failed)
-    typer.echo(f"kvplan: baseline {done.path}{' (replaced)' if done.replaced else ''}; commit it to make it the reference",
-               err=True)
+    typer.echo(
+        f"kvplan: baseline {done.path}{' (replaced)' if done.replaced else ''}; commit it to make it the reference",
+        err=True,
+    )

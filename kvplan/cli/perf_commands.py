@@ -7,16 +7,42 @@ workload flags are `vllm bench serve`'s.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
-from kvplan.cli.app import json_safe, app, make_console
-from kvplan.cli.options import (AsJson, AsyncScheduling, Dp, Ep, BlockSize, Burstiness, Dtype, Eager, InputLen, KvDtype, MaxBatched,
-                                MaxConcurrency, MaxModelLen, MaxNumSeqs, Model, NumPrompts, OutputLen, Pp,
-                                PrefixCaching, Quantization, RangeRatio, Seed, Strict, Tp, Util, Version)
+from kvplan.cli.app import app, json_safe, make_console
+from kvplan.cli.options import (
+    AsJson,
+    AsyncScheduling,
+    BlockSize,
+    Burstiness,
+    Dp,
+    Dtype,
+    Eager,
+    Ep,
+    InputLen,
+    KvDtype,
+    MaxBatched,
+    MaxConcurrency,
+    MaxModelLen,
+    MaxNumSeqs,
+    Model,
+    NumPrompts,
+    OutputLen,
+    Pp,
+    PrefixCaching,
+    Quantization,
+    RangeRatio,
+    Seed,
+    Strict,
+    Tp,
+    Util,
+    Version,
+)
 from kvplan.cli.server_flags import load_device, load_served_model
 from kvplan.errors import KvplanError
+
 
 def _rate(text: str) -> float:
     from kvplan.perf.random_dataset import parse_request_rate
@@ -59,23 +85,52 @@ def _scenario_requests(path: str, block_size: int, prefix_caching: bool):
 
 @app.command()
 def predict(
-    model: Model, gpu: Annotated[str, typer.Option(help="GPU from the catalog (see `kvplan gpus`).")],
-    tp: Tp = 1, pp: Pp = 1, dp: Dp = 1, enable_expert_parallel: Ep = False, dtype: Dtype = "auto",
-    quantization: Quantization = None, kv_cache_dtype: KvDtype = "auto",
-    max_model_len: MaxModelLen = None, max_num_seqs: MaxNumSeqs = None, max_num_batched_tokens: MaxBatched = None,
-    enable_prefix_caching: PrefixCaching = True, enforce_eager: Eager = False, vllm_version: Version = None,
-    async_scheduling: AsyncScheduling = None, gpu_memory_utilization: Util = None, block_size: BlockSize = 16,
-    random_input_len: InputLen = 1024, random_output_len: OutputLen = 128, random_range_ratio: RangeRatio = 0.0,
+    model: Model,
+    gpu: Annotated[str, typer.Option(help="GPU from the catalog (see `kvplan gpus`).")],
+    tp: Tp = 1,
+    pp: Pp = 1,
+    dp: Dp = 1,
+    enable_expert_parallel: Ep = False,
+    dtype: Dtype = "auto",
+    quantization: Quantization = None,
+    kv_cache_dtype: KvDtype = "auto",
+    max_model_len: MaxModelLen = None,
+    max_num_seqs: MaxNumSeqs = None,
+    max_num_batched_tokens: MaxBatched = None,
+    enable_prefix_caching: PrefixCaching = True,
+    enforce_eager: Eager = False,
+    vllm_version: Version = None,
+    async_scheduling: AsyncScheduling = None,
+    gpu_memory_utilization: Util = None,
+    block_size: BlockSize = 16,
+    random_input_len: InputLen = 1024,
+    random_output_len: OutputLen = 128,
+    random_range_ratio: RangeRatio = 0.0,
     num_prompts: NumPrompts = 1000,
     request_rate: Annotated[str, typer.Option(help="Requests/s, or inf to send all at once (--request-rate).")] = "inf",
-    burstiness: Burstiness = 1.0, max_concurrency: MaxConcurrency = None, seed: Seed = 0,
-    scenario: Annotated[Optional[str], typer.Option(help="A kvplan scenario (name or YAML file) instead of the random workload.")] = None,
-    vllm_result: Annotated[Optional[str], typer.Option(help="A result `vllm bench serve --save-result --save-detailed` wrote: predict that very run (its lengths, arrivals, --max-concurrency) and print predicted vs measured.")] = None,
-    as_json: AsJson = False, strict: Strict = False,
-    perf_model: Annotated[str, typer.Option(
-        help="GPU step cost: roofline (datasheet and kvplan's global coefficients), kernels (measured vLLM kernels "
-             "from aiconfigurator-core: pip install 'kvplan[kernels]'), or auto (kernels where the GPU has them).",
-        metavar="roofline|kernels|auto")] = "roofline",
+    burstiness: Burstiness = 1.0,
+    max_concurrency: MaxConcurrency = None,
+    seed: Seed = 0,
+    scenario: Annotated[
+        str | None, typer.Option(help="A kvplan scenario (name or YAML file) instead of the random workload.")
+    ] = None,
+    vllm_result: Annotated[
+        str | None,
+        typer.Option(
+            help="A result `vllm bench serve --save-result --save-detailed` wrote: predict that very run (its lengths, "
+                "arrivals, --max-concurrency) and print predicted vs measured."
+        ),
+    ] = None,
+    as_json: AsJson = False,
+    strict: Strict = False,
+    perf_model: Annotated[
+        str,
+        typer.Option(
+            help="GPU step cost: roofline (datasheet and kvplan's global coefficients), kernels (measured vLLM kernels "
+            "from aiconfigurator-core: pip install 'kvplan[kernels]'), or auto (kernels where the GPU has them).",
+            metavar="roofline|kernels|auto",
+        ),
+    ] = "roofline",
 ) -> None:
     """What `vllm bench serve` would print for this server and workload, predicted (no GPU needed)."""
     from kvplan.perf.predict import predict as run_predict
@@ -120,8 +175,18 @@ def _compare_with_run(figures: dict, bench, path: str, title: str, as_json: bool
 
     rows = compare(figures, bench.measured)
     if as_json:
-        typer.echo(json.dumps(json_safe({"predicted": figures, "measured": bench.measured, "failed_requests": bench.failed,
-                                         "error_pct": {k: e for k, _, _, e in rows}})))
+        typer.echo(
+            json.dumps(
+                json_safe(
+                    {
+                        "predicted": figures,
+                        "measured": bench.measured,
+                        "failed_requests": bench.failed,
+                        "error_pct": {k: e for k, _, _, e in rows},
+                    }
+                )
+            )
+        )
         return
     from kvplan.report.predict_view import render_comparison
 
@@ -153,16 +218,34 @@ def plan_command(
     slo_ttft_ms: Annotated[float, typer.Option(help="TTFT limit at --slo-percentile, ms.")],
     slo_tpot_ms: Annotated[float, typer.Option(help="TPOT limit at --slo-percentile, ms.")],
     slo_percentile: Annotated[float, typer.Option(help="Percentile the SLOs apply to.")] = 99.0,
-    gpus: Annotated[Optional[str], typer.Option(help="Comma-separated GPUs to consider (default: H100, H200, A100-80GB, L40S, L4, B200).")] = None,
+    gpus: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated GPUs to consider (default: H100, H200, A100-80GB, L40S, L4, B200)."),
+    ] = None,
     kv_cache_dtypes: Annotated[str, typer.Option(help="Comma-separated KV dtypes to consider.")] = "auto,fp8",
-    quantizations: Annotated[str, typer.Option(help="Comma-separated weight quantizations to consider (none, fp8).")] = "none",
-    price: Annotated[Optional[list[str]], typer.Option(
-        help="GPU=USD per GPU-hour, repeatable: overrides the list price (AWS EC2 on-demand, from Apache Libcloud's "
-             "pricing.json) or prices a GPU that has none.")] = None,
-    random_input_len: InputLen = 1024, random_output_len: OutputLen = 128, random_range_ratio: RangeRatio = 0.0,
-    num_prompts: NumPrompts = 200, burstiness: Burstiness = 1.0, seed: Seed = 0,
-    dtype: Dtype = "auto", max_model_len: MaxModelLen = None, vllm_version: Version = None,
-    async_scheduling: AsyncScheduling = None, gpu_memory_utilization: Util = None, as_json: AsJson = False,
+    quantizations: Annotated[
+        str, typer.Option(help="Comma-separated weight quantizations to consider (none, fp8).")
+    ] = "none",
+    price: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="GPU=USD per GPU-hour, repeatable: overrides the list price (AWS EC2 on-demand, from Apache "
+                "Libcloud's "
+            "pricing.json) or prices a GPU that has none."
+        ),
+    ] = None,
+    random_input_len: InputLen = 1024,
+    random_output_len: OutputLen = 128,
+    random_range_ratio: RangeRatio = 0.0,
+    num_prompts: NumPrompts = 200,
+    burstiness: Burstiness = 1.0,
+    seed: Seed = 0,
+    dtype: Dtype = "auto",
+    max_model_len: MaxModelLen = None,
+    vllm_version: Version = None,
+    async_scheduling: AsyncScheduling = None,
+    gpu_memory_utilization: Util = None,
+    as_json: AsJson = False,
     strict: Strict = False,
 ) -> None:
     """The GPU x TP x KV dtype x quantization configurations that meet TTFT/TPOT SLOs at a request
@@ -186,8 +269,16 @@ def plan_command(
             raise KvplanError(f"--quantizations: {q!r} is not a runtime quantization kvplan plans; choices: none, fp8")
     workload = Workload(random_input_len, random_output_len, random_range_ratio, num_prompts, request_rate, burstiness,
                         None, seed)
-    answer = search(spec, args, workload, slo, devices, kv_dtypes=[k.strip() for k in kv_cache_dtypes.split(",") if k.strip()],
-                    quantizations=quants, prices=_prices(price or [], [d.name for d in devices]))
+    answer = search(
+        spec,
+        args,
+        workload,
+        slo,
+        devices,
+        kv_dtypes=[k.strip() for k in kv_cache_dtypes.split(",") if k.strip()],
+        quantizations=quants,
+        prices=_prices(price or [], [d.name for d in devices]),
+    )
     if as_json:
         typer.echo(json.dumps(answer, indent=2))
     else:

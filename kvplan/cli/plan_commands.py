@@ -3,13 +3,33 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from kvplan.cli.app import app, make_console, profiles_app
-from kvplan.cli.options import (Dp, Ep, AsJson, BlockSize, Dtype, Eager, Gpu, GpuMemoryGib, KvCacheBytes, KvDtype, MaxBatched,
-                                MaxModelLen, MaxNumSeqs, Model, Pp, Quantization, Strict, Tp, Util, Version)
+from kvplan.cli.options import (
+    AsJson,
+    BlockSize,
+    Dp,
+    Dtype,
+    Eager,
+    Ep,
+    Gpu,
+    GpuMemoryGib,
+    KvCacheBytes,
+    KvDtype,
+    MaxBatched,
+    MaxModelLen,
+    MaxNumSeqs,
+    Model,
+    Pp,
+    Quantization,
+    Strict,
+    Tp,
+    Util,
+    Version,
+)
 from kvplan.cli.server_flags import load_device, load_served_model, mm_limits
 from kvplan.errors import KvplanError
 
@@ -20,34 +40,84 @@ MAX_SWEEP_BLOCK_SIZE = 2**16
 @app.command()
 def estimate(
     model: Model,
-    ctx: Annotated[Optional[int], typer.Option(help="Tokens per request (prompt + output); default: --max-model-len, else 4096.")] = None,
+    ctx: Annotated[
+        int | None, typer.Option(help="Tokens per request (prompt + output); default: --max-model-len, else 4096.")
+    ] = None,
     concurrency: Annotated[int, typer.Option(help="Concurrent requests.")] = 1,
-    kv_cache_dtype: KvDtype = "auto", block_size: BlockSize = 16, tp: Tp = 1, pp: Pp = 1, dp: Dp = 1,
-    enable_expert_parallel: Ep = False, dtype: Dtype = "auto",
+    kv_cache_dtype: KvDtype = "auto",
+    block_size: BlockSize = 16,
+    tp: Tp = 1,
+    pp: Pp = 1,
+    dp: Dp = 1,
+    enable_expert_parallel: Ep = False,
+    dtype: Dtype = "auto",
     prefix_tokens: Annotated[int, typer.Option(help="Tokens of a prefix shared by all requests.")] = 0,
-    max_model_len: MaxModelLen = None, gpu: Gpu = None, gpu_memory_gib: GpuMemoryGib = None,
-    gpu_memory_utilization: Util = None, quantization: Quantization = None, max_num_seqs: MaxNumSeqs = None,
-    max_num_batched_tokens: MaxBatched = None, kv_cache_memory_bytes: KvCacheBytes = None,
-    enforce_eager: Eager = False, vllm_version: Version = None,
-    target_concurrency: Annotated[Optional[int], typer.Option(help="Print the `vllm serve` line that serves N requests of max_model_len.")] = None,
-    limit_mm_per_prompt: Annotated[Optional[str], typer.Option(help="vLLM --limit-mm-per-prompt ('{\"image\": 0}' or image=0,video=0): 0 images and videos load no vision tower.")] = None,
-    skip_mm_profiling: Annotated[bool, typer.Option("--skip-mm-profiling", help="vLLM --skip-mm-profiling: the vision tower is loaded but its dummy batch is not profiled.", metavar="")] = False,
-    language_model_only: Annotated[bool, typer.Option("--language-model-only", help="vLLM --language-model-only: no vision tower (as image=0,video=0).", metavar="")] = False,
-    mm_processor_kwargs: Annotated[Optional[str], typer.Option(help="vLLM --mm-processor-kwargs JSON; max_pixels bounds a Qwen-VL image in the profile run.")] = None,
-    as_json: AsJson = False, strict: Strict = False,
+    max_model_len: MaxModelLen = None,
+    gpu: Gpu = None,
+    gpu_memory_gib: GpuMemoryGib = None,
+    gpu_memory_utilization: Util = None,
+    quantization: Quantization = None,
+    max_num_seqs: MaxNumSeqs = None,
+    max_num_batched_tokens: MaxBatched = None,
+    kv_cache_memory_bytes: KvCacheBytes = None,
+    enforce_eager: Eager = False,
+    vllm_version: Version = None,
+    target_concurrency: Annotated[
+        int | None, typer.Option(help="Print the `vllm serve` line that serves N requests of max_model_len.")
+    ] = None,
+    limit_mm_per_prompt: Annotated[
+        str | None,
+        typer.Option(
+            help="vLLM --limit-mm-per-prompt ('{\"image\": 0}' or image=0,video=0): 0 images and videos load no vision "
+                "tower."
+        ),
+    ] = None,
+    skip_mm_profiling: Annotated[
+        bool,
+        typer.Option(
+            "--skip-mm-profiling",
+            help="vLLM --skip-mm-profiling: the vision tower is loaded but its dummy batch is not profiled.",
+            metavar="",
+        ),
+    ] = False,
+    language_model_only: Annotated[
+        bool,
+        typer.Option(
+            "--language-model-only",
+            help="vLLM --language-model-only: no vision tower (as image=0,video=0).",
+            metavar="",
+        ),
+    ] = False,
+    mm_processor_kwargs: Annotated[
+        str | None,
+        typer.Option(help="vLLM --mm-processor-kwargs JSON; max_pixels bounds a Qwen-VL image in the profile run."),
+    ] = None,
+    as_json: AsJson = False,
+    strict: Strict = False,
 ) -> None:
     """KV-cache bytes per token, request and batch; with a GPU, vLLM's capacity plan and whether it fits."""
     from kvplan.plan.engine_args import EngineArgs
     from kvplan.plan.estimate import estimate as run_estimate
 
     device = load_device(gpu, gpu_memory_gib)
-    args = EngineArgs.from_flags(gpu=device, gpu_memory_utilization=gpu_memory_utilization, tensor_parallel_size=tp,
-                                 pipeline_parallel_size=pp, data_parallel_size=dp, enable_expert_parallel=enable_expert_parallel,
-                                 dtype=dtype, quantization=quantization,
-                                 kv_cache_dtype=kv_cache_dtype, block_size=block_size, max_model_len=max_model_len,
-                                 max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                                 kv_cache_memory_bytes=kv_cache_memory_bytes, enforce_eager=enforce_eager,
-                                 vllm_version=vllm_version)
+    args = EngineArgs.from_flags(
+        gpu=device,
+        gpu_memory_utilization=gpu_memory_utilization,
+        tensor_parallel_size=tp,
+        pipeline_parallel_size=pp,
+        data_parallel_size=dp,
+        enable_expert_parallel=enable_expert_parallel,
+        dtype=dtype,
+        quantization=quantization,
+        kv_cache_dtype=kv_cache_dtype,
+        block_size=block_size,
+        max_model_len=max_model_len,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        kv_cache_memory_bytes=kv_cache_memory_bytes,
+        enforce_eager=enforce_eager,
+        vllm_version=vllm_version,
+    )
     _check_plan_flags(args, target_concurrency=target_concurrency, vllm_version=vllm_version)
     limits = mm_limits(limit_mm_per_prompt, language_model_only)
     spec = load_served_model(model, dtype, limits, strict=strict)
@@ -77,13 +147,17 @@ def _check_plan_flags(args, *, target_concurrency: int | None, vllm_version: str
         raise KvplanError(f"{(given or ['--enforce-eager'])[0]} needs a GPU: add --gpu NAME or --gpu-memory-gib X")
 
 
-def _multimodal_args(engine_args, limits: dict[str, int] | None, skip_mm_profiling: bool, mm_processor_kwargs: str | None):
+def _multimodal_args(
+    engine_args, limits: dict[str, int] | None, skip_mm_profiling: bool, mm_processor_kwargs: str | None
+):
     """The multimodal flags on the engine arguments."""
     from kvplan.spec.encoder_params import parse_mm_processor_kwargs
 
     max_pixels, ignored = parse_mm_processor_kwargs(mm_processor_kwargs) if mm_processor_kwargs else (None, [])
     if ignored:
-        typer.echo(f"kvplan: warning: --mm-processor-kwargs {', '.join(ignored)}: not modelled (only max_pixels is)", err=True)
+        typer.echo(
+            f"kvplan: warning: --mm-processor-kwargs {', '.join(ignored)}: not modelled (only max_pixels is)", err=True
+        )
     return replace(engine_args, limit_mm_per_prompt=tuple(sorted(limits.items())) if limits else None,
                    skip_mm_profiling=skip_mm_profiling, mm_max_pixels=max_pixels)
 
@@ -125,8 +199,12 @@ def short_text(text: str) -> str:
 
 @app.command()
 def sweep(
-    model: Annotated[str, typer.Option("--model", "-m", help="Profile name or alias, a config.json, or a model directory.")],
-    ctx: Annotated[str, typer.Option(help="Comma-separated contexts (max_model_len).")] = "1024,2048,4096,8192,16384,32768",
+    model: Annotated[
+        str, typer.Option("--model", "-m", help="Profile name or alias, a config.json, or a model directory.")
+    ],
+    ctx: Annotated[
+        str, typer.Option(help="Comma-separated contexts (max_model_len).")
+    ] = "1024,2048,4096,8192,16384,32768",
     concurrency: Annotated[str, typer.Option(help="Comma-separated concurrencies.")] = "1,8,32,128",
     kv_cache_dtype: Annotated[str, typer.Option(help="Comma-separated KV dtypes.")] = "auto,fp8",
     block_size: Annotated[str, typer.Option(help="Comma-separated block sizes.")] = "16",
@@ -135,20 +213,23 @@ def sweep(
     pp: Annotated[int, typer.Option("--pp", "--pipeline-parallel-size")] = 1,
     dtype: Annotated[str, typer.Option()] = "auto",
     gpu_memory_utilization: Annotated[float, typer.Option()] = 0.9,
-    vllm_version: Annotated[Optional[str], typer.Option()] = None,
-    csv_path: Annotated[Optional[str], typer.Option("--csv", help="Write the table as CSV here.")] = None,
-    plot_path: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG of max concurrency vs context per KV dtype.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the table as one JSON list of rows instead.", metavar="")] = False,
+    vllm_version: Annotated[str | None, typer.Option()] = None,
+    csv_path: Annotated[str | None, typer.Option("--csv", help="Write the table as CSV here.")] = None,
+    plot_path: Annotated[
+        str | None, typer.Option("--plot", help="Write a PNG of max concurrency vs context per KV dtype.")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the table as one JSON list of rows instead.", metavar="")
+    ] = False,
 ) -> None:
     """vLLM capacity over a grid of ctx x concurrency x KV dtype x block size x GPU (pandas table)."""
+    from kvplan.files import check_output_path, write_files
     from kvplan.plan.engine_args import EngineArgs
     from kvplan.plan.overheads import DEFAULT_VLLM_VERSION
     from kvplan.plan.sweep import plot_concurrency
     from kvplan.plan.sweep import sweep as run_sweep
     from kvplan.spec.gpu import load_gpu
     from kvplan.spec.profiles import load_model
-
-    from kvplan.files import check_output_path, write_files
 
     outputs = [check_output_path(p) for p in (csv_path, plot_path) if p]
     spec = load_model(model)
@@ -181,7 +262,6 @@ def gpus(as_json: Annotated[bool, typer.Option("--json", metavar="")] = False) -
     """List the GPU catalog (memory as marketed and as CUDA sees it, bandwidth, throughput, list price)."""
     from kvplan.report.catalog_view import render_gpus
     from kvplan.spec.gpu import gpu_catalog
-
     from kvplan.spec.prices import list_prices
 
     catalog, prices = gpu_catalog(), list_prices()
@@ -208,10 +288,23 @@ def profiles_list(ctx: typer.Context, as_json: AsJson = False) -> None:
 
     specs = [load_model(n) for n in model_names()]
     if as_json:
-        typer.echo(json.dumps([{"name": s.name, "hf_id": s.hf_id, "num_layers": s.num_layers,
-                                "attention_layers": s.attention_kinds, "num_kv_heads": s.num_kv_heads, "head_dim": s.head_dim,
-                                "kv_bytes_per_token": KvLayout.of(s).bytes_per_token(), "params": s.params.total}
-                               for s in specs]))
+        typer.echo(
+            json.dumps(
+                [
+                    {
+                        "name": s.name,
+                        "hf_id": s.hf_id,
+                        "num_layers": s.num_layers,
+                        "attention_layers": s.attention_kinds,
+                        "num_kv_heads": s.num_kv_heads,
+                        "head_dim": s.head_dim,
+                        "kv_bytes_per_token": KvLayout.of(s).bytes_per_token(),
+                        "params": s.params.total,
+                    }
+                    for s in specs
+                ]
+            )
+        )
         return
     render_profiles(make_console(), specs)
 

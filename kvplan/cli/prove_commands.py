@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -13,31 +13,54 @@ from kvplan.cli.options import AsJson, Threads
 from kvplan.errors import KvplanError
 
 
-
 @app.command()
 def serve(
-    model: Annotated[str, typer.Option("--model", "-m", help="Profile name (random weights) or a local model directory.")],
+    model: Annotated[
+        str, typer.Option("--model", "-m", help="Profile name (random weights) or a local model directory.")
+    ],
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to bind.")] = 8000,
-    served_model_name: Annotated[Optional[str], typer.Option(help="Model name in the API (default: --model).")] = None,
+    served_model_name: Annotated[str | None, typer.Option(help="Model name in the API (default: --model).")] = None,
     block_size: Annotated[int, typer.Option(help="Tokens per KV block.")] = 16,
     max_num_seqs: Annotated[int, typer.Option(help="Most sequences per step.")] = 256,
     max_num_batched_tokens: Annotated[int, typer.Option(help="Token budget per step.")] = 2048,
-    max_model_len: Annotated[Optional[int], typer.Option(help="Context limit (default: the model's).")] = None,
+    max_model_len: Annotated[int | None, typer.Option(help="Context limit (default: the model's).")] = None,
     kv_cache_dtype: Annotated[str, typer.Option(help="auto, float16, bfloat16, float32, fp8, int8.")] = "auto",
-    kv_cache_memory_bytes: Annotated[Optional[int], typer.Option(help="KV pool bytes (CPU default 256 MiB).")] = None,
-    gpu_memory_utilization: Annotated[float, typer.Option(help="CUDA: fraction of device memory the engine may use.")] = 0.9,
-    num_gpu_blocks_override: Annotated[Optional[int], typer.Option(help="Pool size in blocks (wins over the byte budget).")] = None,
-    enable_prefix_caching: Annotated[bool, typer.Option("--enable-prefix-caching/--no-enable-prefix-caching", metavar="")] = False,
+    kv_cache_memory_bytes: Annotated[int | None, typer.Option(help="KV pool bytes (CPU default 256 MiB).")] = None,
+    gpu_memory_utilization: Annotated[
+        float, typer.Option(help="CUDA: fraction of device memory the engine may use.")
+    ] = 0.9,
+    num_gpu_blocks_override: Annotated[
+        int | None, typer.Option(help="Pool size in blocks (wins over the byte budget).")
+    ] = None,
+    enable_prefix_caching: Annotated[
+        bool, typer.Option("--enable-prefix-caching/--no-enable-prefix-caching", metavar="")
+    ] = False,
     device: Annotated[str, typer.Option(help="cpu or cuda[:N].")] = "cpu",
     dtype: Annotated[str, typer.Option(help="Model dtype: auto, float32, float16, bfloat16.")] = "auto",
     seed: Annotated[int, typer.Option(help="Seed of the random weights (profiles) and of sampling.")] = 0,
-    access_log: Annotated[bool, typer.Option("--access-log/--no-access-log", help="One log line per request on stderr.", metavar="")] = True,
-    api_key: Annotated[Optional[str], typer.Option(envvar="KVPLAN_API_KEY", show_default=False, help="Require `Authorization: Bearer <key>` on every route but /health and /metrics (the flag wins over the env var; prefer the env var: flags show in `ps`).")] = None,
-    header_timeout_s: Annotated[float, typer.Option(help="Seconds a client has to send a request's line and headers (then 408 and close).")] = 10.0,
-    body_timeout_s: Annotated[float, typer.Option(help="Seconds a client has to send a request's body once its headers are in (then 408).")] = 30.0,
+    access_log: Annotated[
+        bool, typer.Option("--access-log/--no-access-log", help="One log line per request on stderr.", metavar="")
+    ] = True,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="KVPLAN_API_KEY",
+            show_default=False,
+            help="Require `Authorization: Bearer <key>` on every route but /health and /metrics (the flag wins over "
+                "the env var; prefer the env var: flags show in `ps`).",
+        ),
+    ] = None,
+    header_timeout_s: Annotated[
+        float, typer.Option(help="Seconds a client has to send a request's line and headers (then 408 and close).")
+    ] = 10.0,
+    body_timeout_s: Annotated[
+        float, typer.Option(help="Seconds a client has to send a request's body once its headers are in (then 408).")
+    ] = 30.0,
     max_request_bytes: Annotated[int, typer.Option(help="Largest request body (larger: 413).")] = 16 * 2**20,
-    max_connections: Annotated[int, typer.Option(help="Open connections at most; over it the one idle the longest is closed.")] = 4096,
+    max_connections: Annotated[
+        int, typer.Option(help="Open connections at most; over it the one idle the longest is closed.")
+    ] = 4096,
     threads: Threads = None,
 ) -> None:
     """Serve the bundled engine behind an OpenAI-compatible API (/v1/completions, /v1/chat/completions,
@@ -55,19 +78,36 @@ def serve(
     from kvplan.engine import EngineConfig
     from kvplan.server.serve import serve as run_serve
 
-    config = EngineConfig(block_size=block_size, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                          max_model_len=max_model_len, kv_cache_dtype=kv_cache_dtype,
-                          kv_cache_memory_bytes=kv_cache_memory_bytes, gpu_memory_utilization=gpu_memory_utilization,
-                          enable_prefix_caching=enable_prefix_caching, device=device, dtype=dtype,
-                          num_gpu_blocks_override=num_gpu_blocks_override, seed=seed, num_threads=threads)
+    config = EngineConfig(
+        block_size=block_size,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        max_model_len=max_model_len,
+        kv_cache_dtype=kv_cache_dtype,
+        kv_cache_memory_bytes=kv_cache_memory_bytes,
+        gpu_memory_utilization=gpu_memory_utilization,
+        enable_prefix_caching=enable_prefix_caching,
+        device=device,
+        dtype=dtype,
+        num_gpu_blocks_override=num_gpu_blocks_override,
+        seed=seed,
+        num_threads=threads,
+    )
     run_serve(model, config, host=host, port=port, served_model_name=served_model_name, seed=seed,
               access_log=access_log, limits=limits)
 
 
 @app.command()
 def scenarios(
-    action: Annotated[Optional[str], typer.Argument(help="show NAME: print one scenario (its YAML; --json: its resolved settings).", metavar="[show]")] = None,
-    name: Annotated[Optional[str], typer.Argument(help="A bundled scenario's name or a scenario file.", metavar="[NAME]")] = None,
+    action: Annotated[
+        str | None,
+        typer.Argument(
+            help="show NAME: print one scenario (its YAML; --json: its resolved settings).", metavar="[show]"
+        ),
+    ] = None,
+    name: Annotated[
+        str | None, typer.Argument(help="A bundled scenario's name or a scenario file.", metavar="[NAME]")
+    ] = None,
     as_json: AsJson = False,
 ) -> None:
     """List the bundled scenarios (`kvplan stress --scenario NAME` runs one), or show one."""
@@ -79,7 +119,9 @@ def scenarios(
         raise KvplanError(f"kvplan scenarios takes no argument (a list) or show NAME, got {action!r}")
     if action == "show":
         if not name:
-            raise KvplanError(f"kvplan scenarios show needs a NAME: one of {', '.join(bundled_scenarios())}, or a scenario file")
+            raise KvplanError(
+                f"kvplan scenarios show needs a NAME: one of {', '.join(bundled_scenarios())}, or a scenario file"
+            )
         scenario = load_scenario(name)  # validated first: a bad file is one line, as in stress
         if as_json:
             typer.echo(scenario.model_dump_json())
@@ -98,23 +140,51 @@ def scenarios(
     for col in ("name", "model", "requests", "description"):
         t.add_column(col)
     for r in rows:
-        t.add_row(r["name"], r["model"], str(r["num_requests"]) if r["num_requests"] is not None else f"{r['duration_s']:g} s",
-                  r["description"])
+        t.add_row(
+            r["name"],
+            r["model"],
+            str(r["num_requests"]) if r["num_requests"] is not None else f"{r['duration_s']:g} s",
+            r["description"],
+        )
     make_console().print(t)
 
 
 @app.command()
 def calibrate(
-    scenario: Annotated[Optional[Path], typer.Option("--scenario", "-s", help="Calibrate with this scenario's model and engine settings.")] = None,
-    model: Annotated[str, typer.Option("--model", "-m", help="Without --scenario: the profile to time (random weights).")] = "tiny-llama",
+    scenario: Annotated[
+        Path | None, typer.Option("--scenario", "-s", help="Calibrate with this scenario's model and engine settings.")
+    ] = None,
+    model: Annotated[
+        str, typer.Option("--model", "-m", help="Without --scenario: the profile to time (random weights).")
+    ] = "tiny-llama",
     device: Annotated[str, typer.Option(help="Without --scenario: cpu or cuda.")] = "cpu",
-    out: Annotated[Optional[Path], typer.Option(help="Where to store the fit (default: the user's data folder, calibration/NAME-DEVICE.yaml).")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Where to store the fit (default: the user's data folder, calibration/NAME-DEVICE.yaml)."),
+    ] = None,
     threads: Threads = None,
-    force: Annotated[bool, typer.Option("--force", help="Store the fit even when its R² is below the quality threshold.", metavar="")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the fit as one JSON object on stdout (file, stored, problem, coefficients); the rest goes to stderr.", metavar="")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Store the fit even when its R² is below the quality threshold.", metavar="")
+    ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the fit as one JSON object on stdout (file, stored, problem, coefficients); the rest goes to "
+                "stderr.",
+            metavar="",
+        ),
+    ] = False,
 ) -> None:
     """Time engine steps on this machine and store the per-step cost model `kvplan stress` predicts with."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from kvplan.report.calibration_view import render_fit
     from kvplan.spec.profiles import load_model
@@ -153,9 +223,9 @@ def calibrate(
         import dataclasses
         import json
 
-        typer.echo(json.dumps(json_safe({"path": str(path), "stored": stored, "problem": problem,
-                                         "fit": {k: v for k, v in dataclasses.asdict(fit).items() if not isinstance(v, (list, tuple))}}),
-                              default=str))
+        scalars = {k: v for k, v in dataclasses.asdict(fit).items() if not isinstance(v, (list, tuple))}
+        answer = {"path": str(path), "stored": stored, "problem": problem, "fit": scalars}
+        typer.echo(json.dumps(json_safe(answer), default=str))
     if problem and not force:
         console.print(f"[bold red]not stored[/bold red]: {problem}; step times this scattered would mislead every "
                       "prediction. Rerun on a quieter machine, or pass --force to store it anyway.")
@@ -166,8 +236,12 @@ def calibrate(
 
 @app.command()
 def report(
-    results: Annotated[list[Path], typer.Argument(help="result.json files; both allocators of one scenario are shown side by side.")],
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="HTML file (default: report.html beside the first result).")] = None,
+    results: Annotated[
+        list[Path], typer.Argument(help="result.json files; both allocators of one scenario are shown side by side.")
+    ],
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="HTML file (default: report.html beside the first result).")
+    ] = None,
 ) -> None:
     """Self-contained HTML report: prediction vs measurement, KV memory, load, latency CDFs, goodput."""
     from kvplan.files import check_output_path

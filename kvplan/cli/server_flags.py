@@ -22,7 +22,9 @@ def load_device(gpu: str | None, gpu_memory_gib: float | None = None) -> GpuSpec
     return load_gpu(gpu) if gpu else (custom_gpu(gpu_memory_gib) if gpu_memory_gib is not None else None)
 
 
-def load_served_model(model: str, dtype: str, limits: dict[str, int] | None = None, *, strict: bool = False) -> ModelSpec:
+def load_served_model(
+    model: str, dtype: str, limits: dict[str, int] | None = None, *, strict: bool = False
+) -> ModelSpec:
     """The model spec as vLLM serves it: in `dtype`, without its vision tower when
     --limit-mm-per-prompt allows no images or videos. What the spec could not model is refused
     with --strict; the caller prints it as warnings otherwise."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -32,39 +32,152 @@ def _rate(text: str | None) -> float | None:
 
 @app.command()
 def stress(
-    scenario: Annotated[Optional[Path], typer.Option("--scenario", "-s", help="A scenario YAML file, or a bundled scenario by name (`kvplan scenarios` lists them); or build one with --model and the load flags below.")] = None,
-    out: Annotated[Optional[str], typer.Option("--out", help="Output folder (default: a new reports/<scenario>/<UTC time>, linked as reports/<scenario>/latest).")] = None,
+    scenario: Annotated[
+        Path | None,
+        typer.Option(
+            "--scenario",
+            "-s",
+            help="A scenario YAML file, or a bundled scenario by name (`kvplan scenarios` lists them); or build one "
+                "with --model and the load flags below.",
+        ),
+    ] = None,
+    out: Annotated[
+        str | None,
+        typer.Option(
+            "--out",
+            help="Output folder (default: a new reports/<scenario>/<UTC time>, linked as reports/<scenario>/latest).",
+        ),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace the run already in --out.", metavar="")] = False,
-    allocator: Annotated[str, typer.Option(help="paged, contiguous, or both (same KV memory, side by side).")] = "paged",
+    allocator: Annotated[
+        str, typer.Option(help="paged, contiguous, or both (same KV memory, side by side).")
+    ] = "paged",
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.", metavar="")] = False,
-    calibration: Annotated[Optional[Path], typer.Option(help="Cost-model file from `kvplan calibrate` (default: profiles/calibration/).")] = None,
-    recalibrate: Annotated[bool, typer.Option("--calibrate", help="Calibrate the cost model right before the run (same machine state), and store it.", metavar="")] = False,
-    target: Annotated[Optional[str], typer.Option(help="An OpenAI-compatible server, e.g. http://127.0.0.1:8000.")] = None,
+    calibration: Annotated[
+        Path | None, typer.Option(help="Cost-model file from `kvplan calibrate` (default: profiles/calibration/).")
+    ] = None,
+    recalibrate: Annotated[
+        bool,
+        typer.Option(
+            "--calibrate",
+            help="Calibrate the cost model right before the run (same machine state), and store it.",
+            metavar="",
+        ),
+    ] = False,
+    target: Annotated[str | None, typer.Option(help="An OpenAI-compatible server, e.g. http://127.0.0.1:8000.")] = None,
     api: Annotated[str, typer.Option(help="With --target: completions or chat.")] = "completions",
-    served_model_name: Annotated[Optional[str], typer.Option(help="With --target: the model name the server serves.")] = None,
-    api_key_env: Annotated[Optional[str], typer.Option(help="With --target: environment variable holding the API key.")] = None,
+    served_model_name: Annotated[
+        str | None, typer.Option(help="With --target: the model name the server serves.")
+    ] = None,
+    api_key_env: Annotated[
+        str | None, typer.Option(help="With --target: environment variable holding the API key.")
+    ] = None,
     timeout_s: Annotated[float, typer.Option("--timeout-s", help="With --target: per-request timeout.")] = 120.0,
     threads: Threads = None,
-    server_kind: Annotated[str, typer.Option("--server-kind", help="With --target: auto (ask the server what it accepts), vllm, sglang, tgi or openai.")] = "auto",
-    gpu: Annotated[Optional[str], typer.Option("--gpu", help="With --target: the server's GPU (see `kvplan gpus`), so the prediction has latencies (kvplan predict's GPU model).")] = None,
-    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="With --target: the server's tokenizer (a local directory or a repo in the Hugging Face cache; offline) for text prompts of the scenario's exact length.")] = None,
-    output_format: Annotated[str, typer.Option("--format", help="kvplan, or vllm: also write result.vllm.json with the keys and per-request arrays of `vllm bench serve --save-result`.")] = "kvplan",
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (files written, verdicts, measured and predicted metrics) on stdout; the tables go to stderr.", metavar="")] = False,
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="The model (profile, alias, config.json or directory); with --scenario it replaces the scenario's.", rich_help_panel=LOAD)] = None,
-    dataset_name: Annotated[Optional[str], typer.Option(help="random (default), sharegpt, custom (JSONL/CSV of prompt or input_len, output_len) or burstgpt.", rich_help_panel=LOAD)] = None,
-    dataset_path: Annotated[Optional[str], typer.Option(help="The dataset file (sharegpt, custom, burstgpt).", rich_help_panel=LOAD)] = None,
-    num_prompts: Annotated[Optional[int], typer.Option(help="Requests to send (default 1000, as vLLM).", rich_help_panel=LOAD)] = None,
-    request_rate: Annotated[Optional[str], typer.Option(help="Requests/s (Poisson), or inf to send all at once (default).", rich_help_panel=LOAD)] = None,
-    burstiness: Annotated[Optional[float], typer.Option(help="Gamma shape of arrival gaps; 1 is Poisson.", rich_help_panel=LOAD)] = None,
-    max_concurrency: Annotated[Optional[int], typer.Option(help="At most this many requests in flight.", rich_help_panel=LOAD)] = None,
-    random_input_len: Annotated[Optional[int], typer.Option(help="Prompt tokens (random dataset; default 1024).", rich_help_panel=LOAD)] = None,
-    random_output_len: Annotated[Optional[int], typer.Option(help="Output tokens (random dataset; default 128).", rich_help_panel=LOAD)] = None,
-    random_range_ratio: Annotated[Optional[float], typer.Option(help="Lengths uniform in len x [1 - r, 1 + r].", rich_help_panel=LOAD)] = None,
-    random_prefix_len: Annotated[Optional[int], typer.Option(help="A shared prefix of this many tokens before each random prompt.", rich_help_panel=LOAD)] = None,
-    sharegpt_output_len: Annotated[Optional[int], typer.Option(help="Fixed output tokens instead of each ShareGPT reply's length.", rich_help_panel=LOAD)] = None,
-    custom_output_len: Annotated[Optional[int], typer.Option(help="Output tokens of custom rows without output_len (default 256).", rich_help_panel=LOAD)] = None,
-    seed: Annotated[Optional[int], typer.Option(help="Seed of lengths, dataset order and arrivals.", rich_help_panel=LOAD)] = None,
-    save_result: Annotated[bool, typer.Option("--save-result", help="Also write result.vllm.json (same as --format vllm).", metavar="", rich_help_panel=LOAD)] = False,
+    server_kind: Annotated[
+        str,
+        typer.Option(
+            "--server-kind", help="With --target: auto (ask the server what it accepts), vllm, sglang, tgi or openai."
+        ),
+    ] = "auto",
+    gpu: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu",
+            help="With --target: the server's GPU (see `kvplan gpus`), so the prediction has latencies (kvplan "
+                "predict's GPU model).",
+        ),
+    ] = None,
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(
+            "--tokenizer",
+            help="With --target: the server's tokenizer (a local directory or a repo in the Hugging Face cache; "
+                "offline) for text prompts of the scenario's exact length.",
+        ),
+    ] = None,
+    output_format: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="kvplan, or vllm: also write result.vllm.json with the keys and per-request arrays of `vllm bench "
+                "serve --save-result`.",
+        ),
+    ] = "kvplan",
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print one JSON object (files written, verdicts, measured and predicted metrics) on stdout; the "
+                "tables go to stderr.",
+            metavar="",
+        ),
+    ] = False,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help="The model (profile, alias, config.json or directory); with --scenario it replaces the scenario's.",
+            rich_help_panel=LOAD,
+        ),
+    ] = None,
+    dataset_name: Annotated[
+        str | None,
+        typer.Option(
+            help="random (default), sharegpt, custom (JSONL/CSV of prompt or input_len, output_len) or burstgpt.",
+            rich_help_panel=LOAD,
+        ),
+    ] = None,
+    dataset_path: Annotated[
+        str | None, typer.Option(help="The dataset file (sharegpt, custom, burstgpt).", rich_help_panel=LOAD)
+    ] = None,
+    num_prompts: Annotated[
+        int | None, typer.Option(help="Requests to send (default 1000, as vLLM).", rich_help_panel=LOAD)
+    ] = None,
+    request_rate: Annotated[
+        str | None,
+        typer.Option(help="Requests/s (Poisson), or inf to send all at once (default).", rich_help_panel=LOAD),
+    ] = None,
+    burstiness: Annotated[
+        float | None, typer.Option(help="Gamma shape of arrival gaps; 1 is Poisson.", rich_help_panel=LOAD)
+    ] = None,
+    max_concurrency: Annotated[
+        int | None, typer.Option(help="At most this many requests in flight.", rich_help_panel=LOAD)
+    ] = None,
+    random_input_len: Annotated[
+        int | None, typer.Option(help="Prompt tokens (random dataset; default 1024).", rich_help_panel=LOAD)
+    ] = None,
+    random_output_len: Annotated[
+        int | None, typer.Option(help="Output tokens (random dataset; default 128).", rich_help_panel=LOAD)
+    ] = None,
+    random_range_ratio: Annotated[
+        float | None, typer.Option(help="Lengths uniform in len x [1 - r, 1 + r].", rich_help_panel=LOAD)
+    ] = None,
+    random_prefix_len: Annotated[
+        int | None,
+        typer.Option(help="A shared prefix of this many tokens before each random prompt.", rich_help_panel=LOAD),
+    ] = None,
+    sharegpt_output_len: Annotated[
+        int | None,
+        typer.Option(help="Fixed output tokens instead of each ShareGPT reply's length.", rich_help_panel=LOAD),
+    ] = None,
+    custom_output_len: Annotated[
+        int | None,
+        typer.Option(help="Output tokens of custom rows without output_len (default 256).", rich_help_panel=LOAD),
+    ] = None,
+    seed: Annotated[
+        int | None, typer.Option(help="Seed of lengths, dataset order and arrivals.", rich_help_panel=LOAD)
+    ] = None,
+    save_result: Annotated[
+        bool,
+        typer.Option(
+            "--save-result",
+            help="Also write result.vllm.json (same as --format vllm).",
+            metavar="",
+            rich_help_panel=LOAD,
+        ),
+    ] = False,
 ) -> None:
     """Run a scenario on the bundled engine (or a server) and compare with the prediction made first.
 
@@ -75,15 +188,44 @@ def stress(
 
     if out is not None and not out.strip():
         raise KvplanError("--out is empty: name a folder (or leave --out out for a new reports/<scenario>/<time>)")
-    outcome = stress_and_report(StressOptions(scenario, out_dir=Path(out) if out is not None else None, allocator=allocator, progress=not no_progress,
-                                    calibration=calibration, recalibrate=recalibrate, target=target, api=api,
-                                    served_model_name=served_model_name, api_key_env=api_key_env, timeout_s=timeout_s,
-                                    force=force, server_kind=server_kind, tokenizer=tokenizer, output_format="vllm" if save_result else output_format,
-                                    threads=threads, gpu=gpu, bench=BenchFlags(
-                                        model, dataset_name, dataset_path, num_prompts, _rate(request_rate), burstiness,
-                                        max_concurrency, random_input_len, random_output_len, random_range_ratio,
-                                        random_prefix_len, sharegpt_output_len, custom_output_len, seed)),
-                                    console=make_console(stderr=True) if as_json else None)
+    outcome = stress_and_report(
+        StressOptions(
+            scenario,
+            out_dir=Path(out) if out is not None else None,
+            allocator=allocator,
+            progress=not no_progress,
+            calibration=calibration,
+            recalibrate=recalibrate,
+            target=target,
+            api=api,
+            served_model_name=served_model_name,
+            api_key_env=api_key_env,
+            timeout_s=timeout_s,
+            force=force,
+            server_kind=server_kind,
+            tokenizer=tokenizer,
+            output_format="vllm" if save_result else output_format,
+            threads=threads,
+            gpu=gpu,
+            bench=BenchFlags(
+                model,
+                dataset_name,
+                dataset_path,
+                num_prompts,
+                _rate(request_rate),
+                burstiness,
+                max_concurrency,
+                random_input_len,
+                random_output_len,
+                random_range_ratio,
+                random_prefix_len,
+                sharegpt_output_len,
+                custom_output_len,
+                seed,
+            ),
+        ),
+        console=make_console(stderr=True) if as_json else None,
+    )
     if as_json:
         typer.echo(json.dumps(json_safe(outcome.summary())))
     if outcome.interrupted:

@@ -147,7 +147,9 @@ def paged_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: t
     """transformers' attention-function signature: query [1, H, T, D], key/value [1, kvh, T, D]
     -> ([1, T, H, D], None). Without engine metadata it defers to transformers' SDPA."""
     if attn_metadata is None or kv_cache is None:
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
     layer = module.layer_idx
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
     q, k, v = query[0].transpose(0, 1), key[0].transpose(0, 1), value[0].transpose(0, 1)  # [T, heads, D]

@@ -136,7 +136,9 @@ class BlockManager:
         assert not seq.block_table, f"{seq} already holds blocks"
         for block_id in hits:
             self._ref(block_id)
-        seq.block_table = list(hits) + [self._take_free_block() for _ in range(self.blocks_needed(num_tokens) - len(hits))]
+        seq.block_table = list(hits) + [
+            self._take_free_block() for _ in range(self.blocks_needed(num_tokens) - len(hits))
+        ]
         seq.num_computed_tokens = seq.num_cached_tokens = len(hits) * self.block_size
 
     def append_slots(self, seq: Sequence, num_new_tokens: int) -> bool:
@@ -206,7 +208,9 @@ class BlockManager:
         assert refs == [b.ref_count for b in self.blocks], "ref counts do not match the block tables"
         free, cached = set(self._free), set(self._cached)
         assert len(free) == len(self._free) and not free & cached, "a free block is listed twice"
-        assert {b.block_id for b in self.blocks if b.ref_count == 0} == free | cached, "free lists do not match ref counts"
+        assert {b.block_id for b in self.blocks if b.ref_count == 0} == free | cached, (
+            "free lists do not match ref counts"
+        )
         assert all(self.blocks[b].hash is not None for b in cached) and all(self.blocks[b].hash is None for b in free)
         assert all(self._hash_to_block[b.hash] == b.block_id for b in self.blocks if b.hash is not None)
         assert len(self._hash_to_block) == sum(b.hash is not None for b in self.blocks)

@@ -8,7 +8,7 @@ Imports neither torch nor transformers.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 from pydantic.dataclasses import dataclass
@@ -19,7 +19,9 @@ from kvplan.validation import FieldIssue, format_validation_error, short_repr
 
 CPU_DEFAULT_KV_CACHE_MEMORY_BYTES = 256 * 2**20  # no device to measure on CPU: a fixed, documented budget
 # The engine runs these KV dtypes; int4 and fp8_e5m2 are planned only.
-ENGINE_KV_DTYPES = tuple(dict.fromkeys(d for d in (*KV_DTYPE_CHOICES, *MODEL_DTYPE_ALIASES) if d not in ("int4", "fp8_e5m2", "fp8_ds_mla")))
+ENGINE_KV_DTYPES = tuple(
+    dict.fromkeys(d for d in (*KV_DTYPE_CHOICES, *MODEL_DTYPE_ALIASES) if d not in ("int4", "fp8_e5m2", "fp8_ds_mla"))
+)
 _BYTES_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|KB|MB|GB)?\s*$")
 _BYTE_UNITS = {None: 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "KB": 10**3, "MB": 10**6, "GB": 10**9}
 
@@ -47,19 +49,19 @@ class EngineConfig:
     block_size: int = Field(16, gt=0)
     max_num_seqs: int = Field(256, gt=0)
     max_num_batched_tokens: int = Field(2048, gt=0)
-    max_model_len: Optional[int] = Field(None, gt=0)  # None: the model's max_position_embeddings
+    max_model_len: int | None = Field(None, gt=0)  # None: the model's max_position_embeddings
     kv_cache_dtype: str = "auto"  # auto = the model's dtype; fp8 (e4m3) or int8 quantize the pool
-    kv_cache_memory_bytes: Optional[int] = Field(None, gt=0)
+    kv_cache_memory_bytes: int | None = Field(None, gt=0)
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
     enable_prefix_caching: bool = False
     allocator: Literal["paged", "contiguous"] = "paged"
     swap_space_bytes: int = Field(0, ge=0)  # CPU pool for swap preemption; 0 = preempt by recompute
     device: str = "cpu"
     dtype: str = "auto"  # model dtype: see compute_dtype()
-    num_gpu_blocks_override: Optional[int] = Field(None, gt=0)
+    num_gpu_blocks_override: int | None = Field(None, gt=0)
     seed: int = 0  # sampling generator seed (requests may carry their own)
     # intra-op CPU threads; None: chosen at start-up from the free cores (engine/threads.py)
-    num_threads: Optional[int] = Field(None, gt=0)
+    num_threads: int | None = Field(None, gt=0)
 
     @field_validator("kv_cache_memory_bytes", "swap_space_bytes", mode="before")
     @classmethod

@@ -38,10 +38,15 @@ class KVCache:
                  device: torch.device | str = "cpu", num_cpu_blocks: int = 0) -> None:
         heads = {(layer.num_kv_heads, layer.head_dim_k, layer.head_dim_v) for layer in spec.layers}
         if len(heads) != 1 or any(layer.kind not in ("full", "sliding") for layer in spec.layers):
-            raise KvplanError(f"{spec.name}: the engine needs the same K/V heads in every layer (got {sorted(heads)}; MLA is not supported)")
+            raise KvplanError(
+                f"{spec.name}: the engine needs the same K/V heads in every layer (got {sorted(heads)}; MLA is not "
+                "supported)"
+            )
         self.num_kv_heads, self.head_dim, head_dim_v = heads.pop()
         if head_dim_v != self.head_dim:
-            raise KvplanError(f"{spec.name}: the engine needs equal K and V head dims, got {self.head_dim} and {head_dim_v}")
+            raise KvplanError(
+                f"{spec.name}: the engine needs equal K and V head dims, got {self.head_dim} and {head_dim_v}"
+            )
         self.spec = spec
         self.num_layers = spec.num_layers
         self.num_blocks = num_blocks
@@ -61,7 +66,9 @@ class KVCache:
             raise KvplanError(f"KV pool layout ({self.nbytes} bytes) disagrees with plan.kv.bytes_per_block "
                               f"({num_blocks} x {self.bytes_per_block}); {spec.name} is not supported by the engine")
 
-    def _allocate(self, num_blocks: int, device: torch.device | str, pin: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _allocate(
+        self, num_blocks: int, device: torch.device | str, pin: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         shape = (self.num_layers, 2, num_blocks, self.block_size, self.num_kv_heads, self.head_dim)
         kv = torch.zeros(shape, dtype=self.storage_dtype, device=device, pin_memory=pin)
         scales = None

@@ -66,7 +66,9 @@ class LLMEngine:
     `stats` (the last step's `EngineStats`, None before the first step).
     """
 
-    def __init__(self, model: PreTrainedModel, config: EngineConfig | None = None, *, spec: ModelSpec | None = None) -> None:
+    def __init__(
+        self, model: PreTrainedModel, config: EngineConfig | None = None, *, spec: ModelSpec | None = None
+    ) -> None:
         self.config = config = config or EngineConfig()
         if config.is_cuda and not torch.cuda.is_available():
             raise KvplanError(f"EngineConfig.device={config.device!r} but CUDA is not available; use device='cpu'")
@@ -77,7 +79,9 @@ class LLMEngine:
         max_pos = self.spec.max_position_embeddings
         self.max_model_len = config.max_model_len or max_pos
         if self.max_model_len > max_pos:
-            raise KvplanError(f"max_model_len={self.max_model_len} exceeds {self.spec.name}'s max_position_embeddings={max_pos}")
+            raise KvplanError(
+                f"max_model_len={self.max_model_len} exceeds {self.spec.name}'s max_position_embeddings={max_pos}"
+            )
         self.kv_cache_dtype = kv_dtype_name(config.kv_cache_dtype, model.dtype)
         self.bytes_per_block = bytes_per_block(self.spec, config.block_size, self.kv_cache_dtype)
         num_blocks = config.num_gpu_blocks_override or blocks_in_budget(self._kv_budget_bytes(), self.bytes_per_block)
@@ -159,9 +163,13 @@ class LLMEngine:
         self._profile_forward()
         free, total = torch.cuda.mem_get_info(self.device)
         non_torch = total - free - torch.cuda.memory_reserved(self.device)
-        budget = int(total * self.config.gpu_memory_utilization) - torch.cuda.max_memory_allocated(self.device) - non_torch
+        budget = (
+            int(total * self.config.gpu_memory_utilization) - torch.cuda.max_memory_allocated(self.device) - non_torch
+        )
         if budget <= 0:
-            raise KvplanError(f"no memory left for the KV cache at gpu_memory_utilization={self.config.gpu_memory_utilization}")
+            raise KvplanError(
+                f"no memory left for the KV cache at gpu_memory_utilization={self.config.gpu_memory_utilization}"
+            )
         return budget
 
     def _profile_forward(self) -> None:
@@ -172,7 +180,9 @@ class LLMEngine:
         after this (11 runs on one 2-core Intel VM)."""
         n = min(self.config.max_num_batched_tokens, self.max_model_len)
         with torch.inference_mode():
-            self.model(input_ids=torch.zeros(1, n, dtype=torch.int64, device=self.device), use_cache=False, logits_to_keep=1)
+            self.model(
+                input_ids=torch.zeros(1, n, dtype=torch.int64, device=self.device), use_cache=False, logits_to_keep=1
+            )
         self._profiled = True
 
     @property
@@ -200,7 +210,9 @@ class LLMEngine:
         request_id = str(seq_id) if request_id is None else str(request_id)
         if request_id in self._requests:
             raise KvplanError(f"request id {request_id!r} is already in use")
-        seq = Sequence(seq_id, request_id, prompt, params, time.perf_counter() if arrival_time_s is None else arrival_time_s)
+        seq = Sequence(
+            seq_id, request_id, prompt, params, time.perf_counter() if arrival_time_s is None else arrival_time_s
+        )
         if params.seed is not None:
             seq.generator = torch.Generator().manual_seed(params.seed)
         self._requests[request_id] = seq
@@ -270,9 +282,20 @@ class LLMEngine:
     def _output(seq: Sequence, token: int | None, now: float) -> RequestOutput:
         done = seq.is_finished
         return RequestOutput(
-            seq.request_id, () if token is None else (token,), () if token is None else (now,), seq.num_prompt_tokens, seq.num_output_tokens, done, seq.finish_reason,
-            tuple(seq.output_token_ids) if done else (), tuple(seq.token_times_s) if done else (),
-            seq.arrival_time_s, seq.first_scheduled_time_s, seq.num_cached_tokens, seq.num_preemptions)
+            seq.request_id,
+            () if token is None else (token,),
+            () if token is None else (now,),
+            seq.num_prompt_tokens,
+            seq.num_output_tokens,
+            done,
+            seq.finish_reason,
+            tuple(seq.output_token_ids) if done else (),
+            tuple(seq.token_times_s) if done else (),
+            seq.arrival_time_s,
+            seq.first_scheduled_time_s,
+            seq.num_cached_tokens,
+            seq.num_preemptions,
+        )
 
     def _record_stats(self, batch: ScheduledBatch, num_generated: int, start: float) -> None:
         bm, s = self.block_manager, self.scheduler
@@ -282,18 +305,34 @@ class LLMEngine:
         decode = sum(1 for n in batch.num_new_tokens if n == 1)
         now = time.perf_counter()
         self.stats = EngineStats(
-            step=self._step, time_s=now, step_time_s=now - start, num_running=len(s.running),
-            num_waiting=len(s.waiting), num_swapped=len(s.swapped), num_blocks_total=bm.num_blocks,
-            num_blocks_used=bm.num_used_blocks, num_blocks_free=bm.num_free_blocks, num_blocks_cached=bm.num_cached_blocks,
+            step=self._step,
+            time_s=now,
+            step_time_s=now - start,
+            num_running=len(s.running),
+            num_waiting=len(s.waiting),
+            num_swapped=len(s.swapped),
+            num_blocks_total=bm.num_blocks,
+            num_blocks_used=bm.num_used_blocks,
+            num_blocks_free=bm.num_free_blocks,
+            num_blocks_cached=bm.num_cached_blocks,
             num_active_tokens=sum(q.num_computed_tokens for q in s.running),
-            kv_bytes_in_use=bm.num_used_blocks * self.bytes_per_block, kv_cache_bytes=self.kv_cache_bytes,
-            num_scheduled_tokens=batch.num_tokens, num_prefill_tokens=batch.num_tokens - decode,
-            num_decode_tokens=decode, num_generated_tokens=num_generated,
-            num_prefix_hit_tokens=batch.num_prefix_hit_tokens, num_preemptions=batch.num_preempted,
-            num_swapped_out=batch.num_swapped_out, num_swapped_in=batch.num_swapped_in,
-            total_preemptions=self._total_preemptions, total_prefix_hit_tokens=self._total_prefix_hit_tokens)
+            kv_bytes_in_use=bm.num_used_blocks * self.bytes_per_block,
+            kv_cache_bytes=self.kv_cache_bytes,
+            num_scheduled_tokens=batch.num_tokens,
+            num_prefill_tokens=batch.num_tokens - decode,
+            num_decode_tokens=decode,
+            num_generated_tokens=num_generated,
+            num_prefix_hit_tokens=batch.num_prefix_hit_tokens,
+            num_preemptions=batch.num_preempted,
+            num_swapped_out=batch.num_swapped_out,
+            num_swapped_in=batch.num_swapped_in,
+            total_preemptions=self._total_preemptions,
+            total_prefix_hit_tokens=self._total_prefix_hit_tokens,
+        )
 
-    def generate(self, prompts: list[list[int]], sampling_params: SamplingParams | list[SamplingParams] | None = None) -> list[list[int]]:
+    def generate(
+        self, prompts: list[list[int]], sampling_params: SamplingParams | list[SamplingParams] | None = None
+    ) -> list[list[int]]:
         """Run `prompts` to completion; generated ids per prompt, in input order."""
         params = sampling_params if isinstance(sampling_params, list) else [sampling_params] * len(prompts)
         if len(params) != len(prompts):

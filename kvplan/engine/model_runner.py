@@ -9,13 +9,12 @@ from huggingface_hub.errors import StrictDataclassError
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
 from kvplan.engine.attention import ATTN_IMPLEMENTATION, AttentionMetadata
-from kvplan.errors import ConfigError
 from kvplan.engine.kv_cache import KVCache
 from kvplan.engine.sampler import Sampler
 from kvplan.engine.scheduler import ScheduledBatch
 from kvplan.engine.sequence import Sequence
 from kvplan.engine.threads import ThreadChoice, apply_threads
-
+from kvplan.errors import ConfigError
 
 # what transformers raises for a config it refuses: an unknown model_type (ValueError), a field of the
 # wrong type (huggingface_hub's StrictDataclassError), an unknown activation (KeyError), shapes that
@@ -48,7 +47,9 @@ def random_model(hf_config: dict[str, Any], dtype: torch.dtype = torch.float32, 
 
 
 class ModelRunner:
-    def __init__(self, model: PreTrainedModel, kv_cache: KVCache, sampler: Sampler, num_threads: int | None = None) -> None:
+    def __init__(
+        self, model: PreTrainedModel, kv_cache: KVCache, sampler: Sampler, num_threads: int | None = None
+    ) -> None:
         # set on purpose: torch's one-thread-per-core default stalls every step when a neighbour holds a core
         self.threads: ThreadChoice = apply_threads(num_threads)
         self.model = model.eval()
@@ -57,7 +58,9 @@ class ModelRunner:
         self.block_size = kv_cache.block_size
         self.device = next(model.parameters()).device
 
-    def prepare(self, batch: ScheduledBatch) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata, list[int], list[Sequence]]:
+    def prepare(
+        self, batch: ScheduledBatch
+    ) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata, list[int], list[Sequence]]:
         """-> input_ids [1, T], position_ids [1, T], metadata, rows to sample, sequences sampled."""
         ids: list[int] = []
         positions: list[int] = []

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from kvplan.errors import KvplanError
 
 SAMPLING_EPS = 1e-5  # vLLM: a temperature below it is greedy
-MIN_TEMPERATURE = 1e-2  # vLLM (sampling_params.py _MAX_TEMP) raises any 0 < t < 0.01 to 0.01: logits / 1e-40 are inf/nan
+MIN_TEMPERATURE = (
+    1e-2  # vLLM (sampling_params.py _MAX_TEMP) raises any 0 < t < 0.01 to 0.01: logits / 1e-40 are inf/nan
+)
 MAX_TEMPERATURE = 2.0  # vLLM refuses more (temperature must be in [0, 2])
 MAX_SEED = 2**63 - 1
 
@@ -43,11 +45,15 @@ class SamplingParams:
             if not _is_number(value) or not math.isfinite(value):
                 raise KvplanError(f"SamplingParams.{name} must be a finite number, got {value!r}")
         if not 0.0 <= self.temperature <= MAX_TEMPERATURE:
-            raise KvplanError(f"SamplingParams.temperature must be in [0, {MAX_TEMPERATURE:g}], got {self.temperature!r}")
+            raise KvplanError(
+                f"SamplingParams.temperature must be in [0, {MAX_TEMPERATURE:g}], got {self.temperature!r}"
+            )
         if not 0.0 < self.top_p <= 1.0:
             raise KvplanError(f"SamplingParams.top_p must be in (0, 1], got {self.top_p!r}")
         if not _is_int(self.top_k) or self.top_k < -1:
-            raise KvplanError(f"SamplingParams.top_k must be 0 (disable), -1 (disable) or at least 1, got {self.top_k!r}")
+            raise KvplanError(
+                f"SamplingParams.top_k must be 0 (disable), -1 (disable) or at least 1, got {self.top_k!r}"
+            )
         if not 0.0 <= self.min_p <= 1.0:
             raise KvplanError(f"SamplingParams.min_p must be in [0, 1], got {self.min_p!r}")
         if not isinstance(self.ignore_eos, bool):

@@ -2,7 +2,8 @@
 
 The file is validated first (a broken or interrupted result must never become the reference) and
 gated: against the baseline it would replace (or, for a first baseline, against its own prediction);
-a result that fails its gate is refused unless `force`. It is then copied byte for byte, atomically, to `reports/baselines/<scenario>.json`; contiguous-allocator
+a result that fails its gate is refused unless `force`. It is then copied byte for byte, atomically, to
+`reports/baselines/<scenario>.json`; contiguous-allocator
 results go to `<scenario>.contiguous.json` so `--allocator both` keeps one baseline per allocator.
 """
 from __future__ import annotations
@@ -54,8 +55,10 @@ def create_baseline(result_path: str | Path, baselines_dir: str | Path = BASELIN
     if not result.complete:
         raise KvplanError(f"{source} is incomplete (interrupted run); a baseline must be a complete run")
     if result.verdict == "failed" and not allow_failed:
-        raise KvplanError(f"{source} is a failed run ({result.metrics.get('failed')} of {result.metrics.get('num_requests')} "
-                          "requests failed): a gate against it would pass failures; pass --allow-failed to store it anyway")
+        raise KvplanError(
+            f"{source} is a failed run ({result.metrics.get('failed')} of {result.metrics.get('num_requests')} "
+            "requests failed): a gate against it would pass failures; pass --allow-failed to store it anyway"
+        )
     target = baseline_path(result, Path(baselines_dir))
     if target.exists() and not force:
         raise KvplanError(f"{target} exists; `kvplan baseline update {source}` replaces it after gating the new run "
@@ -85,8 +88,10 @@ def update_baseline(result_path: str | Path, baselines_dir: str | Path = BASELIN
     if not result.complete:
         raise KvplanError(f"{source} is incomplete (interrupted or failed run); a baseline must be a complete run")
     if result.verdict == "failed" and not allow_failed:
-        raise KvplanError(f"{source} is a failed run ({result.metrics.get('failed')} of {result.metrics.get('num_requests')} "
-                          "requests failed): a gate against it would pass failures; pass --allow-failed to store it anyway")
+        raise KvplanError(
+            f"{source} is a failed run ({result.metrics.get('failed')} of {result.metrics.get('num_requests')} "
+            "requests failed): a gate against it would pass failures; pass --allow-failed to store it anyway"
+        )
     target = baseline_path(result, Path(baselines_dir))
     old, existed = None, target.exists()
     if existed:

@@ -30,8 +30,8 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from kvplan.errors import KvplanError
-from kvplan.stress.result import RunResult
 from kvplan.stress.figures import default_gate, figure, figure_value, unit_of
+from kvplan.stress.result import RunResult
 from kvplan.stress.scenario import Gate, Scenario, Tolerance, known_gate_keys
 from kvplan.validation import format_validation_error
 
@@ -135,10 +135,16 @@ def contention(baseline: RunResult, current: RunResult) -> str | None:
     """Why the current run's wall-clock latency cannot be held against the baseline's (its machine
     was busier or slower, measured apart from the engine), or None."""
     reasons = []
-    wait, b_wait = figure_value(current.metrics, "cpu_wait_share"), figure_value(baseline.metrics, "cpu_wait_share") or 0.0
+    wait, b_wait = (
+        figure_value(current.metrics, "cpu_wait_share"),
+        figure_value(baseline.metrics, "cpu_wait_share") or 0.0,
+    )
     if wait is not None and wait - b_wait > CONTENDED_WAIT_SHARE:
         reasons.append(f"the engine waited for a CPU {100 * wait:.0f}% of its step time (baseline {100 * b_wait:.0f}%)")
-    ref, b_ref = figure_value(current.metrics, "reference_kernel_cpu_ms"), figure_value(baseline.metrics, "reference_kernel_cpu_ms")
+    ref, b_ref = (
+        figure_value(current.metrics, "reference_kernel_cpu_ms"),
+        figure_value(baseline.metrics, "reference_kernel_cpu_ms"),
+    )
     if ref and b_ref and ref / b_ref > CONTENDED_REFERENCE:
         reasons.append(f"the reference kernel took {ref / b_ref:.2f}x the baseline's CPU time")
     return "machine contended: " + "; ".join(reasons) if reasons else None
@@ -158,9 +164,17 @@ def check_prediction(metric: str, tol: Tolerance, predicted: float | None, measu
     # delta: predicted - measured (the prediction's error), not measured - predicted
     ok = tol.allows(measured, predicted)
     if not ok and at_measured_speed_pct is not None and abs(at_measured_speed_pct) <= tol.percent:
-        return GateCheck(metric, predicted, measured, _delta(measured, predicted), limit, True, "prediction",
-                         f"beyond the limit on the wall clock, {at_measured_speed_pct:+.1f}% at the measured machine speed: "
-                         "the machine's speed, not the model (as the report says)")
+        return GateCheck(
+            metric,
+            predicted,
+            measured,
+            _delta(measured, predicted),
+            limit,
+            True,
+            "prediction",
+            f"beyond the limit on the wall clock, {at_measured_speed_pct:+.1f}% at the measured machine speed: "
+            "the machine's speed, not the model (as the report says)",
+        )
     return GateCheck(metric, predicted, measured, _delta(measured, predicted), limit, ok, "prediction")
 
 
@@ -178,7 +192,9 @@ def _known(name: str, flag: str) -> str:
     known = known_gate_keys()
     if name not in known:
         close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
-        raise KvplanError(f"{flag} {name!r}: unknown metric" + (f"; did you mean: {', '.join(close)}?" if close else ""))
+        raise KvplanError(
+            f"{flag} {name!r}: unknown metric" + (f"; did you mean: {', '.join(close)}?" if close else "")
+        )
     return name
 
 
@@ -189,8 +205,11 @@ def parse_overrides(items: Sequence[str], flag: str, *, allow_exact: bool) -> di
         name, sep, value = item.partition("=")
         name, value = name.strip(), value.strip()
         if not sep or not name or not value:
-            raise KvplanError(f"{flag} takes NAME=TOLERANCE such as p99_itl_ms=+15%" + (" or peak_kv_bytes=exact" if allow_exact else "")
-                              + f", got {item!r}")
+            raise KvplanError(
+                f"{flag} takes NAME=TOLERANCE such as p99_itl_ms=+15%"
+                + (" or peak_kv_bytes=exact" if allow_exact else "")
+                + f", got {item!r}"
+            )
         _known(name, flag)
         if allow_exact and value.lower() == EXACT:
             out[name] = EXACT
@@ -201,7 +220,9 @@ def parse_overrides(items: Sequence[str], flag: str, *, allow_exact: bool) -> di
             raise KvplanError(f"{flag} {name}: {value!r} is not a tolerance such as '+15%', '-20%' or '2%'") from None
         _check_sign(name, tol, value, flag)
         if not allow_exact and tol.direction != "both":
-            raise KvplanError(f"{flag} {name}: prediction tolerances are symmetric: write '{tol.percent:g}%', not {value!r}")
+            raise KvplanError(
+                f"{flag} {name}: prediction tolerances are symmetric: write '{tol.percent:g}%', not {value!r}"
+            )
         out[name] = tol
     return out
 
@@ -252,8 +273,13 @@ def gate_plan(gate: Gate, tolerance: Sequence[str] = (), prediction_tolerance: S
             assert isinstance(tol, Tolerance)
             relative[name] = tol
     prediction = dict(gate.prediction)
-    prediction.update({k: v for k, v in parse_overrides(prediction_tolerance, "--prediction-tolerance", allow_exact=False).items()
-                       if isinstance(v, Tolerance)})
+    prediction.update(
+        {
+            k: v
+            for k, v in parse_overrides(prediction_tolerance, "--prediction-tolerance", allow_exact=False).items()
+            if isinstance(v, Tolerance)
+        }
+    )
     return GatePlan(tuple(exact), relative, prediction, tuple(notes))
 
 
@@ -285,11 +311,17 @@ def check_comparable(baseline: RunResult, current: RunResult, baseline_where: st
         if not r.complete:
             raise KvplanError(f"{where} is incomplete (interrupted or failed run); rerun it before gating")
     diff = _settings_diff(baseline.scenario, current.scenario)
-    notes = [f"scenario settings differ from the baseline's: {', '.join(diff[:6])}{' ...' if len(diff) > 6 else ''}"] if diff else []
+    notes = (
+        [f"scenario settings differ from the baseline's: {', '.join(diff[:6])}{' ...' if len(diff) > 6 else ''}"]
+        if diff
+        else []
+    )
     threads = (baseline.environment.engine_threads, current.environment.engine_threads)
     if None not in threads and threads[0] != threads[1]:
-        notes.append(f"the engine ran {threads[1]} intra-op threads, the baseline {threads[0]}: normalized latency compares "
-                     "different configurations (pin engine.num_threads or --threads)")
+        notes.append(
+            f"the engine ran {threads[1]} intra-op threads, the baseline {threads[0]}: normalized latency compares "
+            "different configurations (pin engine.num_threads or --threads)"
+        )
     return notes
 
 
@@ -302,14 +334,28 @@ def run_gate(baseline: RunResult, current: RunResult, *, tolerance: Sequence[str
     checks: list[GateCheck] = []
     for name in plan.exact:
         checks.append(check_exact(name, figure_value(baseline.metrics, name), figure_value(current.metrics, name)))
-    normalized = [n for n in plan.relative if relative_kind(n) == "normalized" and figure_value(current.metrics, n) is not None
-                  and figure_value(baseline.metrics, n) is not None]
+    normalized = [
+        n
+        for n in plan.relative
+        if relative_kind(n) == "normalized"
+        and figure_value(current.metrics, n) is not None
+        and figure_value(baseline.metrics, n) is not None
+    ]
     excuse = contention(baseline, current) if normalized else None
     for name, tol in plan.relative.items():
-        checks.append(check_relative(name, tol, figure_value(baseline.metrics, name), figure_value(current.metrics, name), excuse))
+        checks.append(
+            check_relative(name, tol, figure_value(baseline.metrics, name), figure_value(current.metrics, name), excuse)
+        )
     for name, tol in plan.prediction.items():
-        checks.append(check_prediction(name, tol, figure_value(current.prediction, name), figure_value(current.metrics, name),
-                                       figure_value(current.normalized_error_pct, name)))
+        checks.append(
+            check_prediction(
+                name,
+                tol,
+                figure_value(current.prediction, name),
+                figure_value(current.metrics, name),
+                figure_value(current.normalized_error_pct, name),
+            )
+        )
     b_failed, c_failed = figure_value(baseline.metrics, "failed"), figure_value(current.metrics, "failed")
     if b_failed is not None or c_failed is not None:
         ok = c_failed is not None and (b_failed is None or c_failed <= b_failed)

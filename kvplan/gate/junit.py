@@ -15,9 +15,13 @@ def junit_xml(verdict: GateVerdict) -> str:
     for i, note in enumerate(verdict.notes):
         ET.SubElement(props, "property", name=f"note{i}", value=note)
     for c in verdict.checks:
-        case = ET.SubElement(suite, "testcase", classname=f"kvplan.gate.{verdict.scenario}.{c.kind}", name=c.metric, time="0")
+        case = ET.SubElement(
+            suite, "testcase", classname=f"kvplan.gate.{verdict.scenario}.{c.kind}", name=c.metric, time="0"
+        )
         ref = "predicted" if c.kind == "prediction" else "baseline"
-        text = f"{c.metric}: {ref} {format_number(c.baseline)}, current {format_number(c.current)}, limit {c.limit}" + (f" ({c.note})" if c.note else "")
+        text = f"{c.metric}: {ref} {format_number(c.baseline)}, current {format_number(c.current)}, limit {c.limit}" + (
+            f" ({c.note})" if c.note else ""
+        )
         if not c.passed:
             ET.SubElement(case, "failure", message=text, type=f"kvplan.gate.{c.kind}").text = text
         else:

@@ -21,8 +21,13 @@ from kvplan.perf.random_dataset import MAX_PROMPTS, MAX_TOKENS, Request
 
 MAX_RESULT_BYTES = 512 * 2**20
 REQUIRED = ("input_lens", "output_lens", "start_times")
-COMPARED = ("duration", "request_throughput", "output_throughput", "total_token_throughput",
-            *(f"{stat}_{metric}_ms" for metric in ("ttft", "tpot", "itl", "e2el") for stat in ("mean", "median", "p99")))
+COMPARED = (
+    "duration",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    *(f"{stat}_{metric}_ms" for metric in ("ttft", "tpot", "itl", "e2el") for stat in ("mean", "median", "p99")),
+)
 
 
 @dataclass(frozen=True)
@@ -40,7 +45,9 @@ def _ints(path: Path, key: str, values: Any, n: int) -> list[int]:
     out = []
     for v in values:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= MAX_TOKENS:
-            raise KvplanError(f"{path}: {key} holds {str(v)[:40]!r}; token counts are whole numbers in 0..{MAX_TOKENS:,}")
+            raise KvplanError(
+                f"{path}: {key} holds {str(v)[:40]!r}; token counts are whole numbers in 0..{MAX_TOKENS:,}"
+            )
         out.append(int(v))
     return out
 
@@ -78,12 +85,22 @@ def load_vllm_bench_result(path: str | Path) -> BenchRun:
         raise KvplanError(f"{p}: no request succeeded in that run: nothing to predict")
     due = [s - q for s, q in zip(starts, queues)]
     t0 = min(d for d, good in zip(due, ok) if good)
-    requests = sorted((Request(d - t0, i, o) for d, i, o, good in zip(due, ins, outs, ok) if good), key=lambda r: r.arrival_s)
+    requests = sorted(
+        (Request(d - t0, i, o) for d, i, o, good in zip(due, ins, outs, ok) if good), key=lambda r: r.arrival_s
+    )
     cap = data.get("max_concurrency")
     if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap <= 0):
         raise KvplanError(f"{p}: max_concurrency must be a positive whole number or null, got {str(cap)[:40]!r}")
-    measured = {k: float(data[k]) for k in COMPARED if isinstance(data.get(k), (int, float)) and not isinstance(data[k], bool)}
-    return BenchRun(requests, cap, measured, ok.count(False), data.get("model_id") if isinstance(data.get("model_id"), str) else None)
+    measured = {
+        k: float(data[k]) for k in COMPARED if isinstance(data.get(k), (int, float)) and not isinstance(data[k], bool)
+    }
+    return BenchRun(
+        requests,
+        cap,
+        measured,
+        ok.count(False),
+        data.get("model_id") if isinstance(data.get("model_id"), str) else None,
+    )
 
 
 def compare(predicted: dict[str, Any], measured: dict[str, float]) -> list[tuple[str, float, float, float | None]]:

@@ -13,15 +13,15 @@ from typing import Any
 import numpy as np
 
 from kvplan.errors import KvplanError
-from kvplan.perf.gpu_cost import Coefficients
 from kvplan.perf.bench_metrics import Timings
+from kvplan.perf.gpu_cost import Coefficients
 from kvplan.perf.predict import check_requests, scheduler_config, simulate_replicas, step_model
 from kvplan.perf.random_dataset import Workload
 from kvplan.plan.budget import plan_capacity
 from kvplan.plan.engine_args import EngineArgs
 from kvplan.spec.gpu import GpuSpec
-from kvplan.spec.prices import GpuPrice
 from kvplan.spec.model import ModelSpec
+from kvplan.spec.prices import GpuPrice
 
 DEFAULT_GPUS = ("h100-sxm-80gb", "h200-sxm-141gb", "a100-sxm4-80gb", "l40s", "l4", "b200-sxm-180gb")
 TP_CHOICES = (1, 2, 4, 8)
@@ -40,7 +40,9 @@ class Slo:
 
     def validate(self) -> None:
         if not self.ttft_ms > 0 or not self.tpot_ms > 0:
-            raise KvplanError(f"SLOs must be positive, got --slo-ttft-ms {self.ttft_ms} and --slo-tpot-ms {self.tpot_ms}")
+            raise KvplanError(
+                f"SLOs must be positive, got --slo-ttft-ms {self.ttft_ms} and --slo-tpot-ms {self.tpot_ms}"
+            )
         if not 0 < self.percentile <= 100:
             raise KvplanError(f"--slo-percentile must be in (0, 100], got {self.percentile}")
 
@@ -306,8 +308,17 @@ def search(spec: ModelSpec, base: EngineArgs, workload: Workload, slo: Slo, gpus
     if not started:
         raise KvplanError(f"{spec.name} does not start on any candidate ({', '.join(g.name for g in gpus)}, tp up to "
                           f"{max(TP_CHOICES)}) at max_model_len {max_model_len}")
-    jobs = [(spec, args, workload, slo, coefficients, p.usd_per_hour if args.gpu and (p := prices.get(args.gpu.name)) else None)
-            for args in started]
+    jobs = [
+        (
+            spec,
+            args,
+            workload,
+            slo,
+            coefficients,
+            p.usd_per_hour if args.gpu and (p := prices.get(args.gpu.name)) else None,
+        )
+        for args in started
+    ]
     met, missed = [], []
     for ok, row in _map(jobs, workers):
         price = prices.get(row["gpu"])  # one GPU-hour, how it was priced and from which data
@@ -338,9 +349,13 @@ def why_unmet(answer: dict[str, Any]) -> str:
         return f"{r['gpu']} tp{r['tp']}" + (f" dp{r['dp']}" if r.get("dp", 1) > 1 else "")
 
     if ttft > slo["ttft_ms"]:
-        parts.append(f"{p} TTFT: best {ttft:.0f} ms on {where(best_ttft)}, "
-                     f"{ttft - slo['ttft_ms']:.0f} ms ({100 * (ttft / slo['ttft_ms'] - 1):.0f}%) over {slo['ttft_ms']:g} ms")
+        parts.append(
+            f"{p} TTFT: best {ttft:.0f} ms on {where(best_ttft)}, "
+            f"{ttft - slo['ttft_ms']:.0f} ms ({100 * (ttft / slo['ttft_ms'] - 1):.0f}%) over {slo['ttft_ms']:g} ms"
+        )
     if tpot > slo["tpot_ms"]:
-        parts.append(f"{p} TPOT: best {tpot:.1f} ms on {where(best_tpot)}, "
-                     f"{tpot - slo['tpot_ms']:.1f} ms ({100 * (tpot / slo['tpot_ms'] - 1):.0f}%) over {slo['tpot_ms']:g} ms")
+        parts.append(
+            f"{p} TPOT: best {tpot:.1f} ms on {where(best_tpot)}, "
+            f"{tpot - slo['tpot_ms']:.1f} ms ({100 * (tpot / slo['tpot_ms'] - 1):.0f}%) over {slo['tpot_ms']:g} ms"
+        )
     return "; ".join(parts) or "the SLOs are met only together at no tested replica count"

@@ -161,7 +161,9 @@ class DecodeStretches:
         done = len(clocks)
         if self.record:
             ctx_list = np.arange(ctx0 + n, ctx0 + n * (done + 1), n, dtype=np.int64)[:done].tolist()
-            for col, v in zip(self.cols, ([n] * done, [n] * done, [0] * done, ctx_list, ctx_list, [n] * done, clocks.tolist())):
+            for col, v in zip(
+                self.cols, ([n] * done, [n] * done, [0] * done, ctx_list, ctx_list, [n] * done, clocks.tolist())
+            ):
                 col.extend(v)
         self.clock = clocks[-1]
 

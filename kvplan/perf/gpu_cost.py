@@ -155,13 +155,16 @@ class GpuStepModel:
         gemm = flops / (self.peak_flops_per_s * c.gemm_efficiency)
         p = ROOFLINE_SHARPNESS
         linear = (mem ** p + gemm ** p) ** (1.0 / p)
-        attn = (context_tokens * self.kv_bytes_per_token / (self.bandwidth_bytes_per_s * c.kv_efficiency)
-                + attention_pairs * self.attention_flops_per_pair / (self.attention_peak_flops_per_s * c.attention_efficiency))
+        attn = context_tokens * self.kv_bytes_per_token / (
+            self.bandwidth_bytes_per_s * c.kv_efficiency
+        ) + attention_pairs * self.attention_flops_per_pair / (self.attention_peak_flops_per_s * c.attention_efficiency)
         comm = 0.0
         if self.num_allreduces:
             latency, efficiency = ((c.nvlink_allreduce_latency_s, c.nvlink_efficiency) if self.nvlink
                                    else (c.allreduce_latency_s, c.link_efficiency))
-            comm = self.num_allreduces * latency + tokens * self.allreduce_bytes_per_token / (self.link_bytes_per_s * efficiency)
+            comm = self.num_allreduces * latency + tokens * self.allreduce_bytes_per_token / (
+                self.link_bytes_per_s * efficiency
+            )
         if self.moe_comm_bytes_per_token:
             latency, efficiency = ((c.nvlink_allreduce_latency_s, c.nvlink_efficiency) if self.nvlink
                                    else (c.allreduce_latency_s, c.link_efficiency))
@@ -176,15 +179,28 @@ class GpuStepModel:
         return gpu + c.step_overhead_s
 
     @classmethod
-    def build(cls, spec: ModelSpec, gpu: GpuSpec, *, tp: int = 1, pp: int = 1, dtype: str = "auto",
-              quantization: str | None = None, kv_cache_dtype: str = "auto", vllm_version: str = oh.DEFAULT_VLLM_VERSION,
-              enforce_eager: bool = False, coefficients: Coefficients | None = None, dp: int = 1) -> GpuStepModel:
+    def build(
+        cls,
+        spec: ModelSpec,
+        gpu: GpuSpec,
+        *,
+        tp: int = 1,
+        pp: int = 1,
+        dtype: str = "auto",
+        quantization: str | None = None,
+        kv_cache_dtype: str = "auto",
+        vllm_version: str = oh.DEFAULT_VLLM_VERSION,
+        enforce_eager: bool = False,
+        coefficients: Coefficients | None = None,
+        dp: int = 1,
+    ) -> GpuStepModel:
         """Pipeline stages run one after another for one batch, so a step costs the whole model's
         layers on one stage's GPUs (pp adds memory, not speed, in this model)."""
         coefficients = coefficients or fitted_coefficients()[0]
         dbytes = oh.MODEL_DTYPE_BYTES[oh.model_dtype(spec, dtype)]
         p = spec.params
-        quant = make_quant(quantization) if quantization and quantization != "none" and spec.quant.method == "none" else spec.quant
+        asked = quantization and quantization != "none" and spec.quant.method == "none"
+        quant = make_quant(quantization) if asked else spec.quant
         total = oh.model_weights_bytes(spec, dtype, quantization)
         head = (p.lm_head or p.embedding) * dbytes  # tied embeddings: the LM head reads the embedding matrix
         layers_bytes = max(0.0, total - (p.embedding + p.lm_head) * dbytes)
@@ -195,26 +211,39 @@ class GpuStepModel:
         dense = max(0.0, layers_bytes - expert_bytes) + head
         kv = KvLayout.of(spec, kv_cache_dtype, 16, tp).bytes_per_token_per_gpu()
         heads = spec.num_attention_heads
-        attn_layers = sum(1 for layer in spec.layers if layer.kind in ("full", "sliding", "chunked", "mla", "cross", "shared"))
+        attending = ("full", "sliding", "chunked", "mla", "cross", "shared")
+        attn_layers = sum(1 for ln in spec.layers if ln.kind in attending)
+        allreduces = (2 * spec.num_layers - (n_moe if dp > 1 else 0)) if tp > 1 else 0
         # QK^T and PV: 2 FLOPs per multiply-add each; MLA attends in the 576-wide latent (512 for PV)
         per_head = (576 + 512) if spec.is_mla else 2 * spec.head_dim
         return cls(
-            dense_read_bytes=dense / tp, expert_bytes=expert_bytes / group, experts=n_experts if expert_bytes else 0,
-            experts_per_token=k, linear_flops_per_token=2.0 * (p.attention + p.mixer + p.mlp_dense + p.experts_active) / tp,
-            lm_head_flops_per_row=2.0 * spec.vocab_size * spec.hidden_size / tp, kv_bytes_per_token=float(kv),
+            dense_read_bytes=dense / tp,
+            expert_bytes=expert_bytes / group,
+            experts=n_experts if expert_bytes else 0,
+            experts_per_token=k,
+            linear_flops_per_token=2.0 * (p.attention + p.mixer + p.mlp_dense + p.experts_active) / tp,
+            lm_head_flops_per_row=2.0 * spec.vocab_size * spec.hidden_size / tp,
+            kv_bytes_per_token=float(kv),
             attention_flops_per_pair=2.0 * attn_layers * heads * per_head / tp,
-            peak_flops_per_s=compute_peak_flops(gpu, quant.method), attention_peak_flops_per_s=compute_peak_flops(gpu, "none"),
-            bandwidth_bytes_per_s=float(gpu.memory_bandwidth_gbps or 0) * 1e9, link_bytes_per_s=link_bytes_per_s(gpu),
+            peak_flops_per_s=compute_peak_flops(gpu, quant.method),
+            attention_peak_flops_per_s=compute_peak_flops(gpu, "none"),
+            bandwidth_bytes_per_s=float(gpu.memory_bandwidth_gbps or 0) * 1e9,
+            link_bytes_per_s=link_bytes_per_s(gpu),
             nvlink=has_nvlink(gpu),
             # two all-reduces a layer over TP (with dp > 1 a MoE layer's second one spans the whole
             # group), and a norm's statistics where a family spreads one over the TP group (latency only)
-            allreduce_bytes_per_token=((2 * spec.num_layers - (n_moe if dp > 1 else 0)) * spec.hidden_size * ACTIVATION_BYTES
-                                       * 2 * (tp - 1) / tp) if tp > 1 else 0.0,
-            num_allreduces=(2 * spec.num_layers - (n_moe if dp > 1 else 0) + spec.tp_norm_allreduces) if tp > 1 else 0,
+            allreduce_bytes_per_token=allreduces * spec.hidden_size * ACTIVATION_BYTES * 2 * (tp - 1) / tp,
+            num_allreduces=(allreduces + spec.tp_norm_allreduces) if tp > 1 else 0,
             num_layers=spec.num_layers,
-            legacy=oh.parse_vllm_version(vllm_version) < LEGACY_BEFORE, enforce_eager=enforce_eager,
-            coefficients=coefficients, dp=dp, num_moe_layers=n_moe if dp > 1 else 0,
-            moe_comm_bytes_per_token=(n_moe * spec.hidden_size * ACTIVATION_BYTES * 2 * (group - 1) / group) if dp > 1 and group > 1 else 0.0)
+            legacy=oh.parse_vllm_version(vllm_version) < LEGACY_BEFORE,
+            enforce_eager=enforce_eager,
+            coefficients=coefficients,
+            dp=dp,
+            num_moe_layers=n_moe if dp > 1 else 0,
+            moe_comm_bytes_per_token=(n_moe * spec.hidden_size * ACTIVATION_BYTES * 2 * (group - 1) / group)
+            if dp > 1 and group > 1
+            else 0.0,
+        )
 
 
 def host_step_s(gpu_s: Any, cpu_s: float, overlapped: bool) -> Any:

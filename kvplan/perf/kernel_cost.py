@@ -26,15 +26,23 @@ One step on one GPU of a TP group (pipeline stages run in turn, as in `gpu_cost`
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from kvplan.errors import KvplanError
-from kvplan.perf.gpu_cost import (ACTIVATION_BYTES, Coefficients, GpuStepModel, compute_peak_flops, fitted_coefficients,
-                                  host_step_s, moe_layer_count)
+from kvplan.perf.gpu_cost import (
+    ACTIVATION_BYTES,
+    Coefficients,
+    GpuStepModel,
+    compute_peak_flops,
+    fitted_coefficients,
+    host_step_s,
+    moe_layer_count,
+)
 from kvplan.perf.kernel_dtypes import kernel_dtypes, partly_kept_note, unquantized_tables
 from kvplan.perf.kernel_grids import MeasuredGemm, attention_grids, collective_grids, gemm_grid, moe_grid
 from kvplan.perf.kernel_sources import annotate_sources
@@ -78,7 +86,9 @@ class KernelStepModel:
     allreduce: Callable[[float], float] | None
     sources: dict[str, str] = field(default_factory=dict)
     dp: int = 1  # --data-parallel-size: replicas whose tokens meet in every MoE layer
-    moe_allreduce: Callable[[float], float] | None = None  # dp > 1: a MoE layer's exchange across replicas (kernel_grids)
+    moe_allreduce: Callable[[float], float] | None = (
+        None  # dp > 1: a MoE layer's exchange across replicas (kernel_grids)
+    )
     # the same collectives launched eagerly: steps above the largest captured CUDA graph
     eager_allreduce: Callable[[float], float] | None = None
     eager_moe_allreduce: Callable[[float], float] | None = None
@@ -124,11 +134,19 @@ class KernelStepModel:
         attn, n_moe = self.standard_attention_layers, self.moe_layers
         n_exp, _, inter, n_shared = s.moe_shape
         n_dense, dense_inter = max(0, s.num_layers - n_moe), s.intermediate_size
-        calls = [(attn, "attention", tokens, (heads + 2 * kv) * d / tp, h), (attn, "attention", tokens, h, heads * d / tp),
-                 (n_dense, "mlp", tokens, 2 * dense_inter / tp, h), (n_dense, "mlp", tokens, h, dense_inter / tp),
-                 (1, "head", sampled, s.vocab_size / tp, h), (n_moe, "router", tokens, n_exp, h)]
+        calls = [
+            (attn, "attention", tokens, (heads + 2 * kv) * d / tp, h),
+            (attn, "attention", tokens, h, heads * d / tp),
+            (n_dense, "mlp", tokens, 2 * dense_inter / tp, h),
+            (n_dense, "mlp", tokens, h, dense_inter / tp),
+            (1, "head", sampled, s.vocab_size / tp, h),
+            (n_moe, "router", tokens, n_exp, h),
+        ]
         if n_moe and n_shared:
-            calls += [(n_moe * n_shared, "mlp", tokens, 2 * inter / tp, h), (n_moe * n_shared, "mlp", tokens, h, inter / tp)]
+            calls += [
+                (n_moe * n_shared, "mlp", tokens, 2 * inter / tp, h),
+                (n_moe * n_shared, "mlp", tokens, h, inter / tp),
+            ]
         if rest := self.other_weights / tp:
             calls.append((1, "dense" if s.params.mixer else "attention", tokens, rest / h, h))
         return [c for c in calls if c[0] and c[2] > 0 and c[3] > 0]
@@ -149,11 +167,17 @@ class KernelStepModel:
         n_exp, k, inter, _ = s.moe_shape
         expert = 3 * h * inter if inter else 0
         n_moe = self.moe_layers
-        gemms = sum(calls * self._table_ms(table, m, n_, k_) for calls, table, m, n_, k_ in self._gemm_calls(tokens, sampled))
+        gemms = sum(
+            calls * self._table_ms(table, m, n_, k_) for calls, table, m, n_, k_ in self._gemm_calls(tokens, sampled)
+        )
         mlp = 0.0
         group_tokens = tokens * self.dp  # every replica's batch goes through each MoE layer's experts
         if n_moe:
-            routed = self.moe(group_tokens) if self.moe is not None else self._moe_roofline_ms(group_tokens, n_exp, k, expert)
+            routed = (
+                self.moe(group_tokens)
+                if self.moe is not None
+                else self._moe_roofline_ms(group_tokens, n_exp, k, expert)
+            )
             mlp = n_moe * routed
         comm = 0.0
         eager = tokens > self.captured_tokens
@@ -165,7 +189,9 @@ class KernelStepModel:
             group = self.tp * self.dp
             values = group_tokens * h
             measured = (self.eager_moe_allreduce if eager else None) or self.moe_allreduce
-            comm += group_moe * (measured(values) if measured is not None else self._allreduce_roofline_ms(values, group))
+            comm += group_moe * (
+                measured(values) if measured is not None else self._allreduce_roofline_ms(values, group)
+            )
         return gemms + mlp + comm + self._elementwise_ms(tokens)
 
     def _tp_allreduce_ms(self, values: float, eager: bool = False) -> float:
@@ -189,7 +215,12 @@ class KernelStepModel:
 
     def _elementwise_ms(self, tokens: float) -> float:
         """Norms, rotary and activations: bandwidth-bound, timed by the roofline (not in the tables)."""
-        return 1e3 * tokens * self.elementwise_bytes_per_token / (self.bandwidth_bytes_per_s * self.coefficients.hbm_efficiency)
+        return (
+            1e3
+            * tokens
+            * self.elementwise_bytes_per_token
+            / (self.bandwidth_bytes_per_s * self.coefficients.hbm_efficiency)
+        )
 
     @cached_property
     def other_weights(self) -> float:
@@ -202,7 +233,9 @@ class KernelStepModel:
         std, n_moe = self.standard_attention_layers, self.moe_layers
         n_exp, _, inter, n_shared = s.moe_shape
         covered_attention = std * h * (heads + 2 * kv) * d + std * heads * d * h
-        covered_mlp = (s.num_layers - n_moe) * 3 * h * s.intermediate_size + n_moe * (n_shared * 3 * h * inter + n_exp * h)
+        covered_mlp = (s.num_layers - n_moe) * 3 * h * s.intermediate_size + n_moe * (
+            n_shared * 3 * h * inter + n_exp * h
+        )
         rest = max(0, p.attention + p.mixer - covered_attention) + max(0, p.mlp_dense - covered_mlp)
         return float(rest) if rest > 0.01 * (p.linear - p.experts + p.experts_active) else 0.0
 
@@ -306,8 +339,9 @@ class KernelStepModel:
         decode_seqs = max(0, tokens - prefill_tokens)
         p_seqs = float(prefill_seqs) if prefill_seqs is not None else (1.0 if prefill_tokens else 0.0)
         decode_context = max(0.0, float(attention_pairs) - float(prefill_pairs))
-        gpu_ms = self._linear_ms(tokens, int(sampled)) + self._attention_ms(p_seqs, prefill_tokens, float(prefill_pairs),
-                                                                            decode_seqs, decode_context)
+        gpu_ms = self._linear_ms(tokens, int(sampled)) + self._attention_ms(
+            p_seqs, prefill_tokens, float(prefill_pairs), decode_seqs, decode_context
+        )
         return self._with_host_s(self._beside_launches(gpu_ms, tokens, int(sampled)), seqs)
 
     def _beside_launches(self, gpu_ms: Any, tokens: int, sampled: int) -> Any:
@@ -336,12 +370,21 @@ class KernelStepModel:
     def host_sources(self) -> dict[str, str]:
         """Where the step's time outside the measured ops comes from."""
         cpu_ms, floor_us = self.coefficients.step_overhead_s * 1e3, self.coefficients.kernel_floor_s * 1e6
-        return {"host": (f"the engine's CPU work per step, {cpu_ms:.2f} ms (fitted on the calibration runs), "
-                         + ("beside the GPU's (async scheduling: a step takes the longer of the two)" if self.overlaps_cpu
-                            else "after the GPU's (sync scheduling: a step takes both)")),
-                "untimed_kernels": (f"{self.untimed_kernels} kernels a step no table times ({UNTIMED_PER_LAYER} a layer: "
-                                    f"add-norms, rotary, KV-cache write; {UNTIMED_PER_MOE_LAYER} a MoE layer: routing), "
-                                    f"each at least {floor_us:g} us (kvplan's prior for a kernel's floor)")}
+        return {
+            "host": (
+                f"the engine's CPU work per step, {cpu_ms:.2f} ms (fitted on the calibration runs), "
+                + (
+                    "beside the GPU's (async scheduling: a step takes the longer of the two)"
+                    if self.overlaps_cpu
+                    else "after the GPU's (sync scheduling: a step takes both)"
+                )
+            ),
+            "untimed_kernels": (
+                f"{self.untimed_kernels} kernels a step no table times ({UNTIMED_PER_LAYER} a layer: "
+                f"add-norms, rotary, KV-cache write; {UNTIMED_PER_MOE_LAYER} a MoE layer: routing), "
+                f"each at least {floor_us:g} us (kvplan's prior for a kernel's floor)"
+            ),
+        }
 
     def _with_host_s(self, gpu_ms: Any, seqs: float) -> Any:
         """The step in seconds: the GPU's work (the timed ops, the untimed kernels' floors, eager
@@ -357,15 +400,38 @@ class KernelStepModel:
         return id(self)
 
     @classmethod
-    def build(cls, spec: ModelSpec, gpu: GpuSpec, *, tp: int = 1, pp: int = 1, dtype: str = "auto",
-              quantization: str | None = None, kv_cache_dtype: str = "auto", vllm_version: str = oh.DEFAULT_VLLM_VERSION,
-              enforce_eager: bool = False, coefficients: Coefficients | None = None, dp: int = 1,
-              expert_parallel: bool = False, max_num_seqs: int | None = None,
-              async_scheduling: bool | None = None) -> KernelStepModel:
+    def build(
+        cls,
+        spec: ModelSpec,
+        gpu: GpuSpec,
+        *,
+        tp: int = 1,
+        pp: int = 1,
+        dtype: str = "auto",
+        quantization: str | None = None,
+        kv_cache_dtype: str = "auto",
+        vllm_version: str = oh.DEFAULT_VLLM_VERSION,
+        enforce_eager: bool = False,
+        coefficients: Coefficients | None = None,
+        dp: int = 1,
+        expert_parallel: bool = False,
+        max_num_seqs: int | None = None,
+        async_scheduling: bool | None = None,
+    ) -> KernelStepModel:
         system, root = measured_system(gpu)
-        roofline = GpuStepModel.build(spec, gpu, tp=tp, pp=pp, dtype=dtype, quantization=quantization,
-                                      kv_cache_dtype=kv_cache_dtype, vllm_version=vllm_version,
-                                      enforce_eager=enforce_eager, coefficients=coefficients or fitted_coefficients()[0], dp=dp)
+        roofline = GpuStepModel.build(
+            spec,
+            gpu,
+            tp=tp,
+            pp=pp,
+            dtype=dtype,
+            quantization=quantization,
+            kv_cache_dtype=kv_cache_dtype,
+            vllm_version=vllm_version,
+            enforce_eager=enforce_eager,
+            coefficients=coefficients or fitted_coefficients()[0],
+            dp=dp,
+        )
         tables = system_tables(system, str(root))
         sources: dict[str, str] = {}
         gemm_dtype, moe_dtype = kernel_dtypes(spec, quantization)

@@ -33,7 +33,11 @@ def kernel_dtypes(spec: ModelSpec, quantization: str | None) -> tuple[str | None
     if method == "none":
         return "bfloat16", "bfloat16"
     if method == "fp8":
-        block = (text_config(spec.config).get("quantization_config") or {}).get("weight_block_size") if spec.config else None
+        block = (
+            (text_config(spec.config).get("quantization_config") or {}).get("weight_block_size")
+            if spec.config
+            else None
+        )
         return ("fp8_block", "fp8_block") if block else ("fp8", "fp8")
     if method == "nvfp4":
         return "nvfp4", "nvfp4"

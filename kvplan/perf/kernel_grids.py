@@ -4,8 +4,9 @@ log-spaced grids; None where nothing matches (the op falls back to the roofline)
 writes the table it used into `sources`."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from kvplan.perf.kernel_tables import LogGrid
 from kvplan.spec.model import ModelSpec
@@ -133,7 +134,9 @@ def dp_dispatch_grid(tables: dict, dp: int, sources: dict[str, str]) -> Callable
         if rows.empty:
             return None
         grids.append(LogGrid(rows, ["message_size"]))
-    sources["moe_allreduce"] = f"{ref.source} all_gather + reduce_scatter x{dp} (bf16) across the data-parallel replicas"
+    sources["moe_allreduce"] = (
+        f"{ref.source} all_gather + reduce_scatter x{dp} (bf16) across the data-parallel replicas"
+    )
     gather, scatter = grids
     return lambda values: gather(values) + scatter(values)
 

@@ -27,7 +27,11 @@ def annotate_sources(model: Any, tables: dict, group: int, standard_kinds: tuple
                                        f"unquantized: {', '.join(why[t] for t in plain)}")
     if model.other_weights:  # MLA's projections are attention weights unless the model has mixers
         plain_other = ("dense" if model.spec.params.mixer else "attention") in plain
-        table = f"{tables['gemm'].source} gemm_dtype=bfloat16" if plain_other else sources.get("gemm", "roofline").split(" (")[0]
+        table = (
+            f"{tables['gemm'].source} gemm_dtype=bfloat16"
+            if plain_other
+            else sources.get("gemm", "roofline").split(" (")[0]
+        )
         sources["other_linear"] = (f"{model.other_weights / 1e9:.2f}B weights outside q/k/v/o and MLP shapes "
                                    f"({', '.join(sorted({x.kind for x in model.spec.layers} - set(standard_kinds)))}"
                                    f" layers): timed as GEMMs from the hidden size, "
@@ -61,7 +65,9 @@ def older_build_note(built: set[str], vllm_version: str, moe: bool = False) -> s
     """A note when the asked-for vLLM predates a build whose kernels the tables in use measured
     (`built`): vLLM changes which kernel runs an op between releases (MoE backends most), so the
     table may time a kernel that build did not run. None when they are that build's or older."""
-    later = sorted((v for v in built if parse_vllm_version(v) > parse_vllm_version(vllm_version)), key=parse_vllm_version)
+    later = sorted(
+        (v for v in built if parse_vllm_version(v) > parse_vllm_version(vllm_version)), key=parse_vllm_version
+    )
     if not later:
         return None
     return (f"the measured tables are vLLM {', '.join(later)}'s kernels; vLLM {vllm_version} is older and may run "

@@ -179,10 +179,14 @@ def _fill_nan(grid: np.ndarray) -> np.ndarray:
 @lru_cache(maxsize=8)
 def system_tables(system: str, root: str) -> dict[str, TableRef]:
     """Every table kvplan uses for one system (missing ones are absent)."""
-    wanted = {"gemm": ("gemm", "gemm_perf", "vllm"), "context_attention": ("attention", "context_attention_perf", "vllm"),
-              "generation_attention": ("attention", "generation_attention_perf", "vllm"),
-              "moe": ("moe", "moe_perf", "vllm"), "allreduce": ("comm", "custom_allreduce_perf", "vllm"),
-              "nccl": ("comm", "nccl_perf", "nccl")}  # NCCL's own collectives (all-gather, reduce-scatter)
+    wanted = {
+        "gemm": ("gemm", "gemm_perf", "vllm"),
+        "context_attention": ("attention", "context_attention_perf", "vllm"),
+        "generation_attention": ("attention", "generation_attention_perf", "vllm"),
+        "moe": ("moe", "moe_perf", "vllm"),
+        "allreduce": ("comm", "custom_allreduce_perf", "vllm"),
+        "nccl": ("comm", "nccl_perf", "nccl"),
+    }  # NCCL's own collectives (all-gather, reduce-scatter)
     out = {}
     for name, (op, stem, framework) in wanted.items():
         ref = load_table(Path(root), system, op, stem, framework)

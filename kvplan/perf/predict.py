@@ -3,16 +3,15 @@ a simulated clock (`schedule`), each step timed by the GPU cost model (`cost`)."
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvplan.errors import KvplanError
-from typing import TYPE_CHECKING
-from kvplan.perf.gpu_cost import Coefficients, GpuStepModel
 from kvplan.perf.bench_metrics import bench_figures
+from kvplan.perf.gpu_cost import Coefficients, GpuStepModel
 from kvplan.perf.lockstep import simulate_lockstep
+from kvplan.perf.random_dataset import Request
 from kvplan.perf.schedule import SchedulerConfig, simulate
 from kvplan.perf.trace import Trace, merge_traces
-from kvplan.perf.random_dataset import Request
 from kvplan.plan import overheads as oh
 from kvplan.plan.budget import CapacityPlan, plan_capacity
 from kvplan.plan.engine_args import EngineArgs
@@ -81,8 +80,10 @@ def check_requests(requests: list[Request], plan: CapacityPlan, num_gpu_blocks: 
     longest = max(requests, key=lambda r: r.prompt_tokens + r.output_tokens)
     tokens = longest.prompt_tokens + longest.output_tokens
     if tokens > plan.max_model_len:
-        raise KvplanError(f"a request of {longest.prompt_tokens} + {longest.output_tokens} tokens exceeds "
-                          f"max_model_len {plan.max_model_len}; vLLM would reject it (raise --max-model-len or shorten the workload)")
+        raise KvplanError(
+            f"a request of {longest.prompt_tokens} + {longest.output_tokens} tokens exceeds "
+            f"max_model_len {plan.max_model_len}; vLLM would reject it (raise --max-model-len or shorten the workload)"
+        )
     if -(-tokens // plan.block_size_tokens) > num_gpu_blocks:
         raise KvplanError(f"a request of {tokens} tokens needs more than the {num_gpu_blocks} KV blocks of the pool")
 
@@ -138,8 +139,11 @@ def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_c
 
 def scheduling_note(args: EngineArgs, async_scheduling: bool) -> str:
     """Which scheduling the simulation ran, and why (the flag, else the version's default)."""
-    why = (("--async-scheduling" if args.async_scheduling else "--no-async-scheduling") if args.async_scheduling is not None
-           else f"vLLM {args.vllm_version}'s default")
+    why = (
+        ("--async-scheduling" if args.async_scheduling else "--no-async-scheduling")
+        if args.async_scheduling is not None
+        else f"vLLM {args.vllm_version}'s default"
+    )
     if async_scheduling:
         return f"async: a request reaching a busy engine first runs one step later ({why})"
     return f"sync: each step is scheduled after the last one ends ({why})"

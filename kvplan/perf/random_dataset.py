@@ -63,7 +63,9 @@ class Workload:
             raise KvplanError(f"--request-rate must be at least {MIN_REQUEST_RATE_PER_S:g} requests/s (or inf), "
                               f"got {self.request_rate}")
         if not MIN_BURSTINESS <= self.burstiness <= MAX_BURSTINESS:
-            raise KvplanError(f"--burstiness must be in [{MIN_BURSTINESS:g}, {MAX_BURSTINESS:g}], got {self.burstiness}")
+            raise KvplanError(
+                f"--burstiness must be in [{MIN_BURSTINESS:g}, {MAX_BURSTINESS:g}], got {self.burstiness}"
+            )
         if self.max_concurrency is not None and not 0 < self.max_concurrency <= MAX_PROMPTS:
             raise KvplanError(f"--max-concurrency must be in 1..{MAX_PROMPTS:,}, got {self.max_concurrency}")
         if not 0 <= self.seed < 2**32:
@@ -95,7 +97,9 @@ def with_prefix_hits(requests: list[Request], hit_rate: float, block_size: int) 
     never the last prompt token: vLLM always computes at least one)."""
     out = []
     for r in requests:
-        cached = min(int(r.prompt_tokens * hit_rate) // block_size * block_size, (r.prompt_tokens - 1) // block_size * block_size)
+        cached = min(
+            int(r.prompt_tokens * hit_rate) // block_size * block_size, (r.prompt_tokens - 1) // block_size * block_size
+        )
         out.append(Request(r.arrival_s, r.prompt_tokens, r.output_tokens, max(0, cached)))
     return out
 

@@ -7,8 +7,22 @@ from kvplan.perf.random_dataset import Request
 class RequestState:
     """One request's progress through the simulated engine (integers, for speed)."""
 
-    __slots__ = ("arrival_s", "ready_s", "prompt", "out", "known", "computed", "blocks", "generated", "send_s", "send_step", "first_step",
-                 "last_step", "first_s", "last_s")
+    __slots__ = (
+        "arrival_s",
+        "ready_s",
+        "prompt",
+        "out",
+        "known",
+        "computed",
+        "blocks",
+        "generated",
+        "send_s",
+        "send_step",
+        "first_step",
+        "last_step",
+        "first_s",
+        "last_s",
+    )
 
     def __init__(self, req: Request) -> None:
         self.arrival_s, self.prompt, self.out = req.arrival_s, req.prompt_tokens, req.output_tokens

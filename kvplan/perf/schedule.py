@@ -11,8 +11,9 @@ instead of re-simulating it.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -49,7 +50,9 @@ class Engine(DecodeStretches):
         self.frontend_s, self.frontend_free = frontend_s, 0.0
         self.frontend: deque[RequestState] = deque()  # sent, still in the API server
         self.free = config.num_gpu_blocks
-        self.watermark = int(0.01 * config.num_gpu_blocks) if not config.chunked_prefill else 0  # V0 admission watermark
+        self.watermark = (
+            int(0.01 * config.num_gpu_blocks) if not config.chunked_prefill else 0
+        )  # V0 admission watermark
         self.reqs = [RequestState(r) for r in requests]
         self.pending = deque(sorted(self.reqs, key=lambda q: q.arrival_s))  # stable: equal arrivals keep their order
         self.waiting: deque[RequestState] = deque()

@@ -45,9 +45,19 @@ def merge_traces(traces: list[Trace]) -> Trace:
     first = traces[0]
     merged = {name: np.concatenate([getattr(t, name) for t in traces]) for name in PER_REQUEST}
     n0 = len(first.send_s)
-    index = {name: np.concatenate([getattr(first, name), np.zeros(len(merged["send_s"]) - n0, dtype=getattr(first, name).dtype)])
-             for name in ("send_step", "first_step", "last_step")}
-    return replace(first, **merged, **index, peak_used_blocks=max(t.peak_used_blocks for t in traces),
-                   max_running=max(t.max_running for t in traces), num_preemptions=sum(t.num_preemptions for t in traces),
-                   timed_arrivals=any(t.timed_arrivals for t in traces),
-                   extras={**first.extras, "missed_slo": any(t.extras.get("missed_slo") for t in traces)})
+    index = {
+        name: np.concatenate(
+            [getattr(first, name), np.zeros(len(merged["send_s"]) - n0, dtype=getattr(first, name).dtype)]
+        )
+        for name in ("send_step", "first_step", "last_step")
+    }
+    return replace(
+        first,
+        **merged,
+        **index,
+        peak_used_blocks=max(t.peak_used_blocks for t in traces),
+        max_running=max(t.max_running for t in traces),
+        num_preemptions=sum(t.num_preemptions for t in traces),
+        timed_arrivals=any(t.timed_arrivals for t in traces),
+        extras={**first.extras, "missed_slo": any(t.extras.get("missed_slo") for t in traces)},
+    )

@@ -19,8 +19,13 @@ from kvplan.plan import overheads as oh
 from kvplan.plan.encoder_profile import EncoderProfile, encoder_profile
 from kvplan.plan.engine_args import EngineArgs
 from kvplan.plan.groups import KvGroup, StateLayout, kv_groups, layer_cache_groups, mamba_cache_mode, state_copies
-from kvplan.plan.kv import (blocks_in_budget, bytes_per_block, has_paged_cache, largest_fitting, pp_layer_range,
-                            state_page_bytes, unified_block_size)
+from kvplan.plan.kv import (
+    blocks_in_budget,
+    largest_fitting,
+    pp_layer_range,
+    state_page_bytes,
+    unified_block_size,
+)
 from kvplan.spec.encoder_params import encoder_gap
 from kvplan.spec.model import ModelSpec
 from kvplan.units import GIB
@@ -122,8 +127,11 @@ def estimate_max_model_len(spec: ModelSpec, layer_indices: list[int] | range, ar
                            available_bytes: int, max_model_len: int, max_num_batched_tokens: int) -> int:
     """vLLM's `estimate_max_model_len`: binary search over [1, max_model_len]; 0 if nothing fits."""
     # needed bytes grow with the length, so this finds what vLLM's own search finds
-    return largest_fitting(0, max_model_len, lambda n: needed_bytes(spec, layer_indices, args, n, max_num_batched_tokens)
-                           <= available_bytes)
+    return largest_fitting(
+        0,
+        max_model_len,
+        lambda n: needed_bytes(spec, layer_indices, args, n, max_num_batched_tokens) <= available_bytes,
+    )
 
 
 # --- the plan ------------------------------------------------------------------------------
@@ -147,8 +155,15 @@ def _batch(spec: ModelSpec, args: EngineArgs, version: tuple[int, int, int], war
     d = oh.batch_defaults(gpu_bytes, args.gpu.name if args.gpu else "", version, mml)
     max_num_seqs = args.max_num_seqs or d.max_num_seqs
     mnbt = args.max_num_batched_tokens or d.max_num_batched_tokens
-    defaulted = tuple(f for f, v in (("max_num_seqs", args.max_num_seqs), ("max_num_batched_tokens", args.max_num_batched_tokens),
-                                      ("max_model_len", args.max_model_len)) if v is None)
+    defaulted = tuple(
+        f
+        for f, v in (
+            ("max_num_seqs", args.max_num_seqs),
+            ("max_num_batched_tokens", args.max_num_batched_tokens),
+            ("max_model_len", args.max_model_len),
+        )
+        if v is None
+    )
     if mnbt < max_num_seqs:
         warnings.append(f"--max-num-batched-tokens {mnbt} < --max-num-seqs {max_num_seqs}: vLLM rejects this")
     return _Batch(mml, max_num_seqs, mnbt, d, defaulted)
@@ -166,10 +181,17 @@ def _stage(spec: ModelSpec, args: EngineArgs, pp_rank: int, batch: _Batch, versi
     encoder = None
     if spec.params.encoder and pp_rank == 0 and version >= oh.V1_SINCE and not args.skip_mm_profiling:
         # V1 profiles the encoder before the decoder
-        encoder = encoder_profile(spec.config, text_hidden=spec.hidden_size, dtype_bytes=oh.MODEL_DTYPE_BYTES[oh.model_dtype(spec, args.dtype)],
-                                  tp=tp, max_num_batched_tokens=batch.max_num_batched_tokens, max_num_seqs=batch.max_num_seqs,
-                                  max_model_len=batch.max_model_len, limits=dict(args.limit_mm_per_prompt or ()),
-                                  max_pixels=args.mm_max_pixels)
+        encoder = encoder_profile(
+            spec.config,
+            text_hidden=spec.hidden_size,
+            dtype_bytes=oh.MODEL_DTYPE_BYTES[oh.model_dtype(spec, args.dtype)],
+            tp=tp,
+            max_num_batched_tokens=batch.max_num_batched_tokens,
+            max_num_seqs=batch.max_num_seqs,
+            max_model_len=batch.max_model_len,
+            limits=dict(args.limit_mm_per_prompt or ()),
+            max_pixels=args.mm_max_pixels,
+        )
         if encoder is not None:
             a = encoder.activation_bytes(a, oh.ACTIVATION_C0_BYTES)
     nt = oh.non_torch_bytes(tp, pp)
@@ -187,7 +209,9 @@ def _stage(spec: ModelSpec, args: EngineArgs, pp_rank: int, batch: _Batch, versi
                      blocks_in_budget(avail, block_bytes), block, encoder)
 
 
-def _log_lines(bind: StagePlan, args: EngineArgs, version: tuple[int, int, int], batch: _Batch) -> tuple[int, float, int]:
+def _log_lines(
+    bind: StagePlan, args: EngineArgs, version: tuple[int, int, int], batch: _Batch
+) -> tuple[int, float, int]:
     """(blocks per request, max concurrency, KV tokens): the two capacity log lines, whose
     formulas changed across vLLM versions."""
     mml, num_blocks = batch.max_model_len, bind.num_blocks
@@ -227,13 +251,21 @@ def _startup_error(spec: ModelSpec, args: EngineArgs, version: tuple[int, int, i
     gpu_bytes = args.gpu.memory_bytes if args.gpu is not None else None
     if args.kv_cache_memory_bytes is None and gpu_bytes is not None and requested > gpu_bytes - init_bytes:
         free = gpu_bytes - init_bytes
-        return _Startup(f"ValueError: Free memory on device ({gib(free)}/{gib(gpu_bytes)} GiB) on startup is less than "
-                        f"desired GPU memory utilization ({args.gpu_memory_utilization}, {gib(requested)} GiB). Decrease GPU "
-                        f"memory utilization or reduce GPU memory used by other processes.", need, mml)
+        return _Startup(
+            f"ValueError: Free memory on device ({gib(free)}/{gib(gpu_bytes)} GiB) on startup is less than "
+            f"desired GPU memory utilization ({args.gpu_memory_utilization}, {gib(requested)} GiB). Decrease GPU "
+            f"memory utilization or reduce GPU memory used by other processes.",
+            need,
+            mml,
+        )
     for st in stages:
         if st.available_kv_cache_bytes <= 0:
-            return _Startup("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
-                            f"when initializing the engine. See {DOCS_URL} for more details.", need, 0)
+            return _Startup(
+                "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+                f"when initializing the engine. See {DOCS_URL} for more details.",
+                need,
+                0,
+            )
         if version < oh.V1_SINCE:  # V0 checks the pool's token count once, against max_model_len
             pool_tokens = bind.num_blocks * args.block_size
             if pool_tokens >= mml:
@@ -246,7 +278,11 @@ def _startup_error(spec: ModelSpec, args: EngineArgs, version: tuple[int, int, i
         stage_need = needed_bytes(spec, idx, args, mml, mnbt)
         if stage_need > st.available_kv_cache_bytes:
             est_len = estimate_max_model_len(spec, idx, args, st.available_kv_cache_bytes, mml, mnbt)
-            hint = f"Based on the available memory, the estimated maximum model length is {est_len}. " if est_len > 0 else ""
+            hint = (
+                f"Based on the available memory, the estimated maximum model length is {est_len}. "
+                if est_len > 0
+                else ""
+            )
             owner = "model's" if version >= oh.MODEL_S_WORDING_SINCE else "models's"
             return _Startup(f"ValueError: To serve at least one request with the {owner} max seq len ({mml}), "
                             f"({gib(stage_need)} GiB KV cache is needed, which is larger than the available KV cache "
@@ -256,7 +292,9 @@ def _startup_error(spec: ModelSpec, args: EngineArgs, version: tuple[int, int, i
     return _Startup(None, need, mml)
 
 
-def _cudagraph_warning(args: EngineArgs, bind: StagePlan, requested: int, init_bytes: int, subtract_graphs: bool) -> str | None:
+def _cudagraph_warning(
+    args: EngineArgs, bind: StagePlan, requested: int, init_bytes: int, subtract_graphs: bool
+) -> str | None:
     """Before v0.21 vLLM captures CUDA graphs after sizing the pool: warn when they cannot fit."""
     gpu_bytes = args.gpu.memory_bytes if args.gpu is not None else None
     if gpu_bytes is None or subtract_graphs or not bind.cudagraph_bytes:
@@ -273,21 +311,28 @@ def _encoder_warnings(spec: ModelSpec, args: EngineArgs, encoder: EncoderProfile
     """What the plan says of a multimodal model's encoders: the profile batch, or what is not modelled."""
     warnings: list[str] = []
     if encoder is not None:
-        warnings.append(f"{spec.name}: vLLM profiles the vision encoder on {encoder.items} {encoder.modality} item(s) of "
-                        f"{encoder.tokens_per_item:,} tokens ({encoder.items * encoder.patches_per_item:,} ViT patches): "
-                        f"{gib(encoder.forward_peak_bytes)} GiB at the encoder's peak and {gib(encoder.cache_bytes)} GiB of "
-                        "outputs beside the decoder's dummy forward, charged to the activation (predicted from vLLM's "
-                        "rules; --limit-mm-per-prompt image=0,video=0 plans a text-only deployment)")
+        warnings.append(
+            f"{spec.name}: vLLM profiles the vision encoder on {encoder.items} {encoder.modality} item(s) of "
+            f"{encoder.tokens_per_item:,} tokens ({encoder.items * encoder.patches_per_item:,} ViT patches): "
+            f"{gib(encoder.forward_peak_bytes)} GiB at the encoder's peak and {gib(encoder.cache_bytes)} GiB of "
+            "outputs beside the decoder's dummy forward, charged to the activation (predicted from vLLM's "
+            "rules; --limit-mm-per-prompt image=0,video=0 plans a text-only deployment)"
+        )
     elif spec.params.encoder and args.skip_mm_profiling:
         warnings.append(f"{spec.name}: --skip-mm-profiling: the vision encoder's activations are not reserved, so a "
                         "request with images can run out of memory at the KV cache vLLM sized without them")
     elif spec.params.encoder:
-        warnings.append(f"{spec.name}: vLLM's encoder profiling is not modelled for this "
-                        "tower or version (a dummy multimodal batch in the profile run), so KV may be over-predicted by a few percent; "
-                        "--limit-mm-per-prompt image=0,video=0 plans a text-only deployment")
+        warnings.append(
+            f"{spec.name}: vLLM's encoder profiling is not modelled for this "
+            "tower or version (a dummy multimodal batch in the profile run), so KV may be over-predicted by a few "
+            "percent; "
+            "--limit-mm-per-prompt image=0,video=0 plans a text-only deployment"
+        )
     gap = encoder_gap(spec.config)
     if gap and spec.checkpoint_weights_bytes is None:
-        warnings.append(f"{spec.name}: {gap}; a local model directory with its safetensors gives the exact weight bytes")
+        warnings.append(
+            f"{spec.name}: {gap}; a local model directory with its safetensors gives the exact weight bytes"
+        )
     return warnings
 
 
@@ -304,7 +349,9 @@ def plan_capacity(spec: ModelSpec, args: EngineArgs) -> CapacityPlan:
     subtract_graphs = version >= oh.CUDAGRAPH_SUBTRACTED_SINCE and not args.enforce_eager
     requested = int(gpu_bytes * args.gpu_memory_utilization) if gpu_bytes is not None else 0
     init_bytes = oh.init_outside_budget_bytes(args.tensor_parallel_size, args.pipeline_parallel_size)
-    stages = [_stage(spec, args, r, batch, version, requested, subtract_graphs) for r in range(args.pipeline_parallel_size)]
+    stages = [
+        _stage(spec, args, r, batch, version, requested, subtract_graphs) for r in range(args.pipeline_parallel_size)
+    ]
     bind = min(stages, key=lambda s: s.num_blocks)
     per_req, max_conc, tokens = _log_lines(bind, args, version, batch)
     startup = _startup_error(spec, args, version, batch, stages, bind, requested, init_bytes)

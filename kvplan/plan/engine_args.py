@@ -144,16 +144,20 @@ class EngineArgs:
             raise KvplanError("a capacity plan needs --gpu or --gpu-memory-gib (or --kv-cache-memory-bytes)")
         method = (self.quantization or "none").lower().replace("-", "_")
         if method not in ("none", *RUNTIME_QUANTIZATIONS, "fbgemm_fp8") and spec.quant.method == "none":
-            raise KvplanError(f"--quantization {self.quantization} needs a checkpoint quantized with it; {spec.name} is "
-                              f"not (vLLM refuses it); at load time vLLM applies only: {', '.join(RUNTIME_QUANTIZATIONS)}")
+            raise KvplanError(
+                f"--quantization {self.quantization} needs a checkpoint quantized with it; {spec.name} is "
+                f"not (vLLM refuses it); at load time vLLM applies only: {', '.join(RUNTIME_QUANTIZATIONS)}"
+            )
         text = spec.config.get("text_config") if isinstance(spec.config.get("text_config"), dict) else {}
         qc = spec.config.get("quantization_config") or text.get("quantization_config") or {}
         stored = str(qc.get("quant_method") or "").lower().replace("_", "-") if isinstance(qc, dict) else ""
         wanted = VLLM_QUANTIZATION_METHODS.get(method, "").replace("_", "-")
         if stored and wanted and spec.quant.method != "none" and wanted != stored and not (
                 wanted in ("fp8", "fbgemm-fp8") and stored in ("fp8", "fbgemm-fp8")):
-            raise KvplanError(f"--quantization {self.quantization}: {spec.name}'s checkpoint is {stored}-quantized, and vLLM "
-                              f"refuses a method that does not match it; leave --quantization out (vLLM reads it from the "
-                              "checkpoint) or name its method")
+            raise KvplanError(
+                f"--quantization {self.quantization}: {spec.name}'s checkpoint is {stored}-quantized, and vLLM "
+                f"refuses a method that does not match it; leave --quantization out (vLLM reads it from the "
+                "checkpoint) or name its method"
+            )
         spec.kv_dtype(self.kv_cache_dtype, oh.model_dtype(spec, self.dtype))
         validate_parallel(spec, self.tensor_parallel_size, self.pipeline_parallel_size)

@@ -5,7 +5,7 @@ stable interface (other tools and CI parse them).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -112,9 +112,20 @@ def _fit(layout: KvLayout, spec: ModelSpec, ctx: int, n: int, prefix: int, engin
     per_rank = -(-n // dp)
     needed = layout.batch_bytes_per_gpu(ctx, per_rank, prefix_tokens=prefix)
     most = layout.max_concurrency(ctx, available, prefix_tokens=prefix) * dp
-    return Fit(engine.gpu, engine.gpu_memory_utilization, plan.weights_bytes, available, needed, plan.fits and needed <= available,
-               most, layout.max_tokens(per_rank, available, max_model_len), plan, weights_fit(plan), memory_shortfall(plan),
-               concurrency_note(layout, plan, ctx, prefix, most))
+    return Fit(
+        engine.gpu,
+        engine.gpu_memory_utilization,
+        plan.weights_bytes,
+        available,
+        needed,
+        plan.fits and needed <= available,
+        most,
+        layout.max_tokens(per_rank, available, max_model_len),
+        plan,
+        weights_fit(plan),
+        memory_shortfall(plan),
+        concurrency_note(layout, plan, ctx, prefix, most),
+    )
 
 
 def _check(concurrency: int, prefix_tokens: int, ctx_tokens: int) -> None:
@@ -140,10 +151,14 @@ def _notes(spec: ModelSpec, lengths: Lengths, fit: Fit | None) -> tuple[str, ...
             notes.append(vllm_default_note(default, lengths.max_model_len))
     args = fit.capacity.args if fit is not None else None
     if args is not None and args.data_parallel_size > 1:
-        moe = " (a MoE model's experts are spread over all of them" + (", expert-parallel)" if args.enable_expert_parallel else ", tensor-parallel)")
-        notes.append(f"--data-parallel-size {args.data_parallel_size}: {args.data_parallel_size} engine replicas of "
-                     f"{args.tensor_parallel_size} GPU(s), each with its own KV pool; the requests are spread over them, "
-                     f"and per-GPU figures are one replica's{moe if spec.params.experts else ''}")
+        moe = " (a MoE model's experts are spread over all of them" + (
+            ", expert-parallel)" if args.enable_expert_parallel else ", tensor-parallel)"
+        )
+        notes.append(
+            f"--data-parallel-size {args.data_parallel_size}: {args.data_parallel_size} engine replicas of "
+            f"{args.tensor_parallel_size} GPU(s), each with its own KV pool; the requests are spread over them, "
+            f"and per-GPU figures are one replica's{moe if spec.params.experts else ''}"
+        )
     return tuple(notes)
 
 
@@ -170,6 +185,35 @@ def estimate(spec: ModelSpec, engine: EngineArgs, *, ctx_tokens: int | None = No
             fits, maxc = f.fits, f.max_concurrency_at_ctx
         return Variant(label, lay.bytes_per_token(), lay.request_bytes(ctx), total, fits, maxc)
 
+    variants = _what_ifs(spec, engine, layout, variant, concurrency, ctx, prefix_tokens, copies)
+    fit = _fit(layout, spec, ctx, concurrency, prefix_tokens, engine, mml) if planned else None
+    return Estimate(
+        warnings=spec.warnings,
+        spec=spec,
+        layout=layout,
+        ctx_tokens=ctx,
+        concurrency=concurrency,
+        max_model_len=mml,
+        prefix_tokens=prefix_tokens,
+        kv_bytes_per_request=layout.request_bytes(ctx),
+        kv_bytes_per_request_exact=layout.request_bytes(ctx, paged=False),
+        kv_bytes_per_request_all_full=layout.request_bytes_all_full(ctx),
+        kv_bytes_total=layout.batch_bytes(ctx, concurrency, prefix_tokens=prefix_tokens),
+        kv_bytes_total_contiguous=concurrency * layout.contiguous_request_bytes(mml),
+        weights_bytes=model_weights_bytes(spec, engine.dtype, engine.quantization),
+        fit=fit,
+        variants=tuple(variants),
+        lengths=lengths,
+        notes=_notes(spec, lengths, fit),
+        hint=None if fit else NO_GPU_HINT,
+    )
+
+
+def _what_ifs(spec: ModelSpec, engine: EngineArgs, layout: KvLayout, variant: Callable[..., Variant],
+              concurrency: int, ctx: int, prefix_tokens: int, copies: int) -> list[Variant]:
+    """The request as asked, then what another KV dtype, halved KV heads or a shared prefix would make of it."""
+    kv_cache_dtype, block_size = engine.kv_cache_dtype, engine.block_size
+    tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
     variants = [variant(f"as asked ({layout.kv_dtype.name} KV)", layout)]
     for alt in ("fp8", "int4"):
         try:
@@ -177,35 +221,36 @@ def estimate(spec: ModelSpec, engine: EngineArgs, *, ctx_tokens: int | None = No
         except KvplanError:  # a model with one cache layout (DeepSeek-V4) has no what-if dtype
             continue
         if alt_layout.kv_dtype != layout.kv_dtype:  # DeepSeek-V3.2: fp8 is its fp8_ds_mla default
-            variants.append(variant(f"{alt} KV" + (" (planned only: no vLLM flag)" if alt == "int4" else ""), alt_layout))
-    if not spec.is_mla and spec.num_kv_heads > 1 and spec.num_kv_heads == spec.num_attention_heads and spec.num_kv_heads % 2 == 0:
+            variants.append(
+                variant(f"{alt} KV" + (" (planned only: no vLLM flag)" if alt == "int4" else ""), alt_layout)
+            )
+    if (
+        not spec.is_mla
+        and spec.num_kv_heads > 1
+        and spec.num_kv_heads == spec.num_attention_heads
+        and spec.num_kv_heads % 2 == 0
+    ):
         gqa = spec.with_kv_heads(spec.num_kv_heads // 2)
-        variants.append(variant(f"GQA: KV heads halved ({spec.num_kv_heads} -> {spec.num_kv_heads // 2}; a different model)",
-                                KvLayout.of(gqa, kv_cache_dtype, block_size, tp, pp, state_copies=copies)))
+        variants.append(
+            variant(
+                f"GQA: KV heads halved ({spec.num_kv_heads} -> {spec.num_kv_heads // 2}; a different model)",
+                KvLayout.of(gqa, kv_cache_dtype, block_size, tp, pp, state_copies=copies),
+            )
+        )
     share = prefix_tokens or min(ctx // 2, 1024)
     if concurrency > 1 and share >= block_size:
         variants.append(variant(f"shared {share}-token prefix", layout, share))
-    fit = _fit(layout, spec, ctx, concurrency, prefix_tokens, engine, mml) if planned else None
-    return Estimate(
-        warnings=spec.warnings,
-        spec=spec, layout=layout, ctx_tokens=ctx, concurrency=concurrency, max_model_len=mml,
-        prefix_tokens=prefix_tokens, kv_bytes_per_request=layout.request_bytes(ctx),
-        kv_bytes_per_request_exact=layout.request_bytes(ctx, paged=False),
-        kv_bytes_per_request_all_full=layout.request_bytes_all_full(ctx),
-        kv_bytes_total=layout.batch_bytes(ctx, concurrency, prefix_tokens=prefix_tokens),
-        kv_bytes_total_contiguous=concurrency * layout.contiguous_request_bytes(mml),
-        weights_bytes=model_weights_bytes(spec, engine.dtype, engine.quantization), fit=fit, variants=tuple(variants), lengths=lengths,
-        notes=_notes(spec, lengths, fit), hint=None if fit else NO_GPU_HINT,
-    )
+    return variants
 
 
 FIGURE_SCOPES = {
-    "whole model": "one replica of each layer's cache, the same at any TP/PP: kv_bytes_per_token, state_bytes_per_request "
-                   "(Mamba / Gated-DeltaNet state, fixed per request, unpadded, one copy), "
-                   "kv_bytes_per_request*, kv_bytes_total, kv_bytes_total_contiguous, weights_bytes, variants",
+    "whole model": "one replica of each layer's cache, the same at any TP/PP: kv_bytes_per_token, "
+    "state_bytes_per_request "
+    "(Mamba / Gated-DeltaNet state, fixed per request, unpadded, one copy), "
+    "kv_bytes_per_request*, kv_bytes_total, kv_bytes_total_contiguous, weights_bytes, variants",
     "per GPU": "what one GPU of the busiest pipeline stage holds (KV heads split by TP, replicated when tp > KV heads; "
-               "MLA latent replicated on every TP rank; PP splits layers): *_per_gpu, kv_bytes_per_block and "
-               "vLLM's capacity keys",
+    "MLA latent replicated on every TP rank; PP splits layers): *_per_gpu, kv_bytes_per_block and "
+    "vLLM's capacity keys",
     "all GPUs": "every TP rank and PP stage together, replicas included: kv_bytes_per_token_all_gpus",
 }
 
@@ -214,36 +259,56 @@ def _kv_json(est: Estimate) -> dict[str, Any]:
     """The KV bill, each key named by its scope (FIGURE_SCOPES)."""
     lay = est.layout
     return {
-        "kv_bytes_per_token": lay.bytes_per_token(), "kv_bytes_per_token_per_gpu": lay.bytes_per_token_per_gpu(),
+        "kv_bytes_per_token": lay.bytes_per_token(),
+        "kv_bytes_per_token_per_gpu": lay.bytes_per_token_per_gpu(),
         "state_bytes_per_request": lay.state_bytes_per_request(),
         "state_bytes_per_request_per_gpu": lay.state_bytes_per_request_per_gpu(),
         "kv_bytes_per_token_all_gpus": lay.bytes_per_token_all_gpus(),
-        "kv_bytes_per_block": lay.bytes_per_block(), "kv_bytes_per_block_per_gpu": lay.bytes_per_block(),
+        "kv_bytes_per_block": lay.bytes_per_block(),
+        "kv_bytes_per_block_per_gpu": lay.bytes_per_block(),
         "kv_bytes_per_request": est.kv_bytes_per_request,
         "kv_bytes_per_request_per_gpu": lay.request_bytes_per_gpu(est.ctx_tokens),
         "kv_bytes_per_request_exact": est.kv_bytes_per_request_exact,
         "kv_bytes_per_request_all_layers_full": est.kv_bytes_per_request_all_full,
         "kv_bytes_total": est.kv_bytes_total,
-        "kv_bytes_total_per_gpu": lay.batch_bytes_per_gpu(est.ctx_tokens, est.concurrency, prefix_tokens=est.prefix_tokens),
+        "kv_bytes_total_per_gpu": lay.batch_bytes_per_gpu(
+            est.ctx_tokens, est.concurrency, prefix_tokens=est.prefix_tokens
+        ),
         "kv_bytes_total_contiguous": est.kv_bytes_total_contiguous,
     }
 
 
 def _fit_json(f: Fit, fixes: Sequence[Fix]) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "gpu": f.gpu.name if f.gpu else None, "gpu_memory_bytes": f.gpu.memory_bytes if f.gpu else None, "gpu_memory_utilization": f.gpu_memory_utilization,
-        "weights_bytes_per_gpu": f.weights_bytes_per_gpu, "kv_available_bytes_per_gpu": f.kv_available_bytes_per_gpu,
-        "kv_needed_bytes_per_gpu": f.kv_needed_bytes_per_gpu, "fits": f.fits, "weights_fit": f.weights_fit,
+        "gpu": f.gpu.name if f.gpu else None,
+        "gpu_memory_bytes": f.gpu.memory_bytes if f.gpu else None,
+        "gpu_memory_utilization": f.gpu_memory_utilization,
+        "weights_bytes_per_gpu": f.weights_bytes_per_gpu,
+        "kv_available_bytes_per_gpu": f.kv_available_bytes_per_gpu,
+        "kv_needed_bytes_per_gpu": f.kv_needed_bytes_per_gpu,
+        "fits": f.fits,
+        "weights_fit": f.weights_fit,
         "memory_shortfall": f.shortfall,
-        "max_concurrency_at_ctx": f.max_concurrency_at_ctx, "max_ctx_at_concurrency": f.max_ctx_at_concurrency,
+        "max_concurrency_at_ctx": f.max_concurrency_at_ctx,
+        "max_ctx_at_concurrency": f.max_ctx_at_concurrency,
         "max_concurrency_note": f.vllm_concurrency_note,
     }
     out.update(capacity_json(f.capacity))
-    out["vllm_fixes"] = [{"rank": x.rank, "fix": x.title, "flags": x.flags, "effect": x.effect, "enough": x.fits,
-                          "risk": x.risk, "gpus": x.gpus, "gpu": x.gpu_name or (f.gpu.name if f.gpu else None),
-                          "max_concurrency": round(x.plan.max_concurrency, 4) if x.plan is not None and x.plan.fits else None,
-                          "kv_cache_tokens": x.plan.kv_cache_tokens if x.plan is not None and x.plan.fits else None}
-                         for x in fixes]
+    out["vllm_fixes"] = [
+        {
+            "rank": x.rank,
+            "fix": x.title,
+            "flags": x.flags,
+            "effect": x.effect,
+            "enough": x.fits,
+            "risk": x.risk,
+            "gpus": x.gpus,
+            "gpu": x.gpu_name or (f.gpu.name if f.gpu else None),
+            "max_concurrency": round(x.plan.max_concurrency, 4) if x.plan is not None and x.plan.fits else None,
+            "kv_cache_tokens": x.plan.kv_cache_tokens if x.plan is not None and x.plan.fits else None,
+        }
+        for x in fixes
+    ]
     return out
 
 
@@ -299,5 +364,12 @@ def _encoder_json(e: Any) -> dict[str, Any] | None:
     """The vision encoder's dummy batch in vLLM's profile run (None: no tower, or not modelled)."""
     if e is None:
         return None
-    return {"family": e.family, "modality": e.modality, "tokens_per_item": e.tokens_per_item, "items": e.items,
-            "patches_per_item": e.patches_per_item, "forward_peak_bytes": e.forward_peak_bytes, "cache_bytes": e.cache_bytes}
+    return {
+        "family": e.family,
+        "modality": e.modality,
+        "tokens_per_item": e.tokens_per_item,
+        "items": e.items,
+        "patches_per_item": e.patches_per_item,
+        "forward_peak_bytes": e.forward_peak_bytes,
+        "cache_bytes": e.cache_bytes,
+    }

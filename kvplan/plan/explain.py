@@ -38,7 +38,12 @@ def memory_shortfall(plan: CapacityPlan) -> str | None:
         return (f"weights {_g(weights_per_gpu_bytes(plan), 1)} per GPU do not fit in {budget}: "
                 "split them over more GPUs (TP/PP), quantize them, or use a larger GPU")
     bind = plan.binding_stage
-    used = bind.weights_bytes + bind.activation_bytes + bind.non_torch_bytes + (bind.cudagraph_bytes if plan.cudagraph_subtracted else 0)
+    used = (
+        bind.weights_bytes
+        + bind.activation_bytes
+        + bind.non_torch_bytes
+        + (bind.cudagraph_bytes if plan.cudagraph_subtracted else 0)
+    )
     graphs = f" + CUDA graphs {_g(bind.cudagraph_bytes)}" if plan.cudagraph_subtracted else ""
     return (f"weights {_g(bind.weights_bytes)} + activation {_g(bind.activation_bytes)} + non-torch "
             f"{_g(bind.non_torch_bytes)}{graphs} = {_g(used)} per GPU leave no KV cache memory in {budget}")
@@ -53,7 +58,9 @@ def length_note(model_name: str, model_max_tokens: int, ctx_tokens: int, max_mod
         return None
     source = "--ctx" if ctx_given else f"--ctx {ctx_tokens:,} (the default; give --ctx to change it)"
     if max_model_len == model_max_tokens:
-        return f"planned max_model_len {max_model_len:,} = {source}, which is also vLLM's default ({model_name}'s maximum)"
+        return (
+            f"planned max_model_len {max_model_len:,} = {source}, which is also vLLM's default ({model_name}'s maximum)"
+        )
     return (f"planned max_model_len {max_model_len:,} = {source}: vLLM's default would be {model_name}'s maximum "
             f"{model_max_tokens:,}, so serve with --max-model-len {max_model_len}")
 
@@ -64,9 +71,14 @@ def vllm_default_note(default: CapacityPlan, max_model_len: int) -> str:
         return (f"without --max-model-len vLLM would start at {default.max_model_len:,} tokens: "
                 f"{default.kv_cache_tokens:,} KV tokens, {default.max_concurrency:.2f}x at {default.max_model_len:,}")
     if not weights_fit(default) or default.estimated_max_model_len <= 0:
-        return f"without --max-model-len vLLM would try {default.max_model_len:,} tokens and not start (no KV cache memory)"
-    return (f"without --max-model-len vLLM would refuse to start at {default.max_model_len:,} tokens (its estimated "
-            f"maximum model length is {default.estimated_max_model_len:,}); --max-model-len {max_model_len} avoids that")
+        return (
+            f"without --max-model-len vLLM would try {default.max_model_len:,} tokens "
+            "and not start (no KV cache memory)"
+        )
+    return (
+        f"without --max-model-len vLLM would refuse to start at {default.max_model_len:,} tokens (its estimated "
+        f"maximum model length is {default.estimated_max_model_len:,}); --max-model-len {max_model_len} avoids that"
+    )
 
 
 def _window_reason(plan: CapacityPlan, ctx_tokens: int) -> str | None:
@@ -100,7 +112,9 @@ def concurrency_note(layout: KvLayout, plan: CapacityPlan, ctx_tokens: int, pref
     vllm = plan.max_concurrency
     reasons = []
     if ctx_tokens != plan.max_model_len:
-        reasons.append(f"vLLM's line is for requests of max_model_len {plan.max_model_len:,}, kvplan's for --ctx {ctx_tokens:,}")
+        reasons.append(
+            f"vLLM's line is for requests of max_model_len {plan.max_model_len:,}, kvplan's for --ctx {ctx_tokens:,}"
+        )
     for reason in (_window_reason(plan, ctx_tokens), _group_reason(plan)):
         if reason:
             reasons.append(reason)
@@ -111,6 +125,10 @@ def concurrency_note(layout: KvLayout, plan: CapacityPlan, ctx_tokens: int, pref
                        "blocks, kvplan the stage with the most KV per request")
     if not reasons:
         if int(vllm) == kvplan_concurrency:
-            return None if vllm == int(vllm) else f"vLLM prints a fraction of a request ({vllm:.2f}x), kvplan whole requests"
+            return (
+                None
+                if vllm == int(vllm)
+                else f"vLLM prints a fraction of a request ({vllm:.2f}x), kvplan whole requests"
+            )
         reasons.append("block rounding")
     return f"differs from kvplan's {kvplan_concurrency:,}: " + "; ".join(reasons)

@@ -14,9 +14,21 @@ from kvplan.plan.budget import CapacityPlan
 from kvplan.plan.engine_args import RUNTIME_QUANTIZATIONS, EngineArgs
 from kvplan.plan.explain import weights_fit
 from kvplan.plan.kv import largest_fitting
-from kvplan.plan.replan import (SCORE_FP8_KV, SCORE_FP8_WEIGHTS, SCORE_INT4_WEIGHTS, SCORE_PP, UTIL_STEP, Fix,
-                                Recommendation, make_fix, min_utilization, ok, safe_max_utilization, tokens_text,
-                                try_plan)
+from kvplan.plan.replan import (
+    SCORE_FP8_KV,
+    SCORE_FP8_WEIGHTS,
+    SCORE_INT4_WEIGHTS,
+    SCORE_PP,
+    UTIL_STEP,
+    Fix,
+    Recommendation,
+    make_fix,
+    min_utilization,
+    ok,
+    safe_max_utilization,
+    tokens_text,
+    try_plan,
+)
 from kvplan.plan.search import combined_fixes, recommend, serve_command
 from kvplan.spec.gpu import gpu_catalog
 from kvplan.spec.model import ModelSpec
@@ -42,12 +54,24 @@ def _max_len_for(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, target: 
 def _fix_max_model_len(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, target: int | None) -> Fix:
     length = _max_len_for(spec, args, plan, target)
     if length <= 0:
-        return make_fix("shorter context", "", "no max_model_len fits: the weights and activations leave no KV memory", None,
-                    target, same_workload=False)
+        return make_fix(
+            "shorter context",
+            "",
+            "no max_model_len fits: the weights and activations leave no KV memory",
+            None,
+            target,
+            same_workload=False,
+        )
     p = try_plan(spec, args, max_model_len=length)
-    return make_fix("shorter context", f"--max-model-len {length}",
-                f"{plan.max_model_len:,} -> {length:,} tokens per request" + (f": {tokens_text(p)}" if p else ""), p, target,
-                order=0, same_workload=False)
+    return make_fix(
+        "shorter context",
+        f"--max-model-len {length}",
+        f"{plan.max_model_len:,} -> {length:,} tokens per request" + (f": {tokens_text(p)}" if p else ""),
+        p,
+        target,
+        order=0,
+        same_workload=False,
+    )
 
 
 def _fix_utilization(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, target: int | None, goal: str) -> Fix:
@@ -56,22 +80,44 @@ def _fix_utilization(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, targ
     found = min_utilization(spec, args, target, upto=1.0)
     if not found:
         p = try_plan(spec, args, gpu_memory_utilization=round(min(max(safe, args.gpu_memory_utilization), 1.0), 2))
-        return make_fix("more of the GPU for vLLM", "", f"even {max(safe, args.gpu_memory_utilization):.2f} is not enough for "
-                    f"{goal}" + (f" ({tokens_text(p)})" if p and p.fits else ""), None, target, order=1)
+        return make_fix(
+            "more of the GPU for vLLM",
+            "",
+            f"even {max(safe, args.gpu_memory_utilization):.2f} is not enough for "
+            f"{goal}" + (f" ({tokens_text(p)})" if p and p.fits else ""),
+            None,
+            target,
+            order=1,
+        )
     util, p = found
-    risk = (f"above ~{safe:.2f} the CUDA context ({oh.CUDA_CONTEXT_BYTES / GIB:.2f} GiB)"
-            + (", NCCL set-up" if plan.tp > 1 else "")
-            + ("" if plan.cudagraph_subtracted else f" and CUDA graphs ({plan.cudagraph_bytes / GIB:.2f} GiB, not budgeted before vLLM 0.21)")
-            + " no longer fit: OOM at start-up or graph capture, and nothing is left for other processes")
-    return make_fix("more of the GPU for vLLM", f"--gpu-memory-utilization {util:.2f}",
-                f"{args.gpu_memory_utilization:g} -> {util:.2f} (+{(util - args.gpu_memory_utilization) * plan.gpu_memory_bytes / GIB:.2f} GiB): {tokens_text(p)}",
-                p, target, risk if util > safe else f"safe: stays below ~{safe:.2f}", order=1)
+    risk = (
+        f"above ~{safe:.2f} the CUDA context ({oh.CUDA_CONTEXT_BYTES / GIB:.2f} GiB)"
+        + (", NCCL set-up" if plan.tp > 1 else "")
+        + (
+            ""
+            if plan.cudagraph_subtracted
+            else f" and CUDA graphs ({plan.cudagraph_bytes / GIB:.2f} GiB, not budgeted before vLLM 0.21)"
+        )
+        + " no longer fit: OOM at start-up or graph capture, and nothing is left for other processes"
+    )
+    return make_fix(
+        "more of the GPU for vLLM",
+        f"--gpu-memory-utilization {util:.2f}",
+        f"{args.gpu_memory_utilization:g} -> {util:.2f} "
+        f"(+{(util - args.gpu_memory_utilization) * plan.gpu_memory_bytes / GIB:.2f} GiB): {tokens_text(p)}",
+        p,
+        target,
+        risk if util > safe else f"safe: stays below ~{safe:.2f}",
+        order=1,
+    )
 
 
 def _fix_max_num_seqs(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, target: int | None) -> Fix | None:
     """Fewer sequences shrink the sampler's share of the activation peak (not the forward pass)."""
-    candidates = sorted({n for n in (target or 0, 256, 128, 64, 32, 16) if max(0, target or 0) <= n < plan.max_num_seqs and n > 0},
-                        reverse=True)  # never below the target: vLLM would run fewer requests at once
+    candidates = sorted(
+        {n for n in (target or 0, 256, 128, 64, 32, 16) if max(0, target or 0) <= n < plan.max_num_seqs and n > 0},
+        reverse=True,
+    )  # never below the target: vLLM would run fewer requests at once
     best = None
     for n in candidates:
         p = try_plan(spec, args, max_num_seqs=n)
@@ -86,10 +132,23 @@ def _fix_max_num_seqs(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, tar
     n, p = best
     freed = plan.activation_bytes - p.activation_bytes
     if freed <= 0:
-        return make_fix("fewer concurrent sequences", "", f"no gain: the forward pass over {plan.max_num_batched_tokens:,} "
-                    "batched tokens, not the sampler, sets the activation peak", None, target, order=2)
-    return make_fix("fewer concurrent sequences", f"--max-num-seqs {n}",
-                f"{plan.max_num_seqs} -> {n}: sampler activation -{freed / GIB:.2f} GiB, {tokens_text(p)}", p, target, order=2)
+        return make_fix(
+            "fewer concurrent sequences",
+            "",
+            f"no gain: the forward pass over {plan.max_num_batched_tokens:,} "
+            "batched tokens, not the sampler, sets the activation peak",
+            None,
+            target,
+            order=2,
+        )
+    return make_fix(
+        "fewer concurrent sequences",
+        f"--max-num-seqs {n}",
+        f"{plan.max_num_seqs} -> {n}: sampler activation -{freed / GIB:.2f} GiB, {tokens_text(p)}",
+        p,
+        target,
+        order=2,
+    )
 
 
 def _fix_fp8_kv(spec: ModelSpec, args: EngineArgs, target: int | None) -> Fix | None:
@@ -118,8 +177,18 @@ def _fix_weight_quant(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, tar
         if p is None:
             continue
         before, after = plan.weights_bytes / GIB, p.weights_bytes / GIB
-        out.append(make_fix(title, f"--quantization {method}", f"weights {before:.1f} -> {after:.1f} GiB per GPU: {tokens_text(p)}",
-                        p, target, risk, order=5 + len(out), score=score))
+        out.append(
+            make_fix(
+                title,
+                f"--quantization {method}",
+                f"weights {before:.1f} -> {after:.1f} GiB per GPU: {tokens_text(p)}",
+                p,
+                target,
+                risk,
+                order=5 + len(out),
+                score=score,
+            )
+        )
         if out[-1].fits:
             break
     return out
@@ -154,12 +223,21 @@ def _fix_bigger_gpu(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, targe
             continue
         p = try_plan(spec, args, gpu=gpu)
         if p is not None and ok(p, target):
-            return make_fix("a bigger GPU", f"--gpu {gpu.name}", f"{gpu.display_name or gpu.name} ({gpu.memory_gib:.2f} GiB): {tokens_text(p)}",
-                        p, target, order=9, gpu_name=gpu.name)
+            return make_fix(
+                "a bigger GPU",
+                f"--gpu {gpu.name}",
+                f"{gpu.display_name or gpu.name} ({gpu.memory_gib:.2f} GiB): {tokens_text(p)}",
+                p,
+                target,
+                order=9,
+                gpu_name=gpu.name,
+            )
     return None
 
 
-def fixes_for(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, target_concurrency: int | None = None) -> tuple[Fix, ...]:
+def fixes_for(
+    spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, target_concurrency: int | None = None
+) -> tuple[Fix, ...]:
     """Ranked fixes, each quantified by re-planning: by GPU kind (the one asked about first), GPUs
     needed, then how invasive; combinations are listed when they need fewer GPUs or are less
     invasive than every single fix found so far. Only changes to how this model is served: a

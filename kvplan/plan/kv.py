@@ -103,7 +103,9 @@ def layer_bytes_per_token(layer: LayerAttention, kv_dtype: KvDtype, tp: int = 1)
         return layer.entry_bytes  # DeepSeek-V4: one fixed-layout K = V entry per token, on every rank
     if kv_dtype.name == "fp8_ds_mla":
         if layer.kind != "mla":
-            raise KvplanError(f"--kv-cache-dtype fp8_ds_mla applies to sparse MLA layers only, not {layer.kind} attention")
+            raise KvplanError(
+                f"--kv-cache-dtype fp8_ds_mla applies to sparse MLA layers only, not {layer.kind} attention"
+            )
         return FP8_DS_MLA_BYTES_PER_TOKEN + layer.indexer_bytes_per_token  # one latent + indexer K, every rank
     k = kv_dtype.bytes_for(layer.head_dim_k) + kv_dtype.scale_bytes_per_token_head
     v = kv_dtype.bytes_for(layer.head_dim_v) + kv_dtype.scale_bytes_per_token_head if layer.head_dim_v else 0
@@ -174,8 +176,10 @@ def bytes_per_block(spec: ModelSpec, block_size: int = DEFAULT_BLOCK_SIZE, kv_ca
     kv_dtype = spec.kv_dtype(kv_cache_dtype)
     if layer_indices is None:
         ranks = range(pp) if pp_rank is None else [pp_rank]
-        return max(sum(_block_bytes(spec.layers[i], block_size, kv_dtype, tp) for i in pp_layer_range(spec.num_layers, pp, r))
-                   for r in ranks)
+        return max(
+            sum(_block_bytes(spec.layers[i], block_size, kv_dtype, tp) for i in pp_layer_range(spec.num_layers, pp, r))
+            for r in ranks
+        )
     return sum(_block_bytes(spec.layers[i], block_size, kv_dtype, tp) for i in layer_indices)
 
 
@@ -287,16 +291,19 @@ class KvLayout:
 
     def bytes_per_token_per_gpu(self) -> int:
         """Per GPU: busiest stage, one TP rank, every layer holding the token (no window cap)."""
-        return max(sum(self._token_bytes(l, self.tp) for l in self.stage_layers(r)) + compressed_bytes_per_token(self.stage_layers(r))
-                   for r in range(self.pp))
+        return max(
+            sum(self._token_bytes(ln, self.tp) for ln in self.stage_layers(r))
+            + compressed_bytes_per_token(self.stage_layers(r))
+            for r in range(self.pp)
+        )
 
     def bytes_per_token(self) -> int:
         """Whole model: one replica of every layer's cache (the same at any TP and PP)."""
-        return sum(self._token_bytes(l, 1) for l in self.spec.layers) + compressed_bytes_per_token(self.spec.layers)
+        return sum(self._token_bytes(ln, 1) for ln in self.spec.layers) + compressed_bytes_per_token(self.spec.layers)
 
     def bytes_per_token_all_gpus(self) -> int:
         """All GPUs together: every TP rank of every stage, replicated heads and MLA latents included."""
-        return self.tp * (sum(self._token_bytes(l, self.tp) for l in self.spec.layers)
+        return self.tp * (sum(self._token_bytes(ln, self.tp) for ln in self.spec.layers)
                           + compressed_bytes_per_token(self.spec.layers))
 
     def bytes_per_block(self) -> int:
@@ -358,7 +365,9 @@ class KvLayout:
 
     def batch_bytes(self, tokens: int, concurrency: int, *, prefix_tokens: int = 0) -> int:
         """Whole model, `concurrency` paged requests of `tokens` each."""
-        return concurrency * self.request_bytes(tokens) - self.shared_prefix_saving_bytes(tokens, concurrency, prefix_tokens)
+        return concurrency * self.request_bytes(tokens) - self.shared_prefix_saving_bytes(
+            tokens, concurrency, prefix_tokens
+        )
 
     def batch_bytes_per_gpu(self, tokens: int, concurrency: int, *, prefix_tokens: int = 0) -> int:
         """Per GPU (busiest stage, one TP rank): `concurrency` paged requests, a shared prefix counted once."""
@@ -378,4 +387,6 @@ class KvLayout:
 
     def max_tokens(self, concurrency: int, kv_budget_bytes_per_gpu: int, limit: int) -> int:
         """Longest context (a multiple of block_size, at most `limit`) whose N requests fit."""
-        return largest_fitting(0, limit, lambda t: concurrency * self.request_bytes_per_gpu(t) <= kv_budget_bytes_per_gpu)
+        return largest_fitting(
+            0, limit, lambda t: concurrency * self.request_bytes_per_gpu(t) <= kv_budget_bytes_per_gpu
+        )

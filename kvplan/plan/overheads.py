@@ -143,7 +143,11 @@ def expert_weights_bytes(spec: ModelSpec, dtype: str = "auto", quantization: str
     n_experts, k, _, _ = spec.moe_shape
     if not (n_experts and k):
         return 0
-    quant = make_quant(quantization) if quantization and quantization != "none" and spec.quant.method == "none" else spec.quant
+    quant = (
+        make_quant(quantization)
+        if quantization and quantization != "none" and spec.quant.method == "none"
+        else spec.quant
+    )
     bits_x100 = quant.linear_bits_x100 if quant.method != "none" else MODEL_DTYPE_BYTES[model_dtype(spec, dtype)] * 800
     return spec.params.experts * bits_x100 // 800
 
@@ -163,7 +167,11 @@ def weights_bytes_per_gpu(spec: ModelSpec, *, dtype: str = "auto", quantization:
     head = p.lm_head * dbytes
     layers_total = max(0, total - emb - head)
     stage_layers = len(pp_layer_range(spec.num_layers, pp, pp_rank))
-    experts = min(layers_total, expert_weights_bytes(spec, dtype, quantization)) if expert_shards and expert_shards != tp else 0
+    experts = (
+        min(layers_total, expert_weights_bytes(spec, dtype, quantization))
+        if expert_shards and expert_shards != tp
+        else 0
+    )
     out = (layers_total - experts) * stage_layers // spec.num_layers // tp
     if experts:
         out += experts * stage_layers // spec.num_layers // expert_shards

@@ -84,7 +84,9 @@ def safe_max_utilization(plan: CapacityPlan) -> float:
     return max(0.0, (total - unbudgeted - SAFETY_MARGIN_BYTES) / total)
 
 
-def min_utilization(spec: ModelSpec, args: EngineArgs, target: int | None, upto: float = 1.0) -> tuple[float, CapacityPlan] | None:
+def min_utilization(
+    spec: ModelSpec, args: EngineArgs, target: int | None, upto: float = 1.0
+) -> tuple[float, CapacityPlan] | None:
     """Smallest utilization (in 0.01 steps, at most `upto`) at which the plan is ok."""
     util = round(max(UTIL_STEP, args.gpu_memory_utilization), 2)
     while util <= upto + 1e-9:

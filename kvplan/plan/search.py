@@ -11,8 +11,20 @@ from kvplan.plan import overheads as oh
 from kvplan.plan.budget import CapacityPlan, plan_capacity
 from kvplan.plan.engine_args import EngineArgs
 from kvplan.plan.kv import validate_parallel
-from kvplan.plan.replan import (SCORE_FP8_KV, SCORE_FP8_WEIGHTS, SCORE_INT4_WEIGHTS, SCORE_PP, Fix, Recommendation, make_fix,
-                                min_utilization, ok, safe_max_utilization, tokens_text, try_plan)
+from kvplan.plan.replan import (
+    SCORE_FP8_KV,
+    SCORE_FP8_WEIGHTS,
+    SCORE_INT4_WEIGHTS,
+    SCORE_PP,
+    Fix,
+    Recommendation,
+    make_fix,
+    min_utilization,
+    ok,
+    safe_max_utilization,
+    tokens_text,
+    try_plan,
+)
 from kvplan.spec.dtypes import no_vllm_kv_flag_reason, vllm_kv_cache_dtype
 from kvplan.spec.gpu import gpu_catalog
 from kvplan.spec.model import ModelSpec
@@ -127,8 +139,14 @@ def serve_command(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, target:
         parts.append(f"--kv-cache-memory-bytes {needed}")
     else:
         parts.append(f"--gpu-memory-utilization {args.gpu_memory_utilization:.2f}")
-    parts += [f"--max-model-len {plan.max_model_len}", f"--max-num-seqs {plan.max_num_seqs}", f"--block-size {args.block_size}"]
-    kv_flag = vllm_kv_cache_dtype(spec.kv_dtype(args.kv_cache_dtype, oh.model_dtype(spec, args.dtype)), oh.model_dtype(spec, args.dtype))
+    parts += [
+        f"--max-model-len {plan.max_model_len}",
+        f"--max-num-seqs {plan.max_num_seqs}",
+        f"--block-size {args.block_size}",
+    ]
+    kv_flag = vllm_kv_cache_dtype(
+        spec.kv_dtype(args.kv_cache_dtype, oh.model_dtype(spec, args.dtype)), oh.model_dtype(spec, args.dtype)
+    )
     if kv_flag is not None:
         parts.append(f"--kv-cache-dtype {args.kv_cache_dtype if args.kv_cache_dtype == 'auto' else kv_flag}")
     parts.append(f"--tensor-parallel-size {args.tensor_parallel_size}")
@@ -160,7 +178,9 @@ def servable(spec: ModelSpec, args: EngineArgs) -> tuple[EngineArgs, str]:
     return replace(args, kv_cache_dtype=served), f" ({no_vllm_kv_flag_reason(kv, model)}; the command uses {served} KV)"
 
 
-def _on_chosen_gpu(spec: ModelSpec, base: EngineArgs, target: int, util0: float) -> tuple[EngineArgs, CapacityPlan, Option] | None:
+def _on_chosen_gpu(
+    spec: ModelSpec, base: EngineArgs, target: int, util0: float
+) -> tuple[EngineArgs, CapacityPlan, Option] | None:
     """The first configuration (fewest GPUs, then least invasive) that meets `target` below the
     safe utilization limit, and the smallest utilization that does."""
     for o in options(spec, base, weight_quants=("fp8",)):  # 4-bit needs another checkpoint: no command for it
@@ -184,8 +204,17 @@ def _memory_bytes_recommendation(spec: ModelSpec, base: EngineArgs, target: int,
     probe = plan_capacity(spec, base)
     needed = (target * probe.blocks_per_request + 1) * probe.block_bytes
     met = p is None or needed <= p.available_kv_cache_bytes
-    return Recommendation(target, met, base.gpu, base.tensor_parallel_size, probe, serve_command(spec, base, probe, target),
-                          "--kv-cache-memory-bytes sized for exactly the target" + ("" if met else "; more than the GPU budget allows") + note)
+    return Recommendation(
+        target,
+        met,
+        base.gpu,
+        base.tensor_parallel_size,
+        probe,
+        serve_command(spec, base, probe, target),
+        "--kv-cache-memory-bytes sized for exactly the target"
+        + ("" if met else "; more than the GPU budget allows")
+        + note,
+    )
 
 
 def recommend(spec: ModelSpec, args: EngineArgs, target_concurrency: int) -> Recommendation:
@@ -203,17 +232,32 @@ def recommend(spec: ModelSpec, args: EngineArgs, target_concurrency: int) -> Rec
     if found:
         a, plan, o = found
         how = " + ".join(label for label, _ in o.changes(args)) or "as asked"
-        return Recommendation(target_concurrency, True, args.gpu, a.tensor_parallel_size, plan,
-                              serve_command(spec, a, plan, target_concurrency),
-                              f"on {o.gpus} x {args.gpu.name if args.gpu else 'the GPU'} ({how}): {tokens_text(plan)}" + note,
-                              a.pipeline_parallel_size)
+        return Recommendation(
+            target_concurrency,
+            True,
+            args.gpu,
+            a.tensor_parallel_size,
+            plan,
+            serve_command(spec, a, plan, target_concurrency),
+            f"on {o.gpus} x {args.gpu.name if args.gpu else 'the GPU'} ({how}): {tokens_text(plan)}" + note,
+            a.pipeline_parallel_size,
+        )
     choices = [(gpu.memory_bytes * tp, tp, gpu) for gpu in gpu_catalog().values() if gpu.cuda_total_bytes
                for tp in (1, 2, 4, 8) if _parallel_ok(spec, tp, 1)]
     for _, tp, gpu in sorted(choices, key=lambda c: (c[0], c[1])):
         a = replace(base, gpu=gpu, tensor_parallel_size=tp, gpu_memory_utilization=0.9)
         p = try_plan(spec, a)
         if p is not None and ok(p, target_concurrency):
-            return Recommendation(target_concurrency, True, gpu, tp, p, serve_command(spec, a, p, target_concurrency),
-                                  f"the chosen GPU cannot; smallest catalog option: {tp} x {gpu.display_name or gpu.name}: {tokens_text(p)}" + note)
+            return Recommendation(
+                target_concurrency,
+                True,
+                gpu,
+                tp,
+                p,
+                serve_command(spec, a, p, target_concurrency),
+                f"the chosen GPU cannot; smallest catalog option: {tp} x {gpu.display_name or gpu.name}: "
+                f"{tokens_text(p)}"
+                + note,
+            )
     return Recommendation(target_concurrency, False, None, 0, None, "",
                           f"no catalog GPU with TP <= 8 serves {target_concurrency} requests of this length" + note)

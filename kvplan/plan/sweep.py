@@ -35,7 +35,9 @@ def _blocks_per_request(groups, ctx: np.ndarray, mnbt: int) -> np.ndarray:
 
 def _one_request_bytes(groups, ctx: np.ndarray, mnbt: int) -> np.ndarray:
     """vLLM's "KV cache is needed" for one request of ctx tokens, summed over layers."""
-    return sum((g.layers * g.blocks_per_request(ctx, mnbt) * g.page_bytes for g in groups), np.zeros(ctx.shape, dtype=np.int64))
+    return sum(
+        (g.layers * g.blocks_per_request(ctx, mnbt) * g.page_bytes for g in groups), np.zeros(ctx.shape, dtype=np.int64)
+    )
 
 
 def _check_range(groups, ctx_max: int, conc_max: int, mnbt: int, block_bytes: int) -> None:
@@ -77,7 +79,9 @@ def sweep(spec: ModelSpec, *, ctx_tokens: Sequence[int], concurrency: Sequence[i
                     tokens = np.floor(max_conc * cc).astype(np.int64)
                 else:
                     min_block = min((g.block_size for g in groups), default=int(bs))  # hybrids: the raised block
-                    tokens = np.full(cc.shape, (plan.num_gpu_blocks // max(1, sum(g.count for g in groups))) * min_block)
+                    tokens = np.full(
+                        cc.shape, (plan.num_gpu_blocks // max(1, sum(g.count for g in groups))) * min_block
+                    )
                 one = _one_request_bytes(groups, cc, mnbt)
                 fits_one = (one <= plan.available_kv_cache_bytes) & (plan.available_kv_cache_bytes > 0)
                 frames.append(pd.DataFrame({

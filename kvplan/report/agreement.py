@@ -127,7 +127,9 @@ def agreements(result: RunResult) -> list[Agreement]:
         kind = kind_of(key)
         tol = tolerances.get(key, default_tolerance_pct(key, kind))
         err, status = judge(p, m, tol, result.complete, key not in LAYOUT)
-        rows.append(Agreement(key, kind, p, m, err, tol, "scenario gate" if key in tolerances else "report default", status))
+        rows.append(
+            Agreement(key, kind, p, m, err, tol, "scenario gate" if key in tolerances else "report default", status)
+        )
     rows += _at_measured_speed(result, rows)
     order = {"memory": 0, "schedule": 1, "timing": 2, "timing at measured speed": 3}
     return sorted(rows, key=lambda r: order[r.kind])  # stable: the registry's order within a kind
@@ -150,7 +152,9 @@ def _at_measured_speed(result: RunResult, rows: list[Agreement]) -> list[Agreeme
         if status in ("pass", "miss") and stored is not None and math.isfinite(stored):
             err = stored  # the number result.json holds; the same computation
             status = "pass" if abs(err) <= tol + 1e-9 else "miss"
-        out.append(Agreement(row.key, "timing at measured speed", scaled, row.measured, err, tol, "report default", status))
+        out.append(
+            Agreement(row.key, "timing at measured speed", scaled, row.measured, err, tol, "report default", status)
+        )
     return out
 
 

@@ -60,8 +60,17 @@ def ratio_figure(rows: Sequence[Agreement]) -> InlineFigure | None:
             ax.barh(yi, q - 1.0, left=1.0, height=0.5, color=color, zorder=2)
             ax.plot([q], [yi], marker="o", markersize=4, color=color, zorder=4)  # an exact row has no bar, still a dot
             if r.error_pct is not None:
-                ax.annotate(f"{r.error_pct:+.1f}%", (q, yi), xytext=(6 if q >= 1 else -6, 0), textcoords="offset points",
-                            ha="left" if q >= 1 else "right", va="center", fontsize=7, color=color, zorder=5)
+                ax.annotate(
+                    f"{r.error_pct:+.1f}%",
+                    (q, yi),
+                    xytext=(6 if q >= 1 else -6, 0),
+                    textcoords="offset points",
+                    ha="left" if q >= 1 else "right",
+                    va="center",
+                    fontsize=7,
+                    color=color,
+                    zorder=5,
+                )
         ax.axvline(1.0, color="black", linewidth=0.8, zorder=3)
         ax.set_xscale("log")
         values = [q for _, q in drawn]
@@ -73,7 +82,12 @@ def ratio_figure(rows: Sequence[Agreement]) -> InlineFigure | None:
         ax.set_xlabel("prediction error, (predicted − measured) ÷ measured, on a log scale of predicted ÷ measured "
                       "(grey: the row's tolerance)")
         ax.grid(axis="y", visible=False)
-        return inline_figure(fig, "prediction_ratio", "The prediction's error for every compared figure, on a log scale, "
-                       "coloured within (green) or outside (red) its tolerance",
-                       "Right of 0: kvplan predicted more than the run measured (slower, bigger); left: less. "
-                       "The same signed error as the table and the gate.", wide=False)
+        return inline_figure(
+            fig,
+            "prediction_ratio",
+            "The prediction's error for every compared figure, on a log scale, "
+            "coloured within (green) or outside (red) its tolerance",
+            "Right of 0: kvplan predicted more than the run measured (slower, bigger); left: less. "
+            "The same signed error as the table and the gate.",
+            wide=False,
+        )

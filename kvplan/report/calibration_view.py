@@ -16,7 +16,11 @@ def render_fit(console: Console, fit: LinearCostModel, problem: str | None = Non
     colour = "red" if problem else "green"
     console.print(f"fit quality: [{colour}]R² {fit.r2:.3f}[/{colour}]{spread} over {fit.num_samples} steps")
     machine = fit.machine or {}
-    ref = f"reference kernel {fit.reference_kernel_ms:.3f} ms" if fit.reference_kernel_ms else "reference kernel not timed"
+    ref = (
+        f"reference kernel {fit.reference_kernel_ms:.3f} ms"
+        if fit.reference_kernel_ms
+        else "reference kernel not timed"
+    )
     wait = f", CPU waits {100 * fit.cpu_wait_share:.0f}% of step time" if fit.cpu_wait_share is not None else ""
     console.print(escape(f"machine: {machine.get('cpu_model') or 'unknown CPU'}, {machine.get('cores')} cores, "
                          f"{fit.threads} threads, torch {machine.get('torch')}; {ref}{wait}"))

@@ -2,12 +2,11 @@
 its error when max_model_len does not fit, the ranked fixes and the recommended command."""
 from __future__ import annotations
 
-from rich.text import Text
-
 from collections.abc import Sequence
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from kvplan.plan.budget import CapacityPlan
 from kvplan.plan.explain import memory_shortfall
@@ -39,10 +38,12 @@ def render_capacity(console: Console, plan: CapacityPlan) -> None:
     t.add_row("− weights", _g(plan.weights_bytes), "'Model loading took'; TP/PP split, rotary cache")
     t.add_row("− peak activation", _g(plan.activation_bytes),
               f"profile run: {plan.max_num_batched_tokens:,} tokens, sampler {plan.max_num_seqs:,} × vocab fp32")
-    t.add_row("− non-torch", _g(plan.non_torch_bytes), "workspaces" + (" + NCCL/all-reduce buffers" if a.tensor_parallel_size > 1 else ""))
-    t.add_row(("− " if plan.cudagraph_subtracted else "  ") + "CUDA graphs", _g(plan.cudagraph_bytes),
-              "estimated and subtracted (v0.21+)" if plan.cudagraph_subtracted else
-              ("--enforce-eager" if a.enforce_eager else "captured after the KV cache: from the headroom, not subtracted"))
+    tp_buffers = " + NCCL/all-reduce buffers" if a.tensor_parallel_size > 1 else ""
+    t.add_row("− non-torch", _g(plan.non_torch_bytes), "workspaces" + tp_buffers)
+    graphs = "captured after the KV cache: from the headroom, not subtracted"
+    if plan.cudagraph_subtracted or a.enforce_eager:
+        graphs = "estimated and subtracted (v0.21+)" if plan.cudagraph_subtracted else "--enforce-eager"
+    t.add_row(("− " if plan.cudagraph_subtracted else "  ") + "CUDA graphs", _g(plan.cudagraph_bytes), graphs)
     t.add_row("= available KV cache", _g(plan.available_kv_cache_bytes), "")
     bind = plan.binding_stage
     t.add_row("block (all layers of a group)", f"{plan.block_bytes / 2**20:,.3f} MiB",
@@ -51,15 +52,22 @@ def render_capacity(console: Console, plan: CapacityPlan) -> None:
     t.add_row("num_gpu_blocks", f"{plan.num_gpu_blocks:,}", "floor(available / block), min over stages")
     console.print(t)
     if plan.defaulted:
-        console.print(f"  [dim]defaults chosen as vLLM would: {plan.defaults_rule}; max_model_len {plan.max_model_len:,}[/dim]")
+        console.print(
+            f"  [dim]defaults chosen as vLLM would: {plan.defaults_rule}; max_model_len {plan.max_model_len:,}[/dim]"
+        )
     for group in plan.groups:
         if len(plan.groups) > 1 or group.kind == "sliding":
             w = f" window {group.window_tokens:,}" if group.window_tokens else ""
-            console.print(f"  [dim]{group.count} {group.kind}{w} group(s), {group.layers} layers, block {group.block_size}[/dim]")
+            console.print(
+                f"  [dim]{group.count} {group.kind}{w} group(s), {group.layers} layers, block {group.block_size}[/dim]"
+            )
     if plan.fits:
         console.print(f"[green]Available KV cache memory: {plan.available_kv_cache_bytes / GIB:.2f} GiB[/green]")
         console.print(f"[green]GPU KV cache size: {plan.kv_cache_tokens:,} tokens[/green]")
-        console.print(f"[green]Maximum concurrency for {plan.max_model_len:,} tokens per request: {plan.max_concurrency:.2f}x[/green]")
+        console.print(
+            f"[green]Maximum concurrency for {plan.max_model_len:,} tokens per request: "
+            f"{plan.max_concurrency:.2f}x[/green]"
+        )
     else:
         console.print(Text(plan.error, style="bold red"), soft_wrap=True)  # vLLM's words: never markup
     for w in plan.warnings:

@@ -30,8 +30,17 @@ def _n(x: float | None, fmt: str = "{:,.0f}") -> str:
 
 def render_gpus(console: Console, gpus: list[GpuSpec], prices: dict[str, GpuPrice]) -> None:
     t = Table(title="GPU catalog (bundled)", header_style="bold")
-    for col in ("name", "aliases", "marketed GB", "CUDA total GiB", "BW GB/s", "BF16 TFLOPS", "FP8 TFLOPS", "$/GPU-h (list)",
-                "interconnect"):
+    for col in (
+        "name",
+        "aliases",
+        "marketed GB",
+        "CUDA total GiB",
+        "BW GB/s",
+        "BF16 TFLOPS",
+        "FP8 TFLOPS",
+        "$/GPU-h (list)",
+        "interconnect",
+    ):
         t.add_column(col)
     for g in gpus:
         price = prices.get(g.name)
@@ -64,15 +73,22 @@ def render_profile(console: Console, s: ModelSpec) -> None:
     t.add_column("field")
     t.add_column("value")
     rows = {
-        "hf_id": s.hf_id, "aliases": ", ".join(s.aliases), "source": public_source(s.source, f"kvplan/data/models/{s.name}.yaml"),
+        "hf_id": s.hf_id,
+        "aliases": ", ".join(s.aliases),
+        "source": public_source(s.source, f"kvplan/data/models/{s.name}.yaml"),
         "architecture": s.architecture,
-        "layers": s.num_layers, "attention": ", ".join(f"{n} {k}" for k, n in s.attention_kinds.items()),
-        "windows": ", ".join(sorted({str(l.window_tokens) for l in s.layers if l.window_tokens})) or "none",
-        "hidden / heads / kv heads / head_dim": f"{s.hidden_size} / {s.num_attention_heads} / {s.num_kv_heads} / {s.head_dim}",
+        "layers": s.num_layers,
+        "attention": ", ".join(f"{n} {k}" for k, n in s.attention_kinds.items()),
+        "windows": ", ".join(sorted({str(ln.window_tokens) for ln in s.layers if ln.window_tokens})) or "none",
+        "hidden / heads / kv heads / head_dim": (
+            f"{s.hidden_size} / {s.num_attention_heads} / {s.num_kv_heads} / {s.head_dim}"
+        ),
         "vocab / max_position_embeddings": f"{s.vocab_size} / {s.max_position_embeddings}",
-        "dtype (served)": s.dtype + (f" (config: {s.config_dtype})" if s.config_dtype and s.config_dtype != s.dtype else ""),
+        "dtype (served)": s.dtype
+        + (f" (config: {s.config_dtype})" if s.config_dtype and s.config_dtype != s.dtype else ""),
         "parameters": f"{s.params.total:,} (active {s.params.active:,})",
-        "weight quantization": s.quant.method, "weights": fmt_bytes(s.weights_bytes),
+        "weight quantization": s.quant.method,
+        "weights": fmt_bytes(s.weights_bytes),
         "KV per token (auto dtype)": f"{KvLayout.of(s).bytes_per_token():,} B",
     }
     for k, v in rows.items():

@@ -7,11 +7,21 @@ from rich.markup import escape
 from rich.table import Table
 
 from kvplan.plan.estimate import Estimate, Fit
-from kvplan.plan.kv import (KvLayout, compressed_bytes, has_paged_cache, kept_tokens, kv_heads_per_rank, layer_blocks, layer_bytes_per_token,
-                            pp_layer_range, state_bytes, state_page_bytes)
+from kvplan.plan.kv import (
+    KvLayout,
+    compressed_bytes,
+    has_paged_cache,
+    kept_tokens,
+    kv_heads_per_rank,
+    layer_blocks,
+    layer_bytes_per_token,
+    pp_layer_range,
+    state_bytes,
+    state_page_bytes,
+)
+from kvplan.report.capacity_view import render_capacity
 from kvplan.spec.encoder_params import encoder_family
 from kvplan.spec.layers import PER_TOKEN_KINDS
-from kvplan.report.capacity_view import render_capacity
 from kvplan.spec.model import LayerAttention
 from kvplan.units import fmt_bytes
 
@@ -44,17 +54,32 @@ def _window_lines(est: Estimate) -> list[str]:
             lines.append(f"{count} chunked-local layers (chunk {window:,}): keep at most their current chunk, "
                          f"min({L:,}, {window:,}) = {kept_tokens(kind, window, L):,} tokens")
         elif kind == "cross":
-            lines.append(f"{count} cross-attention layers: {window:,} encoder tokens per request, whatever the text length")
+            lines.append(
+                f"{count} cross-attention layers: {window:,} encoder tokens per request, whatever the text length"
+            )
         elif kind == "shared":
             lines.append(f"{count} KV-shared layers: read an earlier layer's K/V and hold none")
         elif kind == "sliding":
-            lines.append(f"{count} sliding layers (window {window:,}): keep min({L:,}, {window:,}) = {kept_tokens(kind, window, L):,} tokens"
-                         + (" in the window, and every compressed entry" if any(x.compress_ratio for x in est.spec.layers) else ""))
+            lines.append(
+                f"{count} sliding layers (window {window:,}): keep min({L:,}, {window:,}) = "
+                f"{kept_tokens(kind, window, L):,} tokens"
+                + (
+                    " in the window, and every compressed entry"
+                    if any(x.compress_ratio for x in est.spec.layers)
+                    else ""
+                )
+            )
         elif kind == "mla":
-            lines.append(f"{count} MLA layers: one {est.spec.layers[0].head_dim_k}-element latent per token "
-                         "(no separate V; the same latent on every TP rank)"
-                         + (f", plus the sparse-attention indexer's {est.spec.layers[0].indexer_bytes_per_token}-byte K "
-                            "per token" if est.spec.has_sparse_indexer else ""))
+            lines.append(
+                f"{count} MLA layers: one {est.spec.layers[0].head_dim_k}-element latent per token "
+                "(no separate V; the same latent on every TP rank)"
+                + (
+                    f", plus the sparse-attention indexer's {est.spec.layers[0].indexer_bytes_per_token}-byte K "
+                    "per token"
+                    if est.spec.has_sparse_indexer
+                    else ""
+                )
+            )
         else:
             lines.append(f"{count} {kind}-attention layers: keep all {L:,} tokens")
     return lines + _state_lines(est)
@@ -96,12 +121,26 @@ def _per_token_how(layers: list[LayerAttention], lay: KvLayout, tp: int) -> str:
         if layer.kind not in PER_TOKEN_KINDS:
             continue
         if layer.entry_bytes:  # DeepSeek-V4: a fixed fp8 entry in the window, compressed entries beside it
-            key = "{n} layers × " + f"{layer.entry_bytes} B fp8 entry" + (
-                f" + 1 × {layer.compressed_entry_bytes} B per {layer.compress_ratio} tokens" if layer.compress_ratio else "")
+            key = (
+                "{n} layers × "
+                + f"{layer.entry_bytes} B fp8 entry"
+                + (
+                    f" + 1 × {layer.compressed_entry_bytes} B per {layer.compress_ratio} tokens"
+                    if layer.compress_ratio
+                    else ""
+                )
+            )
         elif layer.kind == "mla" or layer.head_dim_v == layer.head_dim_k:
-            key = ("" if layer.kind == "mla" else "2 (K, V) × ") + "{n} layers × " + f"{_heads(layer, tp)} × {_elements(layer, lay)}"
+            key = (
+                ("" if layer.kind == "mla" else "2 (K, V) × ")
+                + "{n} layers × "
+                + f"{_heads(layer, tp)} × {_elements(layer, lay)}"
+            )
         else:
-            key = "{n} layers × " + f"{_heads(layer, tp)} × ({layer.head_dim_k} + {layer.head_dim_v}) × {lay.kv_dtype.bits / 8:g} B"
+            key = (
+                "{n} layers × "
+                + f"{_heads(layer, tp)} × ({layer.head_dim_k} + {layer.head_dim_v}) × {lay.kv_dtype.bits / 8:g} B"
+            )
         terms[key] = terms.get(key, 0) + 1
     return " + ".join(k.format(n=n) for k, n in terms.items()) or "no layer caches tokens (attention-free)"
 
@@ -116,8 +155,14 @@ def _request_how(layers: list[LayerAttention], lay: KvLayout, tokens: int, tp: i
         key = (layer.kind, layer_blocks(layer, tokens, bs), layer_bytes_per_token(layer, lay.kv_dtype, tp))
         groups[key] = groups.get(key, 0) + 1
     n_state = sum(1 for layer in layers if layer.state is not None)
-    state = (f" + state: {n_state} layers × {lay.state_copies} × {state_page_bytes(lay.spec, bs, lay.kv_dtype, tp):,} B "
-             "(one page per state layer, padded as vLLM pads it)") if n_state else ""
+    state = (
+        (
+            f" + state: {n_state} layers × {lay.state_copies} × {state_page_bytes(lay.spec, bs, lay.kv_dtype, tp):,} B "
+            "(one page per state layer, padded as vLLM pads it)"
+        )
+        if n_state
+        else ""
+    )
     compressed = sum(compressed_bytes(layer, tokens, bs) for layer in layers)
     if compressed:
         state += f" + compressed caches {compressed:,} B ({-(-tokens // bs):,} blocks of entries per 4 or 128 tokens)"
@@ -136,16 +181,27 @@ def _token_rows(t: Table, est: Estimate) -> None:
     t.add_row("KV per token (whole model)", _b(lay.bytes_per_token()), _per_token_how(list(spec.layers), lay, 1))
     if lay.tp > 1 or lay.pp > 1:
         stage = f" (busiest of {lay.pp} pipeline stages)" if lay.pp > 1 else ""
-        t.add_row("KV per token (per GPU)", _b(lay.bytes_per_token_per_gpu()), _per_token_how(_stage_layers(lay), lay, lay.tp) + stage)
+        t.add_row(
+            "KV per token (per GPU)",
+            _b(lay.bytes_per_token_per_gpu()),
+            _per_token_how(_stage_layers(lay), lay, lay.tp) + stage,
+        )
     everywhere = lay.bytes_per_token_all_gpus()
     if everywhere != lay.bytes_per_token():
         per_rank = everywhere // lay.tp
         t.add_row(f"KV per token (all {lay.tp * lay.pp} GPUs)", _b(everywhere),
                   f"{lay.tp} TP ranks × {per_rank:,} B: each rank keeps its own copy of the replicated "
                   + ("MLA latent" if spec.is_mla else "KV heads"))
-    t.add_row(f"KV per block ({lay.block_size} tokens, per GPU)", _b(lay.bytes_per_block()),
-              f"{lay.block_size} tokens × {lay.bytes_per_token_per_gpu():,} B (KV per token per GPU)"
-              + (": vLLM raises the block size until one attention page holds a state" if spec.has_state and lay.bytes_per_token() else ""))
+    t.add_row(
+        f"KV per block ({lay.block_size} tokens, per GPU)",
+        _b(lay.bytes_per_block()),
+        f"{lay.block_size} tokens × {lay.bytes_per_token_per_gpu():,} B (KV per token per GPU)"
+        + (
+            ": vLLM raises the block size until one attention page holds a state"
+            if spec.has_state and lay.bytes_per_token()
+            else ""
+        ),
+    )
     if spec.has_state:
         n = sum(1 for layer in spec.layers if layer.state is not None)
         t.add_row("state per request (whole model, fixed)", _b(lay.state_bytes_per_request()),
@@ -159,17 +215,27 @@ def _request_rows(t: Table, est: Estimate) -> None:
               _request_how(list(est.spec.layers), lay, L, 1))
     per_gpu = lay.request_bytes_per_gpu(L)
     if lay.tp > 1 or lay.pp > 1:
-        t.add_row(f"KV per request @ {L:,} tokens (paged, per GPU)", _b(per_gpu), _request_how(_stage_layers(lay), lay, L, lay.tp))
+        t.add_row(
+            f"KV per request @ {L:,} tokens (paged, per GPU)",
+            _b(per_gpu),
+            _request_how(_stage_layers(lay), lay, L, lay.tp),
+        )
     if est.kv_bytes_per_request_all_full != est.kv_bytes_per_request_exact:
         t.add_row("  if every layer were full attention", _b(est.kv_bytes_per_request_all_full),
                   f"{L:,} tokens × {lay.bytes_per_token():,} B: what window-blind calculators say")
     saving = n * est.kv_bytes_per_request - est.kv_bytes_total
     prefix = f", {est.prefix_tokens:,}-token shared prefix" if est.prefix_tokens else ""
-    t.add_row(f"KV total {n} × {L:,} (paged{prefix}, whole model)", _b(est.kv_bytes_total),
-              f"{n} × {est.kv_bytes_per_request:,} B" + (f" − {saving:,} B of prefix blocks stored once" if saving else ""))
+    t.add_row(
+        f"KV total {n} × {L:,} (paged{prefix}, whole model)",
+        _b(est.kv_bytes_total),
+        f"{n} × {est.kv_bytes_per_request:,} B" + (f" − {saving:,} B of prefix blocks stored once" if saving else ""),
+    )
     contiguous = lay.contiguous_request_bytes(est.max_model_len)
-    t.add_row(f"KV total contiguous {n} × max_model_len {est.max_model_len:,} (whole model)", _b(est.kv_bytes_total_contiguous),
-              f"{n} × {contiguous:,} B: traditional preallocation reserves max_model_len per request")
+    t.add_row(
+        f"KV total contiguous {n} × max_model_len {est.max_model_len:,} (whole model)",
+        _b(est.kv_bytes_total_contiguous),
+        f"{n} × {contiguous:,} B: traditional preallocation reserves max_model_len per request",
+    )
 
 
 def _weights_how(est: Estimate) -> str:
@@ -186,7 +252,11 @@ def _weights_base_how(est: Estimate) -> str:
     if spec.checkpoint_weights_bytes and spec.checkpoint_weights_bytes != spec.params.total * spec.dtype_bytes:
         return f"bytes of the checkpoint's weight files ({spec.params.total:,} params)"
     if spec.quant.method != "none":
-        return f"{spec.params.total:,} params, {spec.quant.method}: linear layers at {spec.quant.linear_bits_x100 / 100:g} bits, the rest × {spec.dtype_bytes} B"
+        bits = spec.quant.linear_bits_x100 / 100
+        return (
+            f"{spec.params.total:,} params, {spec.quant.method}: linear layers at {bits:g} bits, "
+            f"the rest × {spec.dtype_bytes} B"
+        )
     return f"{spec.params.total:,} params × {spec.dtype_bytes} B ({spec.dtype})"
 
 
@@ -217,8 +287,12 @@ def _verdict(est: Estimate, f: Fit) -> str:
 
 def _fit_table(est: Estimate, f: Fit) -> Table:
     """Whether the batch fits the GPU's KV budget, and the largest concurrency and context that do."""
-    g = Table(title=f"{est.concurrency} × {est.ctx_tokens:,} tokens on {(f.gpu.display_name or f.gpu.name) if f.gpu else 'any GPU (--kv-cache-memory-bytes)'}: {_verdict(est, f)}",
-              show_header=True, header_style="bold")
+    where = (f.gpu.display_name or f.gpu.name) if f.gpu else 'any GPU (--kv-cache-memory-bytes)'
+    g = Table(
+        title=f"{est.concurrency} × {est.ctx_tokens:,} tokens on {where}: {_verdict(est, f)}",
+        show_header=True,
+        header_style="bold",
+    )
     g.add_column("per GPU")
     g.add_column("value", justify="right")
     g.add_column("how", style="dim")
@@ -232,9 +306,15 @@ def _fit_table(est: Estimate, f: Fit) -> Table:
               fmt_bytes(f.kv_needed_bytes_per_gpu), f"{n} × {per:,} B (one request's share of a GPU)"
               + (f" − {shared:,} B of prefix blocks stored once" if shared else ""))
     replicas = f" × {dp} replicas" if dp > 1 else ""
-    g.add_row(f"largest concurrency at {est.ctx_tokens:,} tokens", f"{f.max_concurrency_at_ctx:,}",
-              (f"whole requests: floor({f.kv_available_bytes_per_gpu:,} B / {per:,} B){replicas}" if not est.prefix_tokens
-               else f"whole requests whose blocks fit, the shared prefix stored once{replicas}"))
+    g.add_row(
+        f"largest concurrency at {est.ctx_tokens:,} tokens",
+        f"{f.max_concurrency_at_ctx:,}",
+        (
+            f"whole requests: floor({f.kv_available_bytes_per_gpu:,} B / {per:,} B){replicas}"
+            if not est.prefix_tokens
+            else f"whole requests whose blocks fit, the shared prefix stored once{replicas}"
+        ),
+    )
     if f.vllm_concurrency_note:
         g.add_row(f"vLLM 'Maximum concurrency' at {f.capacity.max_model_len:,}", f"{f.capacity.max_concurrency:.2f}x",
                   escape(f.vllm_concurrency_note))
@@ -251,7 +331,12 @@ def _variants_table(est: Estimate) -> Table:
         v.add_column("fits")
         v.add_column("largest concurrency", justify="right")
     for var in est.variants:
-        row = [var.label, fmt_bytes(var.kv_bytes_per_token), fmt_bytes(var.kv_bytes_per_request), fmt_bytes(var.kv_bytes_total)]
+        row = [
+            var.label,
+            fmt_bytes(var.kv_bytes_per_token),
+            fmt_bytes(var.kv_bytes_per_request),
+            fmt_bytes(var.kv_bytes_total),
+        ]
         if est.fit:
             row += ["yes" if var.fits else "no", f"{var.max_concurrency_at_ctx:,}"]
         v.add_row(*row)

@@ -20,9 +20,17 @@ from kvplan.files import write_text_atomic
 from kvplan.report.agreement import Agreement, agreements
 from kvplan.report.formatting import describe, fmt, fmt_pct, setting_text
 from kvplan.report.jinja import render_template
-from kvplan.stress.figures import (FIGURES, LATENCIES, LATENCY_TITLES, SLO_TO_METRIC, figure_value,
-                                   percentile_word, prediction_key, unit_of)
 from kvplan.report.verdict import Verdict, build_verdict
+from kvplan.stress.figures import (
+    FIGURES,
+    LATENCIES,
+    LATENCY_TITLES,
+    SLO_TO_METRIC,
+    figure_value,
+    percentile_word,
+    prediction_key,
+    unit_of,
+)
 from kvplan.stress.result import RunResult
 from kvplan.stress.scenario import Scenario
 
@@ -83,19 +91,44 @@ def _prediction_table(result: RunResult, rows: Sequence[Agreement]) -> tuple[Tab
         err = (fmt_pct(r.error_pct) if r.error_pct is not None else "measured 0" if r.status == "miss"
                else r.status if r.status in ("incomplete", "not measured") else "—")
         measured = "not measured" if m is None else fmt(m, r.unit)
-        out.append(Row((r.kind, r.label, fmt(p, r.unit), measured, err, f"±{r.tolerance_pct:g}%" + ("" if r.tolerance_from == "scenario gate" else "*"),
-                        STATUS_TEXT.get(r.status, r.status)), STATUS_CLASS.get(r.status, "na")))
+        out.append(
+            Row(
+                (
+                    r.kind,
+                    r.label,
+                    fmt(p, r.unit),
+                    measured,
+                    err,
+                    f"±{r.tolerance_pct:g}%" + ("" if r.tolerance_from == "scenario gate" else "*"),
+                    STATUS_TEXT.get(r.status, r.status),
+                ),
+                STATUS_CLASS.get(r.status, "na"),
+            )
+        )
         if r.kind in ("memory", "timing") and p is not None and m is not None and r.unit in ("bytes", "ms") \
                 and r.key not in ("kv_pool_bytes", "bytes_per_block"):
             scale = MIB if r.unit == "bytes" else 1.0
-            bars.append(BarRow(r.key.removesuffix("_bytes").removesuffix("_ms"), p / scale, m / scale, "MiB" if r.unit == "bytes" else "ms"))
+            bars.append(
+                BarRow(
+                    r.key.removesuffix("_bytes").removesuffix("_ms"),
+                    p / scale,
+                    m / scale,
+                    "MiB" if r.unit == "bytes" else "ms",
+                )
+            )
     speed = figure_value(result.metrics, "machine_speed_ratio")
-    note = ("error % = (predicted − measured) / measured, the convention of `kvplan stress` and of result.json's "
-            "normalized_error_pct; a row is within when |error %| is at most its tolerance. "
-            + (f"'at measured speed': the prediction scaled by this run's machine speed ({speed:.2f}x the calibrated "
-               "step time: times multiplied, rates divided), separating a slow machine from a wrong model. " if speed else "")
-            + "Tolerances: the scenario's gate.prediction where it names the figure, else (*) the report's defaults: "
-            "pool layout exact, peaks 5%, schedule 10%, wall-clock timing 50%, timing at measured speed 25%.")
+    note = (
+        "error % = (predicted − measured) / measured, the convention of `kvplan stress` and of result.json's "
+        "normalized_error_pct; a row is within when |error %| is at most its tolerance. "
+        + (
+            f"'at measured speed': the prediction scaled by this run's machine speed ({speed:.2f}x the calibrated "
+            "step time: times multiplied, rates divided), separating a slow machine from a wrong model. "
+            if speed
+            else ""
+        )
+        + "Tolerances: the scenario's gate.prediction where it names the figure, else (*) the report's defaults: "
+        "pool layout exact, peaks 5%, schedule 10%, wall-clock timing 50%, timing at measured speed 25%."
+    )
     header = ("kind", "figure", "predicted", "measured", "error % (pred − meas) / meas", "tolerance", "verdict")
     return Table("Prediction vs measurement", header, tuple(out), note), bars
 
@@ -122,10 +155,15 @@ def _throughput_table(result: RunResult) -> Table:
     header = ("figure", *groups)
     rows = tuple(Row((k, *(fmt(g.get(k), unit_of(k)) for g in groups.values()))) for k in THROUGHPUT_KEYS
                  if any(g.get(k) is not None for g in groups.values()))
-    return Table("Throughput", header, rows, "Per-class throughputs divide by the whole run's duration, so they add up. "
-                 "max_concurrent_requests (vLLM's name) counts requests in flight as the client saw them: sent and not "
-                 "finished, queued ones included, so it reaches the closed loop's concurrency or the arrivals' backlog; "
-                 "peak_running_requests counts those the engine ran in one step, capped by max_num_seqs and the KV pool.")
+    return Table(
+        "Throughput",
+        header,
+        rows,
+        "Per-class throughputs divide by the whole run's duration, so they add up. "
+        "max_concurrent_requests (vLLM's name) counts requests in flight as the client saw them: sent and not "
+        "finished, queued ones included, so it reaches the closed loop's concurrency or the arrivals' backlog; "
+        "peak_running_requests counts those the engine ran in one step, capped by max_num_seqs and the KV pool.",
+    )
 
 
 def _goodput_table(result: RunResult, scenario: Scenario | None) -> Table:
@@ -138,14 +176,35 @@ def _goodput_table(result: RunResult, scenario: Scenario | None) -> Table:
         key = f"p{word}_{SLO_TO_METRIC[name]}_ms"
         value = figure_value(result.metrics, key)
         ok = None if value is None else value <= limit
-        rows.append(Row((f"{name} at p{word}", fmt(limit, "ms"), fmt(value, "ms"), {None: "—", True: "met", False: "MISSED"}[ok]),
-                        "" if ok is None else ("pass" if ok else "fail")))
+        rows.append(
+            Row(
+                (
+                    f"{name} at p{word}",
+                    fmt(limit, "ms"),
+                    fmt(value, "ms"),
+                    {None: "—", True: "met", False: "MISSED"}[ok],
+                ),
+                "" if ok is None else ("pass" if ok else "fail"),
+            )
+        )
     groups = {"all": result.metrics, **result.per_class}
     for gname, g in groups.items():
-        rows.append(Row((f"good requests ({gname})", "", f"{fmt(g.get('good_requests'))} of {fmt(g.get('num_requests'))}",
-                         f"{fmt(g.get('goodput_ratio'), 'ratio')} · {fmt(g.get('request_goodput'), 'req/s')}")))
-    note = ("A request is good when every SLO holds for it (ITL: its own p" + word + " gap). "
-            f"Run verdict: {'all SLOs met' if result.metrics.get('slo_met') else 'SLO missed' if result.metrics.get('slo_met') is False else 'n/a'}.")
+        rows.append(
+            Row(
+                (
+                    f"good requests ({gname})",
+                    "",
+                    f"{fmt(g.get('good_requests'))} of {fmt(g.get('num_requests'))}",
+                    f"{fmt(g.get('goodput_ratio'), 'ratio')} · {fmt(g.get('request_goodput'), 'req/s')}",
+                )
+            )
+        )
+    slo_met = result.metrics.get('slo_met')
+    verdict = 'all SLOs met' if slo_met else 'SLO missed' if slo_met is False else 'n/a'
+    note = (
+        "A request is good when every SLO holds for it (ITL: its own p" + word + " gap). "
+        f"Run verdict: {verdict}."
+    )
     return Table("Goodput against the SLO", ("SLO", "limit", "measured", "verdict"), tuple(rows), note)
 
 
@@ -153,23 +212,47 @@ def _settings_tables(result: RunResult, scenario: Scenario | None) -> dict[str, 
     sc = result.scenario
     engine = dict(sc.get("engine") or {})
     if engine.get("allocator", result.allocator) != result.allocator:  # `--allocator both` runs one scenario twice
-        engine["allocator"] = f"{result.allocator} (this run, by --allocator; the scenario file says {engine['allocator']})"
-    settings = Table("Engine settings", ("setting", "value"), tuple(Row((k, setting_text(k, v))) for k, v in engine.items()))
+        engine["allocator"] = (
+            f"{result.allocator} (this run, by --allocator; the scenario file says {engine['allocator']})"
+        )
+    settings = Table(
+        "Engine settings", ("setting", "value"), tuple(Row((k, setting_text(k, v))) for k, v in engine.items())
+    )
     classes = (sc.get("workload") or {}).get("classes") or []
-    workload = Table("Workload", ("class", "weight", "prompt tokens", "output tokens", "shared prefix"),
-                     tuple(Row((str(c.get("name", "")), describe(c.get("weight", "")), describe(c.get("prompt_tokens", "")),
-                                describe(c.get("output_tokens", "")), describe(c.get("shared_prefix", "—"))))
-                           for c in classes if isinstance(c, Mapping)),
-                     " · ".join(f"{k}: {describe(sc[k])}" for k in ("arrival", "num_requests", "duration_s",
-                                                                       "warmup_requests", "seed", "slo") if k in sc))
+    workload = Table(
+        "Workload",
+        ("class", "weight", "prompt tokens", "output tokens", "shared prefix"),
+        tuple(
+            Row(
+                (
+                    str(c.get("name", "")),
+                    describe(c.get("weight", "")),
+                    describe(c.get("prompt_tokens", "")),
+                    describe(c.get("output_tokens", "")),
+                    describe(c.get("shared_prefix", "—")),
+                )
+            )
+            for c in classes
+            if isinstance(c, Mapping)
+        ),
+        " · ".join(
+            f"{k}: {describe(sc[k])}"
+            for k in ("arrival", "num_requests", "duration_s", "warmup_requests", "seed", "slo")
+            if k in sc
+        ),
+    )
     env = result.environment.model_dump()
     environment = Table("Environment", ("", ""), tuple(Row((k, fmt(v))) for k, v in env.items() if v is not None))
     tables = {"settings": settings, "workload": workload, "environment": environment}
     cost = result.prediction.get("cost_model")
     if isinstance(cost, Mapping) and cost:
-        tables["cost_model"] = Table("Cost model of the prediction", ("", ""), tuple(Row((str(k), describe(v))) for k, v in cost.items()))
+        tables["cost_model"] = Table(
+            "Cost model of the prediction", ("", ""), tuple(Row((str(k), describe(v))) for k, v in cost.items())
+        )
     if result.server_info:
-        tables["server"] = Table("Server", ("", ""), tuple(Row((str(k), describe(v))) for k, v in result.server_info.items()))
+        tables["server"] = Table(
+            "Server", ("", ""), tuple(Row((str(k), describe(v))) for k, v in result.server_info.items())
+        )
     return tables
 
 
@@ -229,16 +312,30 @@ def build_comparison(paged: RunResult, contiguous: RunResult, anchor: str) -> Co
     rows = []
     for key in ALLOCATOR_ROWS:
         unit = unit_of(key)
-        vals = [figure_value(r.prediction, prediction_key(key)) for r in (paged, contiguous)] + [figure_value(r.metrics, key) for r in (paged, contiguous)]
+        vals = [figure_value(r.prediction, prediction_key(key)) for r in (paged, contiguous)] + [
+            figure_value(r.metrics, key) for r in (paged, contiguous)
+        ]
         if all(v is None for v in vals):
             continue
         pp, cp, pm, cm = vals
         ratio = "—" if pm is None or cm in (None, 0) else f"{pm / cm:.2f}x"
         rows.append(Row((key, fmt(pp, unit), fmt(pm, unit), fmt(cp, unit), fmt(cm, unit), ratio)))
-    table = Table("Paged vs contiguous on the same KV memory",
-                  ("figure", "paged predicted", "paged measured", "contiguous predicted", "contiguous measured", "paged / contiguous"),
-                  tuple(rows), "Contiguous preallocation reserves max_model_len per request; paged allocates blocks as tokens arrive.")
-    return ComparisonView(anchor, paged.scenario_name, table, allocator_figure({"paged": paged, "contiguous": contiguous}))
+    table = Table(
+        "Paged vs contiguous on the same KV memory",
+        (
+            "figure",
+            "paged predicted",
+            "paged measured",
+            "contiguous predicted",
+            "contiguous measured",
+            "paged / contiguous",
+        ),
+        tuple(rows),
+        "Contiguous preallocation reserves max_model_len per request; paged allocates blocks as tokens arrive.",
+    )
+    return ComparisonView(
+        anchor, paged.scenario_name, table, allocator_figure({"paged": paged, "contiguous": contiguous})
+    )
 
 
 def _group(results: Sequence[RunResult]) -> list[tuple[str, dict[str, RunResult]]]:
@@ -257,7 +354,7 @@ def render_report(results: Sequence[RunResult]) -> str:
     if not results:
         raise KvplanError("no results to report")
     sections, comparisons, n = [], [], 0
-    for scenario_name, by_alloc in _group(results):
+    for _scenario, by_alloc in _group(results):
         if {"paged", "contiguous"} <= set(by_alloc):
             comparisons.append(build_comparison(by_alloc["paged"], by_alloc["contiguous"], f"cmp{len(comparisons)}"))
         for r in by_alloc.values():
@@ -266,7 +363,9 @@ def render_report(results: Sequence[RunResult]) -> str:
     names = list(dict.fromkeys(r.scenario_name for r in results))
     title = "kvplan report: " + ", ".join(names)
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    return render_template("report.html.j2", title=title, sections=sections, comparisons=comparisons, generated=generated)
+    return render_template(
+        "report.html.j2", title=title, sections=sections, comparisons=comparisons, generated=generated
+    )
 
 
 def write_report(results: Sequence[RunResult], path: str | Path) -> Path:

@@ -20,8 +20,8 @@ import numpy as np
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 
-from kvplan.stress.result import RunResult
 from kvplan.stress.record import RequestRecord
+from kvplan.stress.result import RunResult
 
 MAX_POINTS = 1200  # per line; min+max bucketing keeps the peaks
 CDF_POINTS = 300
@@ -69,7 +69,9 @@ def time_buckets(t_s: Sequence[float], values: Sequence[float], max_points: int 
     return sorted(keep)
 
 
-def decimate(t_s: Sequence[float], values: Sequence[float], max_points: int = MAX_POINTS) -> tuple[np.ndarray, np.ndarray]:
+def decimate(
+    t_s: Sequence[float], values: Sequence[float], max_points: int = MAX_POINTS
+) -> tuple[np.ndarray, np.ndarray]:
     """At most ~max_points points, min and max per time bucket (see `time_buckets`)."""
     t, y = np.asarray(t_s, dtype=float), np.asarray(values, dtype=float)
     keep = time_buckets(t, y, max_points)
@@ -113,7 +115,9 @@ def clock_map(result: RunResult) -> ClockMap:
     """Stretch the predicted timeline to end where the measured one ends (engine timeline, else
     the server's samples); x1 when either is missing."""
     predicted = [float(t) for t in _series(result.prediction.get("timeline") or [], "t_s")[0]]
-    measured = [s.t_s for s in result.timeline] or [float(d["t_s"]) for d in result.server_telemetry if d.get("t_s") is not None]
+    measured = [s.t_s for s in result.timeline] or [
+        float(d["t_s"]) for d in result.server_telemetry if d.get("t_s") is not None
+    ]
     if not predicted or not measured or max(predicted) <= 0 or max(measured) <= 0:
         return ClockMap(1.0)
     return ClockMap(max(measured) / max(predicted))
@@ -154,7 +158,14 @@ def kv_memory_figure(result: RunResult) -> InlineFigure | None:
                         label="server kv_cache_usage_perc x pool")
             else:
                 ax2 = ax.twinx()
-                ax2.plot(*server, color=COLORS[2], linewidth=1.2, marker=".", markersize=3, label="server kv_cache_usage_perc")
+                ax2.plot(
+                    *server,
+                    color=COLORS[2],
+                    linewidth=1.2,
+                    marker=".",
+                    markersize=3,
+                    label="server kv_cache_usage_perc",
+                )
                 ax2.set_ylim(0, 1.05)
                 ax2.grid(False)
                 ax2.set_ylabel("server KV usage (fraction)")
@@ -166,9 +177,13 @@ def kv_memory_figure(result: RunResult) -> InlineFigure | None:
         ax.set_ylim(bottom=0)
         # with a second y axis on the right, the legends go below the plot instead
         ax.legend(**(OUTSIDE if pool or not server[0].size else {"loc": "upper left", "bbox_to_anchor": (0.0, -0.2)}))
-        return inline_figure(fig, "kv_memory", "KV cache bytes in use over time, predicted vs measured, with the pool size",
-                       "Measured: engine block accounting per step. Predicted: the planner's simulation, its clock "
-                       f"stretched x{clock.factor:.3g} to end with the run, so the shapes line up.")
+        return inline_figure(
+            fig,
+            "kv_memory",
+            "KV cache bytes in use over time, predicted vs measured, with the pool size",
+            "Measured: engine block accounting per step. Predicted: the planner's simulation, its clock "
+            f"stretched x{clock.factor:.3g} to end with the run, so the shapes line up.",
+        )
 
 
 def engine_load_figure(result: RunResult) -> InlineFigure | None:
@@ -188,7 +203,11 @@ def engine_load_figure(result: RunResult) -> InlineFigure | None:
     if not any(v[0].size for v in (*lines.values(), *preempt.values())):
         return None
     colors = {"running": COLORS[0], "waiting": COLORS[3]}
-    styles = {"measured": {"linewidth": 1.2}, "predicted": PREDICTED_STYLE, "server": {"linewidth": 1.0, "linestyle": ":"}}
+    styles = {
+        "measured": {"linewidth": 1.2},
+        "predicted": PREDICTED_STYLE,
+        "server": {"linewidth": 1.0, "linestyle": ":"},
+    }
     with rc_context(RC):
         fig = Figure(figsize=(9.5, 4.6))
         top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [2.2, 1]})
@@ -294,7 +313,9 @@ def prediction_bars_figure(rows: Sequence[BarRow]) -> InlineFigure | None:
                 ax.set_ylim(min(positive) / 2, max(positive) * 2)
             ax.set_ylabel(unit + (" (log scale)" if ax.get_yscale() == "log" else ""))
         axes[-1].legend(**OUTSIDE)
-        return inline_figure(fig, "prediction_bars", "Bars of predicted vs measured figures, latencies on a log scale", wide=False)
+        return inline_figure(
+            fig, "prediction_bars", "Bars of predicted vs measured figures, latencies on a log scale", wide=False
+        )
 
 
 def allocator_figure(results: dict[str, RunResult]) -> InlineFigure | None:
@@ -323,4 +344,6 @@ def allocator_figure(results: dict[str, RunResult]) -> InlineFigure | None:
             ax.set_xlabel("time since run start (s)")
             ax.set_ylim(bottom=0)
         right.legend(**OUTSIDE)
-        return inline_figure(fig, "allocators", "Paged vs contiguous allocator: running requests and KV memory over time")
+        return inline_figure(
+            fig, "allocators", "Paged vs contiguous allocator: running requests and KV memory over time"
+        )

@@ -7,25 +7,63 @@ from rich.console import Console
 from rich.table import Table
 
 SECTIONS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
-    ("", (("Successful requests:", "completed", "d"), ("Maximum request concurrency:", "client_max_concurrency", "d"),
-          ("Benchmark duration (s):", "duration", ".2f"), ("Total input tokens:", "total_input_tokens", "d"),
-          ("Total generated tokens:", "total_output_tokens", "d"), ("Request throughput (req/s):", "request_throughput", ".2f"),
-          ("Output token throughput (tok/s):", "output_throughput", ".2f"),
-          ("Total Token throughput (tok/s):", "total_token_throughput", ".2f"))),
-    ("Time to First Token", (("Mean TTFT (ms):", "mean_ttft_ms", ".2f"), ("Median TTFT (ms):", "median_ttft_ms", ".2f"),
-                             ("P99 TTFT (ms):", "p99_ttft_ms", ".2f"))),
-    ("Time per Output Token (excl. 1st token)", (("Mean TPOT (ms):", "mean_tpot_ms", ".2f"),
-                                                 ("Median TPOT (ms):", "median_tpot_ms", ".2f"),
-                                                 ("P99 TPOT (ms):", "p99_tpot_ms", ".2f"))),
-    ("Inter-token Latency", (("Mean ITL (ms):", "mean_itl_ms", ".2f"), ("Median ITL (ms):", "median_itl_ms", ".2f"),
-                             ("P99 ITL (ms):", "p99_itl_ms", ".2f"))),
-    ("End-to-end Latency", (("Mean E2EL (ms):", "mean_e2el_ms", ".2f"), ("Median E2EL (ms):", "median_e2el_ms", ".2f"),
-                            ("P99 E2EL (ms):", "p99_e2el_ms", ".2f"))),
-    ("KV cache (kvplan)", (("GPU KV blocks:", "num_gpu_blocks", "d"), ("KV cache tokens:", "kv_cache_tokens", "d"),
-                           ("Max concurrency at max_model_len:", "max_concurrency", ".2f"),
-                           ("Peak KV blocks used:", "peak_kv_blocks", "d"), ("Peak KV usage:", "peak_kv_usage", ".1%"),
-                           ("Peak running requests:", "peak_running_requests", "d"),
-                           ("Preemptions:", "num_preemptions", "d"))),
+    (
+        "",
+        (
+            ("Successful requests:", "completed", "d"),
+            ("Maximum request concurrency:", "client_max_concurrency", "d"),
+            ("Benchmark duration (s):", "duration", ".2f"),
+            ("Total input tokens:", "total_input_tokens", "d"),
+            ("Total generated tokens:", "total_output_tokens", "d"),
+            ("Request throughput (req/s):", "request_throughput", ".2f"),
+            ("Output token throughput (tok/s):", "output_throughput", ".2f"),
+            ("Total Token throughput (tok/s):", "total_token_throughput", ".2f"),
+        ),
+    ),
+    (
+        "Time to First Token",
+        (
+            ("Mean TTFT (ms):", "mean_ttft_ms", ".2f"),
+            ("Median TTFT (ms):", "median_ttft_ms", ".2f"),
+            ("P99 TTFT (ms):", "p99_ttft_ms", ".2f"),
+        ),
+    ),
+    (
+        "Time per Output Token (excl. 1st token)",
+        (
+            ("Mean TPOT (ms):", "mean_tpot_ms", ".2f"),
+            ("Median TPOT (ms):", "median_tpot_ms", ".2f"),
+            ("P99 TPOT (ms):", "p99_tpot_ms", ".2f"),
+        ),
+    ),
+    (
+        "Inter-token Latency",
+        (
+            ("Mean ITL (ms):", "mean_itl_ms", ".2f"),
+            ("Median ITL (ms):", "median_itl_ms", ".2f"),
+            ("P99 ITL (ms):", "p99_itl_ms", ".2f"),
+        ),
+    ),
+    (
+        "End-to-end Latency",
+        (
+            ("Mean E2EL (ms):", "mean_e2el_ms", ".2f"),
+            ("Median E2EL (ms):", "median_e2el_ms", ".2f"),
+            ("P99 E2EL (ms):", "p99_e2el_ms", ".2f"),
+        ),
+    ),
+    (
+        "KV cache (kvplan)",
+        (
+            ("GPU KV blocks:", "num_gpu_blocks", "d"),
+            ("KV cache tokens:", "kv_cache_tokens", "d"),
+            ("Max concurrency at max_model_len:", "max_concurrency", ".2f"),
+            ("Peak KV blocks used:", "peak_kv_blocks", "d"),
+            ("Peak KV usage:", "peak_kv_usage", ".1%"),
+            ("Peak running requests:", "peak_running_requests", "d"),
+            ("Preemptions:", "num_preemptions", "d"),
+        ),
+    ),
 )
 
 
@@ -58,29 +96,64 @@ def render_plan(console: Console, answer: dict[str, Any]) -> None:
                          f"({w['random_input_len']} in / {w['random_output_len']} out); "
                          f"P{answer['slo']['percentile']:g} TTFT <= {answer['slo']['ttft_ms']} ms, "
                          f"TPOT <= {answer['slo']['tpot_ms']} ms"))
-    for col in ("GPU", "tp (x dp)", "weights", "KV", "replicas", "GPUs", "goodput req/s per replica", "TTFT ms", "TPOT ms", "$/h, all GPUs"):
+    for col in (
+        "GPU",
+        "tp (x dp)",
+        "weights",
+        "KV",
+        "replicas",
+        "GPUs",
+        "goodput req/s per replica",
+        "TTFT ms",
+        "TPOT ms",
+        "$/h, all GPUs",
+    ):
         table.add_column(col, justify="right" if col not in ("GPU", "weights", "KV") else "left")
     for c in answer["configs"]:
-        width = str(c["tp"]) + (f" x dp{c['dp']}" + (" EP" if c.get("expert_parallel") else "") if c.get("dp", 1) > 1 else "")
-        table.add_row(c["gpu"], width, c["quantization"] or "auto", c["kv_cache_dtype"], str(c["replicas"]),
-                      str(c["total_gpus"]), f"{c['goodput_req_per_s']:.1f}", f"{c['ttft_ms']:.0f}", f"{c['tpot_ms']:.1f}",
-                      "-" if c.get("usd_per_hour") is None else f"{c['usd_per_hour']:.2f}")
+        width = str(c["tp"]) + (
+            f" x dp{c['dp']}" + (" EP" if c.get("expert_parallel") else "") if c.get("dp", 1) > 1 else ""
+        )
+        table.add_row(
+            c["gpu"],
+            width,
+            c["quantization"] or "auto",
+            c["kv_cache_dtype"],
+            str(c["replicas"]),
+            str(c["total_gpus"]),
+            f"{c['goodput_req_per_s']:.1f}",
+            f"{c['ttft_ms']:.0f}",
+            f"{c['tpot_ms']:.1f}",
+            "-" if c.get("usd_per_hour") is None else f"{c['usd_per_hour']:.2f}",
+        )
     console.print(table)
-    console.print("goodput: the most requests/s one replica (one vllm serve, its data-parallel ranks included) serves "
-                  "within the SLOs; TTFT and TPOT: predicted at the requested rate, spread over the replicas", highlight=False)
+    console.print(
+        "goodput: the most requests/s one replica (one vllm serve, its data-parallel ranks included) serves "
+        "within the SLOs; TTFT and TPOT: predicted at the requested rate, spread over the replicas",
+        highlight=False,
+    )
     priced = {c["gpu"]: c for c in answer["configs"]}
     for dataset in sorted({c["usd_per_hour_dataset"] for c in priced.values() if c.get("usd_per_hour_dataset")}):
         console.print(f"[dim]$/h list prices: {dataset}[/dim]", soft_wrap=True, highlight=False)
     for gpu, c in priced.items():  # where each GPU's price comes from, or that it has none
-        how = (f"${c['usd_per_gpu_hour']:.3f} per GPU-hour, {c['usd_per_hour_source']}" if c.get("usd_per_hour_source") else
-               f"no list price (no AWS EC2 instance carries it); --price {gpu}=USD ranks it by cost")
+        how = (
+            f"${c['usd_per_gpu_hour']:.3f} per GPU-hour, {c['usd_per_hour_source']}"
+            if c.get("usd_per_hour_source")
+            else f"no list price (no AWS EC2 instance carries it); --price {gpu}=USD ranks it by cost"
+        )
         console.print(f"[dim]$/h {gpu}: {how}[/dim]", soft_wrap=True, highlight=False)
     for c in answer["configs"]:
-        console.print(f"[dim]{c['gpu']} x{c['total_gpus']} ({c['replicas']} replica(s) of {c['total_gpus'] // c['replicas']} GPU(s)):[/dim] "
-                      f"{c['vllm_serve']}", soft_wrap=True, highlight=False)
+        console.print(
+            f"[dim]{c['gpu']} x{c['total_gpus']} ({c['replicas']} replica(s) of {c['total_gpus'] // c['replicas']} "
+            "GPU(s)):[/dim] "
+            f"{c['vllm_serve']}",
+            soft_wrap=True,
+            highlight=False,
+        )
 
 
-def render_comparison(console: Console, rows: list[tuple[str, float, float, float | None]], title: str, failed: int) -> None:
+def render_comparison(
+    console: Console, rows: list[tuple[str, float, float, float | None]], title: str, failed: int
+) -> None:
     """predict --vllm-result: vLLM's keys, predicted, measured, and the signed error."""
     table = Table(title=f"predicted vs measured: {title}")
     for col in ("metric", "predicted", "measured", "error"):

@@ -20,7 +20,9 @@ def render_comparison(console: Console, result: RunResult) -> None:
     t = Table(title=f"{result.scenario_name} ({result.allocator}): predicted vs measured", header_style="bold")
     at_speed = {r.key: r for r in rows if r.kind == "timing at measured speed"}
     speed_tol = next(iter(at_speed.values())).tolerance_pct if at_speed else 0.0
-    cols = ("metric", "predicted", "measured", "error", "tolerance") + ((f"at measured speed (±{speed_tol:g}%)",) if at_speed else ())
+    cols = ("metric", "predicted", "measured", "error", "tolerance") + (
+        (f"at measured speed (±{speed_tol:g}%)",) if at_speed else ()
+    )
     for col in cols:
         t.add_column(col, justify="left" if col == "metric" else "right")
     for r in rows:
@@ -52,10 +54,12 @@ def _judged(r: Agreement) -> Text:
 def render_allocators(console: Console, paged: RunResult, contiguous: RunResult) -> None:
     pc, cc = paged.metrics["peak_running_requests"], contiguous.metrics["peak_running_requests"]
     pt, ct = paged.metrics.get("output_throughput"), contiguous.metrics.get("output_throughput")
-    console.print(f"[bold]paged vs contiguous on the same {paged.metrics['kv_pool_bytes']:,} B pool:[/bold] "
-                  f"peak running requests {pc} vs {cc} ({pc / max(cc, 1):.1f}x; predicted "
-                  f"{paged.prediction['peak_running_requests']} vs {contiguous.prediction['peak_running_requests']}), "
-                  f"output throughput {fmt(pt, 'tok/s')} vs {fmt(ct, 'tok/s')}" + (f" ({pt / ct:.2f}x)" if pt and ct else ""))
+    console.print(
+        f"[bold]paged vs contiguous on the same {paged.metrics['kv_pool_bytes']:,} B pool:[/bold] "
+        f"peak running requests {pc} vs {cc} ({pc / max(cc, 1):.1f}x; predicted "
+        f"{paged.prediction['peak_running_requests']} vs {contiguous.prediction['peak_running_requests']}), "
+        f"output throughput {fmt(pt, 'tok/s')} vs {fmt(ct, 'tok/s')}" + (f" ({pt / ct:.2f}x)" if pt and ct else "")
+    )
 
 
 def render_failure(console: Console, result: RunResult) -> None:

@@ -87,9 +87,15 @@ def _speed_sentence(result: RunResult) -> str | None:
     if ratio is None or not math.isfinite(ratio) or ratio <= 0:
         return None
     if ratio > SLOW:
-        text = f"This machine ran {ratio:.1f}x slower than calibrated (engine steps took {ratio:.2f}x the cost model's time)"
+        text = (
+            f"This machine ran {ratio:.1f}x slower than calibrated "
+            f"(engine steps took {ratio:.2f}x the cost model's time)"
+        )
     elif ratio < FAST:
-        text = f"This machine ran {1 / ratio:.1f}x faster than calibrated (engine steps took {ratio:.2f}x the cost model's time)"
+        text = (
+            f"This machine ran {1 / ratio:.1f}x faster than calibrated "
+            f"(engine steps took {ratio:.2f}x the cost model's time)"
+        )
     else:
         text = f"This machine ran at its calibrated speed (engine steps took {ratio:.2f}x the cost model's time)"
     wait = figure_value(m, "cpu_wait_share")
@@ -97,8 +103,10 @@ def _speed_sentence(result: RunResult) -> str | None:
         text += f"; the engine waited for a CPU {100 * wait:.0f}% of its step time: the machine was contended"
     ref, eng = figure_value(m, "reference_slowdown"), figure_value(m, "engine_speed_ratio")
     if ref and eng:
-        text += (f"; measured apart from the engine, the machine was {slower_or_faster(ref)} than when calibrated and the "
-                 f"engine took {eng:.2f}x the model's time beyond that")
+        text += (
+            f"; measured apart from the engine, the machine was {slower_or_faster(ref)} than when calibrated and the "
+            f"engine took {eng:.2f}x the model's time beyond that"
+        )
     return text + "."
 
 
@@ -108,8 +116,11 @@ def _timing_sentences(result: RunResult, s: dict[str, dict[str, list[Agreement]]
     if not raw["judged"]:
         return [], ""
     if not raw["missed"]:
-        out = [f"Timing matched the prediction: {len(raw['judged'])} of {len(raw['judged'])} within {_tol_text(raw['judged'])} "
-               f"({_within_text(raw['judged'])})."]
+        out = [
+            f"Timing matched the prediction: {len(raw['judged'])} of {len(raw['judged'])} within "
+            f"{_tol_text(raw['judged'])} "
+            f"({_within_text(raw['judged'])})."
+        ]
         if norm["missed"]:  # matched only because the machine's speed offset the model's error
             out.append(f"But at measured speed {len(norm['missed'])} of {len(norm['judged'])} miss "
                        f"{_tol_text(norm['missed'])} (" + ", ".join(_rescaled(norm["missed"])) + "): the model is off, "
@@ -128,15 +139,25 @@ def _timing_sentences(result: RunResult, s: dict[str, dict[str, list[Agreement]]
         modest = f" (a modest {ratio:.2f}x, enough to cross these tolerances)" if FAST <= ratio <= SLOW else ""
         return out + [f"Likely cause: the machine's speed{modest}, not the model."], "machine speed"
     missed = norm["missed"]
-    out.append(f"Even at measured speed, {len(missed)} of {len(norm['judged'])} timing figures miss {_tol_text(missed)}: "
-               + ", ".join(_rescaled(missed)) + "."
-               + (f" Within tolerance after rescaling: {_within_text(norm['passed'])}." if norm["passed"] else ""))
+    out.append(
+        f"Even at measured speed, {len(missed)} of {len(norm['judged'])} timing figures miss {_tol_text(missed)}: "
+        + ", ".join(_rescaled(missed))
+        + "."
+        + (f" Within tolerance after rescaling: {_within_text(norm['passed'])}." if norm["passed"] else "")
+    )
     if FAST <= ratio <= SLOW:
-        return out + ["Likely cause: the model (cost model or simulated schedule), not the machine, which ran at its calibrated speed."], "model"
+        return out + [
+            "Likely cause: the model (cost model or simulated schedule), not the machine, which ran at its calibrated "
+            "speed."
+        ], "model"
     if all(r.error_pct is not None and abs(r.error_pct) <= 2 * r.tolerance_pct for r in missed):
-        return out + ["Likely cause: mostly the machine's speed; the model is a little off (within twice the tolerance) "
-                      "for the figures that still miss."], "machine speed, model slightly off"
-    return out + ["Likely cause: the machine's speed explains part of it, the model (cost model or simulated schedule) the rest."], "machine and model"
+        return out + [
+            "Likely cause: mostly the machine's speed; the model is a little off (within twice the tolerance) "
+            "for the figures that still miss."
+        ], "machine speed, model slightly off"
+    return out + [
+        "Likely cause: the machine's speed explains part of it, the model (cost model or simulated schedule) the rest."
+    ], "machine and model"
 
 
 def build_verdict(result: RunResult, rows: list[Agreement] | None = None) -> Verdict:
@@ -146,8 +167,10 @@ def build_verdict(result: RunResult, rows: list[Agreement] | None = None) -> Ver
     if not result.complete:
         sentences.append("This run was interrupted: only the pool layout is judged; figures that depend on the whole "
                          "workload read 'incomplete'.")
-    for name, kind, why in (("Memory", "memory", "a planner error: machine speed does not change bytes"),
-                            ("Schedule", "schedule", "the simulated schedule; on a closed loop it also follows timing")):
+    for name, kind, why in (
+        ("Memory", "memory", "a planner error: machine speed does not change bytes"),
+        ("Schedule", "schedule", "the simulated schedule; on a closed loop it also follows timing"),
+    ):
         sentence = _kind_sentence(name, s[kind], why)
         if sentence:
             sentences.append(sentence)

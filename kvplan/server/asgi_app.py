@@ -28,10 +28,17 @@ from kvplan.engine.sampling_params import SamplingParams
 from kvplan.errors import KvplanError
 from kvplan.server.engine_loop import EngineLoop, ErrorEvent, TokenEvent, now_s
 from kvplan.server.limits import MAX_JSON_DEPTH, ServeLimits
-from kvplan.server.prometheus_metrics import ServerMetrics
 from kvplan.server.middleware import ApiKeyMiddleware, BodyLimitMiddleware, exception_handlers, json_error
-from kvplan.server.protocol import (Api, ChunkMaker, GenerationRequest, ProtocolError, parse_json_body, parse_request,
-                                    sse)
+from kvplan.server.prometheus_metrics import ServerMetrics
+from kvplan.server.protocol import (
+    Api,
+    ChunkMaker,
+    GenerationRequest,
+    ProtocolError,
+    parse_json_body,
+    parse_request,
+    sse,
+)
 from kvplan.server.tokenizer import TextTokenizer
 
 

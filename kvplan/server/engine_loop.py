@@ -106,10 +106,14 @@ class EngineLoop:
     def healthy(self) -> bool:
         return self.dead_reason is None and self._thread.is_alive() and not self._stopping.is_set()
 
-    def submit(self, request_id: str, prompt_token_ids: tuple[int, ...], params: Any, arrival_time_s: float) -> asyncio.Queue:
+    def submit(
+        self, request_id: str, prompt_token_ids: tuple[int, ...], params: Any, arrival_time_s: float
+    ) -> asyncio.Queue:
         """Queue a request (call from a coroutine); its events arrive on the returned queue."""
         events: asyncio.Queue = asyncio.Queue()
-        self._commands.put(_Add(request_id, prompt_token_ids, params, arrival_time_s, asyncio.get_running_loop(), events))
+        self._commands.put(
+            _Add(request_id, prompt_token_ids, params, arrival_time_s, asyncio.get_running_loop(), events)
+        )
         return events
 
     def abort(self, request_id: str) -> None:

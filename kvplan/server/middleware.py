@@ -25,7 +25,9 @@ from kvplan.server.limits import OPEN_PATHS
 from kvplan.server.protocol import ProtocolError
 
 
-def json_error(status: int, message: str, *, close: bool = False, headers: dict[str, str] | None = None) -> JSONResponse:
+def json_error(
+    status: int, message: str, *, close: bool = False, headers: dict[str, str] | None = None
+) -> JSONResponse:
     """The OpenAI-shaped error response every 4xx/5xx of the server uses (see ProtocolError.body)."""
     extra = dict(headers or {})
     if close:
@@ -42,7 +44,9 @@ def _header(scope: Scope, name: bytes) -> bytes | None:
 
 def _may_have_body(scope: Scope) -> bool:
     length = _header(scope, b"content-length")
-    return _header(scope, b"transfer-encoding") is not None or (length is not None and length.strip() not in (b"", b"0"))
+    return _header(scope, b"transfer-encoding") is not None or (
+        length is not None and length.strip() not in (b"", b"0")
+    )
 
 
 def _key_digest(key: bytes) -> bytes:
@@ -141,7 +145,9 @@ class BodyLimitMiddleware:
             await json_error(413, too_large, close=True)(scope, receive, send)
             return
         except asyncio.TimeoutError:
-            await json_error(408, f"the request body did not arrive within {self.timeout_s:g} s", close=True)(scope, receive, send)
+            await json_error(408, f"the request body did not arrive within {self.timeout_s:g} s", close=True)(
+                scope, receive, send
+            )
             return
         if body is not None:  # else the client is gone: nobody to answer
             await self.app(scope, _replay(body, receive), send)

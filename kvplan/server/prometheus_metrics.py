@@ -63,12 +63,22 @@ class CacheConfigInfo:
         """vLLM's CacheConfig field names (the subset kvplan has a value for) and `engine`."""
         tokens = self.num_gpu_blocks * self.block_size
         concurrency = tokens / self.max_model_len if self.max_model_len else None
-        return {"block_size": str(self.block_size), "gpu_memory_utilization": str(self.gpu_memory_utilization),
-                "cache_dtype": self.cache_dtype, "is_attention_free": "False", "num_gpu_blocks_override": "None",
-                "sliding_window": str(self.sliding_window), "enable_prefix_caching": str(self.enable_prefix_caching),
-                "prefix_caching_hash_algo": "sha256", "num_gpu_blocks": str(self.num_gpu_blocks), "num_cpu_blocks": "None",
-                "kv_cache_size_tokens": str(tokens), "kv_cache_max_concurrency": str(concurrency),
-                "kv_cache_memory_bytes": str(self.kv_cache_memory_bytes), "engine": "0"}
+        return {
+            "block_size": str(self.block_size),
+            "gpu_memory_utilization": str(self.gpu_memory_utilization),
+            "cache_dtype": self.cache_dtype,
+            "is_attention_free": "False",
+            "num_gpu_blocks_override": "None",
+            "sliding_window": str(self.sliding_window),
+            "enable_prefix_caching": str(self.enable_prefix_caching),
+            "prefix_caching_hash_algo": "sha256",
+            "num_gpu_blocks": str(self.num_gpu_blocks),
+            "num_cpu_blocks": "None",
+            "kv_cache_size_tokens": str(tokens),
+            "kv_cache_max_concurrency": str(concurrency),
+            "kv_cache_memory_bytes": str(self.kv_cache_memory_bytes),
+            "engine": "0",
+        }
 
 
 class _Unexposed:
@@ -81,7 +91,9 @@ class _Unexposed:
 class ServerMetrics:
     """The registry plus typed handles; `observe_step` and `observe_output` feed it."""
 
-    def __init__(self, model_name: str, cache: CacheConfigInfo, engine_index: str = "0", max_model_len: int | None = None) -> None:
+    def __init__(
+        self, model_name: str, cache: CacheConfigInfo, engine_index: str = "0", max_model_len: int | None = None
+    ) -> None:
         self.registry = CollectorRegistry()
         self._label_names = ["model_name", "engine"]
         self._names = (model_name, engine_index)
@@ -103,8 +115,12 @@ class ServerMetrics:
         return Histogram(name, doc, self._label_names, buckets=buckets, registry=self.registry).labels(*self._names)
 
     def _scheduler_metrics(self, cache: CacheConfigInfo) -> None:
-        self.num_requests_running = self._gauge("vllm:num_requests_running", "Number of requests in model execution batches.")
-        self.num_requests_waiting = self._gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.")
+        self.num_requests_running = self._gauge(
+            "vllm:num_requests_running", "Number of requests in model execution batches."
+        )
+        self.num_requests_waiting = self._gauge(
+            "vllm:num_requests_waiting", "Number of requests waiting to be processed."
+        )
         self.num_requests_swapped = _Unexposed()
         self.kv_cache_usage_perc = self._gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")
         self.kv_bytes_in_use = self._gauge("kvplan:kv_cache_bytes_in_use", "KV-cache bytes held by used blocks.")
@@ -119,7 +135,9 @@ class ServerMetrics:
     def _counters(self) -> None:
         c = self._counter
         self.num_preemptions = c("vllm:num_preemptions", "Cumulative number of preemption from the engine.")
-        self.prefix_cache_queries = c("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.")
+        self.prefix_cache_queries = c(
+            "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens."
+        )
         self.prefix_cache_hits = c("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.")
         # no KV connector and no multi-modal input here: these stay at 0, present as in vLLM
         c("vllm:external_prefix_cache_queries", "External prefix cache queries from KV connector cross-instance cache "
@@ -138,25 +156,41 @@ class ServerMetrics:
     def _token_histograms(self, max_model_len: int) -> None:
         h, tokens = self._histogram, buckets_1_2_5(max_model_len)
         self.request_prompt_tokens = h("vllm:request_prompt_tokens", "Number of prefill tokens processed.", tokens)
-        self.request_generation_tokens = h("vllm:request_generation_tokens", "Number of generation tokens processed.", tokens)
+        self.request_generation_tokens = h(
+            "vllm:request_generation_tokens", "Number of generation tokens processed.", tokens
+        )
         self.iteration_tokens = h("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
                                   ITERATION_TOKEN_BUCKETS)
         self.max_num_generation_tokens = h("vllm:request_max_num_generation_tokens",
                                            "Histogram of maximum number of requested generation tokens.", tokens)
         self.params_n = h("vllm:request_params_n", "Histogram of the n request parameter.", N_BUCKETS)
-        self.params_max_tokens = h("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", tokens)
+        self.params_max_tokens = h(
+            "vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", tokens
+        )
 
     def _time_histograms(self) -> None:
         h, lat = self._histogram, REQUEST_LATENCY_BUCKETS_S
-        self.ttft_s = h("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS_S)
-        self.itl_s = h("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", ITL_BUCKETS_S)
+        self.ttft_s = h(
+            "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS_S
+        )
+        self.itl_s = h(
+            "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", ITL_BUCKETS_S
+        )
         self.tpot_s = h("vllm:request_time_per_output_token_seconds",
                         "Histogram of time_per_output_token_seconds per request.", ITL_BUCKETS_S)
         self.e2e_s = h("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", lat)
-        self.queue_s = h("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", lat)
-        self.inference_s = h("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", lat)
-        self.prefill_s = h("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", lat)
-        self.decode_s = h("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", lat)
+        self.queue_s = h(
+            "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", lat
+        )
+        self.inference_s = h(
+            "vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", lat
+        )
+        self.prefill_s = h(
+            "vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", lat
+        )
+        self.decode_s = h(
+            "vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", lat
+        )
 
     # --- updates ----------------------------------------------------------------------------------
     def observe_step(self, stats: EngineStats) -> None:

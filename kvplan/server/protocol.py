@@ -78,7 +78,9 @@ def parse_json_body(raw: bytes, max_depth: int) -> Any:
         try:
             json.dumps(body, ensure_ascii=False).encode("utf-8")  # pairs were joined by the parse; lone ones fail
         except UnicodeEncodeError:
-            raise ProtocolError(400, "the request body holds a lone UTF-16 surrogate (\\uD800-\\uDFFF): not valid Unicode") from None
+            raise ProtocolError(
+                400, "the request body holds a lone UTF-16 surrogate (\\uD800-\\uDFFF): not valid Unicode"
+            ) from None
     return body
 
 
@@ -150,8 +152,12 @@ def unsupported_parameters(body: dict[str, Any], api: Api) -> list[str]:
 
 def _context_error(max_model_len: int, prompt_tokens: int) -> ProtocolError:
     """vLLM's words for a prompt that leaves no room for an output token."""
-    return ProtocolError(400, f"This model's maximum context length is {max_model_len} tokens. However, your request has "
-                              f"{prompt_tokens} input tokens. Please reduce the length of the input messages.", "messages")
+    return ProtocolError(
+        400,
+        f"This model's maximum context length is {max_model_len} tokens. However, your request has "
+        f"{prompt_tokens} input tokens. Please reduce the length of the input messages.",
+        "messages",
+    )
 
 
 def _check_prompt_bytes(body: dict[str, Any], api: Api, tokenizer: TextTokenizer, max_model_len: int) -> None:
@@ -160,16 +166,28 @@ def _check_prompt_bytes(body: dict[str, Any], api: Api, tokenizer: TextTokenizer
         return
     if api == "chat":
         messages = body.get("messages")
-        text = messages_text(messages) if isinstance(messages, list) and all(isinstance(m, dict) for m in messages) else ""
+        text = (
+            messages_text(messages) if isinstance(messages, list) and all(isinstance(m, dict) for m in messages) else ""
+        )
     else:
         prompt = body.get("prompt")
-        text = prompt if isinstance(prompt, str) else prompt[0] if isinstance(prompt, list) and prompt and isinstance(prompt[0], str) else ""
+        text = (
+            prompt
+            if isinstance(prompt, str)
+            else prompt[0]
+            if isinstance(prompt, list) and prompt and isinstance(prompt[0], str)
+            else ""
+        )
     limit_bytes = max_model_len * tokenizer.max_token_bytes
     if len(text) * 4 > limit_bytes and len(text.encode("utf-8", "surrogatepass")) > limit_bytes:
-        raise ProtocolError(400, f"This model's maximum context length is {max_model_len} tokens. However, your prompt has "
-                                 f"{len(text.encode('utf-8', 'surrogatepass'))} bytes of text, more than {max_model_len} tokens "
-                                 f"of this tokenizer can hold ({tokenizer.max_token_bytes} bytes each at most). "
-                                 "Please reduce the length of the input messages.", "messages" if api == "chat" else "prompt")
+        raise ProtocolError(
+            400,
+            f"This model's maximum context length is {max_model_len} tokens. However, your prompt has "
+            f"{len(text.encode('utf-8', 'surrogatepass'))} bytes of text, more than {max_model_len} tokens "
+            f"of this tokenizer can hold ({tokenizer.max_token_bytes} bytes each at most). "
+            "Please reduce the length of the input messages.",
+            "messages" if api == "chat" else "prompt",
+        )
 
 
 def _number(body: dict[str, Any], key: str, default: float, lo: float, hi: float, *, lo_open: bool = False) -> float:
@@ -180,7 +198,9 @@ def _number(body: dict[str, Any], key: str, default: float, lo: float, hi: float
     in_range = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
         and (lo < value if lo_open else lo <= value) and value <= hi
     if not in_range:
-        raise ProtocolError(400, f"{key} must be a number in {'(' if lo_open else '['}{lo:g}, {hi:g}], got {reprlib.repr(value)}", key)
+        raise ProtocolError(
+            400, f"{key} must be a number in {'(' if lo_open else '['}{lo:g}, {hi:g}], got {reprlib.repr(value)}", key
+        )
     return float(value)
 
 
@@ -247,8 +267,12 @@ def parse_request(body: Any, api: Api, *, served_model_name: str, tokenizer: Tex
         raise ProtocolError(404, f"The model `{model}` does not exist.", "model")
     unsupported = unsupported_parameters(body, api)
     if unsupported:
-        raise ProtocolError(400, f"unsupported parameters: {', '.join(unsupported)} (kvplan serve returns one choice of "
-                                 "generated text, without log-probabilities, echo or suffix)", unsupported[0])
+        raise ProtocolError(
+            400,
+            f"unsupported parameters: {', '.join(unsupported)} (kvplan serve returns one choice of "
+            "generated text, without log-probabilities, echo or suffix)",
+            unsupported[0],
+        )
     _check_prompt_bytes(body, api, tokenizer, max_model_len)
     try:
         ids = _prompt_ids(body, api, tokenizer, vocab_size, max_model_len)
@@ -265,9 +289,13 @@ def parse_request(body: Any, api: Api, *, served_model_name: str, tokenizer: Tex
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
         raise ProtocolError(400, f"{key} must be a positive integer, got {reprlib.repr(max_tokens)}", key)
     if len(ids) + max_tokens > max_model_len:  # vLLM's message
-        raise ProtocolError(400, f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's maximum "
-                                 f"context length is {max_model_len} tokens and your request has {len(ids)} input tokens "
-                                 f"({max_tokens} > {max_model_len} - {len(ids)}).", key)
+        raise ProtocolError(
+            400,
+            f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's maximum "
+            f"context length is {max_model_len} tokens and your request has {len(ids)} input tokens "
+            f"({max_tokens} > {max_model_len} - {len(ids)}).",
+            key,
+        )
     seed = body.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise ProtocolError(400, f"seed must be an integer, got {reprlib.repr(seed)}", "seed")
@@ -278,11 +306,19 @@ def parse_request(body: Any, api: Api, *, served_model_name: str, tokenizer: Tex
     if options is not None and not isinstance(options, dict):
         raise ProtocolError(400, f"stream_options must be an object, got {reprlib.repr(options)}", "stream_options")
     return GenerationRequest(
-        api=api, prompt_token_ids=ids, max_tokens=max_tokens,
-        temperature=_number(body, "temperature", 1.0, 0.0, 2.0), top_p=_number(body, "top_p", 1.0, 0.0, 1.0, lo_open=True),
-        top_k=_top_k(body, vocab_size), min_p=_number(body, "min_p", 0.0, 0.0, 1.0),
-        seed=seed, ignore_eos=_flag(body, "ignore_eos"), stop_token_ids=_token_ids(stop_ids, vocab_size),
-        stream=_flag(body, "stream"), include_usage=_flag(options or {}, "include_usage"))
+        api=api,
+        prompt_token_ids=ids,
+        max_tokens=max_tokens,
+        temperature=_number(body, "temperature", 1.0, 0.0, 2.0),
+        top_p=_number(body, "top_p", 1.0, 0.0, 1.0, lo_open=True),
+        top_k=_top_k(body, vocab_size),
+        min_p=_number(body, "min_p", 0.0, 0.0, 1.0),
+        seed=seed,
+        ignore_eos=_flag(body, "ignore_eos"),
+        stop_token_ids=_token_ids(stop_ids, vocab_size),
+        stream=_flag(body, "stream"),
+        include_usage=_flag(options or {}, "include_usage"),
+    )
 
 
 # --- responses ---------------------------------------------------------------------------------
@@ -313,13 +349,19 @@ class ChunkMaker:
 
     def role_chunk(self) -> dict[str, Any]:
         """Chat streams open with the assistant role and empty content, as OpenAI's do."""
-        return {**self._head("chat.completion.chunk"),
-                "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}]}
+        return {
+            **self._head("chat.completion.chunk"),
+            "choices": [
+                {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+            ],
+        }
 
     def token_chunk(self, text: str, finish_reason: str | None) -> dict[str, Any]:
         if self.api == "chat":
-            return {**self._head("chat.completion.chunk"),
-                    "choices": [{"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": finish_reason}]}
+            return {
+                **self._head("chat.completion.chunk"),
+                "choices": [{"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": finish_reason}],
+            }
         return {**self._head("text_completion"),
                 "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}]}
 
@@ -331,7 +373,11 @@ class ChunkMaker:
         if self.api == "chat":
             choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
                                       "finish_reason": finish_reason}
-            return {**self._head("chat.completion"), "choices": [choice], "usage": usage(prompt_tokens, completion_tokens)}
+            return {
+                **self._head("chat.completion"),
+                "choices": [choice],
+                "usage": usage(prompt_tokens, completion_tokens),
+            }
         return {**self._head("text_completion"),
                 "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}],
                 "usage": usage(prompt_tokens, completion_tokens)}

@@ -15,10 +15,15 @@ from kvplan.server.tokenizer import load_tokenizer
 def build_context(engine: LLMEngine, model: str, served_model_name: str | None) -> ServeContext:
     name = served_model_name or model
     cfg = engine.config
-    cache = CacheConfigInfo(num_gpu_blocks=engine.num_gpu_blocks, block_size=cfg.block_size,
-                            cache_dtype=engine.kv_cache_dtype, enable_prefix_caching=cfg.enable_prefix_caching,
-                            gpu_memory_utilization=cfg.gpu_memory_utilization, kv_cache_memory_bytes=engine.kv_cache_bytes,
-                            max_model_len=engine.max_model_len)
+    cache = CacheConfigInfo(
+        num_gpu_blocks=engine.num_gpu_blocks,
+        block_size=cfg.block_size,
+        cache_dtype=engine.kv_cache_dtype,
+        enable_prefix_caching=cfg.enable_prefix_caching,
+        gpu_memory_utilization=cfg.gpu_memory_utilization,
+        kv_cache_memory_bytes=engine.kv_cache_bytes,
+        max_model_len=engine.max_model_len,
+    )
     metrics = ServerMetrics(name, cache)
     loop = EngineLoop(engine, metrics)
     return ServeContext(loop=loop, metrics=metrics, tokenizer=load_tokenizer(model, engine.vocab_size),
@@ -36,7 +41,9 @@ def check_bindable(host: str, port: int) -> None:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError, ValueError) as exc:
-        raise KvplanError(f"--host {host!r} does not resolve to an address ({exc}); e.g. 127.0.0.1 or 0.0.0.0") from None
+        raise KvplanError(
+            f"--host {host!r} does not resolve to an address ({exc}); e.g. 127.0.0.1 or 0.0.0.0"
+        ) from None
     family, kind, proto, _, addr = infos[0]
     try:
         with socket.socket(family, kind, proto) as sock:
@@ -74,7 +81,8 @@ def serve(model: str, config: EngineConfig, *, host: str, port: int, served_mode
     limits = limits or ServeLimits()
     check_bindable(host, port)  # before loading the model or saying "serving on"
     _startup_warnings(host, limits)
-    prometheus_client.disable_created_metrics()  # no `_created` series: vLLM's /metrics has none either; this process only serves
+    # no `_created` series: vLLM's /metrics has none either; this process only serves
+    prometheus_client.disable_created_metrics()
     engine = LLMEngine.from_model(model, config, seed=seed)  # unknown names raise a one-line error
     ctx = build_context(engine, model, served_model_name)
     ctx.loop.start()

@@ -153,7 +153,9 @@ def chat_ids(rendered: Any) -> list[int]:
 def load_tokenizer(model: str, vocab_size: int) -> TextTokenizer:
     """The model directory's own tokenizer when it has one, else the word tokenizer."""
     path = Path(model).expanduser()
-    has_files = path.is_dir() and any((path / f).exists() for f in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model"))
+    has_files = path.is_dir() and any(
+        (path / f).exists() for f in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
+    )
     if has_files:
         try:
             from transformers import AutoTokenizer

@@ -2,14 +2,15 @@
 
 Headers and the index are read as untrusted input: a header length is checked against a sane
 limit (and the file's size) before anything is read, the JSON must have the documented shape
-(pydantic models of a header entry and of the index), and byte counts must be whole numbers in range. Anything else is one `ConfigError` line naming the file.
+(pydantic models of a header entry and of the index), and byte counts must be whole numbers in range. Anything else is
+one `ConfigError` line naming the file.
 """
 from __future__ import annotations
 
 import json
 import struct
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
@@ -39,7 +40,7 @@ class _Tensor(BaseModel):
 
 class _IndexMetadata(BaseModel):
     model_config = ConfigDict(extra="allow")
-    total_size: Optional[_WHOLE_BYTES] = None  # type: ignore[valid-type]
+    total_size: _WHOLE_BYTES | None = None  # type: ignore[valid-type]
 
     @field_validator("total_size", mode="before")
     @classmethod
@@ -52,7 +53,7 @@ class _Index(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     metadata: _IndexMetadata = Field(default_factory=_IndexMetadata)
-    weight_map: Optional[dict[str, str]] = None
+    weight_map: dict[str, str] | None = None
 
 
 _HEADER = TypeAdapter(dict[str, _Tensor])
@@ -110,6 +111,8 @@ def checkpoint_bytes(directory: Path) -> int | None:
     if files:
         total = sum(header_bytes(f) for f in files)
         if total > MAX_WEIGHT_BYTES:
-            raise ConfigError(f"{directory}: safetensors headers add up to {total:,} bytes; more than {MAX_WEIGHT_BYTES:,}")
+            raise ConfigError(
+                f"{directory}: safetensors headers add up to {total:,} bytes; more than {MAX_WEIGHT_BYTES:,}"
+            )
         return total
     return None

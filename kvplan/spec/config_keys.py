@@ -13,14 +13,42 @@ from kvplan.spec.config_schema import SCHEMA_KEYS
 from kvplan.spec.families import family_of
 
 # read by family rules outside the schema (tests/architecture checks each appears in kvplan's source)
-READ_ELSEWHERE = frozenset({
-    "architectures", "model_type", "torch_dtype", "dtype", "text_config", "vision_config", "audio_config",
-    "thinker_config", "talker_config", "quantization_config", "rope_scaling", "rope_theta", "linear_attn_config",
-    "attention_k_eq_v", "global_head_dim", "num_global_key_value_heads", "hidden_size_per_layer_input",
-    "vocab_size_per_layer_input", "enable_moe_block", "index_topk", "mm_tokens_per_image", "multimodal_projector_bias",
-    "original_max_position_embeddings", "qkv_bias", "rope_local_base_freq", "shared_intermediate_size",
-    "spatial_merge_size", "use_double_wide_mlp", "eos_token_id", "indexer_types", "share_expert_dim", "routed_expert_hidden_size",
-})
+READ_ELSEWHERE = frozenset(
+    {
+        "architectures",
+        "model_type",
+        "torch_dtype",
+        "dtype",
+        "text_config",
+        "vision_config",
+        "audio_config",
+        "thinker_config",
+        "talker_config",
+        "quantization_config",
+        "rope_scaling",
+        "rope_theta",
+        "linear_attn_config",
+        "attention_k_eq_v",
+        "global_head_dim",
+        "num_global_key_value_heads",
+        "hidden_size_per_layer_input",
+        "vocab_size_per_layer_input",
+        "enable_moe_block",
+        "index_topk",
+        "mm_tokens_per_image",
+        "multimodal_projector_bias",
+        "original_max_position_embeddings",
+        "qkv_bias",
+        "rope_local_base_freq",
+        "shared_intermediate_size",
+        "spatial_merge_size",
+        "use_double_wide_mlp",
+        "eos_token_id",
+        "indexer_types",
+        "share_expert_dim",
+        "routed_expert_hidden_size",
+    }
+)
 
 # keys that change neither the layout, nor the weights kvplan counts, nor the KV cache
 IRRELEVANT = frozenset({

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Annotated, Any, Optional, Union
+from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictStr, ValidationError, create_model
 
@@ -53,7 +53,7 @@ def _each(check: Callable[[Any], Any], values: list[Any]) -> list[Any]:
 
 def _whole(low: int, high: int) -> Any:
     """A whole number in low..high, or null (absent)."""
-    return Annotated[Optional[int], BeforeValidator(_whole_check(low, high))]
+    return Annotated[int | None, BeforeValidator(_whole_check(low, high))]
 
 
 def _number(low: float, high: float) -> Any:
@@ -67,13 +67,13 @@ def _number(low: float, high: float) -> Any:
             raise ValueError(f"must be a finite number in ({low:g}, {high:g}]")
         return value
 
-    return Annotated[Optional[float], BeforeValidator(check)]
+    return Annotated[float | None, BeforeValidator(check)]
 
 
 def _whole_or_auto(low: int, high: int) -> Any:
     """Mamba's dt rank: a whole number or "auto" (hidden / 16)."""
     whole = _whole_check(low, high)
-    return Annotated[Optional[Union[int, str]], BeforeValidator(lambda v: v if v == "auto" else whole(v))]
+    return Annotated[int | str | None, BeforeValidator(lambda v: v if v == "auto" else whole(v))]
 
 
 def _whole_list(low: int, high: int) -> Any:
@@ -87,7 +87,7 @@ def _whole_list(low: int, high: int) -> Any:
             raise ValueError(f"must be a list of at most {_LONG_LIST:,} whole numbers in {low:,}..{high:,}")
         return _each(whole, value)
 
-    return Annotated[Optional[list[Optional[int]]], BeforeValidator(check)]
+    return Annotated[list[int | None] | None, BeforeValidator(check)]
 
 
 def _whole_or_list(low: int, high: int) -> Any:
@@ -101,60 +101,191 @@ def _whole_or_list(low: int, high: int) -> Any:
             return _each(whole, value)
         return whole(value)
 
-    return Annotated[Optional[Union[int, list[int]]], BeforeValidator(check)]
+    return Annotated[int | list[int] | None, BeforeValidator(check)]
 
 
-_TEXT = Optional[Annotated[StrictStr, Field(max_length=_LONG_TEXT)]]
-_TEXTS = Optional[Annotated[list[Annotated[StrictStr, Field(max_length=200)]], Field(max_length=_LONG_LIST)]]
-_FLAG = Optional[StrictBool]
+_TEXT = Annotated[StrictStr, Field(max_length=_LONG_TEXT)] | None
+_TEXTS = Annotated[list[Annotated[StrictStr, Field(max_length=200)]], Field(max_length=_LONG_LIST)] | None
+_FLAG = StrictBool | None
 
 # key -> type, for every key the planner reads
 _FIELDS: dict[str, Any] = {
     **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers", "n_layers"), _whole(1, _LAYERS)),
     **dict.fromkeys(("hidden_size", "n_embd", "d_model", "dim"), _whole(1, _WIDTH)),
-    **dict.fromkeys(("num_attention_heads", "n_head", "num_heads", "n_heads", "num_key_value_heads", "num_kv_heads",
-                     "n_head_kv", "multi_query_group_num", "linear_num_key_heads", "linear_num_value_heads",
-                     "mamba_n_heads", "mamba_num_heads", "n_groups", "mamba_n_groups", "n_mamba_heads", "mamba_ngroups",
-                     "linear_num_heads", "index_n_heads"),
-                    _whole(1, _HEADS)),
-    **dict.fromkeys(("head_dim", "attention_head_dim", "kv_lora_rank", "qk_rope_head_dim", "q_lora_rank",
-                     "qk_nope_head_dim", "v_head_dim", "linear_key_head_dim", "linear_value_head_dim", "mamba_d_head",
-                     "mamba_head_dim", "ssm_state_size", "state_size", "mamba_d_state", "d_state", "conv_kernel",
-                     "mamba_d_conv", "d_conv", "linear_conv_kernel_dim", "conv_L_cache", "mamba_headdim",
-                     "linear_head_dim", "index_head_dim"), _whole(1, _DIM)),
+    **dict.fromkeys(
+        (
+            "num_attention_heads",
+            "n_head",
+            "num_heads",
+            "n_heads",
+            "num_key_value_heads",
+            "num_kv_heads",
+            "n_head_kv",
+            "multi_query_group_num",
+            "linear_num_key_heads",
+            "linear_num_value_heads",
+            "mamba_n_heads",
+            "mamba_num_heads",
+            "n_groups",
+            "mamba_n_groups",
+            "n_mamba_heads",
+            "mamba_ngroups",
+            "linear_num_heads",
+            "index_n_heads",
+        ),
+        _whole(1, _HEADS),
+    ),
+    **dict.fromkeys(
+        (
+            "head_dim",
+            "attention_head_dim",
+            "kv_lora_rank",
+            "qk_rope_head_dim",
+            "q_lora_rank",
+            "qk_nope_head_dim",
+            "v_head_dim",
+            "linear_key_head_dim",
+            "linear_value_head_dim",
+            "mamba_d_head",
+            "mamba_head_dim",
+            "ssm_state_size",
+            "state_size",
+            "mamba_d_state",
+            "d_state",
+            "conv_kernel",
+            "mamba_d_conv",
+            "d_conv",
+            "linear_conv_kernel_dim",
+            "conv_L_cache",
+            "mamba_headdim",
+            "linear_head_dim",
+            "index_head_dim",
+        ),
+        _whole(1, _DIM),
+    ),
     "intermediate_size": _whole_or_list(1, _WIDTH * 16),
     # 0: no shared expert (Qwen3-Coder-480B's config writes it so; vLLM qwen3_moe.py builds none)
-    **dict.fromkeys(("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size", "moe_latent_size"),
-                    _whole(0, _WIDTH * 16)),  # moe_latent_size 0/absent: experts work at hidden_size
-    **dict.fromkeys(("ffn_dim", "n_inner", "ffn_hidden_size", "moe_intermediate_size", "intermediate_size_mlp", "mamba_d_ssm", "vocab_size", "conv_dim", "block_multiple_of",
-                     "expert_ffn_hidden_size"),
-                    _whole(1, _WIDTH * 16)),
-    **dict.fromkeys(("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "attention_chunk_size"),
-                    _whole(1, _TOKENS)),
+    **dict.fromkeys(
+        ("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size", "moe_latent_size"),
+        _whole(0, _WIDTH * 16),
+    ),  # moe_latent_size 0/absent: experts work at hidden_size
+    **dict.fromkeys(
+        (
+            "ffn_dim",
+            "n_inner",
+            "ffn_hidden_size",
+            "moe_intermediate_size",
+            "intermediate_size_mlp",
+            "mamba_d_ssm",
+            "vocab_size",
+            "conv_dim",
+            "block_multiple_of",
+            "expert_ffn_hidden_size",
+        ),
+        _whole(1, _WIDTH * 16),
+    ),
+    **dict.fromkeys(
+        ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "attention_chunk_size"),
+        _whole(1, _TOKENS),
+    ),
     "sliding_window": _whole(0, _TOKENS),  # 0: no window in some configs
-    **dict.fromkeys(("num_local_experts", "num_experts", "num_experts_per_tok", "n_routed_experts", "n_shared_experts",
-                     "experts_per_token", "moe_topk", "num_experts_per_token", "num_shared_experts", "moe_num_experts", "moe_k",
-                     "moe_num_shared_experts", "zero_expert_num", "top_k_experts"), _whole(0, 2**16)),
-    **dict.fromkeys(("first_k_dense_replace", "max_window_layers", "num_kv_shared_layers", "attn_layer_offset",
-                     "expert_layer_offset", "num_dense_layers", "moe_layer_start_index", "moe_layer_end_index"),
-                    _whole(0, _LAYERS)),
+    **dict.fromkeys(
+        (
+            "num_local_experts",
+            "num_experts",
+            "num_experts_per_tok",
+            "n_routed_experts",
+            "n_shared_experts",
+            "experts_per_token",
+            "moe_topk",
+            "num_experts_per_token",
+            "num_shared_experts",
+            "moe_num_experts",
+            "moe_k",
+            "moe_num_shared_experts",
+            "zero_expert_num",
+            "top_k_experts",
+        ),
+        _whole(0, 2**16),
+    ),
+    **dict.fromkeys(
+        (
+            "first_k_dense_replace",
+            "max_window_layers",
+            "num_kv_shared_layers",
+            "attn_layer_offset",
+            "expert_layer_offset",
+            "num_dense_layers",
+            "moe_layer_start_index",
+            "moe_layer_end_index",
+        ),
+        _whole(0, _LAYERS),
+    ),
     **dict.fromkeys(("num_mem_blocks", "adapter_rank", "moe_layer_interval"), _whole(1, _WIDTH)),
-    **dict.fromkeys(("sliding_window_pattern", "attn_layer_period", "expert_layer_period", "full_attention_interval",
-                     "interleave_moe_layer_step", "decoder_sparse_step", "no_rope_layer_interval"), _whole(1, _LAYERS)),
+    **dict.fromkeys(
+        (
+            "sliding_window_pattern",
+            "attn_layer_period",
+            "expert_layer_period",
+            "full_attention_interval",
+            "interleave_moe_layer_step",
+            "decoder_sparse_step",
+            "no_rope_layer_interval",
+        ),
+        _whole(1, _LAYERS),
+    ),
     **dict.fromkeys(("expand", "mamba_expand"), _number(0, 2**10)),
     "partial_rotary_factor": _number(0, 1),
     "block_ffn_dim_multiplier": _number(0, 2**10),
     **dict.fromkeys(("time_step_rank", "mamba_dt_rank"), _whole_or_auto(1, _WIDTH)),
-    **dict.fromkeys(("cross_attention_layers", "mlp_only_layers", "attn_layer_indices", "no_rope_layers", "full_attn_idxs",
-                     "attn_type_list", "decoder_attention_types", "hybrid_layer_ids"), _whole_list(0, _LAYERS)),
+    **dict.fromkeys(
+        (
+            "cross_attention_layers",
+            "mlp_only_layers",
+            "attn_layer_indices",
+            "no_rope_layers",
+            "full_attn_idxs",
+            "attn_type_list",
+            "decoder_attention_types",
+            "hybrid_layer_ids",
+        ),
+        _whole_list(0, _LAYERS),
+    ),
     **dict.fromkeys(("layer_types", "layers_block_type", "mlp_layer_types"), _TEXTS),
     "architectures": _TEXTS,
-    **dict.fromkeys(("hybrid_override_pattern", "model_type", "torch_dtype", "dtype", "mamba_ssm_dtype",
-                     "mamba_ssm_cache_dtype", "topk_method"), _TEXT),
-    **dict.fromkeys(("tie_word_embeddings", "attention_bias", "multi_query", "new_decoder_architecture",
-                     "use_sliding_window", "mamba_conv_bias", "mamba_proj_bias", "use_bias", "use_conv_bias",
-                     "attn_output_gate", "bias", "conv_bias", "use_qk_norm", "block_auto_adjust_ff_dim", "add_bias_linear",
-                     "use_shared_attention_adapter"), _FLAG),
+    **dict.fromkeys(
+        (
+            "hybrid_override_pattern",
+            "model_type",
+            "torch_dtype",
+            "dtype",
+            "mamba_ssm_dtype",
+            "mamba_ssm_cache_dtype",
+            "topk_method",
+        ),
+        _TEXT,
+    ),
+    **dict.fromkeys(
+        (
+            "tie_word_embeddings",
+            "attention_bias",
+            "multi_query",
+            "new_decoder_architecture",
+            "use_sliding_window",
+            "mamba_conv_bias",
+            "mamba_proj_bias",
+            "use_bias",
+            "use_conv_bias",
+            "attn_output_gate",
+            "bias",
+            "conv_bias",
+            "use_qk_norm",
+            "block_auto_adjust_ff_dim",
+            "add_bias_linear",
+            "use_shared_attention_adapter",
+        ),
+        _FLAG,
+    ),
 }
 _OPEN = ConfigDict(extra="allow", protected_namespaces=())  # keys the planner does not read pass untouched
 
@@ -170,7 +301,7 @@ class QuantWeights(BaseModel):
 
 class QuantGroup(BaseModel):
     model_config = _OPEN
-    weights: Optional[QuantWeights] = None
+    weights: QuantWeights | None = None
 
 
 class QuantConfig(BaseModel):
@@ -182,7 +313,7 @@ class QuantConfig(BaseModel):
     w_bit: _whole(1, 64) = None  # type: ignore[valid-type]
     group_size: _whole(-1, 2**20) = None  # type: ignore[valid-type]  # -1: one group per channel
     q_group_size: _whole(-1, 2**20) = None  # type: ignore[valid-type]
-    config_groups: Optional[dict[str, QuantGroup]] = None
+    config_groups: dict[str, QuantGroup] | None = None
 
 
 class VisionConfig(BaseModel):
@@ -246,16 +377,16 @@ _Keys = create_model("_Keys", __config__=_OPEN, **{k: (t, None) for k, t in _FIE
 class HfConfig(_Keys):  # type: ignore[misc, valid-type]
     """A config.json as far as the planner reads it; the decoder's own config may be nested."""
 
-    text_config: Optional[HfConfig] = None
-    llm_config: Optional[HfConfig] = None
-    language_config: Optional[HfConfig] = None
-    vision_config: Optional[VisionConfig] = None
-    quantization_config: Optional[QuantConfig] = None
-    rope_scaling: Optional[RopeScaling] = None
-    linear_attn_config: Optional[LinearAttnConfig] = None
-    attn_config: Optional[DbrxAttnConfig] = None
-    per_layer_config: Optional[dict[str, LayerOverride]] = None
-    ffn_config: Optional[DbrxFfnConfig] = None
+    text_config: HfConfig | None = None
+    llm_config: HfConfig | None = None
+    language_config: HfConfig | None = None
+    vision_config: VisionConfig | None = None
+    quantization_config: QuantConfig | None = None
+    rope_scaling: RopeScaling | None = None
+    linear_attn_config: LinearAttnConfig | None = None
+    attn_config: DbrxAttnConfig | None = None
+    per_layer_config: dict[str, LayerOverride] | None = None
+    ffn_config: DbrxFfnConfig | None = None
 
 
 HfConfig.model_rebuild()

@@ -36,11 +36,22 @@ import json
 from typing import Any
 
 from kvplan.errors import KvplanError
-from kvplan.validation import short_repr
 from kvplan.spec.gemma3n_params import audio_params, vision_embedder_params
 from kvplan.spec.gemma4_params import vision_params as gemma4_vision_params
+from kvplan.validation import short_repr
 
-_EXACT = {"siglip", "pixtral", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "moonvit", "gemma4", "glm4v", "internvl", "mllama"}  # gemma3n: its timm vision tower is not counted
+_EXACT = {
+    "siglip",
+    "pixtral",
+    "qwen2_vl",
+    "qwen2_5_vl",
+    "qwen3_vl",
+    "moonvit",
+    "gemma4",
+    "glm4v",
+    "internvl",
+    "mllama",
+}  # gemma3n: its timm vision tower is not counted
 
 
 def _i(cfg: dict[str, Any], *keys: str, default: int = 0) -> int:
@@ -102,7 +113,9 @@ def _mllama(v: dict[str, Any], h: int, inter: int, layers: int, c: int, p: int, 
     embeddings = h + c * p * p * h + 1 + positions * h + ratios * tiles * positions * h + 2 * (1 + ratios * tiles * h)
     block = 4 * h * h + 2 * h * inter + inter + h + 4 * h
     out = _i(v, "vision_output_dim", default=(len(v.get("intermediate_layers_indices") or []) + 1) * h)
-    return embeddings + 4 * h + layers * block + _i(v, "num_global_layers") * (block + 2) + out * text_hidden + text_hidden
+    return (
+        embeddings + 4 * h + layers * block + _i(v, "num_global_layers") * (block + 2) + out * text_hidden + text_hidden
+    )
 
 
 def _side(value: Any, default: int) -> int:
@@ -185,7 +198,10 @@ def encoder_params(outer: dict[str, Any], text_hidden: int) -> int:
     h = _i(v, "hidden_size", "embed_dim")
     inter = _i(v, "intermediate_size", default=4 * h)
     layers = _i(v, "num_hidden_layers", "depth")
-    p, c = _i(v, "patch_size", "spatial_patch_size", default=14), _i(v, "num_channels", "in_chans", "in_channels", default=3)
+    p, c = (
+        _i(v, "patch_size", "spatial_patch_size", default=14),
+        _i(v, "num_channels", "in_chans", "in_channels", default=3),
+    )
     t, m = _i(v, "temporal_patch_size", default=2), _i(v, "spatial_merge_size", default=2)
     out = _i(v, "out_hidden_size", default=text_hidden)
     if family == "siglip":
@@ -231,7 +247,11 @@ def parse_mm_limits(text: str) -> dict[str, int]:
     """vLLM's --limit-mm-per-prompt: JSON ('{"image": 0, "video": 0}') or the older 'image=0,video=0'."""
     flag = "--limit-mm-per-prompt"
     try:
-        raw = json.loads(text) if text.strip().startswith("{") else dict(p.split("=", 1) for p in text.split(",") if p.strip())
+        raw = (
+            json.loads(text)
+            if text.strip().startswith("{")
+            else dict(p.split("=", 1) for p in text.split(",") if p.strip())
+        )
         limits = {str(k).strip(): int(v if not isinstance(v, dict) else v.get("count", 1)) for k, v in raw.items()}
     except (ValueError, TypeError, AttributeError, OverflowError, RecursionError):
         raise KvplanError(f"{flag} takes JSON like '{{\"image\": 0}}' or image=0,video=0, got {text!r}") from None

@@ -34,7 +34,8 @@ def text_extras(cfg: dict[str, Any], hidden: int, n_layers: int) -> tuple[int, i
     embedding = vocab_pl * n_layers * p
     per_layer_linear = a * a + a * a * a + a * hidden + 2 * hidden * r + 2 * hidden * p
     linear = n_layers * per_layer_linear + hidden * n_layers * p + 2 * (a - 1) * hidden * hidden
-    # AltUp output scale and router norm, LAuReL norm, per-layer-input norm, and the 2 of the 4 layer norms the caller lacks
+    # AltUp output scale and router norm, LAuReL norm, per-layer-input norm, and the 2 of the 4 layer norms the caller
+    # lacks
     per_layer_norms = 6 * hidden
     return embedding, linear, n_layers * per_layer_norms + p
 

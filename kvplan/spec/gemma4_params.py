@@ -34,7 +34,9 @@ def layer_geometry(cfg: dict[str, Any], index: int, full: bool, kv_heads: int, h
     512, ...}}) when the config carries them, else the global keys on full-attention layers."""
     per_layer = cfg.get("per_layer_config")
     if isinstance(per_layer, dict):
-        over = next((v for k, v in per_layer.items() if str(k).isdigit() and int(k) == index and isinstance(v, dict)), {})
+        over = next(
+            (v for k, v in per_layer.items() if str(k).isdigit() and int(k) == index and isinstance(v, dict)), {}
+        )
         return positive_int(over, "num_key_value_heads", kv_heads), positive_int(over, "head_dim", head_dim)
     if not full:
         return kv_heads, head_dim
@@ -45,13 +47,19 @@ def layer_geometry(cfg: dict[str, Any], index: int, full: bool, kv_heads: int, h
 
 def _layer_types(cfg: dict[str, Any], n_layers: int) -> list[str]:
     types = cfg.get("layer_types")
-    return [str(t) for t in types] if isinstance(types, list) and len(types) == n_layers else ["sliding_attention"] * n_layers
+    return (
+        [str(t) for t in types]
+        if isinstance(types, list) and len(types) == n_layers
+        else ["sliding_attention"] * n_layers
+    )
 
 
 def text_counts(cfg: dict[str, Any], n_layers: int, hidden: int, n_heads: int, kv_heads: int, head_dim: int,
                 inter: int, vocab: int) -> dict[str, int]:
     """The text model's parameters by where they live (ParamCount's fields)."""
-    shared_from = n_layers - positive_int(cfg, "num_kv_shared_layers", 0) if cfg.get("num_kv_shared_layers") else n_layers
+    shared_from = (
+        n_layers - positive_int(cfg, "num_kv_shared_layers", 0) if cfg.get("num_kv_shared_layers") else n_layers
+    )
     attention = mlp = experts = active = 0
     n_exp, k_exp = positive_int(cfg, "num_experts", 0), positive_int(cfg, "top_k_experts", 0)
     exp_inter = positive_int(cfg, "moe_intermediate_size", 0)
@@ -82,4 +90,9 @@ def vision_params(vision: dict[str, Any], text_hidden: int) -> int:
     inter, layers = positive_int(vision, "intermediate_size", 4 * h), positive_int(vision, "num_hidden_layers", 0)
     patch = positive_int(vision, "patch_size", 16)
     block = h * heads * d + 2 * h * kv * d + heads * d * h + 2 * d + 3 * h * inter + 4 * h
-    return 3 * patch * patch * h + 2 * positive_int(vision, "position_embedding_size", 10240) * h + layers * block + text_hidden * h
+    return (
+        3 * patch * patch * h
+        + 2 * positive_int(vision, "position_embedding_size", 10240) * h
+        + layers * block
+        + text_hidden * h
+    )

@@ -87,7 +87,9 @@ def _rows(path: object, data: object) -> list[_GpuRow]:
             err = exc.errors()[0]
             where = ".".join(str(x) for x in err["loc"]) or "row"
             name = row.get("name") if isinstance(row, dict) else None
-            raise ConfigError(f"{path}: GPU #{i + 1}{f' ({name!r:.60})' if name else ''}: {where}: {err['msg']}") from None
+            raise ConfigError(
+                f"{path}: GPU #{i + 1}{f' ({name!r:.60})' if name else ''}: {where}: {err['msg']}"
+            ) from None
     return rows
 
 

@@ -73,8 +73,9 @@ def hub_cache_dir() -> Path:
     """huggingface_hub's cache folder, from the environment as it is now (huggingface_hub reads it
     once, at import)."""
     env = os.environ
-    home = env.get("HF_HOME") or os.path.join(env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-                                              "huggingface")
+    home = env.get("HF_HOME") or os.path.join(
+        env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "huggingface"
+    )
     home = os.path.expandvars(os.path.expanduser(home))
     cache = env.get("HF_HUB_CACHE") or env.get("HUGGINGFACE_HUB_CACHE") or os.path.join(home, "hub")
     return Path(os.path.expandvars(os.path.expanduser(cache)))

@@ -16,7 +16,8 @@ Layout keys read: `layer_types` (gpt-oss, Gemma 2/3/3n, Qwen3-Next/3.5 `linear_a
 Granite-4.0-H/Bamba `mamba`, LFM2 `conv`, MiniMax `linear_attention`), `full_attn_idxs` (LFM2),
 `attn_type_list` (MiniMax-Text-01/M1), `layers_block_type` (Zamba2 mamba / hybrid),
 `linear_attn_config.kda_layers` (Kimi-Linear), `attn_layer_indices` (Bamba),
-`hybrid_override_pattern` (Nemotron-H: M mamba, * attention, - MLP, E MoE), `attn_layer_period`/`attn_layer_offset` (Jamba), `attention_chunk_size` with
+`hybrid_override_pattern` (Nemotron-H: M mamba, * attention, - MLP, E MoE), `attn_layer_period`/`attn_layer_offset`
+(Jamba), `attention_chunk_size` with
 `no_rope_layers` (Llama-4: the NoPE layers, every 4th by default, are full), `cross_attention_layers`
 (Llama-3.2-Vision), `num_kv_shared_layers` (Gemma-3n), Gemma 4's `global_head_dim` /
 `num_global_key_value_heads` on its full layers, and the sliding-window conventions of
@@ -29,8 +30,14 @@ from typing import Any, Literal
 
 from kvplan.errors import ConfigError
 from kvplan.spec.gemma4_params import GEMMA4_TYPES, layer_geometry
-from kvplan.spec.state import (RecurrentState, gated_delta_net_state, linear_attention_state, mamba1_state,
-                               mamba2_state, short_conv_state)
+from kvplan.spec.state import (
+    RecurrentState,
+    gated_delta_net_state,
+    linear_attention_state,
+    mamba1_state,
+    mamba2_state,
+    short_conv_state,
+)
 
 AttentionKind = Literal["full", "sliding", "chunked", "mla", "cross", "shared", "none"]
 PER_TOKEN_KINDS = frozenset({"full", "sliding", "chunked", "mla"})  # cache grows with the request
@@ -156,7 +163,9 @@ def _minimax(cfg: dict[str, Any], n_layers: int, where: str) -> list[str]:
     if isinstance(types, list) and types:
         words = {"full_attention": "full", "linear_attention": "linear"}
         if len(types) != n_layers or set(types) - set(words):
-            raise ConfigError(f"{where}: layer_types must hold {n_layers} entries of full_attention or linear_attention")
+            raise ConfigError(
+                f"{where}: layer_types must hold {n_layers} entries of full_attention or linear_attention"
+            )
         return [words[t] for t in types]
     return ["full"] * n_layers
 
@@ -187,7 +196,9 @@ def kda_layer_indexes(cfg: dict[str, Any], n_layers: int, where: str) -> set[int
     types = cfg.get("layer_types")
     if isinstance(types, list) and types:
         if len(types) != n_layers or set(types) - {"full_attention", "linear_attention"}:
-            raise ConfigError(f"{where}: layer_types must hold {n_layers} entries of full_attention or linear_attention")
+            raise ConfigError(
+                f"{where}: layer_types must hold {n_layers} entries of full_attention or linear_attention"
+            )
         return {i for i, t in enumerate(types) if t == "linear_attention"}
     return set()
 
@@ -203,7 +214,8 @@ def _llama4_chunked(cfg: dict[str, Any], n_layers: int) -> list[str]:
 
 
 def layer_words(cfg: dict[str, Any], n_layers: int, max_pos: int, where: str) -> list[str]:
-    """One word per layer: full, sliding, chunked, cross, mlp, mamba1, mamba2, gdn, short_conv, linear or full+mamba2."""
+    """One word per layer: full, sliding, chunked, cross, mlp, mamba1, mamba2, gdn, short_conv, linear or
+    full+mamba2."""
     model_type = str(cfg.get("model_type", ""))
     if model_type in ATTENTION_FREE_TYPES:
         return ["mamba1" if model_type in MAMBA1_TYPES else "mamba2"] * n_layers
@@ -284,7 +296,9 @@ def build_layers(cfg: dict[str, Any], outer: dict[str, Any], n_layers: int, kv_h
             continue
         span = {"sliding": window, "chunked": int(chunk) if chunk else None,
                 "cross": _encoder_tokens(outer, where) if kind == "cross" else None}.get(kind)
-        heads, dim = layer_geometry(cfg, len(layers), kind == "full", kv_heads, head_dim) if gemma4 else (kv_heads, head_dim)
+        heads, dim = (
+            layer_geometry(cfg, len(layers), kind == "full", kv_heads, head_dim) if gemma4 else (kv_heads, head_dim)
+        )
         layers.append(LayerAttention(kind, heads, dim, dim, span, states[word]))  # type: ignore[arg-type]
     shared = cfg.get("num_kv_shared_layers") or 0
     if isinstance(shared, int) and 0 < shared < n_layers:

@@ -20,7 +20,11 @@ def counts(cfg: dict[str, Any], cache_layers: int, hidden: int, vocab: int, mla_
     """ParamCount's fields for LongCat-Flash; `cache_layers` is 2 x num_layers, `mla_params` one MLA attention."""
     layers = cache_layers // ATTENTIONS_PER_LAYER
     ffn, expert_ffn = int(cfg.get("ffn_hidden_size") or 4 * hidden), int(cfg.get("expert_ffn_hidden_size") or hidden)
-    n_exp, zero, top_k = int(cfg.get("n_routed_experts") or 0), int(cfg.get("zero_expert_num") or 0), int(cfg.get("moe_topk") or 0)
+    n_exp, zero, top_k = (
+        int(cfg.get("n_routed_experts") or 0),
+        int(cfg.get("zero_expert_num") or 0),
+        int(cfg.get("moe_topk") or 0),
+    )
     expert = 3 * hidden * expert_ffn
     mlp = layers * (ATTENTIONS_PER_LAYER * 3 * hidden * ffn + (n_exp + zero) * hidden)
     lm_head = 0 if cfg.get("tie_word_embeddings") else vocab * hidden

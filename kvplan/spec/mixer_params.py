@@ -37,7 +37,7 @@ def state_mixer_params(cfg: dict[str, Any], state: RecurrentState, hidden: int) 
     proj_bias = _flag(cfg, *bias_keys)
     conv_bias = _flag(cfg, "mamba_conv_bias", "use_conv_bias", default=True)
     if state.kind == "gdn":
-        nv, dv, dk = state.heads, state.head_dim, state.state_size
+        nv, dv = state.heads, state.head_dim
         nk_dk = (state.conv_channels - nv * dv) // 2
         in_proj = hidden * (2 * nk_dk + 2 * nv * dv) + hidden * 2 * nv
         return in_proj + state.conv_channels * state.conv_kernel + 2 * nv + dv + nv * dv * hidden
@@ -62,12 +62,24 @@ def state_mixer_params(cfg: dict[str, Any], state: RecurrentState, hidden: int) 
         # f_b d x Hd), beta b_proj h x H, output gate (g_a h x d, g_b d x Hd), o_norm d, o_proj Hd x h
         heads, d = state.heads, state.head_dim
         inner = heads * d
-        return 4 * hidden * inner + state.conv_channels * state.conv_kernel + inner + heads + 2 * (hidden * d + d * inner) \
-            + hidden * heads + d
+        return (
+            4 * hidden * inner
+            + state.conv_channels * state.conv_kernel
+            + inner
+            + heads
+            + 2 * (hidden * d + d * inner)
+            + hidden * heads
+            + d
+        )
     if state.kind == "short_conv":
         # LFM2 ShortConv: in_proj h x 3c (B, C, x gates), depthwise conv c x k, out_proj c x h (biases: conv_bias)
         c = state.conv_channels
-        return hidden * 3 * c + c * state.conv_kernel + c * hidden + ((3 * c + c + hidden) if _flag(cfg, "conv_bias") else 0)
+        return (
+            hidden * 3 * c
+            + c * state.conv_kernel
+            + c * hidden
+            + ((3 * c + c + hidden) if _flag(cfg, "conv_bias") else 0)
+        )
     # MiniMax lightning attention: qkv_proj h x 3HD, output_gate h x HD, out_proj HD x h, RMSNorm over HD
     inner = state.heads * state.head_dim
     return 5 * hidden * inner + inner

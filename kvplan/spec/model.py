@@ -17,19 +17,34 @@ from typing import Any
 
 from kvplan.errors import ConfigError
 from kvplan.spec.checked_types import unchecked_type_warning
+from kvplan.spec.checkpoint_quant import weight_quant_from_config
 from kvplan.spec.config_keys import unread_keys_warning
 from kvplan.spec.config_schema import check_config
-from kvplan.spec.dtypes import KV_DTYPES, MODEL_DTYPE_BYTES, SPARSE_MLA_FP8_BY_DEFAULT, KvDtype, normalize_model_dtype, resolve_kv_dtype
+from kvplan.spec.dtypes import (
+    KV_DTYPES,
+    MODEL_DTYPE_BYTES,
+    SPARSE_MLA_FP8_BY_DEFAULT,
+    KvDtype,
+    normalize_model_dtype,
+    resolve_kv_dtype,
+)
 from kvplan.spec.encoder_params import encoder_params
 from kvplan.spec.families import family_of
-from kvplan.spec.layers import (ATTENTION_FREE_TYPES, ATTENTION_KINDS, PER_TOKEN_KINDS, AttentionKind, LayerAttention, build_layers,
-                                indexer_layers, kda_layer_indexes)
+from kvplan.spec.layers import (
+    ATTENTION_FREE_TYPES,
+    ATTENTION_KINDS,
+    PER_TOKEN_KINDS,
+    AttentionKind,
+    LayerAttention,
+    build_layers,
+    indexer_layers,
+    kda_layer_indexes,
+)
 from kvplan.spec.longcat_params import ATTENTIONS_PER_LAYER, LONGCAT_TYPES
+from kvplan.spec.params import ParamCount, count_params, moe_shape
+from kvplan.spec.quant import WeightQuant
 from kvplan.spec.state import kda_state
 from kvplan.validation import number_problem, short_repr
-from kvplan.spec.params import ParamCount, count_params, moe_shape
-from kvplan.spec.checkpoint_quant import weight_quant_from_config
-from kvplan.spec.quant import WeightQuant
 
 __all__ = ["AttentionKind", "LayerAttention", "ModelSpec", "spec_from_config", "spec_from_path", "text_config"]
 
@@ -179,7 +194,9 @@ class ModelSpec:
         """A what-if copy with `num_kv_heads` cached heads per full/sliding layer (GQA variant)."""
 
         layers = tuple(
-            replace(layer, num_kv_heads=num_kv_heads) if layer.kind in ("full", "sliding", "chunked", "cross") else layer
+            replace(layer, num_kv_heads=num_kv_heads)
+            if layer.kind in ("full", "sliding", "chunked", "cross")
+            else layer
             for layer in self.layers
         )
         return replace(self, num_kv_heads=num_kv_heads, layers=layers)
@@ -207,7 +224,9 @@ def text_config(config: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"config must be a JSON object, got {type(config).__name__}")
     inner = config.get("text_config") or config.get("llm_config") or config.get("language_config")
     if isinstance(inner, dict):
-        merged = {k: v for k, v in config.items() if k not in ("text_config", "vision_config", "architectures", "model_type")}
+        merged = {
+            k: v for k, v in config.items() if k not in ("text_config", "vision_config", "architectures", "model_type")
+        }
         merged.update({k: v for k, v in inner.items() if v is not None or k not in merged})
         merged.setdefault("architectures", config.get("architectures"))
         merged.setdefault("model_type", inner.get("model_type") or config.get("model_type"))
@@ -292,7 +311,9 @@ def _attention_geometry(cfg: dict[str, Any], hidden: int, where: str) -> _Attent
         # MLA caches a latent; a head is qk_nope + qk_rope wide whatever hidden / heads is (Kimi-K3: 7168 / 96)
         head_dim = int(cfg["qk_nope_head_dim"]) + int(cfg["qk_rope_head_dim"])
     elif hidden % n_heads:
-        raise ConfigError(f"{where}: hidden_size={hidden} is not divisible by num_attention_heads={n_heads} and no head_dim is given")
+        raise ConfigError(
+            f"{where}: hidden_size={hidden} is not divisible by num_attention_heads={n_heads} and no head_dim is given"
+        )
     else:
         head_dim = hidden // n_heads
     return _Attention(n_heads, _kv_heads(cfg, n_heads, where), head_dim)
@@ -310,14 +331,23 @@ def _intermediate(cfg: dict[str, Any], hidden: int, where: str) -> int:
     return int(inter) if inter else 4 * hidden
 
 
-_NEMOTRON_BLOCKS = {"mamba": "M", "linear_attention": "M", "attention": "*", "full_attention": "*", "mlp": "-", "moe": "E"}
+_NEMOTRON_BLOCKS = {
+    "mamba": "M",
+    "linear_attention": "M",
+    "attention": "*",
+    "full_attention": "*",
+    "mlp": "-",
+    "moe": "E",
+}
 
 
 def _nemotron_pattern(blocks: list[Any], where: str) -> str:
     """Nemotron-H as transformers 5 writes it: `layers_block_type` words instead of hybrid_override_pattern."""
     unknown = sorted({str(b) for b in blocks} - set(_NEMOTRON_BLOCKS))
     if unknown:
-        raise ConfigError(f"{where}: unsupported layers_block_type {unknown[0]!r}; known: {', '.join(sorted(_NEMOTRON_BLOCKS))}")
+        raise ConfigError(
+            f"{where}: unsupported layers_block_type {unknown[0]!r}; known: {', '.join(sorted(_NEMOTRON_BLOCKS))}"
+        )
     return "".join(_NEMOTRON_BLOCKS[str(b)] for b in blocks)
 
 
@@ -353,8 +383,16 @@ def _layers(cfg: dict[str, Any], outer: dict[str, Any], n_layers: int, att: _Att
     return build_layers(cfg, outer, n_layers, att.kv_heads, att.head_dim, max_pos, where)
 
 
-def spec_from_config(config: dict[str, Any], name: str, *, where: str = "config.json", hf_id: str | None = None,
-                     source: str = "", aliases: tuple[str, ...] = (), checkpoint_weights_bytes: int | None = None) -> ModelSpec:
+def spec_from_config(
+    config: dict[str, Any],
+    name: str,
+    *,
+    where: str = "config.json",
+    hf_id: str | None = None,
+    source: str = "",
+    aliases: tuple[str, ...] = (),
+    checkpoint_weights_bytes: int | None = None,
+) -> ModelSpec:
     """Build a ModelSpec from a Hugging Face config dict, applying the rules in the module doc."""
     check_config(config, where)  # every key read below has its type and range (config_schema)
     outer = _thinker(config)
@@ -391,16 +429,38 @@ def spec_from_config(config: dict[str, Any], name: str, *, where: str = "config.
     unchecked = None if family is not None else unchecked_type_warning(str(cfg.get("model_type", "")))
     notes += (unchecked,) if unchecked else ()
     return ModelSpec(
-        name=name, model_type=str(cfg.get("model_type", "unknown")), architecture=str(archs[0]),
-        num_layers=len(layers), hidden_size=hidden, num_attention_heads=att.n_heads, num_kv_heads=att.kv_heads,
-        head_dim=att.head_dim, intermediate_size=inter, vocab_size=int(vocab), max_position_embeddings=max_pos,
-        dtype=dtype, layers=layers, params=params, quant=quant,
-        checkpoint_weights_bytes=checkpoint_weights_bytes, hf_id=hf_id, source=source, aliases=aliases,
-        config_dtype=config_dtype, config=outer,
-        warnings=tuple(f"{name}: {w}" for w in notes + (() if max_len_known else (
-            f"the config names no maximum length (max_position_embeddings and its aliases); planned with vLLM's default "
-            f"{DEFAULT_MAX_MODEL_LEN:,}, and a longer --max-model-len is accepted as vLLM accepts it",))),
+        name=name,
+        model_type=str(cfg.get("model_type", "unknown")),
+        architecture=str(archs[0]),
+        num_layers=len(layers),
+        hidden_size=hidden,
+        num_attention_heads=att.n_heads,
+        num_kv_heads=att.kv_heads,
+        head_dim=att.head_dim,
+        intermediate_size=inter,
+        vocab_size=int(vocab),
+        max_position_embeddings=max_pos,
+        dtype=dtype,
+        layers=layers,
+        params=params,
+        quant=quant,
+        checkpoint_weights_bytes=checkpoint_weights_bytes,
+        hf_id=hf_id,
+        source=source,
+        aliases=aliases,
+        config_dtype=config_dtype,
+        config=outer,
+        warnings=tuple(f"{name}: {w}" for w in notes + _max_len_note(max_len_known)),
         max_len_known=max_len_known,
+    )
+
+
+def _max_len_note(max_len_known: bool) -> tuple[str, ...]:
+    if max_len_known:
+        return ()
+    return (
+        "the config names no maximum length (max_position_embeddings and its aliases); planned with vLLM's default "
+        f"{DEFAULT_MAX_MODEL_LEN:,}, and a longer --max-model-len is accepted as vLLM accepts it",
     )
 
 
@@ -411,7 +471,9 @@ def load_config_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as exc:  # ValueError: bad JSON, or an integer over 4,300 digits
-        raise ConfigError(f"{path}: not valid JSON ({number_problem(exc) if isinstance(exc, ValueError) else 'nested too deeply'})") from None
+        raise ConfigError(
+            f"{path}: not valid JSON ({number_problem(exc) if isinstance(exc, ValueError) else 'nested too deeply'})"
+        ) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a JSON object")
     return data

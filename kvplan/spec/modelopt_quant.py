@@ -46,7 +46,9 @@ def modelopt_quant(q: dict[str, Any], config: dict[str, Any], layers_per_group: 
     if bits is None:
         return WeightQuant(kv_cache_dtype=kv, notes=(
             f"ModelOpt quant_algo {algo or '(none)'!r} is not modelled: weights planned in the model dtype",))
-    groups = tuple((g, bits, 100 - share_pct(excluded[g], n_layers[g]) if g in excluded else 100) for g in LINEAR_GROUPS)
+    groups = tuple(
+        (g, bits, 100 - share_pct(excluded[g], n_layers[g]) if g in excluded else 100) for g in LINEAR_GROUPS
+    )
     method = "fp8" if bits == 800 else algo.lower()
     return WeightQuant(method, bits, groups=groups, kv_cache_dtype=kv)
 

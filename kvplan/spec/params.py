@@ -9,21 +9,51 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kvplan.spec.families import family_of
 from kvplan.spec.gemma3n_params import GEMMA3N_TYPES, text_extras
 from kvplan.spec.gemma4_params import GEMMA4_TYPES, text_counts
-from kvplan.spec.families import family_of
+from kvplan.spec.layers import indexer_layers
 from kvplan.spec.longcat_params import LONGCAT_TYPES
 from kvplan.spec.longcat_params import counts as longcat_counts
 from kvplan.spec.mixer_params import gated_mlp, mlp_plan, norms_per_layer, state_mixer_params
-from kvplan.spec.layers import indexer_layers
 
 if TYPE_CHECKING:
     from kvplan.spec.layers import LayerAttention
 
-_GATED_MLP_FREE = {"gpt2", "falcon", "opt", "phi", "gpt_neox", "gptj", "bloom", "starcoder2", "gpt_bigcode", "apertus", "arcee",
-                   "jais2", "nemotron", "persimmon", "nanochat", "apertus1p5", "apertus1p5_text", "codegen"}  # up/down MLPs (xIELU, ReLU^2, GELU): no gate projection
-_LAYERNORM_WITH_BIAS = {"gpt2", "falcon", "opt", "phi", "gpt_neox", "gptj", "bloom", "starcoder2", "gpt_bigcode", "nemotron",
-                        "persimmon", "codegen"}
+_GATED_MLP_FREE = {
+    "gpt2",
+    "falcon",
+    "opt",
+    "phi",
+    "gpt_neox",
+    "gptj",
+    "bloom",
+    "starcoder2",
+    "gpt_bigcode",
+    "apertus",
+    "arcee",
+    "jais2",
+    "nemotron",
+    "persimmon",
+    "nanochat",
+    "apertus1p5",
+    "apertus1p5_text",
+    "codegen",
+}  # up/down MLPs (xIELU, ReLU^2, GELU): no gate projection
+_LAYERNORM_WITH_BIAS = {
+    "gpt2",
+    "falcon",
+    "opt",
+    "phi",
+    "gpt_neox",
+    "gptj",
+    "bloom",
+    "starcoder2",
+    "gpt_bigcode",
+    "nemotron",
+    "persimmon",
+    "codegen",
+}
 _QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "gpt2", "opt", "phi", "gpt_neox", "bloom", "starcoder2"}
 _QK_NORM = {"qwen3", "qwen3_moe", "gemma3_text", "gemma3", "olmo2", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text",
             "lfm2", "lfm2_moe", "gemma3n", "gemma3n_text", "apertus"}
@@ -66,9 +96,21 @@ class ParamCount:
 
 def moe_shape(cfg: dict[str, Any]) -> tuple[int, int, int, int]:
     """(routed experts, experts per token, expert intermediate size, shared experts)."""
-    n = cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts") or cfg.get("moe_num_experts") or 0
-    k = cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or cfg.get("moe_topk") or cfg.get("num_experts_per_token") \
-        or cfg.get("moe_k") or 0
+    n = (
+        cfg.get("num_local_experts")
+        or cfg.get("num_experts")
+        or cfg.get("n_routed_experts")
+        or cfg.get("moe_num_experts")
+        or 0
+    )
+    k = (
+        cfg.get("num_experts_per_tok")
+        or cfg.get("experts_per_token")
+        or cfg.get("moe_topk")
+        or cfg.get("num_experts_per_token")
+        or cfg.get("moe_k")
+        or 0
+    )
     inter = cfg.get("moe_intermediate_size") or cfg.get("intermediate_size") or 0
     shared = cfg.get("n_shared_experts") or cfg.get("num_shared_experts") or cfg.get("moe_num_shared_experts") \
         or (1 if str(cfg.get("model_type", "")).startswith("llama4") else 0)
@@ -150,7 +192,9 @@ def _mlp_params(cfg: dict[str, Any], n_layers: int, hidden: int, dense_mlp: int)
     biased = mt in ("gpt_oss", "nemotron_h", "ernie4_5_moe") or cfg.get("topk_method") == "noaux_tc"
     router = hidden * n_exp + (n_exp if biased else 0)  # + a per-expert score-correction bias
     shared_inter = cfg.get("shared_expert_intermediate_size") or cfg.get("moe_shared_expert_intermediate_size")
-    shared = n_shared * (_expert_params(cfg, hidden, int(shared_inter)) if mt == "nemotron_h" and shared_inter else expert)
+    shared = n_shared * (
+        _expert_params(cfg, hidden, int(shared_inter)) if mt == "nemotron_h" and shared_inter else expert
+    )
     if cfg.get("share_expert_dim"):  # Step-3.x: the shared expert's own width
         shared = n_shared * _expert_params(cfg, hidden, int(cfg["share_expert_dim"]))
     elif latent and not cfg.get("moe_latent_size"):
@@ -170,13 +214,19 @@ def _mlp_params(cfg: dict[str, Any], n_layers: int, hidden: int, dense_mlp: int)
     return mlp_dense, experts, experts_active
 
 
-def _zamba2_shared(cfg: dict[str, Any], hidden: int, n_heads: int, head_dim: int, n_hybrid: int) -> tuple[int, int, int]:
+def _zamba2_shared(
+    cfg: dict[str, Any], hidden: int, n_heads: int, head_dim: int, n_hybrid: int
+) -> tuple[int, int, int]:
     """Zamba2's shared transformer blocks (transformers modeling_zamba2.py; vLLM zamba2.py loads the same):
     `num_mem_blocks` copies of attention over [hidden, embedding] (2h -> H d, o_proj H d -> h, multi-head) and a
     gated MLP, cycled over the hybrid layers; each hybrid layer adds its own h x h `linear`, a LoRA-style adapter
     on the MLP's gate_up (h x r + r x 2I) and, with use_shared_attention_adapter, on q, k and v (2h x r + r x 2h).
     Returns (attention, MLP, norms)."""
-    blocks, rank, inter = int(cfg.get("num_mem_blocks") or 1), int(cfg.get("adapter_rank") or 128), int(cfg["intermediate_size"])
+    blocks, rank, inter = (
+        int(cfg.get("num_mem_blocks") or 1),
+        int(cfg.get("adapter_rank") or 128),
+        int(cfg["intermediate_size"]),
+    )
     bias = bool(cfg.get("add_bias_linear"))
     attention = blocks * (2 * hidden * 3 * n_heads * head_dim + n_heads * head_dim * hidden)
     if cfg.get("use_shared_attention_adapter"):
@@ -184,6 +234,15 @@ def _zamba2_shared(cfg: dict[str, Any], hidden: int, n_heads: int, head_dim: int
     mlp = blocks * (hidden * 2 * inter + inter * hidden + ((2 * inter + hidden) if bias else 0))
     mlp += n_hybrid * (hidden * hidden + hidden * rank + rank * 2 * inter)
     return attention, mlp, blocks * 3 * hidden  # input_layernorm over 2h, pre_ff_layernorm over h
+
+
+def _norms_per_layer(cfg: dict[str, Any], layers: tuple[LayerAttention, ...], plan: list[str] | None) -> int:
+    mt = str(cfg.get("model_type", ""))
+    if any(layer.state is not None for layer in layers) or plan is not None:
+        return norms_per_layer(mt, has_mlp=plan is None or "none" not in plan)
+    if mt in _FOUR_NORMS:
+        return 4
+    return 1 if mt in ("falcon", "phi") and not cfg.get("new_decoder_architecture") else 2
 
 
 def count_params(cfg: dict[str, Any], *, layers: tuple[LayerAttention, ...], hidden: int, n_heads: int,
@@ -196,9 +255,11 @@ def count_params(cfg: dict[str, Any], *, layers: tuple[LayerAttention, ...], hid
         return ParamCount(**longcat_counts(cfg, n_layers, hidden, vocab, mla), encoder=encoder)
     family = family_of(cfg)
     if family is not None and family.counts is not None:
-        return ParamCount(**family.counts(cfg, n_layers, hidden, n_heads, head_dim, vocab, "config.json"), encoder=encoder)
+        counts = family.counts(cfg, n_layers, hidden, n_heads, head_dim, vocab, "config.json")
+        return ParamCount(**counts, encoder=encoder)
     if mt in GEMMA4_TYPES:
-        return ParamCount(**text_counts(cfg, n_layers, hidden, n_heads, kv_heads, head_dim, intermediate, vocab), encoder=encoder)
+        counts = text_counts(cfg, n_layers, hidden, n_heads, kv_heads, head_dim, intermediate, vocab)
+        return ParamCount(**counts, encoder=encoder)
     embedding = vocab * hidden
     if mt == "gpt2":
         embedding += int(cfg.get("n_positions") or cfg.get("max_position_embeddings") or 1024) * hidden
@@ -218,11 +279,7 @@ def count_params(cfg: dict[str, Any], *, layers: tuple[LayerAttention, ...], hid
     mixer = sum(state_mixer_params(cfg, layer.state, hidden) for layer in layers if layer.state is not None)
     norm = 2 * hidden if mt in _LAYERNORM_WITH_BIAS else hidden
     plan = mlp_plan(cfg, n_layers)
-    if any(layer.state is not None for layer in layers) or plan is not None:
-        per_layer = norms_per_layer(mt, has_mlp=plan is None or "none" not in plan)
-    else:
-        per_layer = 4 if mt in _FOUR_NORMS else (1 if mt in ("falcon", "phi") and not cfg.get("new_decoder_architecture") else 2)
-    norms = n_layers * per_layer * norm + norm  # + final norm
+    norms = n_layers * _norms_per_layer(cfg, layers, plan) * norm + norm  # + final norm
 
     gated = mt not in _GATED_MLP_FREE and gated_mlp(mt)
     mlp_bias = mt in ("gpt2", "opt", "phi", "persimmon", "codegen")

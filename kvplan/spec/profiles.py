@@ -21,10 +21,10 @@ from typing import Any
 
 import yaml
 
-from kvplan.validation import number_problem
 from kvplan.errors import ConfigError, UnknownNameError
 from kvplan.spec.catalog_files import bundled_dir
 from kvplan.spec.model import ModelSpec, load_config_json, spec_from_config, spec_from_path
+from kvplan.validation import number_problem
 
 
 def profiles_dir() -> Path:
@@ -130,7 +130,9 @@ def _check_header(path: Path, data: dict[str, Any]) -> None:
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise ConfigError(f"{path}: '{key}' must be a non-empty string, got {repr(value)[:60]}")
     aliases = data.get("aliases")
-    if aliases is not None and (not isinstance(aliases, list) or not all(isinstance(a, str) and a.strip() for a in aliases)):
+    if aliases is not None and (
+        not isinstance(aliases, list) or not all(isinstance(a, str) and a.strip() for a in aliases)
+    ):
         raise ConfigError(f"{path}: 'aliases' must be a list of names, got {repr(aliases)[:60]}")
 
 
@@ -181,7 +183,9 @@ def load_model(name_or_path: str, overrides: Mapping[str, Any] | None = None) ->
     if not overrides:
         return spec
     merged = {**spec.config, **overrides}
-    return spec_from_config(merged, spec.name, where=f"{name_or_path} with overrides", hf_id=spec.hf_id, source=spec.source)
+    return spec_from_config(
+        merged, spec.name, where=f"{name_or_path} with overrides", hf_id=spec.hf_id, source=spec.source
+    )
 
 
 def _load_model(name_or_path: str) -> ModelSpec:

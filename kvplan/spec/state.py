@@ -168,10 +168,16 @@ def _zamba2_mamba(cfg: dict[str, Any], hidden: int, where: str) -> RecurrentStat
     heads = _int(cfg, where, "n_mamba_heads", default=8)
     if inner % heads:
         raise ConfigError(f"{where}: mamba_expand x hidden_size = {inner} is not divisible by n_mamba_heads={heads}")
-    return RecurrentState("mamba2", inner, _int(cfg, where, "mamba_d_conv", default=4), heads,
-                          _int(cfg, where, "mamba_headdim", default=inner // heads),
-                          _int(cfg, where, "mamba_d_state", default=64), groups=_int(cfg, where, "mamba_ngroups", default=1),
-                          ssm_dtype=_ssm_dtype(cfg, "zamba2", where))
+    return RecurrentState(
+        "mamba2",
+        inner,
+        _int(cfg, where, "mamba_d_conv", default=4),
+        heads,
+        _int(cfg, where, "mamba_headdim", default=inner // heads),
+        _int(cfg, where, "mamba_d_state", default=64),
+        groups=_int(cfg, where, "mamba_ngroups", default=1),
+        ssm_dtype=_ssm_dtype(cfg, "zamba2", where),
+    )
 
 
 def mamba1_state(cfg: dict[str, Any], where: str) -> RecurrentState:
@@ -184,5 +190,8 @@ def mamba1_state(cfg: dict[str, Any], where: str) -> RecurrentState:
     else:
         hidden = _int(cfg, where, "hidden_size", "d_model")
         inner = _int(cfg, where, "intermediate_size", default=int(float(cfg.get("expand") or 2) * hidden))
-        n, k = _int(cfg, where, "state_size", "d_state", default=16), _int(cfg, where, "conv_kernel", "d_conv", default=4)
+        n, k = (
+            _int(cfg, where, "state_size", "d_state", default=16),
+            _int(cfg, where, "conv_kernel", "d_conv", default=4),
+        )
     return RecurrentState("mamba1", inner, k, inner, 1, n, ssm_dtype=_ssm_dtype(cfg, "", where))

@@ -9,6 +9,7 @@ step_probe.py (driving the engine), prediction.py and simulate.py (the predictio
 calibrate.py (the CPU step cost and its calibration), machine_facts.py, machine_speed.py,
 cpu_waits.py and run_queue.py (how fast and how busy this machine was), record.py, metrics.py and
 figures.py (per-request records and the metrics named as vLLM names them), memory.py,
-telemetry.py and bounded_http.py (bounded reads of a server's cold paths), result.py and result_checks.py (result.json), vllm_result.py (result.vllm.json),
+telemetry.py and bounded_http.py (bounded reads of a server's cold paths), result.py and result_checks.py (result.json),
+vllm_result.py (result.vllm.json),
 redact.py (secrets out). May import perf, engine and below; never server, gate, report or cli.
 """

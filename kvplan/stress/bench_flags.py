@@ -101,8 +101,11 @@ class BenchFlags:
             return {"dist": "uniform", "min": max(1, math.floor(mean * (1 - ratio))) + offset,
                     "max": math.ceil(mean * (1 + ratio)) + offset}
 
-        cls: dict[str, Any] = {"name": "random", "prompt_tokens": length(self.random_input_len or VLLM_RANDOM_INPUT_LEN, prefix),
-                               "output_tokens": length(self.random_output_len or VLLM_RANDOM_OUTPUT_LEN)}
+        cls: dict[str, Any] = {
+            "name": "random",
+            "prompt_tokens": length(self.random_input_len or VLLM_RANDOM_INPUT_LEN, prefix),
+            "output_tokens": length(self.random_output_len or VLLM_RANDOM_OUTPUT_LEN),
+        }
         if prefix:
             cls["shared_prefix"] = {"id": "random-prefix", "tokens": prefix}
         return {"classes": [cls]}

@@ -7,7 +7,8 @@ user's data folder (`catalog_files.user_dir()`) and `kvplan stress` uses it to p
 
 Each step's run-queue wait (time a neighbour held the CPU, `run_queue.py`) is taken out of its
 time before the fit, so a busy machine scatters the fit less. Between steps the reference kernel
-is timed, as in a stress run (`machine_speed.py`), and stored with the machine's facts (CPU model, cores, torch, threads): a
+is timed, as in a stress run (`machine_speed.py`), and stored with the machine's facts (CPU model, cores, torch,
+threads): a
 later run measures how much slower its machine is than this one, and a run elsewhere is flagged.
 A fit whose R² is below `MIN_R2` is refused (`fit_problem` says why) unless forced: a machine
 busy enough to scatter step times that much cannot be calibrated on.
@@ -54,7 +55,9 @@ def find_calibration(name: str, device: str) -> Path | None:
     return None
 
 
-def _grid(max_len_tokens: int, max_batched_tokens: int, max_num_seqs: int, pool_tokens: int) -> list[tuple[int, int, int]]:
+def _grid(
+    max_len_tokens: int, max_batched_tokens: int, max_num_seqs: int, pool_tokens: int
+) -> list[tuple[int, int, int]]:
     """(concurrent requests, prompt tokens, output tokens) rounds covering decode and prefill,
     kept inside the engine's limits so the pool never has to preempt."""
     rounds = []
@@ -133,8 +136,9 @@ def calibrate(model: str, config: EngineConfig | None = None, *, seed: int = 0, 
     from kvplan.engine import EngineConfig, LLMEngine, SamplingParams
 
     if engine is None:
-        config = config or EngineConfig(kv_cache_memory_bytes=512 * 2**20, max_model_len=4096, max_num_batched_tokens=2048,
-                                        device="cpu")
+        config = config or EngineConfig(
+            kv_cache_memory_bytes=512 * 2**20, max_model_len=4096, max_num_batched_tokens=2048, device="cpu"
+        )
         engine = LLMEngine.from_profile(model, config, seed=seed)
     config = engine.config
     timer = _Timer(engine)

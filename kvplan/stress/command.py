@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import math
 import os
-from itertools import islice
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
+from itertools import islice
 from pathlib import Path
 from typing import Literal
 
@@ -21,10 +21,10 @@ from rich.console import Console
 
 from kvplan.errors import Interrupted, KvplanError
 from kvplan.files import check_output_dir, check_output_path, child_path, write_files
+from kvplan.stress.bench_flags import BenchFlags
 from kvplan.stress.driver import run_target
 from kvplan.stress.result import RunResult
 from kvplan.stress.scenario import Scenario
-from kvplan.stress.bench_flags import BenchFlags
 from kvplan.stress.scenario_loader import load_scenario, parse_scenario
 from kvplan.stress.target import Target
 from kvplan.stress.workload import RequestSpec, dataset_stream, iter_requests
@@ -66,7 +66,9 @@ class StressOptions:
     def __post_init__(self) -> None:
         """Each flag checked once, whether or not the run uses it (a bad value is never ignored)."""
         if not (math.isfinite(self.timeout_s) and 0 < self.timeout_s <= MAX_TIMEOUT_S):
-            raise KvplanError(f"--timeout-s must be a number of seconds in (0, {MAX_TIMEOUT_S:,}], got {self.timeout_s}")
+            raise KvplanError(
+                f"--timeout-s must be a number of seconds in (0, {MAX_TIMEOUT_S:,}], got {self.timeout_s}"
+            )
         if self.api not in APIS:
             raise KvplanError(f"--api must be one of {', '.join(APIS)}, got {short_repr(self.api)}")
         if self.allocator not in ALLOCATOR_CHOICES:
@@ -135,8 +137,10 @@ def _out_dir(opts: StressOptions, scenario: Scenario) -> Path:
         check_output_dir(opts.out_dir)  # before the run: an unwritable folder is found now, not after it
         earlier = _earlier_run_files(opts.out_dir)
         if earlier and not opts.force:
-            raise KvplanError(f"--out {opts.out_dir} already holds a run ({', '.join(p.name for p in earlier[:3])}); "
-                              "choose another folder, leave --out out (a new folder per run), or pass --force to replace it")
+            raise KvplanError(
+                f"--out {opts.out_dir} already holds a run ({', '.join(p.name for p in earlier[:3])}); "
+                "choose another folder, leave --out out (a new folder per run), or pass --force to replace it"
+            )
         return opts.out_dir
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + ("-target" if opts.target else "")
     base = check_output_dir(child_path("reports", scenario.name))
@@ -260,7 +264,9 @@ def _with_server_settings(opts: StressOptions, scenario: Scenario, notes: list[s
     from kvplan.stress.targets.server_settings import adopt, read_server_settings
 
     key = api_key(opts.api_key_env)
-    settings = read_server_settings(opts.target, {"Authorization": f"Bearer {key}"} if key else {}, opts.served_model_name)
+    settings = read_server_settings(
+        opts.target, {"Authorization": f"Bearer {key}"} if key else {}, opts.served_model_name
+    )
     data, said = adopt(scenario, settings)
     notes.extend(said)
     return parse_scenario(data, f"{opts.scenario_path or 'the scenario'} with the server's settings")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from kvplan.errors import ConfigError
 from kvplan.perf.step_cost import StepShape
@@ -16,7 +16,8 @@ from kvplan.perf.step_cost import StepShape
 
 @dataclass(frozen=True)
 class LinearCostModel:
-    """step_s = intercept + Σ coefficient x feature (tokens, seqs, context_tokens, attention_pairs); fitted on timed steps."""
+    """step_s = intercept + Σ coefficient x feature (tokens, seqs, context_tokens, attention_pairs);
+    fitted on timed steps."""
 
     intercept_s: float
     per_token_s: float
@@ -29,15 +30,15 @@ class LinearCostModel:
     num_samples: int = 0
     r2: float = 0.0
     # fit quality beside R²: each step's (measured - fitted) / fitted, 10th and 90th percentile
-    residual_p10_pct: Optional[float] = None
-    residual_p90_pct: Optional[float] = None
+    residual_p10_pct: float | None = None
+    residual_p90_pct: float | None = None
     # what `kvplan calibrate` saw: the reference kernel's mean time, the engine's threads and the
     # machine (machine_facts.MachineFacts), so a run elsewhere is flagged and its slowdown measured
-    reference_kernel_ms: Optional[float] = None
-    reference_kernel_cpu_ms: Optional[float] = None
-    cpu_wait_share: Optional[float] = None
-    threads: Optional[int] = None
-    machine: Optional[dict[str, Any]] = None
+    reference_kernel_ms: float | None = None
+    reference_kernel_cpu_ms: float | None = None
+    cpu_wait_share: float | None = None
+    threads: int | None = None
+    machine: dict[str, Any] | None = None
 
     def step_s(self, shape: StepShape) -> float:
         if shape.num_seqs == 0:
@@ -74,8 +75,14 @@ class LinearCostModel:
         ss_res = float(((y - pred) ** 2).sum())
         ss_tot = float(((y - y.mean()) ** 2).sum()) or 1.0
         rel = 100.0 * (y - pred) / np.maximum(pred, 1e-9)
-        return cls(*map(float, coef), num_samples=len(y), r2=1.0 - ss_res / ss_tot,  # type: ignore[arg-type]
-                   residual_p10_pct=float(np.percentile(rel, 10)), residual_p90_pct=float(np.percentile(rel, 90)), **meta)
+        return cls(
+            *map(float, coef),
+            num_samples=len(y),
+            r2=1.0 - ss_res / ss_tot,  # type: ignore[arg-type]
+            residual_p10_pct=float(np.percentile(rel, 10)),
+            residual_p90_pct=float(np.percentile(rel, 90)),
+            **meta,
+        )
 
     def save(self, path: Path) -> None:
         import yaml
@@ -118,10 +125,10 @@ def _calibration_schema() -> Any:
 
     class Machine(BaseModel):
         model_config = strict
-        cpu_model: Optional[text] = None  # type: ignore[valid-type]
-        cores: Optional[Annotated[int, Field(ge=1, le=2**20)]] = None
-        torch: Optional[text] = None  # type: ignore[valid-type]
-        host: Optional[text] = None  # type: ignore[valid-type]
+        cpu_model: text | None = None  # type: ignore[valid-type]
+        cores: Annotated[int, Field(ge=1, le=2 ** 20)] | None = None
+        torch: text | None = None  # type: ignore[valid-type]
+        host: text | None = None  # type: ignore[valid-type]
 
     class CalibrationFile(BaseModel):
         model_config = strict
@@ -136,13 +143,13 @@ def _calibration_schema() -> Any:
         host: text = ""  # type: ignore[valid-type]
         num_samples: Annotated[int, Field(ge=0, le=2**53)] = 0
         r2: Annotated[float, Field(ge=-1e9, le=1)] = 0.0
-        residual_p10_pct: Optional[Annotated[float, Field(ge=-1e9, le=1e9)]] = None
-        residual_p90_pct: Optional[Annotated[float, Field(ge=-1e9, le=1e9)]] = None
-        reference_kernel_ms: Optional[Annotated[float, Field(gt=0, le=1e9)]] = None  # a slowdown divides by it
-        reference_kernel_cpu_ms: Optional[Annotated[float, Field(gt=0, le=1e9)]] = None
-        cpu_wait_share: Optional[Annotated[float, Field(ge=0, le=1)]] = None
-        threads: Optional[Annotated[int, Field(ge=1, le=2**16)]] = None
-        machine: Optional[Machine] = None
+        residual_p10_pct: Annotated[float, Field(ge=-1000000000.0, le=1000000000.0)] | None = None
+        residual_p90_pct: Annotated[float, Field(ge=-1000000000.0, le=1000000000.0)] | None = None
+        reference_kernel_ms: Annotated[float, Field(gt=0, le=1000000000.0)] | None = None  # a slowdown divides by it
+        reference_kernel_cpu_ms: Annotated[float, Field(gt=0, le=1000000000.0)] | None = None
+        cpu_wait_share: Annotated[float, Field(ge=0, le=1)] | None = None
+        threads: Annotated[int, Field(ge=1, le=2 ** 16)] | None = None
+        machine: Machine | None = None
 
     return CalibrationFile
 

@@ -168,7 +168,7 @@ def _rows(path: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError as exc:
             raise _bad(path, f"line {number}: not a JSON object: {exc.msg}") from None
         if not isinstance(row, dict):
-            raise _bad(path, f"line {number}: a JSON line is an object such as {{\"prompt\": \"...\", \"output_len\": 128}}")
+            raise _bad(path, f'line {number}: a JSON line is an object such as {{"prompt": "...", "output_len": 128}}')
         rows.append(row)
     return rows
 
@@ -183,12 +183,16 @@ def _length(path: Path, number: int, row: dict[str, Any], key: str) -> int | Non
         except (TypeError, ValueError, OverflowError):
             n = None
         if n is None or not 0 < n <= 10_000_000:
-            raise _bad(path, f"row {number}: {name} must be a whole number of tokens in 1..10,000,000, got {str(value)[:40]!r}")
+            raise _bad(
+                path, f"row {number}: {name} must be a whole number of tokens in 1..10,000,000, got {str(value)[:40]!r}"
+            )
         return n
     return None
 
 
-def _custom(ref: DatasetRef, path: Path, seed: int, counter: _Counter, max_len: int, notes: list[str]) -> list[DatasetRequest]:
+def _custom(
+    ref: DatasetRef, path: Path, seed: int, counter: _Counter, max_len: int, notes: list[str]
+) -> list[DatasetRequest]:
     out, too_long = [], 0
     for number, row in enumerate(_rows(path), 1):
         text = row.get("prompt")
@@ -196,9 +200,14 @@ def _custom(ref: DatasetRef, path: Path, seed: int, counter: _Counter, max_len: 
             raise _bad(path, f"row {number}: prompt must be text, got {type(text).__name__}")
         n_in = _length(path, number, row, "input_len")
         if text is None and n_in is None:
-            raise _bad(path, f"row {number}: give `prompt` (text) or `input_len` (tokens); it has {', '.join(row) or 'no keys'}")
+            raise _bad(
+                path,
+                f"row {number}: give `prompt` (text) or `input_len` (tokens); it has {', '.join(row) or 'no keys'}",
+            )
         output = ref.output_tokens or _length(path, number, row, "output_len") or CUSTOM_OUTPUT_TOKENS
-        ids = counter.fold(counter.ids(text)) if text is not None else counter.length_ids(n_in, seed * 1_000_003 + number)
+        ids = (
+            counter.fold(counter.ids(text)) if text is not None else counter.length_ids(n_in, seed * 1_000_003 + number)
+        )
         if len(ids) + output > max_len:
             too_long += 1
             continue
@@ -218,7 +227,9 @@ def _burstgpt(ref: DatasetRef, path: Path, seed: int, counter: _Counter, max_len
         raise _bad(path, f"not a CSV file: {str(exc).splitlines()[0]}") from None
     missing = [c for c in ("Model", "Request tokens", "Response tokens") if c not in df.columns]
     if missing:
-        raise _bad(path, f"BurstGPT's CSV has the columns Model, Request tokens, Response tokens; missing {', '.join(missing)}")
+        raise _bad(
+            path, f"BurstGPT's CSV has the columns Model, Request tokens, Response tokens; missing {', '.join(missing)}"
+        )
     df = df[(df["Model"] == "GPT-4") & (pd.to_numeric(df["Response tokens"], errors="coerce") > 0)]
     if df.empty:
         raise _bad(path, "no GPT-4 row with a positive Response tokens (vLLM's BurstGPT filter)")
@@ -236,7 +247,9 @@ def _burstgpt(ref: DatasetRef, path: Path, seed: int, counter: _Counter, max_len
     return out
 
 
-def load_dataset(ref: DatasetRef, *, seed: int, vocab_size: int, max_model_len: int, num_requests: int | None) -> DatasetStream:
+def load_dataset(
+    ref: DatasetRef, *, seed: int, vocab_size: int, max_model_len: int, num_requests: int | None
+) -> DatasetStream:
     """The dataset's requests for one run (see the module doc); any problem is one `KvplanError` line."""
     path = Path(ref.path).expanduser()
     if not path.is_file():
@@ -250,7 +263,9 @@ def load_dataset(ref: DatasetRef, *, seed: int, vocab_size: int, max_model_len: 
     else:
         kept = _burstgpt(ref, path, seed, counter, max_model_len, num_requests, notes)
     if not kept:
-        raise _bad(path, f"no request left to send (max_model_len {max_model_len:,}){': ' + '; '.join(notes) if notes else ''}")
+        raise _bad(
+            path, f"no request left to send (max_model_len {max_model_len:,}){': ' + '; '.join(notes) if notes else ''}"
+        )
     if ref.tokenizer is None and any(r.prompt_text is not None for r in kept):
         notes.append("text prompts counted at ~4 bytes a token (no --tokenizer): the server's own counts are in "
                      "server_input_tokens; pass --tokenizer for vLLM's counts")

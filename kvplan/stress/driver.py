@@ -92,7 +92,9 @@ def _normalized(scenario: Scenario, requests: list[RequestSpec], prediction: dic
     rescaling where the prediction has no step count to resample over."""
     if not speed.step_ratios or prediction.get("num_gpu_blocks") is None:
         return normalized_errors(prediction, metrics, speed.ratio)
-    rescaled = rescaled_timing(scenario, requests, prediction, SpeedResampled(cost_model, speed.step_modelled_s, speed.step_ratios))
+    rescaled = rescaled_timing(
+        scenario, requests, prediction, SpeedResampled(cost_model, speed.step_modelled_s, speed.step_ratios)
+    )
     return normalized_errors(rescaled, metrics)
 
 

@@ -33,7 +33,9 @@ class Figure:
     unit: str
     group: Group
     predicted: bool = False  # the prediction carries it: shown predicted vs measured
-    default_gate: str | None = None  # "exact" or a tolerance such as "+50%": the gate's checks when a scenario names none
+    default_gate: str | None = (
+        None  # "exact" or a tolerance such as "+50%": the gate's checks when a scenario names none
+    )
     in_allocator_table: bool = False  # a row of the paged-vs-contiguous comparison
     prediction_key: str | None = None  # the prediction's name for it, when it differs
 
@@ -156,7 +158,13 @@ def unit_of(name: str) -> str:
     f = figure(name)
     if f is not None:
         return f.unit
-    for suffix, unit in (("_bytes", "bytes"), ("_ms", "ms"), ("_s", "s"), ("_ratio", "ratio"), ("_throughput", "tok/s")):
+    for suffix, unit in (
+        ("_bytes", "bytes"),
+        ("_ms", "ms"),
+        ("_s", "s"),
+        ("_ratio", "ratio"),
+        ("_throughput", "tok/s"),
+    ):
         if name.endswith(suffix):
             return unit
     return ""

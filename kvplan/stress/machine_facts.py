@@ -45,7 +45,9 @@ class MachineFacts:
     def differences(self, other: dict[str, Any] | None) -> list[str]:
         """What differs from `other` (a calibration's stored facts), as "name: theirs -> ours"."""
         if not other:
-            return ["the calibration does not record which machine it was made on, so it may not be this machine's speed"]
+            return [
+                "the calibration does not record which machine it was made on, so it may not be this machine's speed"
+            ]
         ours = self.to_dict()
         return [f"{k} {other.get(k)!r} there, {ours[k]!r} here" for k in COMPARED if other.get(k) != ours[k]]
 

@@ -83,7 +83,9 @@ class ReferenceTiming:
             return None
         return min(1.0, max(0.0, self.step_wait_s / self.step_wall_s))
 
-    def figures(self, metrics: Mapping[str, Any], wait_free: Mapping[str, Any] | None = None) -> dict[str, float | None]:
+    def figures(
+        self, metrics: Mapping[str, Any], wait_free: Mapping[str, Any] | None = None
+    ) -> dict[str, float | None]:
         """`reference_kernel_ms` (mean wall), `reference_kernel_cpu_ms`, `cpu_wait_share`, and each
         latency figure as the latency this run would have had with a CPU to itself, in units of the
         reference kernel's CPU time: a neighbour's time slices drop out with the waits, a slower or
@@ -97,9 +99,11 @@ class ReferenceTiming:
         ref_ms = 1e3 * float(np.mean(self.cpu_s if share is not None and self.cpu_s else self.times_s))
         keep = 1.0 - share if share is not None and wait_free is None else 1.0
         source_metrics = wait_free if wait_free is not None else metrics
-        out: dict[str, float | None] = {"reference_kernel_ms": 1e3 * float(np.mean(self.times_s)),
-                                        "reference_kernel_cpu_ms": 1e3 * float(np.mean(self.cpu_s)) if self.cpu_s else None,
-                                        "cpu_wait_share": share}
+        out: dict[str, float | None] = {
+            "reference_kernel_ms": 1e3 * float(np.mean(self.times_s)),
+            "reference_kernel_cpu_ms": 1e3 * float(np.mean(self.cpu_s)) if self.cpu_s else None,
+            "cpu_wait_share": share,
+        }
         for name, source in NORMALIZED_FROM.items():
             value = figure_value(source_metrics, source)
             if value is None or ref_ms <= 0:
@@ -135,16 +139,34 @@ class MachineSpeed:
         if self.reference_slowdown is None or self.engine_ratio is None:
             return ""
         ref, eng = self.reference_slowdown, self.engine_ratio
-        who = ("the engine, not the machine" if eng > 1.3 and ref < 1.3 else "the machine, not the engine" if ref > 1.3 and eng < 1.3
-               else "both the machine and the engine" if ref > 1.3 else "neither")
-        return (f"; measured apart from the engine (reference kernel, CPU waits) the machine was {slower_or_faster(ref)} "
-                f"than when calibrated, and the engine took {eng:.2f}x the model's time beyond that: {who}")
+        who = (
+            "the engine, not the machine"
+            if eng > 1.3 and ref < 1.3
+            else "the machine, not the engine"
+            if ref > 1.3 and eng < 1.3
+            else "both the machine and the engine"
+            if ref > 1.3
+            else "neither"
+        )
+        return (
+            f"; measured apart from the engine (reference kernel, CPU waits) the machine was {slower_or_faster(ref)} "
+            f"than when calibrated, and the engine took {eng:.2f}x the model's time beyond that: {who}"
+        )
 
     def sentence(self) -> str:  # noqa: D401 - one plain sentence for the notes
-        slower = f"{self.ratio:.2f}x the calibrated step time" if self.ratio >= 1 else f"{1 / self.ratio:.2f}x faster than calibrated"
+        slower = (
+            f"{self.ratio:.2f}x the calibrated step time"
+            if self.ratio >= 1
+            else f"{1 / self.ratio:.2f}x faster than calibrated"
+        )
         cpu = f"; this process kept {self.cpu_busy_cores:.1f} of {self.cores} cores busy" if self.cpu_busy_cores else ""
-        verdict = ("machine slower than calibrated (busy or different): compare the speed-normalized errors"
-                   if self.ratio > 1.3 else "machine faster than calibrated" if self.ratio < 0.7 else "machine as calibrated")
+        verdict = (
+            "machine slower than calibrated (busy or different): compare the speed-normalized errors"
+            if self.ratio > 1.3
+            else "machine faster than calibrated"
+            if self.ratio < 0.7
+            else "machine as calibrated"
+        )
         return (f"machine speed: steps took {slower} in total (median step {self.median:.2f}x, p10-p90 "
                 f"{self.p10:.2f}-{self.p90:.2f}x over {self.num_steps} steps)"
                 f"{cpu}: {verdict}{self._cause()}")
@@ -155,7 +177,10 @@ def reference_slowdown(cost_model: Any, reference: Mapping[str, Any]) -> float |
     from the engine: the reference kernel's CPU time against the calibration's, and the share of
     step time spent waiting for a CPU here (the calibration's fit has its waits taken out already).
     None when either side lacks the figures."""
-    cal_ms, ref_ms = getattr(cost_model, "reference_kernel_cpu_ms", None), figure_value(reference, "reference_kernel_cpu_ms")
+    cal_ms, ref_ms = (
+        getattr(cost_model, "reference_kernel_cpu_ms", None),
+        figure_value(reference, "reference_kernel_cpu_ms"),
+    )
     if not cal_ms or not ref_ms:
         return None
     wait_here = figure_value(reference, "cpu_wait_share") or 0.0
@@ -209,7 +234,9 @@ class SpeedResampled:
         return modelled * float(ratio)
 
 
-def normalized_errors(prediction: Mapping[str, Any], metrics: Mapping[str, Any], ratio: float = 1.0) -> dict[str, float]:
+def normalized_errors(
+    prediction: Mapping[str, Any], metrics: Mapping[str, Any], ratio: float = 1.0
+) -> dict[str, float]:
     """Error % of each predicted time figure after scaling the prediction by the machine's speed:
     times x ratio, rates / ratio (ratio 1: `prediction` is rescaled already, by `SpeedResampled`).
     Memory and schedule figures do not depend on speed: left out."""

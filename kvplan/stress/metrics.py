@@ -32,7 +32,9 @@ def _percentiles(slo: Slo | None, percentiles: Sequence[float]) -> tuple[float, 
     return tuple(sorted({*percentiles, *extra}))
 
 
-def summarize_ms(values_s: Iterable[float], name: str, percentiles: Sequence[float] = PERCENTILES) -> dict[str, float | None]:
+def summarize_ms(
+    values_s: Iterable[float], name: str, percentiles: Sequence[float] = PERCENTILES
+) -> dict[str, float | None]:
     """mean/median/std/pXX of `values_s` (seconds) as `{stat}_{name}_ms`; None for no data."""
     arr = np.asarray(list(values_s), dtype=float) * 1000.0
     empty = arr.size == 0
@@ -97,7 +99,9 @@ def _measured(records: Iterable[RequestRecord]) -> list[RequestRecord]:
     return [r for r in records if not r.is_warmup]
 
 
-def _compute(measured: list[RequestRecord], span_s: float | None, slo: Slo | None, pcts: tuple[float, ...]) -> dict[str, Any]:
+def _compute(
+    measured: list[RequestRecord], span_s: float | None, slo: Slo | None, pcts: tuple[float, ...]
+) -> dict[str, Any]:
     ok = [r for r in measured if r.status == "ok"]
     errored = sum(r.status == "error" for r in measured)
     aborted = sum(r.status == "aborted" for r in measured)
@@ -125,7 +129,9 @@ def _compute(measured: list[RequestRecord], span_s: float | None, slo: Slo | Non
         out.update(summarize_ms(series[name], name, pcts))
     if slo is not None and slo.limits_ms:
         good = sum(meets_slo(r, slo) for r in ok)
-        out.update(good_requests=good, request_goodput=per_s(good), goodput_ratio=good / len(measured) if measured else None)
+        out.update(
+            good_requests=good, request_goodput=per_s(good), goodput_ratio=good / len(measured) if measured else None
+        )
         word = percentile_word(slo.percentile)
         at_pct = [out[f"p{word}_{SLO_TO_METRIC[k]}_ms"] for k in slo.limits_ms]
         if all(v is not None for v in at_pct):

@@ -48,7 +48,9 @@ def _check_shape(key: str, value: Any) -> None:
             raise FieldIssue((key,), f"must be a list of at most {MAX_LIST_ITEMS} scalars, got {short_repr(value)}")
     elif isinstance(value, dict):
         if len(value) > MAX_MAPPING_ITEMS or not all(isinstance(v, _SCALARS) for v in value.values()):
-            raise FieldIssue((key,), f"must be a mapping of at most {MAX_MAPPING_ITEMS} scalars, got {short_repr(value)}")
+            raise FieldIssue(
+                (key,), f"must be a mapping of at most {MAX_MAPPING_ITEMS} scalars, got {short_repr(value)}"
+            )
     elif not isinstance(value, _SCALARS):
         raise FieldIssue((key,), f"must be a scalar, a list or a mapping, got {short_repr(value)}")
 
@@ -57,11 +59,15 @@ def check_overrides(overrides: Mapping[str, Any], base: Mapping[str, Any], model
     """Raise `FieldIssue` (path below `model.overrides`) for the first override that cannot apply."""
     for key, value in overrides.items():
         if key not in base and key not in KNOWN_KEYS:
-            raise FieldIssue((key,), f"{model}'s config has no key {key!r} and it is not an architecture key kvplan reads")
+            raise FieldIssue(
+                (key,), f"{model}'s config has no key {key!r} and it is not an architecture key kvplan reads"
+            )
         _check_shape(key, value)
         if key in SIZE_KEYS and value is not None:
             if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_SIZE:
                 raise FieldIssue((key,), f"must be a whole number in 1..{MAX_SIZE:,}, got {short_repr(value)}")
         old = base.get(key)
         if old is not None and value is not None and _kind(old) != _kind(value):
-            raise FieldIssue((key,), f"must be a {_kind(old)} like the model's {short_repr(old)}, got {short_repr(value)}")
+            raise FieldIssue(
+                (key,), f"must be a {_kind(old)} like the model's {short_repr(old)}, got {short_repr(value)}"
+            )

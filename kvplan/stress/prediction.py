@@ -19,16 +19,18 @@ from kvplan.spec.gpu import load_gpu
 from kvplan.stress.calibrate import find_calibration
 from kvplan.stress.cpu_cost import LinearCostModel
 from kvplan.stress.figures import FIGURES
-from kvplan.stress.simulate import SimRequest, SimResult, simulate
 from kvplan.stress.metrics import compute_metrics
 from kvplan.stress.record import RequestRecord
 from kvplan.stress.scenario import Scenario
+from kvplan.stress.simulate import SimRequest, SimResult, simulate
 from kvplan.stress.workload import RequestSpec
 
 # predicted figures that come out of the simulated requests' records (the rest: from the simulation)
 CLOCK_DEPENDENT = ("peak_kv_bytes", "peak_kv_blocks", "peak_running_requests", "num_preemptions",
                    "preemption_onset_step", "prefix_hit_tokens", "num_steps")
-PREDICTED_FROM_RECORDS = tuple(f.name for f in FIGURES.values() if f.predicted and f.group != "memory" and not f.prediction_key)
+PREDICTED_FROM_RECORDS = tuple(
+    f.name for f in FIGURES.values() if f.predicted and f.group != "memory" and not f.prediction_key
+)
 
 
 def load_cost_model(scenario: Scenario, calibration: Path | None = None,
@@ -63,7 +65,10 @@ def _gpu_cost(scenario: Scenario, device_name: str | None) -> tuple[StepCost | N
 
 
 def _sim_requests(requests: list[RequestSpec]) -> list[SimRequest]:
-    return [SimRequest(r.request_id, tuple(r.prompt_token_ids), r.output_tokens, r.arrival_s, r.class_name) for r in requests]
+    return [
+        SimRequest(r.request_id, tuple(r.prompt_token_ids), r.output_tokens, r.arrival_s, r.class_name)
+        for r in requests
+    ]
 
 
 def _records(sim: SimResult, requests: list[RequestSpec]) -> list[RequestRecord]:
@@ -113,13 +118,21 @@ def _simulate(scenario: Scenario, requests: list[RequestSpec], num_gpu_blocks: i
               cost_model: StepCost, allocator: str) -> SimResult:
     engine = scenario.engine
     closed = scenario.arrival.type == "concurrency"
-    return simulate(_sim_requests(requests), num_gpu_blocks=num_gpu_blocks, bytes_per_block=bytes_per_block,
-                    block_size=engine.block_size, max_model_len=scenario.max_model_len, max_num_seqs=engine.max_num_seqs,
-                    max_num_batched_tokens=engine.max_num_batched_tokens, cost_model=cost_model, allocator=allocator,
-                    enable_prefix_caching=engine.enable_prefix_caching,
-                    concurrency=scenario.arrival.concurrency if closed else None,
-                    max_in_flight=scenario.arrival.max_concurrency,
-                    num_cpu_blocks=blocks_in_budget(engine.swap_space_bytes, bytes_per_block))
+    return simulate(
+        _sim_requests(requests),
+        num_gpu_blocks=num_gpu_blocks,
+        bytes_per_block=bytes_per_block,
+        block_size=engine.block_size,
+        max_model_len=scenario.max_model_len,
+        max_num_seqs=engine.max_num_seqs,
+        max_num_batched_tokens=engine.max_num_batched_tokens,
+        cost_model=cost_model,
+        allocator=allocator,
+        enable_prefix_caching=engine.enable_prefix_caching,
+        concurrency=scenario.arrival.concurrency if closed else None,
+        max_in_flight=scenario.arrival.max_concurrency,
+        num_cpu_blocks=blocks_in_budget(engine.swap_space_bytes, bytes_per_block),
+    )
 
 
 def _timing(scenario: Scenario, requests: list[RequestSpec], sim: SimResult) -> dict[str, Any]:
@@ -146,6 +159,9 @@ def _thin(samples: list, limit: int = 2000) -> list:
         for name in THINNED_FIELDS:
             lo, hi = extremes.get((b, name), (i, i))
             v = getattr(s, name)
-            extremes[(b, name)] = (lo if getattr(samples[lo], name) <= v else i, hi if getattr(samples[hi], name) >= v else i)
+            extremes[(b, name)] = (
+                lo if getattr(samples[lo], name) <= v else i,
+                hi if getattr(samples[hi], name) >= v else i,
+            )
     keep = {0, len(samples) - 1, *(i for pair in extremes.values() for i in pair)}
     return [samples[i] for i in sorted(keep)]

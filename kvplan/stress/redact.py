@@ -36,8 +36,10 @@ _VALUE = r"[^\s\"'`<>,;&()\[\]{}\\]+"  # a token: up to a space, a quote, a sepa
 _SCHEME = r"(?:bearer|basic|token|digest|apikey)"  # of an Authorization value
 _PARAM_WORDS = ("key", "token", "secret", "passw", "signature")  # what every _PARAM_NAME ends with
 _PARAM_NAME = r"(?:[\w.-]{0,64}[_.-])?(?:api[_-]?key|key|token|secret|password|passwd|signature)"
-_HEADER = re.compile(r"(?i)(?<![\w-])((?:proxy-)?authorization|x-api-key|api-key|x-auth-token)(\\?[\"']?\s*[:=]\s*\\?[\"']?)"
-                     r"(" + _SCHEME + r"\s+)?(?!" + _SCHEME + r"\s)" + _NOT_MASKED + _VALUE)
+_HEADER = re.compile(
+    r"(?i)(?<![\w-])((?:proxy-)?authorization|x-api-key|api-key|x-auth-token)(\\?[\"']?\s*[:=]\s*\\?[\"']?)"
+    r"(" + _SCHEME + r"\s+)?(?!" + _SCHEME + r"\s)" + _NOT_MASKED + _VALUE
+)
 _BEARER = re.compile(r"(?i)\b(bearer\s+)" + _NOT_MASKED + _VALUE)
 _PARAM = re.compile(r"(?i)(?<![\w.-])(" + _PARAM_NAME + r"\s*=\s*)" + _NOT_MASKED + _VALUE)
 _JSON_PARAM = re.compile(r"(?i)([\"']" + _PARAM_NAME + r"\\?[\"']\s*:\s*\\?[\"'])" + _NOT_MASKED + r"[^\"'\\]+")

@@ -12,16 +12,16 @@ import sys
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from kvplan.errors import KvplanError, read_user_file
-from kvplan.stress.figures import RENAMED_FIGURES
 from kvplan.files import write_text_atomic
+from kvplan.stress.figures import RENAMED_FIGURES
 from kvplan.stress.record import RequestRecord
 from kvplan.stress.result_checks import check_result_data
-from kvplan.validation import FieldIssue, number_problem, format_validation_error, path_text
+from kvplan.validation import FieldIssue, format_validation_error, number_problem, path_text
 
 SCHEMA_VERSION = 1
 MAX_RESULT_BYTES = 1 << 30  # a million-request run is a few hundred MB
@@ -75,7 +75,9 @@ class RunResult(BaseModel):
     model_config = ConfigDict(extra="forbid", ser_json_inf_nan="null")
 
     schema_version: Literal[1] = SCHEMA_VERSION
-    created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"), max_length=64)
+    created_at: str = Field(
+        default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"), max_length=64
+    )
     scenario: dict[str, Any]  # Scenario.to_dict(): parse_scenario accepts it back
     allocator: Literal["paged", "contiguous"] = "paged"
     environment: Environment
@@ -94,7 +96,7 @@ class RunResult(BaseModel):
     notes: list[str] = Field(default_factory=list)
     # HTTP targets: the server's own /metrics samples ({t_s, kv_cache_usage_perc,
     # num_requests_running, num_requests_waiting, ...}) and what it says about itself
-    server_telemetry: list[dict[str, Optional[float]]] = Field(default_factory=list)  # numbers only: plotted
+    server_telemetry: list[dict[str, float | None]] = Field(default_factory=list)  # numbers only: plotted
     server_info: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("created_at")
@@ -165,7 +167,9 @@ def _rename_old_keys(data: dict[str, Any]) -> None:
         if isinstance(gate.get("exact"), list):
             gate["exact"] = [RENAMED_FIGURES.get(k, k) if isinstance(k, str) else k for k in gate["exact"]]
         if isinstance(gate.get("relative"), dict):
-            gate["relative"] = {RENAMED_FIGURES.get(k, k) if isinstance(k, str) else k: v for k, v in gate["relative"].items()}
+            gate["relative"] = {
+                RENAMED_FIGURES.get(k, k) if isinstance(k, str) else k: v for k, v in gate["relative"].items()
+            }
     per_class = data.get("per_class")
     if isinstance(per_class, dict):
         for figures in per_class.values():

@@ -131,8 +131,9 @@ def check_timeline(samples: Any, where: tuple[str | int, ...]) -> None:
     if not isinstance(samples, list):
         raise FieldIssue(where, f"must be a list, got {short_repr(samples)}")
     for i, sample in enumerate(samples):
-        if not isinstance(sample, dict) or not all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
-                                                   for v in sample.values()):
+        if not isinstance(sample, dict) or not all(
+            v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in sample.values()
+        ):
             raise FieldIssue(where + (i,), f"must be a mapping of numbers, got {short_repr(sample)}")
 
 

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan.stress.cpu_waits import CpuWaits
 from kvplan.stress.machine_speed import ReferenceSampler, ReferenceTiming
-from kvplan.stress.run_queue import RunQueueClock
-from kvplan.stress.result import TimelineSample
 from kvplan.stress.memory import NvmlSampler, cuda_bytes, rss_bytes
 from kvplan.stress.record import RequestRecord
+from kvplan.stress.result import TimelineSample
+from kvplan.stress.run_queue import RunQueueClock
 from kvplan.stress.scenario import Scenario
 from kvplan.stress.workload import RequestSpec, concurrency_limit
 
@@ -99,9 +99,12 @@ class _Session:
     def _submit(self, spec: RequestSpec, arrival_s: float) -> None:
         from kvplan.engine.sampling_params import SamplingParams
 
-        self.engine.add_request(list(spec.prompt_token_ids),
-                                SamplingParams(max_tokens=spec.output_tokens, ignore_eos=True, temperature=0.0, seed=spec.index),
-                                request_id=spec.request_id, arrival_time_s=self.t0 + arrival_s)
+        self.engine.add_request(
+            list(spec.prompt_token_ids),
+            SamplingParams(max_tokens=spec.output_tokens, ignore_eos=True, temperature=0.0, seed=spec.index),
+            request_id=spec.request_id,
+            arrival_time_s=self.t0 + arrival_s,
+        )
         self.live[spec.request_id] = (spec, arrival_s)
         self.upcoming = next(self.stream, None)
 
@@ -154,7 +157,9 @@ def _step(engine: Any, session: _Session, run: EngineRun, probe: Any, nvml: Nvml
     outputs = engine.step()
     run.step_wall_s += time.perf_counter() - start
     end, wait1 = time.perf_counter(), queue.wait_s()
-    run.step_wait_s = None if wait0 is None or wait1 is None or run.step_wait_s is None else run.step_wait_s + wait1 - wait0
+    run.step_wait_s = (
+        None if wait0 is None or wait1 is None or run.step_wait_s is None else run.step_wait_s + wait1 - wait0
+    )
     if wait0 is not None and wait1 is not None:
         run.wait_marks += [(start - session.t0, wait0), (end - session.t0, wait1)]
     run.num_steps += 1

@@ -21,16 +21,24 @@ import math
 import re
 from typing import Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator,
-                      model_serializer, model_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from kvplan.engine.config import EngineConfig, engine_config_from
 from kvplan.errors import KvplanError
 from kvplan.plan.kv import blocks_in_budget, bytes_per_block
 from kvplan.spec.dtypes import resolve_kv_dtype
 from kvplan.spec.profiles import load_model, model_config
-from kvplan.stress.overrides import check_overrides
 from kvplan.stress.figures import RENAMED_FIGURES, metric_names, names
+from kvplan.stress.overrides import check_overrides
 from kvplan.validation import FieldIssue, first_error
 from kvplan.validation import short_repr as _short
 
@@ -51,7 +59,9 @@ class _Strict(BaseModel):
 
 # --- model ------------------------------------------------------------------------------------
 class ModelRef(_Strict):
-    name: str = Field(min_length=1, max_length=4096)  # bundled profile, alias, HF id, config.json path or model directory
+    name: str = Field(
+        min_length=1, max_length=4096
+    )  # bundled profile, alias, HF id, config.json path or model directory
     overrides: dict[str, Any] = Field(default_factory=dict, max_length=64)  # config.json keys, merged over the base
 
 
@@ -80,7 +90,9 @@ class LengthSpec(_Strict):
 
     @model_validator(mode="after")
     def _check(self) -> LengthSpec:
-        need = {"fixed": ("mean",), "uniform": ("min", "max"), "normal": ("mean", "std"), "lognormal": ("mean", "std")}[self.dist]
+        need = {"fixed": ("mean",), "uniform": ("min", "max"), "normal": ("mean", "std"), "lognormal": ("mean", "std")}[
+            self.dist
+        ]
         unused = {"fixed": ("std", "min", "max"), "uniform": ("mean", "std")}.get(self.dist, ())
         for key in need:
             if getattr(self, key) is None:
@@ -123,8 +135,11 @@ class RequestClass(_Strict):
     def _prefix_fits(self) -> RequestClass:
         upper = self.prompt_tokens.upper_tokens
         if self.shared_prefix is not None and upper is not None and upper <= self.shared_prefix.tokens:
-            raise FieldIssue(("shared_prefix", "tokens"), f"{self.shared_prefix.tokens} leaves no room in prompts of at most "
-                             f"{upper} tokens (prompt_tokens counts the prefix)")
+            raise FieldIssue(
+                ("shared_prefix", "tokens"),
+                f"{self.shared_prefix.tokens} leaves no room in prompts of at most "
+                f"{upper} tokens (prompt_tokens counts the prefix)",
+            )
         return self
 
 
@@ -161,7 +176,9 @@ class Workload(_Strict):
         prefixes: dict[str, int] = {}
         for i, c in enumerate(self.classes):
             if c.name in seen:
-                raise FieldIssue(("classes", i, "name"), f"duplicate class name {c.name!r} (also classes[{seen[c.name]}])")
+                raise FieldIssue(
+                    ("classes", i, "name"), f"duplicate class name {c.name!r} (also classes[{seen[c.name]}])"
+                )
             seen[c.name] = i
             if c.shared_prefix is not None:
                 first = prefixes.setdefault(c.shared_prefix.id, c.shared_prefix.tokens)
@@ -175,7 +192,9 @@ class Workload(_Strict):
 class Arrival(_Strict):
     type: Literal["poisson", "constant", "concurrency"]
     rate_per_s: float | None = Field(None, ge=MIN_RATE_PER_S, le=MAX_RATE_PER_S)
-    burstiness: float | None = Field(None, ge=1e-3, le=1e3)  # poisson only: gamma shape (default 1 = Poisson); < 1 burstier
+    burstiness: float | None = Field(
+        None, ge=1e-3, le=1e3
+    )  # poisson only: gamma shape (default 1 = Poisson); < 1 burstier
     concurrency: int | None = Field(None, gt=0, le=MAX_REQUESTS)
     # open loop only: at most this many requests in flight; a due request waits for a slot, and its
     # TTFT counts from when it is sent (vllm bench serve --max-concurrency with a --request-rate)
@@ -188,7 +207,9 @@ class Arrival(_Strict):
             if self.concurrency is None:
                 raise FieldIssue(("concurrency",), "is required for arrival type concurrency")
             if self.rate_per_s is not None:
-                raise FieldIssue(("rate_per_s",), f"has no effect for closed-loop arrival type concurrency (got {self.rate_per_s!r})")
+                raise FieldIssue(
+                    ("rate_per_s",), f"has no effect for closed-loop arrival type concurrency (got {self.rate_per_s!r})"
+                )
             if self.max_concurrency is not None:
                 raise FieldIssue(("max_concurrency",), "applies to open-loop arrivals; a closed loop's `concurrency` "
                                  "already caps requests in flight")
@@ -196,7 +217,9 @@ class Arrival(_Strict):
             if self.rate_per_s is None:
                 raise FieldIssue(("rate_per_s",), f"is required for arrival type {self.type}")
             if self.concurrency is not None:
-                raise FieldIssue(("concurrency",), f"has no effect for arrival type {self.type} (got {self.concurrency!r})")
+                raise FieldIssue(
+                    ("concurrency",), f"has no effect for arrival type {self.type} (got {self.concurrency!r})"
+                )
         if self.burstiness is not None and self.type != "poisson":
             raise FieldIssue(("burstiness",), f"only applies to arrival type poisson, not {self.type}")
         return self
@@ -217,8 +240,11 @@ class Slo(_Strict):
 
     @property
     def limits_ms(self) -> dict[str, float]:
-        return {k: v for k, v in (("ttft", self.ttft_ms), ("tpot", self.tpot_ms), ("itl", self.itl_ms), ("e2e", self.e2e_ms))
-                if v is not None}
+        return {
+            k: v
+            for k, v in (("ttft", self.ttft_ms), ("tpot", self.tpot_ms), ("itl", self.itl_ms), ("e2e", self.e2e_ms))
+            if v is not None
+        }
 
 
 _PERCENT_RE = re.compile(r"^\s*(\+|-|±|\+/-)?\s*(\d+(?:\.\d+)?)\s*%\s*$")
@@ -273,7 +299,11 @@ def _check_gate_key(where: tuple[str | int, ...], key: str) -> None:
     if key not in _gate_keys():
         known = known_gate_keys()
         close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
-        hint = f"did you mean: {', '.join(close)}?" if close else f"choices include: {', '.join(names('memory'))}, p99_itl_ms, mean_ttft_ms, ..."
+        hint = (
+            f"did you mean: {', '.join(close)}?"
+            if close
+            else f"choices include: {', '.join(names('memory'))}, p99_itl_ms, mean_ttft_ms, ..."
+        )
         raise FieldIssue(where, f"unknown metric {_short(key)}; {hint}")
 
 
@@ -291,7 +321,11 @@ class Gate(_Strict):
     @field_validator("relative", "prediction", mode="before")
     @classmethod
     def _renamed(cls, v: Any) -> Any:
-        return {RENAMED_FIGURES.get(k, k) if isinstance(k, str) else k: t for k, t in v.items()} if isinstance(v, dict) else v
+        return (
+            {RENAMED_FIGURES.get(k, k) if isinstance(k, str) else k: t for k, t in v.items()}
+            if isinstance(v, dict)
+            else v
+        )
 
     @model_validator(mode="after")
     def _check(self) -> Gate:
@@ -302,7 +336,10 @@ class Gate(_Strict):
         for key, tol in self.prediction.items():
             _check_gate_key(("prediction", key), key)
             if tol.direction != "both":
-                raise FieldIssue(("prediction", key), f"prediction tolerances are symmetric: write '{tol.percent:g}%', not {tol.text!r}")
+                raise FieldIssue(
+                    ("prediction", key),
+                    f"prediction tolerances are symmetric: write '{tol.percent:g}%', not {tol.text!r}",
+                )
         return self
 
 
@@ -349,7 +386,9 @@ class Scenario(_Strict):
             given = "both" if self.num_requests is not None else "neither"
             raise FieldIssue(("num_requests",), f"give exactly one of num_requests or duration_s ({given} given)")
         if self.num_requests is not None and self.warmup_requests >= self.num_requests:
-            raise FieldIssue(("warmup_requests",), f"{self.warmup_requests} must be less than num_requests {self.num_requests}")
+            raise FieldIssue(
+                ("warmup_requests",), f"{self.warmup_requests} must be less than num_requests {self.num_requests}"
+            )
         return self
 
     # --- resolved views -------------------------------------------------------------------------
@@ -407,11 +446,17 @@ def check_against_model(scenario: Scenario) -> None:
     for i, c in enumerate(scenario.workload.classes or ()):
         prompt_min = max(c.prompt_tokens.lower_tokens, c.shared_prefix.tokens + 1 if c.shared_prefix else 1)
         if prompt_min + c.output_tokens.lower_tokens > limit:
-            raise FieldIssue(("workload", "classes", i, "prompt_tokens"), f"impossible length: at least {prompt_min} prompt + "
-                             f"{c.output_tokens.lower_tokens} output tokens exceed max_model_len {limit}")
+            raise FieldIssue(
+                ("workload", "classes", i, "prompt_tokens"),
+                f"impossible length: at least {prompt_min} prompt + "
+                f"{c.output_tokens.lower_tokens} output tokens exceed max_model_len {limit}",
+            )
     blocks = scenario.num_gpu_blocks()
     if blocks is not None and blocks * engine.block_size < limit:
         field = "num_gpu_blocks_override" if engine.num_gpu_blocks_override is not None else "kv_cache_memory_bytes"
-        raise FieldIssue(("engine", field), f"a pool of {blocks} blocks ({blocks * engine.block_size} tokens) cannot hold one "
-                         f"max_model_len {limit} request; raise it or lower engine.max_model_len")
+        raise FieldIssue(
+            ("engine", field),
+            f"a pool of {blocks} blocks ({blocks * engine.block_size} tokens) cannot hold one "
+            f"max_model_len {limit} request; raise it or lower engine.max_model_len",
+        )
 

@@ -8,12 +8,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from kvplan.validation import number_problem
 from kvplan.errors import KvplanError, read_user_file
 from kvplan.spec.catalog_files import bundled_dir
 from kvplan.stress.scenario import Scenario, check_against_model
-from kvplan.validation import FieldIssue, format_validation_error, path_text, short_repr
-
+from kvplan.validation import FieldIssue, format_validation_error, number_problem, path_text, short_repr
 
 # A scenario is a page of YAML: these bounds refuse alias bombs ("billion laughs") and deep nesting
 # before anything is built, at a cost proportional to the file, not to its expansion.
@@ -36,7 +34,9 @@ class _BoundedLoader(yaml.SafeLoader):
         if self.check_event(yaml.AliasEvent):
             self.num_aliases += 1
             if self.num_aliases > MAX_ALIASES:
-                raise yaml.composer.ComposerError(None, None, f"more than {MAX_ALIASES} aliases", self.peek_event().start_mark)
+                raise yaml.composer.ComposerError(
+                    None, None, f"more than {MAX_ALIASES} aliases", self.peek_event().start_mark
+                )
         self.depth += 1
         try:
             if self.depth > MAX_DEPTH:
@@ -98,7 +98,9 @@ def load_yaml(text: str) -> Any:
 def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     """Validate a scenario mapping (as read from YAML, or `Scenario.to_dict()`), model checks included."""
     if not isinstance(data, dict):
-        raise KvplanError(f"{source}: a scenario must be a mapping of keys (name, model, workload, ...), got {short_repr(data)}")
+        raise KvplanError(
+            f"{source}: a scenario must be a mapping of keys (name, model, workload, ...), got {short_repr(data)}"
+        )
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:

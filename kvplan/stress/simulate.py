@@ -120,8 +120,16 @@ class _Simulation:
             self.sched.finish(seq, "length")
             self.in_flight -= 1
             req = self.seqs[seq.seq_id][1]
-            self.result.records.append(SimRecord(req.request_id, req.class_name, seq.arrival_time_s,
-                                                 tuple(seq.token_times_s), seq.num_prompt_tokens, seq.num_output_tokens))
+            self.result.records.append(
+                SimRecord(
+                    req.request_id,
+                    req.class_name,
+                    seq.arrival_time_s,
+                    tuple(seq.token_times_s),
+                    seq.num_prompt_tokens,
+                    seq.num_output_tokens,
+                )
+            )
 
 
 def simulate(requests: list[SimRequest], *, num_gpu_blocks: int, bytes_per_block: int, block_size: int,

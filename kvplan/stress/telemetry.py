@@ -72,15 +72,20 @@ def parse_metrics(text: str) -> tuple[dict[str, float], dict[str, str] | None]:
 def cache_config(labels: dict[str, str] | None) -> dict[str, Any]:
     """`num_gpu_blocks` and `block_size` as ints (None when absent), plus every raw label."""
     labels = labels or {}
-    return {"num_gpu_blocks": label_int(labels.get("num_gpu_blocks")), "block_size": label_int(labels.get("block_size")),
-            "labels": dict(labels)}
+    return {
+        "num_gpu_blocks": label_int(labels.get("num_gpu_blocks")),
+        "block_size": label_int(labels.get("block_size")),
+        "labels": dict(labels),
+    }
 
 
 def _refusal(resp: BoundedResponse) -> str:
     """A non-200 answer as `last_error` tells it (unmasked: the caller masks): status, redirect, body."""
     location = resp.headers.get("location", "") if resp.is_redirect else ""
     body = resp.text.strip()
-    return f"HTTP {resp.status_code}" + (f" redirected to {location}" if location else "") + (f": {body}" if body else "")
+    return (
+        f"HTTP {resp.status_code}" + (f" redirected to {location}" if location else "") + (f": {body}" if body else "")
+    )
 
 
 class MetricsScraper:

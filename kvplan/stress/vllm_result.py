@@ -28,8 +28,17 @@ SETUP_KEYS = ("date", "endpoint_type", "backend", "label", "model_id", "tokenize
               "burstiness", "max_concurrency")
 TOTAL_KEYS = ("duration", "completed", "failed", "total_input_tokens", "total_output_tokens", "request_throughput",
               "request_goodput", "output_throughput", "total_token_throughput")
-ARRAY_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times", "queue_times", "generated_texts",
-              "errors")
+ARRAY_KEYS = (
+    "input_lens",
+    "output_lens",
+    "ttfts",
+    "itls",
+    "latencies",
+    "start_times",
+    "queue_times",
+    "generated_texts",
+    "errors",
+)
 PEAK_KEYS = ("max_output_tokens_per_s", "max_concurrent_requests", "rtfx")
 _STATISTIC = re.compile(r"^(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms$")
 
@@ -42,12 +51,18 @@ def _setup(result: RunResult, num_prompts: int) -> dict[str, Any]:
     created = datetime.fromisoformat(result.created_at) if result.created_at else datetime.now()
     model = scenario.get("model")
     model_id = info.get("model") or (model.get("name") if isinstance(model, dict) else model)
-    return {"date": created.strftime("%Y%m%d-%H%M%S"),
-            "endpoint_type": ("openai-chat" if api == "chat" else "openai") if api else "kvplan-engine",
-            "backend": ("openai-chat" if api == "chat" else "vllm") if api else "kvplan-engine",
-            "label": scenario.get("name"), "model_id": model_id, "tokenizer_id": info.get("tokenizer") or model_id,
-            "num_prompts": num_prompts, "request_rate": "inf" if closed else arrival.get("rate_per_s"),
-            "burstiness": arrival.get("burstiness") or 1.0, "max_concurrency": arrival.get("concurrency") if closed else arrival.get("max_concurrency")}
+    return {
+        "date": created.strftime("%Y%m%d-%H%M%S"),
+        "endpoint_type": ("openai-chat" if api == "chat" else "openai") if api else "kvplan-engine",
+        "backend": ("openai-chat" if api == "chat" else "vllm") if api else "kvplan-engine",
+        "label": scenario.get("name"),
+        "model_id": model_id,
+        "tokenizer_id": info.get("tokenizer") or model_id,
+        "num_prompts": num_prompts,
+        "request_rate": "inf" if closed else arrival.get("rate_per_s"),
+        "burstiness": arrival.get("burstiness") or 1.0,
+        "max_concurrency": arrival.get("concurrency") if closed else arrival.get("max_concurrency"),
+    }
 
 
 def _arrays(records: list[RequestRecord]) -> dict[str, list[Any]]:
@@ -67,7 +82,9 @@ def _arrays(records: list[RequestRecord]) -> dict[str, list[Any]]:
 
 def max_output_tokens_per_s(records: list[RequestRecord]) -> float:
     """The most tokens that reached the client within one whole second of the run (vLLM's peak)."""
-    times = np.concatenate([np.asarray(r.token_times_s, dtype=float) for r in records if r.status == "ok"] or [np.zeros(0)])
+    times = np.concatenate(
+        [np.asarray(r.token_times_s, dtype=float) for r in records if r.status == "ok"] or [np.zeros(0)]
+    )
     if times.size == 0:
         return 0.0
     return float(np.bincount(np.floor(times - times.min()).astype(np.int64)).max())

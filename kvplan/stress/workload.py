@@ -117,7 +117,9 @@ def _lengths(c: RequestClass, rng: Generator, max_model_len: int) -> tuple[int, 
     return prompt, output
 
 
-def iter_requests(scenario: Scenario, vocab_size: int | None = None, stream: DatasetStream | None = None) -> Iterator[RequestSpec]:
+def iter_requests(
+    scenario: Scenario, vocab_size: int | None = None, stream: DatasetStream | None = None
+) -> Iterator[RequestSpec]:
     """The scenario's request stream: `num_requests` of them, or (open loop) those arriving
     before `duration_s`; a closed-loop `duration_s` scenario streams forever (the runner stops).
     A dataset scenario replays its file (`stream`, when already read, else read here)."""
@@ -180,7 +182,9 @@ def _dataset_requests(scenario: Scenario, stream: DatasetStream) -> Iterator[Req
                           prompt_text=entry.prompt_text)
 
 
-def generate_requests(scenario: Scenario, vocab_size: int | None = None, max_requests: int | None = None) -> list[RequestSpec]:
+def generate_requests(
+    scenario: Scenario, vocab_size: int | None = None, max_requests: int | None = None
+) -> list[RequestSpec]:
     """The whole request stream as a list (`max_requests` caps it; required for closed-loop
     `duration_s` scenarios, whose stream has no end)."""
     if scenario.arrival.type == "concurrency" and scenario.num_requests is None and max_requests is None:

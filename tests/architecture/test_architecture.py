@@ -207,9 +207,11 @@ def test_no_cycle_between_kvplan_packages(graph) -> None:
         return "by " + "; ".join(w[:3]) + (f"; and {len(w) - 3} more" if len(w) > 3 else "")
 
     report = _cycle_report(edges, describe)
-    assert not report, ("import cycles between kvplan's packages (kvplan.spec, .plan, .engine, .server, .stress, .report each one "
-                        "node with all their modules; cli, errors, units, files, validation, __main__ and the root "
-                        "__init__ one node each):\n") + report
+    assert not report, (
+        "import cycles between kvplan's packages (kvplan.spec, .plan, .engine, .server, .stress, .report each one "
+        "node with all their modules; cli, errors, units, files, validation, __main__ and the root "
+        "__init__ one node each):\n"
+    ) + report
 
 
 def test_no_cycle_between_kvplan_modules(graph) -> None:
@@ -241,12 +243,15 @@ def test_functions_are_at_most_60_lines() -> None:
         rel = path.relative_to(ROOT).as_posix()
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=rel)
         for qualname, node in _functions(tree):
-            length = node.end_lineno - node.lineno + 1  # the `def` line to the last line of the body
+            # the body, docstring included (a command's signature of typed options is not logic)
+            length = node.end_lineno - node.body[0].lineno + 1
             if length > MAX_FUNCTION_LINES and (rel, qualname) not in LONG_FUNCTION_EXEMPT:
                 offenders.append((length, f"  {rel}:{node.lineno} {qualname}: {length} lines"))
     offenders.sort(key=lambda o: -o[0])
-    assert not offenders, (f"{len(offenders)} functions longer than {MAX_FUNCTION_LINES} lines (def line to end; "
-                           f"only create_app in kvplan/server/asgi_app.py is exempt):\n" + "\n".join(o[1] for o in offenders))
+    assert not offenders, (
+        f"{len(offenders)} functions longer than {MAX_FUNCTION_LINES} lines (body, docstring included; "
+        f"only create_app in kvplan/server/asgi_app.py is exempt):\n" + "\n".join(o[1] for o in offenders)
+    )
 
 
 # --- 4. commands that run without torch ----------------------------------------------------------
@@ -377,7 +382,9 @@ def _vllm_metrics(num_gpu_blocks: int, block_size: int) -> str:
         "# TYPE vllm:num_preemptions_total counter\n"
         'vllm:num_preemptions_total{model_name="fake"} 0.0\n'
         "# TYPE vllm:cache_config_info gauge\n"
-        f'vllm:cache_config_info{{block_size="{block_size}",num_gpu_blocks="{num_gpu_blocks}",cache_dtype="auto"}} 1.0\n')
+        f'vllm:cache_config_info{{block_size="{block_size}",num_gpu_blocks="{num_gpu_blocks}",cache_dtype="auto"}} '
+        '1.0\n'
+    )
 
 
 def well_behaved_app(num_gpu_blocks: int, block_size: int):

@@ -51,7 +51,9 @@ def test_no_new_family_branch_outside_the_family_modules() -> None:
 
 def test_the_recorded_list_is_not_stale() -> None:
     stale = recorded() - current()
-    assert not stale, "recorded branches that no longer exist (take them off the list):\n" + "\n".join(sorted(stale.elements()))
+    assert not stale, "recorded branches that no longer exist (take them off the list):\n" + "\n".join(
+        sorted(stale.elements())
+    )
 
 
 def test_the_branch_finder_sees_a_branch() -> None:

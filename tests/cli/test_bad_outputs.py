@@ -33,7 +33,10 @@ CASES = [
     (["gate", "-r", "result.json", "-b", "result.json", "--html", "adir"], "adir"),
     (["gate", "-r", "result.json", "-b", "result.json", "--junit", "ok.xml", "--html", "adir"], "adir"),
     # a device or FIFO that fails is written before the regular files are renamed in: nothing is left
-    (["gate", "-r", "result.json", "-b", "result.json", "--html", "ok.html", "--junit", "fifo"], "no process is reading"),
+    (
+        ["gate", "-r", "result.json", "-b", "result.json", "--html", "ok.html", "--junit", "fifo"],
+        "no process is reading",
+    ),
     (["gate", "-r", "result.json", "-b", "result.json", "--html", "ok.html", "--junit", "/dev/full"], "/dev/full"),
     (["baseline", "update", "result.json", "--dir", "afile.txt"], "afile.txt"),
     (["baseline", "update", "result.json", "--dir", "/dev/null"], "/dev/null"),

@@ -14,20 +14,55 @@ CASES = [
     (["predict", "--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--num-prompts", "2147483648"], "--num-prompts"),
     (["predict", "--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--request-rate", "5e-324"], "--request-rate"),
     (["predict", "--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--request-rate", "nan"], "--request-rate"),
-    (["predict", "--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--request-rate", "5", "--burstiness", "inf"], "--burstiness"),
-    (["predict", "--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--request-rate", "5", "--burstiness", "5e-324"],
-     "--burstiness"),
+    (
+        ["predict", "--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--request-rate", "5", "--burstiness", "inf"],
+        "--burstiness",
+    ),
+    (
+        [
+            "predict",
+            "--model",
+            "llama-3.1-8b-instruct",
+            "--gpu",
+            "h100",
+            "--request-rate",
+            "5",
+            "--burstiness",
+            "5e-324",
+        ],
+        "--burstiness",
+    ),
     (["predict", "--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--seed", "-1"], "--seed"),
-    (["plan", "--model", "llama-3.1-8b-instruct", "--request-rate", "5e-324", "--slo-ttft-ms", "100", "--slo-tpot-ms", "50"],
-     "--request-rate"),
+    (
+        [
+            "plan",
+            "--model",
+            "llama-3.1-8b-instruct",
+            "--request-rate",
+            "5e-324",
+            "--slo-ttft-ms",
+            "100",
+            "--slo-tpot-ms",
+            "50",
+        ],
+        "--request-rate",
+    ),
     (["estimate", "--model", "llama-2-7b", "--block-size", HUGE], "--block-size"),
     (["estimate", "--model", "llama-2-7b", "--max-model-len", HUGE], "--max-model-len"),
-    (["estimate", "--model", "llama-2-7b", "--gpu", "h100", "--kv-cache-memory-bytes", str(10**18)], "--kv-cache-memory-bytes"),
+    (
+        ["estimate", "--model", "llama-2-7b", "--gpu", "h100", "--kv-cache-memory-bytes", str(10**18)],
+        "--kv-cache-memory-bytes",
+    ),
     (["estimate", "--model", "llama-2-7b", "--gpu", ""], "GPU"),
     (["estimate", "--model", "a" * 300 + "/x"], "no config.json"),
-    (["estimate", "--model", "qwen3-vl-8b-instruct", "--gpu", "h100", "--limit-mm-per-prompt", '{"image": 1e400}'],
-     "--limit-mm-per-prompt"),
-    (["estimate", "--model", "qwen3-vl-8b-instruct", "--gpu", "h100", "--limit-mm-per-prompt", "[" * 5000], "--limit-mm-per-prompt"),
+    (
+        ["estimate", "--model", "qwen3-vl-8b-instruct", "--gpu", "h100", "--limit-mm-per-prompt", '{"image": 1e400}'],
+        "--limit-mm-per-prompt",
+    ),
+    (
+        ["estimate", "--model", "qwen3-vl-8b-instruct", "--gpu", "h100", "--limit-mm-per-prompt", "[" * 5000],
+        "--limit-mm-per-prompt",
+    ),
     (["stress", "--scenario", "a" * 300], "no such scenario"),
     (["stress", "--scenario", "ci-smoke", "--target", "http://[::1"], "--target"),
     (["stress", "--scenario", "ci-smoke", "--timeout-s", "nan"], "--timeout-s"),
@@ -75,14 +110,19 @@ def _big_int_files(tmp: Path) -> list[tuple[list[str], str]]:
     model.mkdir()
     config = json.loads((Path(__file__).resolve().parents[1] / "data" / "aiconfigurator" / "model_configs"
                          / "meta-llama--Meta-Llama-3.1-8B_config.json").read_text())
-    (model / "config.json").write_text(json.dumps(config).replace('"num_hidden_layers": 32', f'"num_hidden_layers": {digits}'))
+    (model / "config.json").write_text(
+        json.dumps(config).replace('"num_hidden_layers": 32', f'"num_hidden_layers": {digits}')
+    )
     (tmp / "big.yaml").write_text(f"name: big\nnum_requests: {digits}\n")
     result = tmp / "result.json"
     shutil.copy(Path(__file__).resolve().parents[2] / "kvplan" / "data" / "baselines" / "ci-smoke.json", result)
     result.write_text(result.read_text().replace('"schema_version"', f'"x": {digits}, "schema_version"', 1))
-    return [(["estimate", "--model", str(model)], "4,300 digits"), (["stress", "--scenario", str(tmp / "big.yaml")], "4,300 digits"),
-            (["report", str(result), "-o", str(tmp / "r.html")], "4,300 digits"),
-            (["gate", "--baseline", str(result), "--result", str(result)], "4,300 digits")]
+    return [
+        (["estimate", "--model", str(model)], "4,300 digits"),
+        (["stress", "--scenario", str(tmp / "big.yaml")], "4,300 digits"),
+        (["report", str(result), "-o", str(tmp / "r.html")], "4,300 digits"),
+        (["gate", "--baseline", str(result), "--result", str(result)], "4,300 digits"),
+    ]
 
 
 def test_a_number_past_4300_digits_in_a_file_is_one_line(capsys, tmp_path: Path) -> None:

@@ -97,22 +97,46 @@ def test_context_beyond_the_model_maximum_is_an_error(capsys, monkeypatch, flag,
 # --- 3. --ctx without --max-model-len: plan and serve line for that context -------------------------
 def test_ctx_without_max_model_len_plans_that_context(capsys, monkeypatch):
     spec = load_model("llama-3.1-8b-instruct")
-    data = run_json(capsys, monkeypatch, "estimate", "--model", "llama-3.1-8b-instruct", "--gpu", "4090", "--ctx", "8192",
-                    "--target-concurrency", "2")
+    data = run_json(
+        capsys,
+        monkeypatch,
+        "estimate",
+        "--model",
+        "llama-3.1-8b-instruct",
+        "--gpu",
+        "4090",
+        "--ctx",
+        "8192",
+        "--target-concurrency",
+        "2",
+    )
     assert data["max_model_len"] == data["vllm_max_model_len"] == 8192 and data["max_model_len_given"] is False
     assert data["vllm_fits"] is True and data["vllm_error"] is None
     assert "--max-model-len 8192" in data["recommended_command"]
     notes = " ".join(data["notes"])
     assert f"{spec.max_position_embeddings:,}" in notes and "--max-model-len 8192" in notes
-    rc, out, _ = run_cli(capsys, monkeypatch, "estimate", "--model", "llama-3.1-8b-instruct", "--gpu", "4090", "--ctx", "8192")
+    rc, out, _ = run_cli(
+        capsys, monkeypatch, "estimate", "--model", "llama-3.1-8b-instruct", "--gpu", "4090", "--ctx", "8192"
+    )
     assert rc == 0 and "ValueError" not in out and "--max-model-len 8192" in out
     assert f"vLLM's default would be llama-3.1-8b-instruct's maximum {spec.max_position_embeddings:,}" in out
 
 
 def test_explicit_max_model_len_that_does_not_fit_keeps_vllms_error(capsys, monkeypatch):
     spec = load_model("llama-3.1-8b-instruct")
-    data = run_json(capsys, monkeypatch, "estimate", "--model", "llama-3.1-8b-instruct", "--gpu", "4090", "--ctx", "8192",
-                    "--max-model-len", str(spec.max_position_embeddings))
+    data = run_json(
+        capsys,
+        monkeypatch,
+        "estimate",
+        "--model",
+        "llama-3.1-8b-instruct",
+        "--gpu",
+        "4090",
+        "--ctx",
+        "8192",
+        "--max-model-len",
+        str(spec.max_position_embeddings),
+    )
     assert data["vllm_fits"] is False and data["fits"] is False
     assert data["vllm_error"].startswith(f"ValueError: To serve at least one request with the model's max seq len "
                                          f"({spec.max_position_embeddings})")
@@ -121,7 +145,9 @@ def test_explicit_max_model_len_that_does_not_fit_keeps_vllms_error(capsys, monk
 # --- 4. no GPU: say there is no fit answer and how to get one ----------------------------------------
 def test_no_gpu_says_how_to_get_a_fit_answer(capsys, monkeypatch):
     hint = "add --gpu NAME (kvplan gpus lists them) or --gpu-memory-gib N"
-    rc, out, _ = run_cli(capsys, monkeypatch, "estimate", "--model", "llama-2-7b", "--ctx", "4096", "--concurrency", "8")
+    rc, out, _ = run_cli(
+        capsys, monkeypatch, "estimate", "--model", "llama-2-7b", "--ctx", "4096", "--concurrency", "8"
+    )
     assert rc == 0 and hint in out
     data = run_json(capsys, monkeypatch, "estimate", "--model", "llama-2-7b", "--ctx", "4096", "--concurrency", "8")
     assert data["fits"] is None and hint in data["hint"]
@@ -135,8 +161,11 @@ def test_weights_that_do_not_fit_are_said_first(capsys, monkeypatch):
     plan = plan_capacity(spec, EngineArgs(gpu=gpu, max_model_len=4096))
     rc, out, _ = run_cli(capsys, monkeypatch, "estimate", "--model", "qwen3-30b-a3b", "--gpu", "4090")
     assert rc == 0
-    said = (f"weights {weights_per_gpu_bytes(plan) / GIB:.1f} GiB per GPU do not fit in {plan.requested_bytes / GIB:.1f} GiB "
-            f"({gpu.memory_bytes / GIB:.1f} GiB x 0.9)")
+    said = (
+        f"weights {weights_per_gpu_bytes(plan) / GIB:.1f} GiB per GPU do not fit in {plan.requested_bytes / GIB:.1f} "
+        "GiB "
+        f"({gpu.memory_bytes / GIB:.1f} GiB x 0.9)"
+    )
     assert said in out
     assert out.index(said) < out.index("ValueError: No available memory")
     data = run_json(capsys, monkeypatch, "estimate", "--model", "qwen3-30b-a3b", "--gpu", "4090")
@@ -197,7 +226,8 @@ def test_serve_command_kv_flags_are_vllm_choices():
     plan = plan_capacity(spec, EngineArgs(gpu=load_gpu("h100"), max_model_len=4096))
     for name in KV_DTYPES:
         if name == "fp8_ds_mla":
-            continue  # DeepSeek-V3.2's sparse-MLA cache: refused for other models (tests/spec/test_deployed_profiles.py)
+            # DeepSeek-V3.2's sparse-MLA cache: refused for other models (tests/spec/test_deployed_profiles.py)
+            continue
         line = serve_command(spec, EngineArgs(gpu=load_gpu("h100"), kv_cache_dtype=name), plan, 1)
         flags = re.findall(r"--kv-cache-dtype (\S+)", line)
         assert all(f in VLLM_KV_CACHE_DTYPES for f in flags), (name, line)
@@ -213,12 +243,23 @@ def test_whole_model_kv_per_token_does_not_change_with_tp(capsys, monkeypatch):
     assert tp8["kv_bytes_per_token_per_gpu"] == whole  # the latent is replicated on every TP rank
     assert tp8["kv_bytes_per_token_all_gpus"] == 8 * whole
     gqa = run_json(capsys, monkeypatch, "estimate", "--model", "llama-3-8b", "--tp", "2")
-    assert gqa["kv_bytes_per_token"] == 2 * gqa["kv_bytes_per_token_per_gpu"] == KvLayout.of(load_model("llama-3-8b")).bytes_per_token()
+    assert (
+        gqa["kv_bytes_per_token"]
+        == 2 * gqa["kv_bytes_per_token_per_gpu"]
+        == KvLayout.of(load_model("llama-3-8b")).bytes_per_token()
+    )
     assert "whole model" in tp8["figure_scopes"] and "per GPU" in tp8["figure_scopes"]
 
 
-@pytest.mark.parametrize("args", [["--model", "deepseek-v3", "--tp", "8"], ["--model", "llama-3-8b", "--tp", "2", "--pp", "2"],
-                                  ["--model", "gemma-3-27b", "--ctx", "8192"], ["--model", "llama-3-8b", "--kv-cache-dtype", "int4"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--model", "deepseek-v3", "--tp", "8"],
+        ["--model", "llama-3-8b", "--tp", "2", "--pp", "2"],
+        ["--model", "gemma-3-27b", "--ctx", "8192"],
+        ["--model", "llama-3-8b", "--kv-cache-dtype", "int4"],
+    ],
+)
 def test_table_rows_name_their_scope_and_multiply_out(capsys, monkeypatch, args):
     rc, out, _ = run_cli(capsys, monkeypatch, "estimate", *args)
     assert rc == 0
@@ -239,14 +280,18 @@ def test_table_rows_name_their_scope_and_multiply_out(capsys, monkeypatch, args)
 
 
 def test_every_differing_concurrency_figure_says_why(capsys, monkeypatch):
-    rc, out, _ = run_cli(capsys, monkeypatch, "estimate", "--model", "gemma-3-27b", "--gpu", "h100", "--max-model-len", "32768")
+    rc, out, _ = run_cli(
+        capsys, monkeypatch, "estimate", "--model", "gemma-3-27b", "--gpu", "h100", "--max-model-len", "32768"
+    )
     assert rc == 0
     rows = table_rows(out)
     vllm_row = next(cells for label, cells in rows.items() if label.startswith("vLLM 'Maximum concurrency'"))
     ours = next(cells for label, cells in rows.items() if label.startswith("largest concurrency"))
     assert vllm_row[0] != ours[0]
     assert "differs from kvplan's" in vllm_row[1] and "sliding" in vllm_row[1]
-    data = run_json(capsys, monkeypatch, "estimate", "--model", "gemma-3-27b", "--gpu", "h100", "--max-model-len", "32768")
+    data = run_json(
+        capsys, monkeypatch, "estimate", "--model", "gemma-3-27b", "--gpu", "h100", "--max-model-len", "32768"
+    )
     assert data["max_concurrency_note"] and "window" in data["max_concurrency_note"]
 
 
@@ -275,7 +320,11 @@ def test_output_strings_of_the_planner_cite_no_files_the_user_lacks():
                       and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
-                if "public_source" in path.read_text() and "reference set" in node.value and path.name == "catalog_view.py":
+                if (
+                    "public_source" in path.read_text()
+                    and "reference set" in node.value
+                    and path.name == "catalog_view.py"
+                ):
                     continue  # the pattern that removes such citations
                 assert not CITATIONS.search(node.value), (path.name, node.value)
 
@@ -284,8 +333,20 @@ def test_the_headline_command_says_what_to_do(capsys, monkeypatch):
     """`estimate --concurrency 8 --gpu rtx-4090` does not fit: the concurrency asked about is the
     target, so the answer carries the ranked fixes and a `vllm serve` line that serves it, without
     --target-concurrency (issue 28)."""
-    rc, out, _ = run_cli(capsys, monkeypatch, "estimate", "--model", "llama-2-7b", "--ctx", "4096", "--concurrency", "8",
-                         "--gpu", "rtx-4090", "--json")
+    rc, out, _ = run_cli(
+        capsys,
+        monkeypatch,
+        "estimate",
+        "--model",
+        "llama-2-7b",
+        "--ctx",
+        "4096",
+        "--concurrency",
+        "8",
+        "--gpu",
+        "rtx-4090",
+        "--json",
+    )
     data = json.loads(out)
     assert rc == 0 and data["fits"] is False
     assert data["vllm_fixes"] and any(f["enough"] for f in data["vllm_fixes"])

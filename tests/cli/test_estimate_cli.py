@@ -97,13 +97,20 @@ def test_bad_invocations_exit_2_with_one_line(capsys, args, needle):
     assert needle.lower() in lines[0].lower()
 
 
-@pytest.mark.parametrize("content,needle", [
-    ("{not json", "not valid JSON"),
-    ('{"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10}', "num_hidden_layers"),
-    ('{"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 10}', "hidden_size"),
-    ('[1, 2]', "JSON object"),
-    ('{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 3, "vocab_size": 10}', "num_key_value_heads"),
-])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        ("{not json", "not valid JSON"),
+        ('{"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10}', "num_hidden_layers"),
+        ('{"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 10}', "hidden_size"),
+        ("[1, 2]", "JSON object"),
+        (
+            '{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, '
+            '"num_key_value_heads": 3, "vocab_size": 10}',
+            "num_key_value_heads",
+        ),
+    ],
+)
 def test_bad_config_json(capsys, tmp_path, content, needle):
     path = tmp_path / "config.json"
     path.write_text(content)
@@ -117,12 +124,16 @@ def test_debug_shows_traceback():
     assert proc.returncode != 0 and "Traceback" in proc.stderr
 
 
-@pytest.mark.parametrize("args", [["--help"], ["estimate", "--model", "llama-2-7b", "--ctx", "4096", "--concurrency", "8",
-                                               "--gpu", "h100"]])
+@pytest.mark.parametrize(
+    "args", [["--help"], ["estimate", "--model", "llama-2-7b", "--ctx", "4096", "--concurrency", "8", "--gpu", "h100"]]
+)
 def test_no_torch_or_transformers_imported(args):
-    code = ("import sys\nfrom kvplan.cli import main\ntry:\n    main(%r)\nexcept SystemExit as e:\n    assert e.code == 0, e.code\n"
-            "heavy = [m for m in ('torch', 'transformers', 'pandas', 'matplotlib') if m in sys.modules]\n"
-            "print('HEAVY', heavy)\n") % (args,)
+    code = (
+        f"import sys\nfrom kvplan.cli import main\ntry:\n    main({args!r})\nexcept SystemExit as e:\n    assert "
+        "e.code == 0, e.code\n"
+        "heavy = [m for m in ('torch', 'transformers', 'pandas', 'matplotlib') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "HEAVY []" in proc.stdout

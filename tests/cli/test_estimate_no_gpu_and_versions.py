@@ -22,8 +22,9 @@ def _run(capsys, *args: str) -> tuple[int, str, str]:
 
 def test_kv_cache_memory_bytes_without_a_gpu_plans_the_pool(capsys):
     budget = 10 * 2**30
-    rc, out, err = _run(capsys, "estimate", "--model", "qwen3-8b", "--ctx", "4096", "--kv-cache-memory-bytes", str(budget),
-                        "--json")
+    rc, out, err = _run(
+        capsys, "estimate", "--model", "qwen3-8b", "--ctx", "4096", "--kv-cache-memory-bytes", str(budget), "--json"
+    )
     assert rc == 0, err
     data = json.loads(out)
     block = KvLayout.of(load_model("qwen3-8b")).bytes_per_block()
@@ -42,7 +43,9 @@ def test_kv_cache_memory_bytes_gives_the_same_pool_with_or_without_a_gpu(capsys)
 
 def test_other_engine_flags_still_need_a_gpu(capsys):
     rc, _, err = _run(capsys, "estimate", "--model", "qwen3-8b", "--max-num-seqs", "8")
-    assert rc == 2 and err.startswith("kvplan: error: --max-num-seqs needs a GPU") and len(err.strip().splitlines()) == 1
+    assert (
+        rc == 2 and err.startswith("kvplan: error: --max-num-seqs needs a GPU") and len(err.strip().splitlines()) == 1
+    )
 
 
 @pytest.mark.parametrize(("text", "version"), [("0.6.4.post1", (0, 6, 4)), ("0.10.1rc1", (0, 10, 1)),

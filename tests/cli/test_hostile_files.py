@@ -127,8 +127,11 @@ def test_deep_yaml_and_deep_json_are_refused(tmp_path: Path, capsys) -> None:
         load_scenario(deep_yaml)
     deep_json = tmp_path / "deep.json"
     deep_json.write_text('{"schema_version": 1, "scenario": ' + "[" * 100_000 + "]" * 100_000 + "}")
-    for args in (["report", str(deep_json), "-o", str(tmp_path / "r.html")], ["gate", "-r", str(deep_json), "-b", str(BASELINE)],
-                 ["baseline", "update", str(deep_json), "--dir", str(tmp_path / "b")]):
+    for args in (
+        ["report", str(deep_json), "-o", str(tmp_path / "r.html")],
+        ["gate", "-r", str(deep_json), "-b", str(BASELINE)],
+        ["baseline", "update", str(deep_json), "--dir", str(tmp_path / "b")],
+    ):
         rc, _, err = _cli(capsys, *args)
         assert rc == 2 and "nested too deeply" in err, args
 
@@ -159,7 +162,9 @@ def test_a_user_gpu_catalog_is_checked_like_any_input(tmp_path, catalog: str, ne
 
     (tmp_path / "gpus.yaml").write_text(catalog)
     env = {**os.environ, "KVPLAN_DATA": str(tmp_path), "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, "-m", "kvplan", "gpus"], capture_output=True, text=True, env=env, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "kvplan", "gpus"], capture_output=True, text=True, env=env, timeout=120
+    )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("kvplan: error:") and "gpus.yaml" in lines[0] and needle in lines[0]
@@ -185,8 +190,13 @@ def test_a_user_model_profile_header_is_checked(tmp_path, line: str, needle: str
     lines = [ln for ln in text.splitlines() if not ln.startswith(f"{key}:")]
     (tmp_path / "models" / "mine.yaml").write_text("\n".join([line, *lines]) + "\n")
     env = {**os.environ, "KVPLAN_DATA": str(tmp_path), "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, "-m", "kvplan", "estimate", "--model", "mine", "--ctx", "100", "--concurrency", "1"],
-                          capture_output=True, text=True, env=env, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "kvplan", "estimate", "--model", "mine", "--ctx", "100", "--concurrency", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == 2, (done.stdout[-500:], done.stderr)
     err = done.stderr.strip().splitlines()
     assert len(err) == 1 and "mine.yaml" in err[0] and needle in err[0]

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-
 # what the `kvplan` script does (import the entry point, call it), saying when run() begins: the interpreter's
 # start-up and that one import are Python's; everything from run()'s first line is kvplan's
 STARTED = ("import sys; sys.argv = ['kvplan', *sys.argv[1:]]; from kvplan.__main__ import run; "

@@ -39,11 +39,29 @@ def test_stress_json_is_stdout_alone(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "kvplan", "stress", "--scenario", "ci-smoke", "--out", str(tmp_path / "run"),
-                           "--no-progress", "--json"], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kvplan",
+            "stress",
+            "--scenario",
+            "ci-smoke",
+            "--out",
+            str(tmp_path / "run"),
+            "--no-progress",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-1000:]
     out = json.loads(done.stdout)
-    assert out["failed"] is False and out["written"] == [str(tmp_path / "run" / "result.json"), str(tmp_path / "run" / "report.html")]
+    assert out["failed"] is False and out["written"] == [
+        str(tmp_path / "run" / "result.json"),
+        str(tmp_path / "run" / "report.html"),
+    ]
     run = out["runs"][0]
     assert run["verdict"] == "ok" and run["metrics"]["num_gpu_blocks"] == run["prediction"]["num_gpu_blocks"] == 128
     assert "predicted vs measured" in done.stderr and "predicted vs measured" not in done.stdout  # tables: stderr

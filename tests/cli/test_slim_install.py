@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 WITHOUT_ENGINE = """
@@ -31,20 +31,28 @@ def test_the_engine_is_an_extra() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     base = " ".join(project["dependencies"])
     assert "torch" not in base and "transformers" not in base
-    assert {"torch", "transformers"} <= {d.split(">")[0].split("=")[0].split("[")[0] for d in project["optional-dependencies"]["engine"]}
+    assert {"torch", "transformers"} <= {
+        d.split(">")[0].split("=")[0].split("[")[0] for d in project["optional-dependencies"]["engine"]
+    }
 
 
-@pytest.mark.parametrize("args", [["estimate", "--model", "llama-2-7b", "--gpu", "h100"],
-                                  ["predict", "--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--num-prompts", "20"],
-                                  ["gate", "--baseline", BASELINE, "--result", BASELINE],
-                                  ["report", BASELINE, "-o", "r.html"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["estimate", "--model", "llama-2-7b", "--gpu", "h100"],
+        ["predict", "--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--num-prompts", "20"],
+        ["gate", "--baseline", BASELINE, "--result", BASELINE],
+        ["report", BASELINE, "-o", "r.html"],
+    ],
+)
 def test_the_planner_and_the_gate_run_without_the_engine(tmp_path: Path, args: list[str]) -> None:
     done = _kvplan(tmp_path, *args)
     assert done.returncode == 0, done.stderr[-1000:]
 
 
-@pytest.mark.parametrize("args", [["stress", "--scenario", "ci-smoke", "--out", "run"], ["serve", "--model", "tiny-llama"],
-                                  ["calibrate"]])
+@pytest.mark.parametrize(
+    "args", [["stress", "--scenario", "ci-smoke", "--out", "run"], ["serve", "--model", "tiny-llama"], ["calibrate"]]
+)
 def test_the_engines_commands_name_the_extra(tmp_path: Path, args: list[str]) -> None:
     done = _kvplan(tmp_path, *args)
     err = done.stderr.strip()

@@ -20,7 +20,7 @@ def build_model(name: str, seed: int = 0) -> torch.nn.Module:
     return random_model(model_profile(name)["config"], torch.float32, seed)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tiny_model(name: str) -> torch.nn.Module:
     return build_model(name)
 
@@ -30,7 +30,9 @@ def make_prompts(lengths=PROMPT_LENS, seed: int = 1, vocab: int = 2048) -> list[
     return [torch.randint(3, vocab, (n,), generator=g).tolist() for n in lengths]
 
 
-def hf_greedy(model: torch.nn.Module, prompts: list[list[int]], max_tokens: list[int] | tuple[int, ...]) -> list[list[int]]:
+def hf_greedy(
+    model: torch.nn.Module, prompts: list[list[int]], max_tokens: list[int] | tuple[int, ...]
+) -> list[list[int]]:
     """transformers' own generate, one prompt at a time (no padding), EOS ignored."""
     out = []
     with torch.inference_mode():
@@ -41,7 +43,7 @@ def hf_greedy(model: torch.nn.Module, prompts: list[list[int]], max_tokens: list
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def reference(name: str) -> tuple[list[list[int]], list[list[int]]]:
     """(prompts, transformers' greedy continuations) for family `name`."""
     prompts = make_prompts()

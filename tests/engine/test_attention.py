@@ -61,7 +61,9 @@ def run_case(kv_dtype: str, window: int | None, device: str, impl, fresh_prefill
         qs.append(q)
         ks.append(keys[cached:])
         vs.append(values[cached:])
-    meta = AttentionMetadata.build(tables, [n for _, n in CASES], [c + n for c, n in CASES], slots, BS, torch.device(device))
+    meta = AttentionMetadata.build(
+        tables, [n for _, n in CASES], [c + n for c, n in CASES], slots, BS, torch.device(device)
+    )
     q, k, v = (torch.cat(x).to(device) for x in (qs, ks, vs))
     cache.write(layer, meta.slot_mapping, k, v)
     out = impl(q, k, v, cache, layer, meta, scale, window).cpu()

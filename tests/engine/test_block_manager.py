@@ -74,7 +74,9 @@ class BlockManagerMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.bm = BlockManager(24, BS, enable_prefix_caching=True, reserve_blocks_per_seq=self.reserve, num_cpu_blocks=12)
+        self.bm = BlockManager(
+            24, BS, enable_prefix_caching=True, reserve_blocks_per_seq=self.reserve, num_cpu_blocks=12
+        )
         self.seqs: list[Sequence] = []
         self.next_id = 0
         self.shadow = [[None] * BS for _ in range(24)]
@@ -181,7 +183,9 @@ class ContiguousMachine(BlockManagerMachine):
     reserve = 10  # max_model_len 40 at block size 4
 
 
-_settings = settings(max_examples=60, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_settings = settings(
+    max_examples=60, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 TestBlockManagerMachine = BlockManagerMachine.TestCase
 TestBlockManagerMachine.settings = _settings
 TestContiguousMachine = ContiguousMachine.TestCase

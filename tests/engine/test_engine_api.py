@@ -114,9 +114,13 @@ def test_seeded_sampling_is_reproducible() -> None:
     a = LLMEngine(model, EngineConfig(**SMALL)).generate(prompts, params)
     b = LLMEngine(model, EngineConfig(**SMALL)).generate(prompts, params)
     assert a == b and all(0 <= t < 2048 for seq in a for t in seq)
-    c = LLMEngine(model, EngineConfig(**SMALL, seed=1)).generate(prompts, SamplingParams(max_tokens=16, temperature=0.9, ignore_eos=True))
+    c = LLMEngine(model, EngineConfig(**SMALL, seed=1)).generate(
+        prompts, SamplingParams(max_tokens=16, temperature=0.9, ignore_eos=True)
+    )
     assert c != a
-    nucleus = LLMEngine(model, EngineConfig(**SMALL)).generate(prompts, SamplingParams(max_tokens=8, temperature=1.0, top_p=1e-6, ignore_eos=True))
+    nucleus = LLMEngine(model, EngineConfig(**SMALL)).generate(
+        prompts, SamplingParams(max_tokens=8, temperature=1.0, top_p=1e-6, ignore_eos=True)
+    )
     assert nucleus == LLMEngine(model, EngineConfig(**SMALL)).generate(prompts, greedy(8))  # top_p -> 0 is greedy
 
 
@@ -143,13 +147,27 @@ def test_a_tiny_temperature_samples_at_the_floor_not_a_crash(temperature: float)
     as vLLM, such a request samples at temperature 0.01 (same seed, same tokens)."""
     model = tiny_model("tiny-llama")
     prompts = [[5, 6, 7, 8]]
-    tiny = LLMEngine(model, EngineConfig(**SMALL)).generate(prompts, SamplingParams(max_tokens=6, temperature=temperature, seed=3, ignore_eos=True))
-    floor = LLMEngine(model, EngineConfig(**SMALL)).generate(prompts, SamplingParams(max_tokens=6, temperature=0.01, seed=3, ignore_eos=True))
+    tiny = LLMEngine(model, EngineConfig(**SMALL)).generate(
+        prompts, SamplingParams(max_tokens=6, temperature=temperature, seed=3, ignore_eos=True)
+    )
+    floor = LLMEngine(model, EngineConfig(**SMALL)).generate(
+        prompts, SamplingParams(max_tokens=6, temperature=0.01, seed=3, ignore_eos=True)
+    )
     assert tiny == floor and len(tiny[0]) == 6
 
 
-@pytest.mark.parametrize("kwargs", [dict(temperature=float("nan")), dict(temperature=float("inf")), dict(top_p=float("nan")),
-                                    dict(seed=-1), dict(seed=2**64), dict(stop_token_ids=(1.5,)), dict(temperature=True)])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(temperature=float("nan")),
+        dict(temperature=float("inf")),
+        dict(top_p=float("nan")),
+        dict(seed=-1),
+        dict(seed=2**64),
+        dict(stop_token_ids=(1.5,)),
+        dict(temperature=True),
+    ],
+)
 def test_sampling_params_refuse_non_finite_and_odd_values(kwargs: dict) -> None:
     with pytest.raises(KvplanError):
         SamplingParams(**kwargs)

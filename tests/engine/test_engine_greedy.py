@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 import pytest
+from engine_helpers import FAMILIES, MAX_TOKENS, hf_greedy, make_prompts, reference, tiny_model
 
 from kvplan.engine import EngineConfig, LLMEngine, SamplingParams
-
-from engine_helpers import FAMILIES, MAX_TOKENS, hf_greedy, make_prompts, reference, tiny_model
 
 MAX_MODEL_LEN = 512
 
@@ -14,7 +13,9 @@ def greedy(n: int) -> SamplingParams:
     return SamplingParams(max_tokens=n, ignore_eos=True, temperature=0.0)
 
 
-def run(name: str, config: EngineConfig, prompts: list[list[int]], max_tokens=MAX_TOKENS) -> tuple[LLMEngine, list[list[int]]]:
+def run(
+    name: str, config: EngineConfig, prompts: list[list[int]], max_tokens=MAX_TOKENS
+) -> tuple[LLMEngine, list[list[int]]]:
     engine = LLMEngine(tiny_model(name), config)
     outputs = engine.generate(prompts, [greedy(n) for n in max_tokens])
     bm = engine.block_manager

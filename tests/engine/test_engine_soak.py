@@ -73,8 +73,16 @@ def live_sequences() -> int:
 
 
 def pressured_run(model: torch.nn.Module, requests: list[tuple[list[int], int]], bytes_per_block: int) -> dict:
-    engine = LLMEngine(model, EngineConfig(block_size=BLOCK_SIZE, max_model_len=MAX_MODEL_LEN, num_gpu_blocks_override=NUM_GPU_BLOCKS,
-                                           swap_space_bytes=NUM_CPU_BLOCKS * bytes_per_block, num_threads=1))
+    engine = LLMEngine(
+        model,
+        EngineConfig(
+            block_size=BLOCK_SIZE,
+            max_model_len=MAX_MODEL_LEN,
+            num_gpu_blocks_override=NUM_GPU_BLOCKS,
+            swap_space_bytes=NUM_CPU_BLOCKS * bytes_per_block,
+            num_threads=1,
+        ),
+    )
     assert engine.kv_cache.num_cpu_blocks == NUM_CPU_BLOCKS
     rng = np.random.default_rng(11)
     outputs: dict[str, list[int]] = {}
@@ -114,8 +122,17 @@ def pressured_run(model: torch.nn.Module, requests: list[tuple[list[int], int]],
             rss.append((done, rss_bytes()))
     gc.collect()
     rss.append((len(finished) + len(aborted), rss_bytes()))
-    return {"engine": engine, "outputs": outputs, "finished": finished, "aborted": aborted, "steps": steps,
-            "swapped_out": swapped_out, "aborted_while": aborted_while, "rss": rss, "time_s": time.perf_counter() - start_s}
+    return {
+        "engine": engine,
+        "outputs": outputs,
+        "finished": finished,
+        "aborted": aborted,
+        "steps": steps,
+        "swapped_out": swapped_out,
+        "aborted_while": aborted_while,
+        "rss": rss,
+        "time_s": time.perf_counter() - start_s,
+    }
 
 
 @pytest.mark.slow
@@ -157,17 +174,31 @@ def test_engine_soak() -> None:
     # greedy outputs of every request that was not aborted equal the unpressured run's
     kept = sorted(finished, key=int)
     ref_start_s = time.perf_counter()
-    expected = unpressured.generate([requests[int(rid)][0] for rid in kept], [params(requests[int(rid)][1]) for rid in kept])
+    expected = unpressured.generate(
+        [requests[int(rid)][0] for rid in kept], [params(requests[int(rid)][1]) for rid in kept]
+    )
     assert unpressured.stats is not None and unpressured.stats.total_preemptions == 0
     mismatches = [rid for rid, exp in zip(kept, expected) if run["outputs"][rid] != exp]
-    assert not mismatches, f"{len(mismatches)} of {len(kept)} greedy outputs differ from the unpressured run: {mismatches[:10]}"
+    assert not mismatches, (
+        f"{len(mismatches)} of {len(kept)} greedy outputs differ from the unpressured run: {mismatches[:10]}"
+    )
 
-    figures = {"requests": len(requests), "aborted": len(aborted), "aborted_while": run["aborted_while"],
-               "finished": len(finished), "preemptions": preemptions, "swapped_out": run["swapped_out"],
-               "recomputes": recomputes, "steps": run["steps"], "mismatches": len(mismatches),
-               "pressured_time_s": round(run["time_s"], 1), "unpressured_time_s": round(time.perf_counter() - ref_start_s, 1),
-               "rss_second_half_start_mib": round(rss[0][1] / 2**20, 1), "rss_end_mib": round(rss[-1][1] / 2**20, 1),
-               "rss_growth_mib": round(growth_bytes / 2**20, 2)}
+    figures = {
+        "requests": len(requests),
+        "aborted": len(aborted),
+        "aborted_while": run["aborted_while"],
+        "finished": len(finished),
+        "preemptions": preemptions,
+        "swapped_out": run["swapped_out"],
+        "recomputes": recomputes,
+        "steps": run["steps"],
+        "mismatches": len(mismatches),
+        "pressured_time_s": round(run["time_s"], 1),
+        "unpressured_time_s": round(time.perf_counter() - ref_start_s, 1),
+        "rss_second_half_start_mib": round(rss[0][1] / 2**20, 1),
+        "rss_end_mib": round(rss[-1][1] / 2**20, 1),
+        "rss_growth_mib": round(growth_bytes / 2**20, 2),
+    }
     print(json.dumps(figures))
     if os.environ.get("KVPLAN_SOAK_REPORT"):
         with open(os.environ["KVPLAN_SOAK_REPORT"], "a") as f:

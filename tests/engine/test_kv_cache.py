@@ -40,12 +40,16 @@ def test_pool_blocks_equal_planner(model: str, kv_dtype: str) -> None:
 @pytest.mark.parametrize("kv_dtype", ("auto", "fp8", "int8"))
 def test_engine_blocks_equal_planner(name: str, kv_dtype: str) -> None:
     budget = 5_000_000
-    engine = LLMEngine(tiny_model(name), EngineConfig(kv_cache_memory_bytes=budget, kv_cache_dtype=kv_dtype, max_model_len=256,
-                                                      block_size=32))
+    engine = LLMEngine(
+        tiny_model(name),
+        EngineConfig(kv_cache_memory_bytes=budget, kv_cache_dtype=kv_dtype, max_model_len=256, block_size=32),
+    )
     resolved = "float32" if kv_dtype == "auto" else kv_dtype  # the engine runs float32; the planner's auto is bf16
     assert engine.kv_cache_dtype == resolved
-    plan = plan_capacity(load_model(name), EngineArgs(kv_cache_memory_bytes=budget, kv_cache_dtype=resolved, block_size=32,
-                                                      max_model_len=256))
+    plan = plan_capacity(
+        load_model(name),
+        EngineArgs(kv_cache_memory_bytes=budget, kv_cache_dtype=resolved, block_size=32, max_model_len=256),
+    )
     assert engine.num_gpu_blocks == plan.num_gpu_blocks
     assert engine.kv_cache_bytes == pool_bytes(engine.kv_cache) == plan.num_gpu_blocks * plan.block_bytes
 
@@ -89,8 +93,15 @@ def test_quantized_kv_token_agreement(name: str) -> None:
     prompts, expected = reference(name)
     total = sum(len(x) for x in expected)
     for kv_dtype in ("fp8", "int8"):
-        engine = LLMEngine(tiny_model(name), EngineConfig(max_model_len=512, kv_cache_memory_bytes=16 << 20, kv_cache_dtype=kv_dtype))
-        out = engine.generate(prompts, [SamplingParams(max_tokens=n, ignore_eos=True, temperature=0.0) for n in MAX_TOKENS])
+        engine = LLMEngine(
+            tiny_model(name), EngineConfig(max_model_len=512, kv_cache_memory_bytes=16 << 20, kv_cache_dtype=kv_dtype)
+        )
+        out = engine.generate(
+            prompts, [SamplingParams(max_tokens=n, ignore_eos=True, temperature=0.0) for n in MAX_TOKENS]
+        )
         agree = sum(a == b for o, x in zip(out, expected) for a, b in zip(o, x)) / total
-        print(f"{name} {kv_dtype}: token agreement {agree:.3f}, exact sequences {sum(o == x for o, x in zip(out, expected))}/16")
+        print(
+            f"{name} {kv_dtype}: token agreement {agree:.3f}, exact sequences "
+            f"{sum(o == x for o, x in zip(out, expected))}/16"
+        )
         assert agree >= AGREEMENT_FLOORS.get((name, kv_dtype), 0.9)

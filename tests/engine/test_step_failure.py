@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from engine_helpers import MAX_TOKENS, tiny_model
 
 from kvplan.engine import EngineConfig, LLMEngine, SamplingParams
 from kvplan.engine.isolation import EngineDeadError
-
-from engine_helpers import MAX_TOKENS, tiny_model
 
 POISON_TOKEN = 0  # the reference prompts draw ids from 3 up, and their greedy outputs hold no 0 (checked below)
 CONFIGS = {

@@ -3,7 +3,6 @@ the total at the end of the session."""
 from __future__ import annotations
 
 import pytest
-
 from harness import CASES, engine_stops
 
 

@@ -134,7 +134,11 @@ def snapshot(root: Path) -> dict[str, tuple[str, int, int]]:
         for name in dirnames + filenames:
             p = Path(dirpath, name)
             st = p.lstat()
-            out[str(p.relative_to(root))] = ("d" if p.is_dir() else "f", st.st_size, 0 if p.is_dir() else st.st_mtime_ns)
+            out[str(p.relative_to(root))] = (
+                "d" if p.is_dir() else "f",
+                st.st_size,
+                0 if p.is_dir() else st.st_mtime_ns,
+            )
     return out
 
 
@@ -170,7 +174,9 @@ def invoke(ws: Workspace, args: list[str], kind: str = "cli") -> Outcome:
     if rc == 1:
         assert args and args[0] == "gate", f"exit 1 means a gated regression, only `kvplan gate` has one: {where}"
     if rc in (None, 2):
-        assert snapshot(ws.root) == before, f"files written although {'the engine was not reached' if rc == 2 else 'before the engine'}: {where}"
+        assert snapshot(ws.root) == before, (
+            f"files written although {'the engine was not reached' if rc == 2 else 'before the engine'}: {where}"
+        )
     if rc == 2:
         errors = [line for line in outcome.err.splitlines() if line.startswith("kvplan: error:")]
         assert len(errors) == 1 and len(errors[0]) < 2000, where

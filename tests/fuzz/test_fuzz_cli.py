@@ -4,11 +4,9 @@ the invariants checked on every case)."""
 from __future__ import annotations
 
 import pytest
+from harness import FUZZ, examples, invoke, workspace
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from harness import FUZZ, examples, invoke, workspace
-
 
 BAD_INTS = ["0", "-1", "-5", "1.5", "18446744073709551616", "abc", "", "nan", "inf", "1e308", "9" * 400, " 7", "0x10"]
 BAD_FLOATS = ["0", "-1", "nan", "inf", "-inf", "1e-300", "1e308", "abc", "", "1e400", "-0"]
@@ -16,11 +14,34 @@ WORDS = ["", "x" * 5000, "ü", "../../etc/passwd", "a,b,,c", "\t", "-", "--", "N
 # paths relative to the workspace (the working directory); `fifo`, `adir`, `afile.txt` exist there
 OUT_PATHS = ["out/new.html", "new.json", "missing/deep/x.xml", "adir", "afile.txt", "fifo", "/dev/null", "/dev/full",
              "/proc/kvplan/x", "/sys/x.json", "model/config.json/x", "", "a.unknownext", "x.png", "x.svg"]
-IN_RESULTS = ["result.json", "result.json", "result.json", "afile.txt", "adir", "fifo", "/dev/zero", "missing.json", "scenario.yaml", "model/config.json"]
+IN_RESULTS = [
+    "result.json",
+    "result.json",
+    "result.json",
+    "afile.txt",
+    "adir",
+    "fifo",
+    "/dev/zero",
+    "missing.json",
+    "scenario.yaml",
+    "model/config.json",
+]
 MODELS = ["tiny-llama", "llama-2-7b", "gpt2", "deepseek-v3", "gemma-2-9b", "model", "tiny-llama", "llama-2-7b", "model",
           "model/config.json", "afile.txt",
           "adir", "fifo", "/dev/null", "nope", "org/repo", "org/repo@rev", "x" * 300, ""]
-SCENARIOS = ["ci-smoke", "mixed", "scenario.yaml", "ci-smoke", "scenario.yaml", "afile.txt", "adir", "fifo", "missing.yaml", "/dev/zero", "result.json"]
+SCENARIOS = [
+    "ci-smoke",
+    "mixed",
+    "scenario.yaml",
+    "ci-smoke",
+    "scenario.yaml",
+    "afile.txt",
+    "adir",
+    "fifo",
+    "missing.yaml",
+    "/dev/zero",
+    "result.json",
+]
 
 
 def pool(good: list[str], bad: list[str] = ()) -> st.SearchStrategy[str]:
@@ -37,42 +58,123 @@ GPU = pool(["h100", "rtx-4090", "a100-80gb", "h100,rtx-4090"], ["nope", ","])
 OUT = st.sampled_from(OUT_PATHS)
 LIST_INTS = pool(["1024,2048", "16", "1,8", "4096"], ["1,-1", "18446744073709551616", "0", ",", "1" * 30, "2147483648",
                                                       ",".join(["7"] * 5000)])
-TOLERANCE = pool(["p99_itl_ms=+15%", "peak_kv_bytes=exact", "output_throughput=-20%", "mean_ttft_ms=5%"],
-                 ["p99_itl_ms=-0%", "p99_itl_ms=+0%", "p99_itl_ms=nan%", "p99_itl_ms=+1e400%", "x=1%", "=", "p99_itl_ms="])
+TOLERANCE = pool(
+    ["p99_itl_ms=+15%", "peak_kv_bytes=exact", "output_throughput=-20%", "mean_ttft_ms=5%"],
+    ["p99_itl_ms=-0%", "p99_itl_ms=+0%", "p99_itl_ms=nan%", "p99_itl_ms=+1e400%", "x=1%", "=", "p99_itl_ms="],
+)
 
 # command -> (positional strategies, {option: value strategy or None for a flag})
 COMMANDS: dict[str, tuple[list, dict]] = {
-    "estimate": ([], {"--model": st.sampled_from(MODELS), "--ctx": INT, "--concurrency": INT, "--kv-cache-dtype": KV_DTYPE,
-                      "--block-size": INT, "--tp": INT, "--pp": INT, "--dtype": DTYPE, "--prefix-tokens": INT,
-                      "--max-model-len": INT, "--gpu": GPU, "--gpu-memory-gib": FLOAT, "--gpu-memory-utilization": FLOAT,
-                      "--quantization": pool(["fp8", "awq"], ["nope"]), "--max-num-seqs": INT, "--max-num-batched-tokens": INT,
-                      "--kv-cache-memory-bytes": INT, "--enforce-eager": None, "--vllm-version": pool(["0.10.0", "0.28.0"], ["9.9", "x.y"]),
-                      "--target-concurrency": INT, "--json": None}),
-    "sweep": ([], {"--model": st.sampled_from(MODELS), "--ctx": LIST_INTS, "--concurrency": LIST_INTS,
-                   "--kv-cache-dtype": pool(["auto,fp8", "fp8"], ["nope", ","]), "--block-size": LIST_INTS, "--gpu": GPU,
-                   "--tp": INT, "--pp": INT, "--dtype": DTYPE, "--gpu-memory-utilization": FLOAT,
-                   "--vllm-version": pool(["0.28.0"], ["x"]), "--csv": OUT, "--plot": OUT}),
+    "estimate": (
+        [],
+        {
+            "--model": st.sampled_from(MODELS),
+            "--ctx": INT,
+            "--concurrency": INT,
+            "--kv-cache-dtype": KV_DTYPE,
+            "--block-size": INT,
+            "--tp": INT,
+            "--pp": INT,
+            "--dtype": DTYPE,
+            "--prefix-tokens": INT,
+            "--max-model-len": INT,
+            "--gpu": GPU,
+            "--gpu-memory-gib": FLOAT,
+            "--gpu-memory-utilization": FLOAT,
+            "--quantization": pool(["fp8", "awq"], ["nope"]),
+            "--max-num-seqs": INT,
+            "--max-num-batched-tokens": INT,
+            "--kv-cache-memory-bytes": INT,
+            "--enforce-eager": None,
+            "--vllm-version": pool(["0.10.0", "0.28.0"], ["9.9", "x.y"]),
+            "--target-concurrency": INT,
+            "--json": None,
+        },
+    ),
+    "sweep": (
+        [],
+        {
+            "--model": st.sampled_from(MODELS),
+            "--ctx": LIST_INTS,
+            "--concurrency": LIST_INTS,
+            "--kv-cache-dtype": pool(["auto,fp8", "fp8"], ["nope", ","]),
+            "--block-size": LIST_INTS,
+            "--gpu": GPU,
+            "--tp": INT,
+            "--pp": INT,
+            "--dtype": DTYPE,
+            "--gpu-memory-utilization": FLOAT,
+            "--vllm-version": pool(["0.28.0"], ["x"]),
+            "--csv": OUT,
+            "--plot": OUT,
+        },
+    ),
     "gpus": ([], {"--json": None}),
     "profiles": ([], {}),
     "profiles show": ([st.sampled_from(MODELS)], {"--json": None}),
     "scenarios": ([], {}),
     "report": ([st.sampled_from(IN_RESULTS), st.sampled_from(IN_RESULTS)], {"-o": OUT}),
-    "gate": ([], {"--result": st.sampled_from(IN_RESULTS), "--baseline": st.sampled_from(IN_RESULTS), "--junit": OUT,
-                  "--html": OUT, "--tolerance": TOLERANCE, "--prediction-tolerance": TOLERANCE}),
-    "baseline update": ([st.sampled_from(IN_RESULTS)], {"--dir": st.sampled_from(OUT_PATHS + ["baselines"]), "--force": None}),
-    "stress": ([], {"--scenario": st.sampled_from(SCENARIOS), "--out": st.sampled_from(OUT_PATHS + ["run1"]), "--force": None,
-                    "--allocator": pool(["paged", "contiguous", "both"]), "--no-progress": None,
-                    "--calibration": st.sampled_from(IN_RESULTS), "--calibrate": None,
-                    "--target": pool(["http://127.0.0.1:9", "https://[::1]:1/v1"], ["ftp://x", "http://", "://"]),
-                    "--api": pool(["completions", "chat"]), "--served-model-name": pool(["m"]),
-                    "--api-key-env": pool(["KVPLAN_FUZZ_KEY"]), "--timeout-s": FLOAT}),
-    "calibrate": ([], {"--scenario": st.sampled_from(SCENARIOS), "--model": st.sampled_from(MODELS),
-                       "--device": pool(["cpu", "cuda", "cuda:0"], ["tpu", "cuda:-1", "cuda:x"]), "--out": OUT}),
-    "serve": ([], {"--model": st.sampled_from(MODELS), "--port": INT, "--block-size": INT, "--max-num-seqs": INT,
-                   "--max-model-len": INT, "--kv-cache-dtype": KV_DTYPE, "--kv-cache-memory-bytes": INT,
-                   "--gpu-memory-utilization": FLOAT, "--device": pool(["cpu", "cuda"], ["tpu"]), "--dtype": DTYPE,
-                   "--header-timeout-s": FLOAT, "--body-timeout-s": FLOAT, "--max-request-bytes": INT,
-                   "--max-connections": INT, "--api-key": pool(["k"])}),
+    "gate": (
+        [],
+        {
+            "--result": st.sampled_from(IN_RESULTS),
+            "--baseline": st.sampled_from(IN_RESULTS),
+            "--junit": OUT,
+            "--html": OUT,
+            "--tolerance": TOLERANCE,
+            "--prediction-tolerance": TOLERANCE,
+        },
+    ),
+    "baseline update": (
+        [st.sampled_from(IN_RESULTS)],
+        {"--dir": st.sampled_from(OUT_PATHS + ["baselines"]), "--force": None},
+    ),
+    "stress": (
+        [],
+        {
+            "--scenario": st.sampled_from(SCENARIOS),
+            "--out": st.sampled_from(OUT_PATHS + ["run1"]),
+            "--force": None,
+            "--allocator": pool(["paged", "contiguous", "both"]),
+            "--no-progress": None,
+            "--calibration": st.sampled_from(IN_RESULTS),
+            "--calibrate": None,
+            "--target": pool(["http://127.0.0.1:9", "https://[::1]:1/v1"], ["ftp://x", "http://", "://"]),
+            "--api": pool(["completions", "chat"]),
+            "--served-model-name": pool(["m"]),
+            "--api-key-env": pool(["KVPLAN_FUZZ_KEY"]),
+            "--timeout-s": FLOAT,
+        },
+    ),
+    "calibrate": (
+        [],
+        {
+            "--scenario": st.sampled_from(SCENARIOS),
+            "--model": st.sampled_from(MODELS),
+            "--device": pool(["cpu", "cuda", "cuda:0"], ["tpu", "cuda:-1", "cuda:x"]),
+            "--out": OUT,
+        },
+    ),
+    "serve": (
+        [],
+        {
+            "--model": st.sampled_from(MODELS),
+            "--port": INT,
+            "--block-size": INT,
+            "--max-num-seqs": INT,
+            "--max-model-len": INT,
+            "--kv-cache-dtype": KV_DTYPE,
+            "--kv-cache-memory-bytes": INT,
+            "--gpu-memory-utilization": FLOAT,
+            "--device": pool(["cpu", "cuda"], ["tpu"]),
+            "--dtype": DTYPE,
+            "--header-timeout-s": FLOAT,
+            "--body-timeout-s": FLOAT,
+            "--max-request-bytes": INT,
+            "--max-connections": INT,
+            "--api-key": pool(["k"]),
+        },
+    ),
 }
 
 
@@ -99,7 +201,9 @@ def command_line(draw) -> list[str]:
     for strategy in positional[: draw(st.sampled_from([1, 1, 1, 0, 2]))] if name == "report" else positional:
         args.append(draw(strategy))
     if draw(st.integers(0, 9)) == 0:  # now and then a stray word, flag or --help anywhere
-        args.insert(draw(st.integers(0, len(args))), draw(st.sampled_from(["--help", "--nope", "-x", "extra", "--", "-V"])))
+        args.insert(
+            draw(st.integers(0, len(args))), draw(st.sampled_from(["--help", "--nope", "-x", "extra", "--", "-V"]))
+        )
     return args
 
 

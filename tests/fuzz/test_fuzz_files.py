@@ -10,15 +10,42 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from harness import BASELINE, CASES, FUZZ, examples, invoke, workspace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import BASELINE, CASES, FUZZ, examples, invoke, workspace
-
-
-HOSTILE = st.sampled_from([0, -1, -128, 1.5, 2**64, 2**62, 10**400, 1e308, -1e308, float("nan"), float("inf"), "", "x" * 3000,
-                           "7", True, False, None, [], {}, [1, 2, 3], {"a": 1}, [[[[[]]]]], 2**53 + 1, 1e-300, -0.0])
-GOOD_NUMBERS = st.one_of(st.integers(-5, 10**6), st.floats(allow_nan=True, allow_infinity=True), st.integers(2**30, 2**70))
+HOSTILE = st.sampled_from(
+    [
+        0,
+        -1,
+        -128,
+        1.5,
+        2**64,
+        2**62,
+        10**400,
+        1e308,
+        -1e308,
+        float("nan"),
+        float("inf"),
+        "",
+        "x" * 3000,
+        "7",
+        True,
+        False,
+        None,
+        [],
+        {},
+        [1, 2, 3],
+        {"a": 1},
+        [[[[[]]]]],
+        2**53 + 1,
+        1e-300,
+        -0.0,
+    ]
+)
+GOOD_NUMBERS = st.one_of(
+    st.integers(-5, 10**6), st.floats(allow_nan=True, allow_infinity=True), st.integers(2**30, 2**70)
+)
 # a fresh copy each draw: an edit that adds a key inside a drawn `{}` must not change the pool
 VALUE = st.one_of(HOSTILE, HOSTILE, GOOD_NUMBERS, st.text(max_size=20)).map(copy.deepcopy)
 
@@ -73,7 +100,11 @@ def scenario_text(draw) -> str:
     text = yaml.safe_dump(draw(mutated(draw(st.sampled_from(SCENARIOS)))), allow_unicode=True)
     if draw(st.integers(0, 4)) == 0:  # now and then broken YAML: cut, or bytes spliced in
         at = draw(st.integers(0, len(text)))
-        text = text[:at] + draw(st.sampled_from(["", "\x00", ": [", "&a *a", "\t", "!!python/object:os.system ''", "%"])) + text[at + 1:]
+        text = (
+            text[:at]
+            + draw(st.sampled_from(["", "\x00", ": [", "&a *a", "\t", "!!python/object:os.system ''", "%"]))
+            + text[at + 1 :]
+        )
     return text
 
 
@@ -115,8 +146,9 @@ def model_dir_files(draw) -> dict[str, bytes]:
         length = draw(st.sampled_from([len(body), len(body), 0, 2, len(body) + 100, 2**62, 2**64 - 1]))
         files["model.safetensors"] = struct.pack("<Q", length) + body + b"\0" * 8
     elif kind == "index":
-        files["model.safetensors.index.json"] = json.dumps(draw(mutated({"metadata": {"total_size": 1000},
-                                                                        "weight_map": {"w": "a.safetensors"}}))).encode()
+        files["model.safetensors.index.json"] = json.dumps(
+            draw(mutated({"metadata": {"total_size": 1000}, "weight_map": {"w": "a.safetensors"}}))
+        ).encode()
     return files
 
 
@@ -133,10 +165,24 @@ def test_mutated_model_directories(files: dict[str, bytes], gpu: bool) -> None:
 
 RESULT = json.loads(BASELINE.read_text())
 # an HTTP run's extras too, so mutations reach into them (the engine baseline has none)
-RESULT["server_telemetry"] = [{"t_s": 0.5, "kv_cache_usage_perc": 0.25, "num_requests_running": 2.0, "num_requests_waiting": 0.0}]
+RESULT["server_telemetry"] = [
+    {"t_s": 0.5, "kv_cache_usage_perc": 0.25, "num_requests_running": 2.0, "num_requests_waiting": 0.0}
+]
 RESULT["server_info"] = {"api": "completions", "model": "m", "num_gpu_blocks": 128}
-RESULT_FOCUS = [("metrics",), ("prediction",), ("per_class",), ("requests",), ("timeline",), ("scenario",),
-                ("scenario", "workload"), ("scenario", "engine"), ("environment",), ("server_info",), ("server_telemetry",), ()]
+RESULT_FOCUS = [
+    ("metrics",),
+    ("prediction",),
+    ("per_class",),
+    ("requests",),
+    ("timeline",),
+    ("scenario",),
+    ("scenario", "workload"),
+    ("scenario", "engine"),
+    ("environment",),
+    ("server_info",),
+    ("server_telemetry",),
+    (),
+]
 
 
 @st.composite
@@ -165,8 +211,19 @@ def test_mutated_results_render(text: str) -> None:
         invoke(ws, ["report", "mutated.json", "-o", "r.html"], kind="report")
 
 
-CALIBRATION = {"kind": "linear", "intercept_s": 0.004, "per_token_s": 1e-5, "per_seq_s": 1e-4, "per_context_token_s": 1e-8,
-               "per_attention_pair_s": 1e-11, "model": "tiny-llama", "device": "cpu", "host": "h", "num_samples": 100, "r2": 0.9}
+CALIBRATION = {
+    "kind": "linear",
+    "intercept_s": 0.004,
+    "per_token_s": 1e-5,
+    "per_seq_s": 1e-4,
+    "per_context_token_s": 1e-8,
+    "per_attention_pair_s": 1e-11,
+    "model": "tiny-llama",
+    "device": "cpu",
+    "host": "h",
+    "num_samples": 100,
+    "r2": 0.9,
+}
 
 
 @settings(FUZZ, max_examples=examples(80))
@@ -188,5 +245,11 @@ def test_mutated_calibration_files(data: Any) -> None:
         except KvplanError as exc:
             assert "\n" not in str(exc)
             return
-    coefficients = (model.intercept_s, model.per_token_s, model.per_seq_s, model.per_context_token_s, model.per_attention_pair_s)
+    coefficients = (
+        model.intercept_s,
+        model.per_token_s,
+        model.per_seq_s,
+        model.per_context_token_s,
+        model.per_attention_pair_s,
+    )
     assert all(math.isfinite(c) and c >= 0 for c in coefficients)

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import given, settings, strategies as st
-
 from harness import CASES, FUZZ, examples
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from kvplan.errors import KvplanError
 from kvplan.server.protocol import ProtocolError, parse_json_body, parse_request
 from kvplan.server.tokenizer import WordTokenizer

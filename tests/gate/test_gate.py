@@ -79,7 +79,9 @@ def test_prediction_tolerance(smoke_result: RunResult) -> None:
 
 def test_p50_in_gate_reads_the_median(mixed: RunResult) -> None:
     checks = {c.metric: c for c in run_gate(mixed, mixed).checks if c.kind == "prediction"}
-    assert checks["median_ttft_ms"].baseline == pytest.approx(mixed.prediction["median_ttft_ms"])  # one name: vLLM's median_
+    assert checks["median_ttft_ms"].baseline == pytest.approx(
+        mixed.prediction["median_ttft_ms"]
+    )  # one name: vLLM's median_
     assert metric_value({"median_itl_ms": 3.0}, "p50_itl_ms") == 3.0  # an older scenario's p50_ still reads the median
     older = mixed.model_copy(deep=True)
     older.scenario["gate"]["prediction"] = {"p50_ttft_ms": "15%"}
@@ -92,7 +94,9 @@ def test_tolerance_flags_override_the_scenario(smoke_result: RunResult) -> None:
     assert run_gate(smoke_result, worse).passed  # ci-smoke allows +100% on a noisy CI box
     assert not run_gate(smoke_result, worse, tolerance=["p99_itl_ms=+15%"]).passed
     grown = _variant(smoke_result, peak_kv_bytes=smoke_result.metrics["peak_kv_bytes"] + 32768)
-    assert run_gate(smoke_result, grown, tolerance=["peak_kv_bytes=+5%"], prediction_tolerance=["peak_kv_bytes=5%"]).passed
+    assert run_gate(
+        smoke_result, grown, tolerance=["peak_kv_bytes=+5%"], prediction_tolerance=["peak_kv_bytes=5%"]
+    ).passed
     with pytest.raises(KvplanError, match="did you mean: p99_itl_ms"):
         run_gate(smoke_result, smoke_result, tolerance=["p99_itl_m=+5%"])
     with pytest.raises(KvplanError, match="not a tolerance"):
@@ -211,7 +215,10 @@ def test_baseline_refuses_bad_results(tmp_path: Path, smoke_result: RunResult) -
     assert not (tmp_path / "b").exists() or not any((tmp_path / "b").iterdir())
     contiguous = smoke_result.model_copy(deep=True)
     contiguous.allocator = "contiguous"
-    assert update_baseline(contiguous.write_atomic(tmp_path / "c.json"), tmp_path / "b").path.name == "ci-smoke.contiguous.json"
+    assert (
+        update_baseline(contiguous.write_atomic(tmp_path / "c.json"), tmp_path / "b").path.name
+        == "ci-smoke.contiguous.json"
+    )
 
 
 def test_baseline_update_refuses_a_result_that_fails_its_gate(tmp_path: Path, capsys, smoke_result: RunResult) -> None:
@@ -257,7 +264,11 @@ def _timed(result: RunResult, *, slower: float = 1.0, wait_share: float = 0.0, r
         m[k] = result.metrics[k] * factor
     m["output_throughput"] = result.metrics["output_throughput"] / factor
     n = 40
-    m.update(ReferenceTiming([ref_cpu_ms / 1e3 / (1 - wait_share)] * n, [ref_cpu_ms / 1e3] * n, 10.0, 10.0 * wait_share).figures(m))
+    m.update(
+        ReferenceTiming(
+            [ref_cpu_ms / 1e3 / (1 - wait_share)] * n, [ref_cpu_ms / 1e3] * n, 10.0, 10.0 * wait_share
+        ).figures(m)
+    )
     return copy
 
 
@@ -271,7 +282,11 @@ def test_a_busy_machine_is_excused_on_raw_latency_but_a_slow_engine_is_not(smoke
     assert any("normalized figures decide" in n for n in verdict.notes)
     slow = _timed(smoke_result, engine=2.0)  # quiet machine, engine twice as slow per step
     failed = {(c.metric, c.kind) for c in run_gate(base, slow).failures}
-    assert {("median_itl_ref", "normalized"), ("mean_tpot_ref", "normalized"), ("output_tokens_per_ref", "normalized")} <= failed
+    assert {
+        ("median_itl_ref", "normalized"),
+        ("mean_tpot_ref", "normalized"),
+        ("output_tokens_per_ref", "normalized"),
+    } <= failed
     both = run_gate(base, _timed(smoke_result, slower=4.0, wait_share=0.75, engine=2.0))
     assert {c.metric for c in both.failures} >= {"median_itl_ref", "mean_tpot_ref", "output_tokens_per_ref"}
 
@@ -294,7 +309,9 @@ def test_a_failed_run_is_no_baseline_unless_allowed(tmp_path: Path) -> None:
     """A run whose requests failed beyond its max_error_rate would make a gate pass failures."""
     import json
 
-    data = json.loads((Path(__file__).resolve().parents[2] / "kvplan" / "data" / "baselines" / "ci-smoke.json").read_text())
+    data = json.loads(
+        (Path(__file__).resolve().parents[2] / "kvplan" / "data" / "baselines" / "ci-smoke.json").read_text()
+    )
     data["verdict"] = "failed"
     source = tmp_path / "failed.json"
     source.write_text(json.dumps(data))
@@ -305,7 +322,9 @@ def test_a_failed_run_is_no_baseline_unless_allowed(tmp_path: Path) -> None:
     assert done.path.exists()
 
 
-def test_gate_from_anywhere_uses_the_bundled_ci_smoke_baseline(tmp_path: Path, capsys, monkeypatch, smoke_result: RunResult) -> None:
+def test_gate_from_anywhere_uses_the_bundled_ci_smoke_baseline(
+    tmp_path: Path, capsys, monkeypatch, smoke_result: RunResult
+) -> None:
     """From a wheel (no reports/baselines here), `kvplan gate -r result.json` of ci-smoke gates against
     the baseline kvplan ships, and says so."""
     monkeypatch.chdir(tmp_path)

@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 
 import pytest
+from golden_cases import ESTIMATE, PLAN, PREDICT, SCENARIOS
 
 from kvplan.cli import main
-from golden_cases import ESTIMATE, PLAN, PREDICT, SCENARIOS
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"
 UPDATE = os.environ.get("KVPLAN_UPDATE_GOLDEN") == "1"

@@ -17,7 +17,9 @@ MAIN_SHA = "a" * 40
 OTHER_SHA = "b" * 40
 
 
-def put(cache: Path, repo_id: str, commit: str, files: dict[str, bytes | str], refs: tuple[str, ...] = ("main",)) -> Path:
+def put(
+    cache: Path, repo_id: str, commit: str, files: dict[str, bytes | str], refs: tuple[str, ...] = ("main",)
+) -> Path:
     """Write `files` into the snapshot `commit` of `repo_id` (each a link to its blob), point
     `refs` at it, and return the snapshot folder."""
     repo = cache / f"models--{repo_id.replace('/', '--')}"
@@ -36,6 +38,10 @@ def put(cache: Path, repo_id: str, commit: str, files: dict[str, bytes | str], r
 
 
 def safetensors(tensor_bytes: int) -> bytes:
-    header = json.dumps({"__metadata__": {"format": "pt"},
-                         "w": {"dtype": "BF16", "shape": [tensor_bytes // 2], "data_offsets": [0, tensor_bytes]}}).encode()
+    header = json.dumps(
+        {
+            "__metadata__": {"format": "pt"},
+            "w": {"dtype": "BF16", "shape": [tensor_bytes // 2], "data_offsets": [0, tensor_bytes]},
+        }
+    ).encode()
     return struct.pack("<Q", len(header)) + header + b"\0" * tensor_bytes

@@ -7,15 +7,16 @@ largest sum of the running requests' blocks, preemptions are counted where the p
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
 
-from kvplan.stress.result import Environment, RunResult, TimelineSample
 from kvplan.stress.metrics import compute_metrics, compute_per_class_metrics
 from kvplan.stress.record import RequestRecord
+from kvplan.stress.result import Environment, RunResult, TimelineSample
 from kvplan.stress.scenario_loader import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,10 +40,19 @@ def _records(scenario: Any, n: int, concurrency: int, rng: np.random.Generator) 
         gaps = rng.gamma(4.0, 0.004, size=output - 1) + (rng.random(output - 1) < 0.02) * 0.05  # rare stalls
         times = tuple(float(t) for t in first + np.concatenate([[0.0], np.cumsum(gaps)]))
         status = "error" if i == n - 3 else "ok"  # one failure, as real runs have
-        rec = RequestRecord(f"req-{i:06d}", c.name, round(arrival, 6), times[0] if status == "ok" else None,
-                            times if status == "ok" else (), times[-1] + 0.001, prompt,
-                            output if status == "ok" else 0, status=status,
-                            error="synthetic failure" if status != "ok" else None, is_warmup=i < scenario.warmup_requests)
+        rec = RequestRecord(
+            f"req-{i:06d}",
+            c.name,
+            round(arrival, 6),
+            times[0] if status == "ok" else None,
+            times if status == "ok" else (),
+            times[-1] + 0.001,
+            prompt,
+            output if status == "ok" else 0,
+            status=status,
+            error="synthetic failure" if status != "ok" else None,
+            is_warmup=i < scenario.warmup_requests,
+        )
         slots[slot] = rec.finish_s
         out.append(rec)
     return out
@@ -55,7 +65,9 @@ def _timeline(records: list[RequestRecord], pool_blocks: int, step_s: float) -> 
         running = [r for r in records if r.first_token_s is not None and r.arrival_s <= t < (r.finish_s or 0)]
         waiting = sum(1 for r in records if r.arrival_s <= t and (r.first_token_s is None or t < r.first_token_s)
                       and t < (r.finish_s or 0))
-        blocks = sum(math.ceil((r.prompt_tokens + sum(1 for x in r.token_times_s if x <= t)) / BLOCK_SIZE) for r in running)
+        blocks = sum(
+            math.ceil((r.prompt_tokens + sum(1 for x in r.token_times_s if x <= t)) / BLOCK_SIZE) for r in running
+        )
         if blocks > pool_blocks:  # the engine would preempt until it fits
             preempted += 1
             blocks = pool_blocks
@@ -80,17 +92,32 @@ def make_result(*, scenario_file: str = "ci-smoke.yaml", n_requests: int = 36, a
     peak = max(s["kv_bytes_used"] for s in timeline)
     onset = next((s["t_s"] for s in timeline if s["preemptions"]), None)
     figures = {
-        "num_gpu_blocks": pool_blocks, "kv_pool_bytes": pool_blocks * BYTES_PER_BLOCK, "bytes_per_block": BYTES_PER_BLOCK,
-        "peak_kv_bytes": peak, "peak_kv_blocks": peak // BYTES_PER_BLOCK,
-        "peak_running_requests": max(s["running"] for s in timeline), "num_preemptions": timeline[-1]["preemptions"],
-        "preemption_onset_s": onset, "num_swaps": 0, "prefix_hit_tokens": 0,
-        "peak_rss_bytes": max(s["rss_bytes"] for s in timeline), "peak_cuda_allocated_bytes": None,
+        "num_gpu_blocks": pool_blocks,
+        "kv_pool_bytes": pool_blocks * BYTES_PER_BLOCK,
+        "bytes_per_block": BYTES_PER_BLOCK,
+        "peak_kv_bytes": peak,
+        "peak_kv_blocks": peak // BYTES_PER_BLOCK,
+        "peak_running_requests": max(s["running"] for s in timeline),
+        "num_preemptions": timeline[-1]["preemptions"],
+        "preemption_onset_s": onset,
+        "num_swaps": 0,
+        "prefix_hit_tokens": 0,
+        "peak_rss_bytes": max(s["rss_bytes"] for s in timeline),
+        "peak_cuda_allocated_bytes": None,
         "peak_cuda_reserved_bytes": None,
     }
     metrics = {**compute_metrics(records, scenario.slo), **figures}
     # the planner's view: same memory, latencies ~8% off, its own (simulated) clock
-    predicted_timeline = [{"t_s": round(s["t_s"] * 1.07, 6), "kv_bytes_used": s["kv_bytes_used"], "running": s["running"],
-                           "waiting": s["waiting"], "preemptions": s["preemptions"]} for s in timeline[::2]]
+    predicted_timeline = [
+        {
+            "t_s": round(s["t_s"] * 1.07, 6),
+            "kv_bytes_used": s["kv_bytes_used"],
+            "running": s["running"],
+            "waiting": s["waiting"],
+            "preemptions": s["preemptions"],
+        }
+        for s in timeline[::2]
+    ]
     prediction = {k: figures[k] for k in ("num_gpu_blocks", "kv_pool_bytes", "bytes_per_block", "peak_kv_bytes",
                                           "peak_running_requests", "num_preemptions", "preemption_onset_s")}
     for key in ("median_ttft_ms", "p99_ttft_ms", "median_itl_ms", "p99_itl_ms", "mean_tpot_ms"):

@@ -10,8 +10,16 @@ from server_helpers import ServeProcess, ThreadServer, faulty_app
 
 POOL_BYTES = 4 * 2**20  # tiny-llama: 32 KiB per 16-token block -> 128 blocks
 MAX_MODEL_LEN = 256
-SERVER_ARGS = ("--model", "tiny-llama", "--kv-cache-memory-bytes", str(POOL_BYTES), "--max-model-len", str(MAX_MODEL_LEN),
-               "--served-model-name", "tiny")
+SERVER_ARGS = (
+    "--model",
+    "tiny-llama",
+    "--kv-cache-memory-bytes",
+    str(POOL_BYTES),
+    "--max-model-len",
+    str(MAX_MODEL_LEN),
+    "--served-model-name",
+    "tiny",
+)
 FLAG_KEY = "test-key-from-flag"
 ENV_KEY = "test-key-from-env"
 SECURED_TIMEOUT_S = 2.0  # --header-timeout-s and --body-timeout-s of the flag server
@@ -58,10 +66,21 @@ def secured_servers() -> Iterator[SecuredServers]:
     try:
         with pytest.MonkeyPatch.context() as env:  # ServeProcess copies os.environ when it starts the child
             env.setenv("KVPLAN_API_KEY", ENV_KEY)
-            started.append(ServeProcess(*SERVER_ARGS, "--api-key", FLAG_KEY,
-                                        "--header-timeout-s", str(SECURED_TIMEOUT_S), "--body-timeout-s", str(SECURED_TIMEOUT_S),
-                                        "--max-request-bytes", str(SECURED_MAX_REQUEST_BYTES),
-                                        "--max-connections", str(SECURED_MAX_CONNECTIONS)))
+            started.append(
+                ServeProcess(
+                    *SERVER_ARGS,
+                    "--api-key",
+                    FLAG_KEY,
+                    "--header-timeout-s",
+                    str(SECURED_TIMEOUT_S),
+                    "--body-timeout-s",
+                    str(SECURED_TIMEOUT_S),
+                    "--max-request-bytes",
+                    str(SECURED_MAX_REQUEST_BYTES),
+                    "--max-connections",
+                    str(SECURED_MAX_CONNECTIONS),
+                )
+            )
             started.append(ServeProcess(*SERVER_ARGS))
         for server in started:
             server.wait_healthy()

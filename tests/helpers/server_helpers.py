@@ -49,9 +49,19 @@ def specs(n: int, *, prompt_tokens: int = 8, output_tokens: int = 4, gap_s: floa
     out = []
     for i in range(n):
         prompt = tuple(first_token + (i * 7 + j) % 500 for j in range(prompt_tokens))
-        out.append(RequestSpec(index=i, request_id=ids[i] if ids else f"req-{i:06d}", class_name="short" if i % 2 else "long",
-                               arrival_s=None if gap_s is None else i * gap_s, prompt_token_ids=prompt,
-                               output_tokens=output_tokens, shared_prefix_id=None, shared_prefix_tokens=0, is_warmup=False))
+        out.append(
+            RequestSpec(
+                index=i,
+                request_id=ids[i] if ids else f"req-{i:06d}",
+                class_name="short" if i % 2 else "long",
+                arrival_s=None if gap_s is None else i * gap_s,
+                prompt_token_ids=prompt,
+                output_tokens=output_tokens,
+                shared_prefix_id=None,
+                shared_prefix_tokens=0,
+                is_warmup=False,
+            )
+        )
     return out
 
 
@@ -64,14 +74,21 @@ class ServeProcess:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"kvplan-serve-{self.port}.log"
         self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen([sys.executable, "-m", "kvplan", "serve", "--host", "127.0.0.1", "--port", str(self.port), *args],
-                                     cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kvplan", "serve", "--host", "127.0.0.1", "--port", str(self.port), *args],
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
 
     def wait_healthy(self, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"kvplan serve exited with {self.proc.returncode}: {self.log_path.read_text()[-2000:]}")
+                raise RuntimeError(
+                    f"kvplan serve exited with {self.proc.returncode}: {self.log_path.read_text()[-2000:]}"
+                )
             try:
                 if httpx.get(f"{self.url}/health", timeout=1.0).status_code == 200:
                     return
@@ -113,7 +130,8 @@ def _chunk(text: str, finish: str | None = None) -> bytes:
 
 
 def _usage(n: int, prompt_tokens: int) -> bytes:
-    return f"data: {json.dumps({'id': 'x', 'choices': [], 'usage': {'prompt_tokens': prompt_tokens, 'completion_tokens': n}})}\n\n".encode()
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n}
+    return f"data: {json.dumps({'id': 'x', 'choices': [], 'usage': usage})}\n\n".encode()
 
 
 class MidStreamDrop(Exception):

@@ -43,8 +43,13 @@ def test_predict_that_run_with_one_signed_error(vllm_file: Path) -> None:
 
 
 def test_compare_sign_convention() -> None:
-    rows = compare({"median_ttft_ms": 150.0, "output_throughput": 50.0}, {"median_ttft_ms": 100.0, "output_throughput": 100.0})
-    assert {k: e for k, _, _, e in rows} == {"output_throughput": pytest.approx(-50.0), "median_ttft_ms": pytest.approx(50.0)}
+    rows = compare(
+        {"median_ttft_ms": 150.0, "output_throughput": 50.0}, {"median_ttft_ms": 100.0, "output_throughput": 100.0}
+    )
+    assert {k: e for k, _, _, e in rows} == {
+        "output_throughput": pytest.approx(-50.0),
+        "median_ttft_ms": pytest.approx(50.0),
+    }
 
 
 @pytest.mark.parametrize(("text", "words"), [

@@ -31,4 +31,6 @@ def test_every_measured_system_is_in_the_catalog() -> None:
     for name, system in AIC_SYSTEMS.items():
         gpu = load_gpu(name)
         assert gpu.memory_bandwidth_gbps and gpu.bf16_dense_tflops, (name, system)
-    assert {"b300_sxm", "gb200", "gb300", "rtx_pro_6000_server", "h100_sxm", "h200_sxm", "b200_sxm"} <= set(AIC_SYSTEMS.values())
+    assert {"b300_sxm", "gb200", "gb300", "rtx_pro_6000_server", "h100_sxm", "h200_sxm", "b200_sxm"} <= set(
+        AIC_SYSTEMS.values()
+    )

@@ -56,7 +56,9 @@ def test_moe_touches_more_experts_as_the_batch_grows() -> None:
 
 def test_mla_cache_is_latent_and_eager_adds_launches() -> None:
     m = model("deepseek-v3", "h200-sxm-141gb", tp=8)
-    assert m.kv_bytes_per_token == pytest.approx(61 * 576 * 2, rel=0.01)  # one 576-wide latent per layer, not split by TP
+    assert m.kv_bytes_per_token == pytest.approx(
+        61 * 576 * 2, rel=0.01
+    )  # one 576-wide latent per layer, not split by TP
     eager = model(enforce_eager=True)
     assert eager.step_s(4, 4, 0, 400, 400, 4) == pytest.approx(model().step_s(4, 4, 0, 400, 400, 4)
                                                                + 32 * C.eager_layer_overhead_s)
@@ -66,8 +68,9 @@ def test_legacy_vllm_pays_its_own_overhead() -> None:
     old, new = model(vllm_version="0.5.4"), model(vllm_version="0.11.0")
     assert old.legacy and not new.legacy
     c = Coefficients(legacy_step_overhead_s=0.01, step_overhead_s=0.001)
-    assert replace(old, coefficients=c).step_s(1, 1, 0, 1, 1, 1) - replace(new, coefficients=c).step_s(1, 1, 0, 1, 1, 1) \
-        == pytest.approx(0.009, rel=0.05)
+    assert replace(old, coefficients=c).step_s(1, 1, 0, 1, 1, 1) - replace(new, coefficients=c).step_s(
+        1, 1, 0, 1, 1, 1
+    ) == pytest.approx(0.009, rel=0.05)
 
 
 def test_no_per_request_floor_sets_the_step_at_high_batch() -> None:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from published_runs import Case, gpu_name, read_cases
-from kvplan.perf.gpu_cost import Coefficients, fitted_coefficients
 from gpu_cost_fit import Prepared, errors_pct, fit, prepare
+from published_runs import Case, gpu_name, read_cases
+
+from kvplan.perf.gpu_cost import Coefficients, fitted_coefficients
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvplan.errors import KvplanError
 from kvplan.perf.gpu_cost import GpuStepModel
@@ -27,7 +28,9 @@ def kernels(monkeypatch) -> KernelStepModel:
 
 
 def test_grid_is_exact_on_its_points_and_log_linear_between() -> None:
-    frame = pd.DataFrame({"m": [1, 4, 16, 1, 4, 16], "n": [8, 8, 8, 64, 64, 64], "latency": [1.0, 2.0, 4.0, 3.0, 5.0, 9.0]})
+    frame = pd.DataFrame(
+        {"m": [1, 4, 16, 1, 4, 16], "n": [8, 8, 8, 64, 64, 64], "latency": [1.0, 2.0, 4.0, 3.0, 5.0, 9.0]}
+    )
     grid = LogGrid(frame, ["m", "n"])
     assert grid(4, 8) == 2.0 and grid(16, 64) == 9.0
     assert grid(2, 8) == pytest.approx(1.5)  # halfway in log(m)
@@ -86,8 +89,16 @@ def test_step_cost_is_monotone_in_its_work(tokens: int, extra: int, ctx: int, na
     assert model.step_s(tokens, tokens, 0, ctx + tokens + extra, ctx + tokens + extra, tokens) >= a  # longer contexts
     pre = model.step_s(tokens, 1, tokens, tokens, tokens * (tokens + 1) // 2, 1, prefill_seqs=1,
                        prefill_pairs=tokens * (tokens + 1) // 2)
-    longer = model.step_s(tokens + extra, 1, tokens + extra, tokens + extra, (tokens + extra) * (tokens + extra + 1) // 2,
-                          1, prefill_seqs=1, prefill_pairs=(tokens + extra) * (tokens + extra + 1) // 2)
+    longer = model.step_s(
+        tokens + extra,
+        1,
+        tokens + extra,
+        tokens + extra,
+        (tokens + extra) * (tokens + extra + 1) // 2,
+        1,
+        prefill_seqs=1,
+        prefill_pairs=(tokens + extra) * (tokens + extra + 1) // 2,
+    )
     assert longer >= pre
 
 
@@ -137,7 +148,9 @@ def test_predict_uses_and_reports_the_kernels(monkeypatch) -> None:
 
 
 def test_batch_lookup_equals_one_at_a_time() -> None:
-    frame = pd.DataFrame({"m": [1, 4, 16, 1, 4, 16], "n": [8, 8, 8, 64, 64, 64], "latency": [1.0, 2.0, 4.0, 3.0, 5.0, 9.0]})
+    frame = pd.DataFrame(
+        {"m": [1, 4, 16, 1, 4, 16], "n": [8, 8, 8, 64, 64, 64], "latency": [1.0, 2.0, 4.0, 3.0, 5.0, 9.0]}
+    )
     grid = LogGrid(frame, ["m", "n"])
     ms, ns = [0.5, 1, 2, 3.3, 16, 40], [8, 20, 64, 100, 1, 30]
     assert grid.batch(ms, ns).tolist() == pytest.approx([grid(m, n) for m, n in zip(ms, ns)], rel=1e-12)
@@ -194,7 +207,9 @@ def test_a_decode_step_reads_at_least_the_weights_one_token_touches(monkeypatch,
         assert "other_linear" in model.sources  # their projections / mixers are named, not dropped
 
 
-@pytest.mark.parametrize("config", ["moonshotai--Kimi-K2.5", "Qwen--Qwen3-VL-30B-A3B-Instruct", "meta-llama--Llama-4-Scout-17B-16E-Instruct"])
+@pytest.mark.parametrize(
+    "config", ["moonshotai--Kimi-K2.5", "Qwen--Qwen3-VL-30B-A3B-Instruct", "meta-llama--Llama-4-Scout-17B-16E-Instruct"]
+)
 def test_experts_of_a_multimodal_config_are_found_in_its_text_config(config: str) -> None:
     """These keep their MoE keys in `text_config`: the experts' bytes (memory under EP, the
     roofline's reads) and the step model's expert count come from there."""
@@ -260,14 +275,18 @@ def test_data_parallel_moe_layers_exchange_tokens_over_nccl(monkeypatch, tmp_pat
     without.moe_allreduce = None  # the same model without the exchange: one all-reduce's bytes over the group
     moe_comm = model.moe_allreduce(2 * tokens * h)
     pooled = without._allreduce_roofline_ms(2 * tokens * h, 4)
-    assert model._linear_ms(tokens, tokens) - without._linear_ms(tokens, tokens) == pytest.approx(layers * (moe_comm - pooled))
+    assert model._linear_ms(tokens, tokens) - without._linear_ms(tokens, tokens) == pytest.approx(
+        layers * (moe_comm - pooled)
+    )
     bare = tmp_path / "h100_sxm" / "comm"  # the same tables but NCCL's
     shutil.copytree(DATA / "h100_sxm", tmp_path / "h100_sxm")
     shutil.rmtree(bare / "nccl")
     monkeypatch.setenv(DATA_ENV, str(tmp_path))
     system_tables.cache_clear()
     fallback = KernelStepModel.build(spec, gpu, tp=2, dp=2, expert_parallel=True)
-    assert "nccl" not in fallback.sources["moe_allreduce"] and "custom all-reduce x4" in fallback.sources["moe_allreduce"]
+    assert (
+        "nccl" not in fallback.sources["moe_allreduce"] and "custom all-reduce x4" in fallback.sources["moe_allreduce"]
+    )
     system_tables.cache_clear()
 
 
@@ -386,7 +405,9 @@ def test_the_moe_router_and_lm_head_are_bf16_gemms_whatever_the_checkpoint_quant
     system_tables.cache_clear()
     spec = load_model(str(CONFIGS / "Qwen--Qwen3-235B-A22B-FP8_config.json"))
     model = KernelStepModel.build(spec, load_gpu("h100-sxm-80gb"), tp=4)
-    assert "gemm_dtype=bfloat16" in model.sources["unquantized_gemm"] and "MoE gate" in model.sources["unquantized_gemm"]
+    assert (
+        "gemm_dtype=bfloat16" in model.sources["unquantized_gemm"] and "MoE gate" in model.sources["unquantized_gemm"]
+    )
     assert model.sources["gemm"].startswith("roofline") and model.plain_gemm is not None
     n_exp, h = spec.moe_shape[0], spec.hidden_size
     assert model._table_ms("router", 1024, n_exp, h) == model.plain_gemm(1024, n_exp, h) > 0
@@ -394,7 +415,9 @@ def test_the_moe_router_and_lm_head_are_bf16_gemms_whatever_the_checkpoint_quant
     assert model._table_ms("attention", 1024, 4096, h) == model._gemm_ms(1024, 4096, h)  # fp8: the roofline here
     assert (model.moe_layers, "router", 1024, n_exp, h) in model._gemm_calls(1024, 1)
     dense = KernelStepModel.build(load_model("llama-3.1-8b-instruct"), load_gpu("h100-sxm-80gb"), tp=1)
-    assert "MoE gate" not in dense.sources["unquantized_gemm"] and not any(t == "router" for _, t, *_ in dense._gemm_calls(64, 1))
+    assert "MoE gate" not in dense.sources["unquantized_gemm"] and not any(
+        t == "router" for _, t, *_ in dense._gemm_calls(64, 1)
+    )
 
 
 def test_unquantized_attention_of_a_quantized_checkpoint_is_timed_from_the_bf16_table(monkeypatch) -> None:
@@ -405,7 +428,9 @@ def test_unquantized_attention_of_a_quantized_checkpoint_is_timed_from_the_bf16_
     system_tables.cache_clear()
     gpu = load_gpu("h100-sxm-80gb")
     model = KernelStepModel.build(load_model(str(CONFIGS / "nvidia--MiniMax-M2.5-NVFP4_config.json")), gpu, tp=2)
-    assert "attention (kept unquantized" in model.sources["unquantized_gemm"] and model.sources["gemm"].startswith("roofline")
+    assert "attention (kept unquantized" in model.sources["unquantized_gemm"] and model.sources["gemm"].startswith(
+        "roofline"
+    )
     assert model._table_ms("attention", 4096, 4096, 4096) == model.plain_gemm(4096, 4096, 4096) > 0
     assert model._table_ms("attention", 4096, 4096, 4096) != model._gemm_ms(4096, 4096, 4096)
     assert model._table_ms("attention", 0, 4096, 4096) == 0.0

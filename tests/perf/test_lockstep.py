@@ -29,7 +29,9 @@ def test_a_prefill_on_one_rank_stalls_the_other_ranks_decodes() -> None:
     alone = simulate([Request(0.0, 10, 20)], cfg, by_tokens)
     r0, r1 = simulate_lockstep([([Request(0.0, 10, 20)], None), ([Request(0.005, 1000, 3)], None)], cfg, by_tokens)
     assert np.allclose(alone.itl_s, 0.00112)
-    assert max(r0.itl_s) == pytest.approx(0.00112 + (by_tokens(1000, 1) - by_tokens(1, 1)))  # decode + the prefill's extra
+    assert max(r0.itl_s) == pytest.approx(
+        0.00112 + (by_tokens(1000, 1) - by_tokens(1, 1))
+    )  # decode + the prefill's extra
     assert r0.last_token_s[0] > alone.last_token_s[0] + 0.099
     steps0, steps1 = r0.step_end_s, r1.step_end_s
     assert np.array_equal(steps1, steps0[np.isin(steps0, steps1)])  # rank 1's steps end when rank 0's do

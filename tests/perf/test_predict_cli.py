@@ -21,8 +21,23 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 
 
 def test_predict_json_has_vllm_and_memory_keys(capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, _ = run(capsys, "predict", "--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--random-input-len", "512",
-                     "--random-output-len", "64", "--num-prompts", "50", "--request-rate", "5", "--json")
+    rc, out, _ = run(
+        capsys,
+        "predict",
+        "--model",
+        "llama-3.1-8b-instruct",
+        "--gpu",
+        "h100",
+        "--random-input-len",
+        "512",
+        "--random-output-len",
+        "64",
+        "--num-prompts",
+        "50",
+        "--request-rate",
+        "5",
+        "--json",
+    )
     assert rc == 0
     d = json.loads(out)
     assert set(VLLM_KEYS + MEMORY_KEYS) <= set(d)
@@ -47,7 +62,9 @@ def test_predict_table_is_laid_out_like_vllm(capsys: pytest.CaptureFixture[str])
     (("--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--max-model-len", "1024", "--random-input-len", "2000"),
      "max_model_len"),
 ])
-def test_predict_bad_input_is_one_line_exit_2(capsys: pytest.CaptureFixture[str], args: tuple[str, ...], needle: str) -> None:
+def test_predict_bad_input_is_one_line_exit_2(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], needle: str
+) -> None:
     rc, out, err = run(capsys, "predict", *args, "--num-prompts", "5")
     assert rc == 2 and out == ""
     assert err.startswith("kvplan: error:") and needle in err and len(err.strip().splitlines()) == 1
@@ -55,9 +72,31 @@ def test_predict_bad_input_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]
 
 def test_plan_lists_h100_and_l40s_for_the_issue_workload(capsys: pytest.CaptureFixture[str]) -> None:
     """The issue's acceptance: Llama-3.1-8B, 20 req/s of 2000-in/200-out, P99 TTFT 2 s, P99 TPOT 50 ms."""
-    rc, out, _ = run(capsys, "plan", "--model", "llama-3.1-8b-instruct", "--request-rate", "20", "--random-input-len", "2000",
-                     "--random-output-len", "200", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "50", "--gpus", "h100,l40s",
-                     "--kv-cache-dtypes", "auto", "--price", "h100=3", "--price", "l40s=1", "--json")
+    rc, out, _ = run(
+        capsys,
+        "plan",
+        "--model",
+        "llama-3.1-8b-instruct",
+        "--request-rate",
+        "20",
+        "--random-input-len",
+        "2000",
+        "--random-output-len",
+        "200",
+        "--slo-ttft-ms",
+        "2000",
+        "--slo-tpot-ms",
+        "50",
+        "--gpus",
+        "h100,l40s",
+        "--kv-cache-dtypes",
+        "auto",
+        "--price",
+        "h100=3",
+        "--price",
+        "l40s=1",
+        "--json",
+    )
     assert rc == 0
     answer = json.loads(out)
     gpus = {c["gpu"] for c in answer["configs"]}
@@ -92,7 +131,9 @@ def test_plan_searches_data_and_expert_parallel_servers_for_a_moe_model(capsys: 
     assert dp and all(c["expert_parallel"] and "--enable-expert-parallel" in c["vllm_serve"]
                       and f"--data-parallel-size {c['dp']}" in c["vllm_serve"] for c in dp)
     for c in configs:
-        assert c["total_gpus"] == c["replicas"] * c["tp"] * c["dp"] and c["usd_per_hour"] == pytest.approx(3 * c["total_gpus"])
+        assert c["total_gpus"] == c["replicas"] * c["tp"] * c["dp"] and c["usd_per_hour"] == pytest.approx(
+            3 * c["total_gpus"]
+        )
     rc, out, _ = run(capsys, "plan", "--model", "qwen3-30b-a3b", "--request-rate", "20", "--random-input-len", "1000",
                      "--random-output-len", "200", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "60", "--gpus", "h100",
                      "--kv-cache-dtypes", "auto")
@@ -100,9 +141,26 @@ def test_plan_searches_data_and_expert_parallel_servers_for_a_moe_model(capsys: 
 
 
 def test_plan_that_cannot_be_met_says_which_slo_and_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
-    rc, _, err = run(capsys, "plan", "--model", "llama-3.1-8b-instruct", "--request-rate", "2", "--random-input-len", "2000",
-                     "--random-output-len", "50", "--slo-ttft-ms", "1", "--slo-tpot-ms", "500", "--gpus", "l40s",
-                     "--kv-cache-dtypes", "auto")
+    rc, _, err = run(
+        capsys,
+        "plan",
+        "--model",
+        "llama-3.1-8b-instruct",
+        "--request-rate",
+        "2",
+        "--random-input-len",
+        "2000",
+        "--random-output-len",
+        "50",
+        "--slo-ttft-ms",
+        "1",
+        "--slo-tpot-ms",
+        "500",
+        "--gpus",
+        "l40s",
+        "--kv-cache-dtypes",
+        "auto",
+    )
     assert rc == 1
     assert "TTFT" in err and "over 1 ms" in err and "TPOT" not in err
 
@@ -156,7 +214,9 @@ def test_plan_spread_over_processes_gives_the_same_answer() -> None:
             args = EngineArgs(vllm_version="0.11.0", gpu=load_gpu(row["gpu"]), tensor_parallel_size=row["tp"],
                               kv_cache_dtype=row["kv_cache_dtype"], max_model_len=one["max_model_len"])
             runner = _Runner(spec, args, workload, None)
-            fewer = runner.probe(20.0 / (row["replicas"] - 1), slo, num_prompts=replica_prompts(200, row["replicas"] - 1))
+            fewer = runner.probe(
+                20.0 / (row["replicas"] - 1), slo, num_prompts=replica_prompts(200, row["replicas"] - 1)
+            )
             assert not fewer.meets(slo), (row, fewer)
 
 
@@ -175,9 +235,15 @@ def test_probes_stopped_at_a_certain_miss_change_no_answer(monkeypatch: pytest.M
     spec, slo = load_model("llama-3.1-8b-instruct"), Slo(1500, 40)
     workload = Workload(2000, 200, 0.0, 300, 12.0)
     kwargs = dict(kv_dtypes=["auto", "fp8"], quantizations=[None], workers=1)
-    stopping = search(spec, EngineArgs(vllm_version="0.11.0"), workload, slo, [load_gpu("l40s"), load_gpu("a100")], **kwargs)
-    monkeypatch.setattr(SloWatch, "of", classmethod(lambda cls, slo, latency, reqs: cls(slo, latency, 1 << 62, 1 << 62)))
-    full = search(spec, EngineArgs(vllm_version="0.11.0"), workload, slo, [load_gpu("l40s"), load_gpu("a100")], **kwargs)
+    stopping = search(
+        spec, EngineArgs(vllm_version="0.11.0"), workload, slo, [load_gpu("l40s"), load_gpu("a100")], **kwargs
+    )
+    monkeypatch.setattr(
+        SloWatch, "of", classmethod(lambda cls, slo, latency, reqs: cls(slo, latency, 1 << 62, 1 << 62))
+    )
+    full = search(
+        spec, EngineArgs(vllm_version="0.11.0"), workload, slo, [load_gpu("l40s"), load_gpu("a100")], **kwargs
+    )
     assert stopping == full
     monkeypatch.undo()
     runner = _Runner(spec, EngineArgs(vllm_version="0.11.0", gpu=load_gpu("l40s"), max_model_len=4096), workload, None)
@@ -285,8 +351,23 @@ def test_plan_ranks_by_list_price_and_names_where_each_comes_from(capsys: pytest
     instance's on-demand price / its GPUs); a GPU without one ranks after them, unpriced."""
     from kvplan.spec.prices import list_prices
 
-    rc, out, _ = run(capsys, "plan", "--model", "llama-3.1-8b-instruct", "--request-rate", "20", "--slo-ttft-ms", "1000",
-                     "--slo-tpot-ms", "50", "--gpus", "h100,l40s,b200", "--kv-cache-dtypes", "auto", "--json")
+    rc, out, _ = run(
+        capsys,
+        "plan",
+        "--model",
+        "llama-3.1-8b-instruct",
+        "--request-rate",
+        "20",
+        "--slo-ttft-ms",
+        "1000",
+        "--slo-tpot-ms",
+        "50",
+        "--gpus",
+        "h100,l40s,b200",
+        "--kv-cache-dtypes",
+        "auto",
+        "--json",
+    )
     assert rc == 0
     configs = json.loads(out)["configs"]
     listed = list_prices()
@@ -298,8 +379,22 @@ def test_plan_ranks_by_list_price_and_names_where_each_comes_from(capsys: pytest
     costs = [c["usd_per_hour"] for c in priced]
     assert costs == sorted(costs) and configs[:len(priced)] == priced  # unpriced B200 last
     assert all(c["gpu"] == "b200-sxm-180gb" and c["usd_per_hour_source"] is None for c in configs[len(priced):])
-    rc, out, _ = run(capsys, "plan", "--model", "llama-3.1-8b-instruct", "--request-rate", "20", "--slo-ttft-ms", "1000",
-                     "--slo-tpot-ms", "50", "--gpus", "h100,l40s,b200", "--kv-cache-dtypes", "auto")
+    rc, out, _ = run(
+        capsys,
+        "plan",
+        "--model",
+        "llama-3.1-8b-instruct",
+        "--request-rate",
+        "20",
+        "--slo-ttft-ms",
+        "1000",
+        "--slo-tpot-ms",
+        "50",
+        "--gpus",
+        "h100,l40s,b200",
+        "--kv-cache-dtypes",
+        "auto",
+    )
     assert rc == 0 and "$/h b200-sxm-180gb: no list price" in out and "$/h l40s: $1.861 per GPU-hour" in out
 
 
@@ -333,9 +428,28 @@ def test_predict_names_the_scheduling_of_the_vllm_version(capsys: pytest.Capture
 
 def test_plan_passes_the_scheduling_flag_to_its_serve_lines(capsys: pytest.CaptureFixture[str]) -> None:
     """`plan --no-async-scheduling` simulates every candidate that way and its `vllm serve` lines say so."""
-    rc, out, _ = run(capsys, "plan", "--model", "llama-3.1-8b-instruct", "--request-rate", "5", "--random-input-len", "512",
-                     "--random-output-len", "64", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "100", "--gpus", "h100",
-                     "--kv-cache-dtypes", "auto", "--no-async-scheduling", "--json")
+    rc, out, _ = run(
+        capsys,
+        "plan",
+        "--model",
+        "llama-3.1-8b-instruct",
+        "--request-rate",
+        "5",
+        "--random-input-len",
+        "512",
+        "--random-output-len",
+        "64",
+        "--slo-ttft-ms",
+        "2000",
+        "--slo-tpot-ms",
+        "100",
+        "--gpus",
+        "h100",
+        "--kv-cache-dtypes",
+        "auto",
+        "--no-async-scheduling",
+        "--json",
+    )
     assert rc == 0
     configs = json.loads(out)["configs"]
     assert configs and all(c["vllm_serve"].endswith("--no-async-scheduling") for c in configs)

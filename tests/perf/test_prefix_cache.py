@@ -22,9 +22,12 @@ def test_hits_are_whole_blocks_after_the_same_parents() -> None:
 
 def test_predict_scenario_with_shared_prefixes_hits_the_cache() -> None:
     def ttft(flag: str) -> float:
-        r = CliRunner().invoke(app, ["predict", "--model", "llama-3.1-8b", "--gpu", "h100", "--scenario", "shared-prefix",
-                                     flag, "--json"])
+        r = CliRunner().invoke(
+            app, ["predict", "--model", "llama-3.1-8b", "--gpu", "h100", "--scenario", "shared-prefix", flag, "--json"]
+        )
         assert r.exit_code == 0, r.output
         return json.loads(r.stdout)["mean_ttft_ms"]
 
-    assert ttft("--enable-prefix-caching") < 0.9 * ttft("--no-enable-prefix-caching")  # 512/1024-token prefixes served from cache
+    assert ttft("--enable-prefix-caching") < 0.9 * ttft(
+        "--no-enable-prefix-caching"
+    )  # 512/1024-token prefixes served from cache

@@ -2,9 +2,8 @@
 throughput, a higher request rate never lowers TTFT, an fp8 KV cache never gives fewer blocks."""
 from __future__ import annotations
 
-import os
-
 import math
+import os
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -42,9 +41,12 @@ def saturated_tok_s(model: str, gpu: str, tp: int, version: str, workload: Workl
 
 
 @SETTINGS
-@given(model=st.sampled_from(MODELS), pair=st.sampled_from(FASTER), version=st.sampled_from(VERSIONS), workload=workloads)
-def test_faster_gpu_never_lowers_saturated_throughput(model: str, pair: tuple[str, str], version: str,
-                                                      workload: Workload) -> None:
+@given(
+    model=st.sampled_from(MODELS), pair=st.sampled_from(FASTER), version=st.sampled_from(VERSIONS), workload=workloads
+)
+def test_faster_gpu_never_lowers_saturated_throughput(
+    model: str, pair: tuple[str, str], version: str, workload: Workload
+) -> None:
     slow = saturated_tok_s(model, pair[0], 1, version, workload)
     fast = saturated_tok_s(model, pair[1], 1, version, workload)
     if slow is not None:

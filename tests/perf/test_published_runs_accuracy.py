@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from published_runs import read_cases
-from kvplan.perf.gpu_cost import fitted_coefficients
 from gpu_cost_fit import Prepared, errors_pct, prepare
+from published_runs import read_cases
+
+from kvplan.perf.gpu_cost import fitted_coefficients
 
 
 @pytest.mark.slow

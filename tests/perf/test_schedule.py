@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from kvplan.perf.bench_metrics import Timings, bench_figures
-from kvplan.perf.schedule import SchedulerConfig, simulate
 from kvplan.perf.random_dataset import Request, Workload, with_prefix_hits
+from kvplan.perf.schedule import SchedulerConfig, simulate
 
 
 def unit(*_: float) -> float:
@@ -112,7 +112,9 @@ def test_bench_figures_keys_and_definitions() -> None:
     (Workload(200, 300, 0.5, 200, 40.0, seed=4), SchedulerConfig(150, 16, 64, 512, async_scheduling=True), None),
     (Workload(100, 200, 0.5, 200, math.inf, seed=5), SchedulerConfig(5000, 16, 4, 512, async_scheduling=True), 8),
 ])
-def test_fast_decode_stretches_change_nothing(workload: Workload, config: SchedulerConfig, concurrency: int | None) -> None:
+def test_fast_decode_stretches_change_nothing(
+    workload: Workload, config: SchedulerConfig, concurrency: int | None
+) -> None:
     """Pure-decode stretches run without the per-request loop: every recorded figure is identical."""
     reqs = workload.requests()
     slow = simulate(reqs, config, by_tokens, concurrency, fast=False, frontend_s=0.002)

@@ -13,11 +13,11 @@ import sys
 from dataclasses import replace
 
 import pytest
+from startup_log_replay import load_calibration
 
 from kvplan.cli import main
 from kvplan.plan.budget import plan_capacity
 from kvplan.plan.engine_args import EngineArgs
-from startup_log_replay import load_calibration
 from kvplan.spec.gpu import custom_gpu, load_gpu
 from kvplan.spec.profiles import load_model
 from kvplan.units import GIB
@@ -89,7 +89,9 @@ def _llama31_8b_h100(**changes):
     total = 79.19 * GIB
     comp = {"weights": 14.99, "activation": 1.89, "non_torch": 0.25, "cudagraph": 0.0, "tp": 1, "kv": "auto"}
     comp.update(changes)
-    available = int(total * 0.90) - round((comp["weights"] + comp["activation"] + comp["non_torch"] + comp["cudagraph"]) * GIB)
+    available = int(total * 0.90) - round(
+        (comp["weights"] + comp["activation"] + comp["non_torch"] + comp["cudagraph"]) * GIB
+    )
     args = EngineArgs(gpu=custom_gpu(79.19), kv_cache_memory_bytes=available, tensor_parallel_size=comp["tp"],
                       kv_cache_dtype=comp["kv"], max_model_len=131072, vllm_version="0.19.0")
     return spec, args, available
@@ -243,7 +245,20 @@ def test_bad_input_exits_2_with_one_line(extra, needle, capsys):
 
 def test_estimate_json_has_capacity_keys(capsys):
     with pytest.raises(SystemExit) as exc:
-        main(["estimate", "--model", "llama-2-7b", "--ctx", "4096", "--concurrency", "8", "--gpu-memory-gib", "24", "--json"])
+        main(
+            [
+                "estimate",
+                "--model",
+                "llama-2-7b",
+                "--ctx",
+                "4096",
+                "--concurrency",
+                "8",
+                "--gpu-memory-gib",
+                "24",
+                "--json",
+            ]
+        )
     assert exc.value.code == 0
     out = json.loads(capsys.readouterr().out)
     for key in ("weights_bytes", "activation_bytes", "non_torch_bytes", "cudagraph_bytes", "available_kv_cache_bytes",
@@ -257,9 +272,12 @@ def test_estimate_json_has_capacity_keys(capsys):
 
 def test_estimate_stays_light():
     """`kvplan estimate` with a GPU must not import torch, transformers, pandas or matplotlib."""
-    code = ("import sys\nfrom kvplan.cli import main\n"
-            "try:\n    main(['estimate','--model','llama-2-7b','--gpu','h100','--max-model-len','32768','--target-concurrency','4','--json'])\n"
-            "except SystemExit:\n    pass\n"
-            "print([m for m in ('torch','transformers','pandas','matplotlib') if m in sys.modules])")
+    code = (
+        "import sys\nfrom kvplan.cli import main\n"
+        "try:\n    main(['estimate','--model','llama-2-7b','--gpu','h100','--max-model-len','32768',"
+        "'--target-concurrency','4','--json'])\n"
+        "except SystemExit:\n    pass\n"
+        "print([m for m in ('torch','transformers','pandas','matplotlib') if m in sys.modules])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"

@@ -50,7 +50,9 @@ def test_runtime_quantization_only_where_vllm_applies_it() -> None:
         plan_capacity(spec, EngineArgs(gpu=gpu, quantization="awq"))
     fp8 = plan_capacity(spec, EngineArgs(gpu=gpu, quantization="fp8"))
     assert fp8.weights_bytes < 0.6 * plan_capacity(spec, EngineArgs(gpu=gpu)).weights_bytes
-    assert plan_capacity(load_model("zephyr-7b-beta-awq"), EngineArgs(gpu=gpu, quantization="awq")).fits  # its own scheme
+    assert plan_capacity(
+        load_model("zephyr-7b-beta-awq"), EngineArgs(gpu=gpu, quantization="awq")
+    ).fits  # its own scheme
 
 
 def test_runtime_quantization_is_what_the_json_reports(capsys) -> None:

@@ -12,8 +12,8 @@ import pytest
 
 from kvplan.plan import overheads as oh
 from kvplan.plan.budget import plan_capacity
-from kvplan.plan.engine_args import EngineArgs
 from kvplan.plan.encoder_profile import encoder_profile
+from kvplan.plan.engine_args import EngineArgs
 from kvplan.spec.gpu import custom_gpu
 from kvplan.spec.profiles import load_model
 
@@ -95,7 +95,9 @@ def test_the_profile_run_peak_and_a_logged_image_on_off_pair() -> None:
     (counted: 852 MiB) and, at that card's defaults (256 sequences, 2,048 batched tokens), puts the
     difference in exactly those two terms; the figures are in the README (one pair: not a test bound)."""
     spec = load_model("qwen3.5-35b-a3b")
-    args = EngineArgs(gpu=custom_gpu(80.0), vllm_version="0.20.0", max_num_seqs=256, max_num_batched_tokens=2048, max_model_len=131072)
+    args = EngineArgs(
+        gpu=custom_gpu(80.0), vllm_version="0.20.0", max_num_seqs=256, max_num_batched_tokens=2048, max_model_len=131072
+    )
     full = plan_capacity(spec, args)
     text = plan_capacity(spec.without_encoder(), args)
     assert round(spec.params.encoder * 2 / 2**20) == 852
@@ -129,7 +131,9 @@ def test_skip_mm_profiling_and_language_model_only_flags(capsys) -> None:
 
     full, skip, lm_only, limits = run(), run("--skip-mm-profiling"), run("--language-model-only"), \
         run("--limit-mm-per-prompt", "image=0,video=0")
-    assert full["encoder_profile"]["items"] == 1 and skip["encoder_profile"] is None and lm_only["encoder_profile"] is None
+    assert (
+        full["encoder_profile"]["items"] == 1 and skip["encoder_profile"] is None and lm_only["encoder_profile"] is None
+    )
     assert skip["weights_bytes_per_gpu"] == full["weights_bytes_per_gpu"] > lm_only["weights_bytes_per_gpu"]
     assert skip["activation_bytes"] == lm_only["activation_bytes"] < full["activation_bytes"]
     assert any("--skip-mm-profiling" in w for w in skip["vllm_warnings"])
@@ -140,7 +144,8 @@ def test_skip_mm_profiling_and_language_model_only_flags(capsys) -> None:
 def test_max_pixels_bounds_the_qwen_image_as_a_logged_run(capsys) -> None:
     """A Qwen3-VL-8B run with --mm-processor-kwargs '{"max_pixels": 1003520}', --max-num-seqs 5,
     --limit-mm-per-prompt image=1, max_model_len 4096 logged "a budget of 8192 tokens, and profiled
-    with 5 image items" (an offline LLM: 8,192 batched tokens): smart_resize keeps floor(sqrt(1003520) / 32) = 31 merged cells a side, so
+    with 5 image items" (an offline LLM: 8,192 batched tokens): smart_resize keeps floor(sqrt(1003520) / 32) = 31 merged
+    cells a side, so
     T = 31^2 = 961 and items = min(8192 // 961, 5 x 1) = 5."""
     import json
 
@@ -153,9 +158,26 @@ def test_max_pixels_bounds_the_qwen_image_as_a_logged_run(capsys) -> None:
                             max_num_seqs=5, max_model_len=4096, limits={"image": 1}, max_pixels=1003520)
     assert (small.tokens_per_item, small.patches_per_item, small.items) == (961, 62 * 62, 5)
     with pytest.raises(SystemExit) as info:
-        main(["estimate", "--model", "qwen3-vl-8b-instruct", "--gpu-memory-gib", "47.5", "--max-model-len", "4096",
-              "--max-num-seqs", "5", "--max-num-batched-tokens", "8192", "--limit-mm-per-prompt", '{"image": 1}', "--mm-processor-kwargs",
-              '{"max_pixels": 1003520, "min_pixels": 784}', "--json"])
+        main(
+            [
+                "estimate",
+                "--model",
+                "qwen3-vl-8b-instruct",
+                "--gpu-memory-gib",
+                "47.5",
+                "--max-model-len",
+                "4096",
+                "--max-num-seqs",
+                "5",
+                "--max-num-batched-tokens",
+                "8192",
+                "--limit-mm-per-prompt",
+                '{"image": 1}',
+                "--mm-processor-kwargs",
+                '{"max_pixels": 1003520, "min_pixels": 784}',
+                "--json",
+            ]
+        )
     out, err = capsys.readouterr()
     assert info.value.code == 0 and json.loads(out)["encoder_profile"]["items"] == 5
     assert "min_pixels: not modelled" in err

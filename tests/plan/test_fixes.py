@@ -6,7 +6,6 @@ sibling) is a what-if of the variants table, never a ranked fix.
 """
 from __future__ import annotations
 
-
 import pytest
 
 from kvplan.cli import main
@@ -43,7 +42,10 @@ def test_each_fix_is_quantified_by_replanning(llama2_24gb):
     mml = fixes["shorter context"]
     assert mml.flags == f"--max-model-len {plan.estimated_max_model_len}" and mml.fits
     fp8 = fixes["quantize the KV cache"]
-    assert fp8.plan.num_gpu_blocks == 2 * plan.num_gpu_blocks or abs(fp8.plan.num_gpu_blocks - 2 * plan.num_gpu_blocks) <= 1
+    assert (
+        fp8.plan.num_gpu_blocks == 2 * plan.num_gpu_blocks
+        or abs(fp8.plan.num_gpu_blocks - 2 * plan.num_gpu_blocks) <= 1
+    )
     assert "tokens x2" in fp8.effect
     assert not any("GQA" in title for title in fixes)  # another model is no fix of this one
     bigger = fixes["a bigger GPU"]

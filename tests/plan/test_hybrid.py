@@ -155,8 +155,15 @@ def test_falcon_h1_layers_hold_both():
     transformers = pytest.importorskip("transformers")
     cfg = transformers.AutoConfig.for_model("falcon_h1").to_dict()
     spec = spec_from_config(cfg, "falcon-h1")
-    n, inner, groups, d_state = cfg["num_hidden_layers"], cfg["mamba_d_ssm"], cfg["mamba_n_groups"], cfg["mamba_d_state"]
-    per_layer = (cfg["mamba_d_conv"] - 1) * (inner + 2 * groups * d_state) * 2 + cfg["mamba_n_heads"] * cfg["mamba_d_head"] * d_state * 2
+    n, inner, groups, d_state = (
+        cfg["num_hidden_layers"],
+        cfg["mamba_d_ssm"],
+        cfg["mamba_n_groups"],
+        cfg["mamba_d_state"],
+    )
+    per_layer = (cfg["mamba_d_conv"] - 1) * (inner + 2 * groups * d_state) * 2 + cfg["mamba_n_heads"] * cfg[
+        "mamba_d_head"
+    ] * d_state * 2
     assert spec.attention_kinds == {"full+mamba2": n}
     assert KvLayout.of(spec).state_bytes_per_request() == n * per_layer
 
@@ -180,9 +187,15 @@ def _hybrid_rows(reference_dir):
 
 
 def _hybrid_args(row, kv_bytes: int) -> EngineArgs:
-    return EngineArgs(gpu=load_gpu(row["gpu"]), tensor_parallel_size=int(row["tp"]), kv_cache_dtype=row["kv_cache_dtype"],
-                      max_model_len=int(row["max_model_len"]), kv_cache_memory_bytes=kv_bytes,
-                      vllm_version=row["vllm_version"], mamba_cache_mode=row["mamba_cache_mode"])
+    return EngineArgs(
+        gpu=load_gpu(row["gpu"]),
+        tensor_parallel_size=int(row["tp"]),
+        kv_cache_dtype=row["kv_cache_dtype"],
+        max_model_len=int(row["max_model_len"]),
+        kv_cache_memory_bytes=kv_bytes,
+        vllm_version=row["vllm_version"],
+        mamba_cache_mode=row["mamba_cache_mode"],
+    )
 
 
 def test_hybrid_startups_replayed(reference_dir):
@@ -201,9 +214,15 @@ def test_hybrid_startups_replayed(reference_dir):
         if row["reported_num_gpu_blocks"]:
             assert lo.num_gpu_blocks == int(row["reported_num_gpu_blocks"]), row["row"]
         if row["reported_max_concurrency"]:
-            assert round(lo.max_concurrency, 2) <= float(row["reported_max_concurrency"]) <= round(hi.max_concurrency, 2)
+            assert (
+                round(lo.max_concurrency, 2) <= float(row["reported_max_concurrency"]) <= round(hi.max_concurrency, 2)
+            )
         if row["reported_padding_pct"]:
-            attn_page = lo.block_size_tokens * KvLayout.of(spec, row["kv_cache_dtype"], 16, int(row["tp"])).bytes_per_token_per_gpu() // 12
+            attn_page = (
+                lo.block_size_tokens
+                * KvLayout.of(spec, row["kv_cache_dtype"], 16, int(row["tp"])).bytes_per_token_per_gpu()
+                // 12
+            )
             state = KvLayout.of(spec, row["kv_cache_dtype"], 16, int(row["tp"])).state_bytes_per_request_per_gpu() // 36
             assert f"{100 * (attn_page - state) / state:.2f}" == row["reported_padding_pct"]
 
@@ -227,7 +246,10 @@ def test_prefix_caching_align_mode_doubles_the_state_pages():
     new, old = plan_capacity(spec, args), plan_capacity(spec, EngineArgs(**{**args.__dict__, "vllm_version": "0.27.1"}))
     assert (new.mamba_cache_mode, old.mamba_cache_mode) == ("align", "none")
     assert new.blocks_per_request - old.blocks_per_request == 3
-    assert plan_capacity(spec, EngineArgs(**{**args.__dict__, "mamba_cache_mode": "none"})).blocks_per_request == old.blocks_per_request
+    assert (
+        plan_capacity(spec, EngineArgs(**{**args.__dict__, "mamba_cache_mode": "none"})).blocks_per_request
+        == old.blocks_per_request
+    )
 
 
 def test_unified_block_size_respects_a_larger_user_block():
@@ -263,8 +285,13 @@ def test_sweep_agrees_with_the_plan_on_a_hybrid():
         df = sweep(spec, ctx_tokens=[4096, 65_536], concurrency=[1], kv_cache_dtypes=["auto"], block_sizes=[16],
                    gpus=[load_gpu("h200")], base=base)
         for _, r in df.iterrows():
-            plan = plan_capacity(spec, EngineArgs(**{**base.__dict__, "gpu": load_gpu("h200"), "max_model_len": int(r.ctx)}))
-            assert (r.num_gpu_blocks, r.kv_cache_tokens) == (plan.num_gpu_blocks, plan.kv_cache_tokens), (version, r.ctx)
+            plan = plan_capacity(
+                spec, EngineArgs(**{**base.__dict__, "gpu": load_gpu("h200"), "max_model_len": int(r.ctx)})
+            )
+            assert (r.num_gpu_blocks, r.kv_cache_tokens) == (plan.num_gpu_blocks, plan.kv_cache_tokens), (
+                version,
+                r.ctx,
+            )
 
 
 def test_estimate_json_reports_state_apart(capsys):

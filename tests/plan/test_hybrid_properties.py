@@ -46,7 +46,9 @@ def test_state_layers_never_count_as_kv(case, tokens):
     n_attn, n_state = sum(kinds), len(kinds) - sum(kinds)
     # per-token KV: the attention layers only, as if the state layers were not there
     assert lay.bytes_per_token() == n_attn * 2 * cfg["num_key_value_heads"] * cfg["head_dim"] * 2
-    attention_only = spec_from_config({**cfg, "num_hidden_layers": n_attn, "layer_types": [t for t, a in zip(cfg["layer_types"], kinds) if a]}, "attn")
+    attention_only = spec_from_config(
+        {**cfg, "num_hidden_layers": n_attn, "layer_types": [t for t, a in zip(cfg["layer_types"], kinds) if a]}, "attn"
+    )
     assert lay.bytes_per_token() == KvLayout.of(attention_only).bytes_per_token()
     # the state is fixed per request: n_state layers, one size, however long the request
     per_layer = spec.layers[kinds.index(False)].state.bytes_per_request("bfloat16") if n_state else 0

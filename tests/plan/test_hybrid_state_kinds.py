@@ -84,7 +84,9 @@ def test_minimax_text_01_attn_type_list_wins():
     cfg = dict(_minimax(), model_type="minimax_text_01", attn_type_list=[0, 0, 0, 1, 0, 0, 0, 1], sliding_window=512)
     spec = spec_from_config(cfg, "minimax-text-01")
     assert spec.attention_kinds == {"linear": 6, "full": 2}
-    assert [layer.kind for layer in spec.layers].count("full") == 2 and all(layer.window_tokens is None for layer in spec.layers)
+    assert [layer.kind for layer in spec.layers].count("full") == 2 and all(
+        layer.window_tokens is None for layer in spec.layers
+    )
 
 
 def test_minimax_bad_attn_type_list_is_one_line():
@@ -113,10 +115,27 @@ def test_zamba2_hybrid_layers_cache_kv_and_hold_mamba_state():
 # --- Kimi-Linear: MLA between KDA layers ------------------------------------------------------------
 def _kimi_linear() -> dict:
     cfg = transformers.AutoConfig.for_model(
-        "kimi_linear", hidden_size=256, num_attention_heads=4, num_key_value_heads=4, vocab_size=1000, num_hidden_layers=8,
-        intermediate_size=512, moe_intermediate_size=64, num_experts=4, num_experts_per_token=2, kv_lora_rank=128,
-        qk_rope_head_dim=32, qk_nope_head_dim=64, v_head_dim=64, linear_num_heads=4, linear_head_dim=64,
-        pad_token_id=0, bos_token_id=1, eos_token_id=2, dtype="bfloat16").to_dict()
+        "kimi_linear",
+        hidden_size=256,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        vocab_size=1000,
+        num_hidden_layers=8,
+        intermediate_size=512,
+        moe_intermediate_size=64,
+        num_experts=4,
+        num_experts_per_token=2,
+        kv_lora_rank=128,
+        qk_rope_head_dim=32,
+        qk_nope_head_dim=64,
+        v_head_dim=64,
+        linear_num_heads=4,
+        linear_head_dim=64,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        dtype="bfloat16",
+    ).to_dict()
     return cfg
 
 

@@ -59,7 +59,9 @@ def test_other_architectures(model, per_token):
     ("deepseek-v3", 131_072, 8.58), ("qwen3-32b", 40_960, 10.0),
 ])
 def test_reference_worked_numbers(model, ctx, gib):
-    assert KvLayout.of(load_model(model), "bfloat16").request_bytes(ctx, paged=False) / GIB == pytest.approx(gib, abs=0.005)
+    assert KvLayout.of(load_model(model), "bfloat16").request_bytes(ctx, paged=False) / GIB == pytest.approx(
+        gib, abs=0.005
+    )
 
 
 @pytest.mark.parametrize("model,ctx,gib", [("mistral-7b", 32_768, 4.0), ("gemma-2-9b", 8192, 2.63),
@@ -129,8 +131,15 @@ def test_bytes_per_block_is_page_times_layers():
 
 
 def _model(layers: int, kv_heads: int = 2, window: int | None = None, pattern: int | None = None):
-    cfg = {"model_type": "mistral" if window else "llama", "num_hidden_layers": layers, "hidden_size": 256,
-           "num_attention_heads": 8, "num_key_value_heads": kv_heads, "vocab_size": 100, "max_position_embeddings": 1 << 20}
+    cfg = {
+        "model_type": "mistral" if window else "llama",
+        "num_hidden_layers": layers,
+        "hidden_size": 256,
+        "num_attention_heads": 8,
+        "num_key_value_heads": kv_heads,
+        "vocab_size": 100,
+        "max_position_embeddings": 1 << 20,
+    }
     if window:
         cfg["sliding_window"] = window
     return spec_from_config(cfg, "prop")
@@ -151,7 +160,13 @@ def test_monotone_in_ctx_concurrency_and_layers(ctx, extra, n, bs, w, layers):
 
 
 @settings(max_examples=200, deadline=None)
-@given(ctx=contexts, slack=st.integers(0, 100_000), bs=blocks, w=windows, dtype=st.sampled_from(["auto", "fp8", "int8", "int4"]))
+@given(
+    ctx=contexts,
+    slack=st.integers(0, 100_000),
+    bs=blocks,
+    w=windows,
+    dtype=st.sampled_from(["auto", "fp8", "int8", "int4"]),
+)
 def test_paged_never_exceeds_contiguous(ctx, slack, bs, w, dtype):
     lay = KvLayout.of(_model(4, window=w), dtype, block_size=bs)
     assert lay.request_bytes(ctx) <= lay.contiguous_request_bytes(ctx + slack)
@@ -162,6 +177,6 @@ def test_paged_never_exceeds_contiguous(ctx, slack, bs, w, dtype):
 def test_block_rounding_wastes_less_than_a_block(ctx, bs, w):
     spec = _model(4, window=w)
     lay = KvLayout.of(spec, block_size=bs)
-    per_token = sum(layer_bytes_per_token(l, lay.kv_dtype) for l in spec.layers)
+    per_token = sum(layer_bytes_per_token(ln, lay.kv_dtype) for ln in spec.layers)
     waste = lay.request_bytes(ctx) - lay.request_bytes(ctx, paged=False)
     assert 0 <= waste < bs * per_token  # fewer than block_size tokens per layer

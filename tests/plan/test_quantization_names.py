@@ -17,8 +17,10 @@ CONFIGS = Path(__file__).resolve().parents[1] / "data" / "aiconfigurator" / "mod
 
 
 def _plan(model: str, quantization: str | None, tp: int = 8):
-    return plan_capacity(load_model(model), EngineArgs(gpu=load_gpu("b200"), tensor_parallel_size=tp, quantization=quantization,
-                                                        max_model_len=4096))
+    return plan_capacity(
+        load_model(model),
+        EngineArgs(gpu=load_gpu("b200"), tensor_parallel_size=tp, quantization=quantization, max_model_len=4096),
+    )
 
 
 @pytest.mark.parametrize("name", ["compressed-tensors", "compressed_tensors", None])
@@ -42,9 +44,18 @@ def test_unknown_name_lists_vllms_names() -> None:
 
 
 def test_kernel_tables_follow_the_scheme() -> None:
-    assert kernel_dtypes(load_model(str(CONFIGS / "MiniMaxAI--MiniMax-M2.5_config.json")), None) == ("fp8_block", "fp8_block")
-    assert kernel_dtypes(load_model(str(CONFIGS / "openai--gpt-oss-120b_config.json")), None) == ("bfloat16", "w4a16_mxfp4")
-    assert kernel_dtypes(load_model(str(CONFIGS / "moonshotai--Kimi-K2.5_config.json")), None) == ("bfloat16", "int4_wo")
+    assert kernel_dtypes(load_model(str(CONFIGS / "MiniMaxAI--MiniMax-M2.5_config.json")), None) == (
+        "fp8_block",
+        "fp8_block",
+    )
+    assert kernel_dtypes(load_model(str(CONFIGS / "openai--gpt-oss-120b_config.json")), None) == (
+        "bfloat16",
+        "w4a16_mxfp4",
+    )
+    assert kernel_dtypes(load_model(str(CONFIGS / "moonshotai--Kimi-K2.5_config.json")), None) == (
+        "bfloat16",
+        "int4_wo",
+    )
     assert kernel_dtypes(load_model("llama-3.1-8b"), "fp8") == ("fp8", "fp8")
     assert kernel_dtypes(load_model("llama-3.1-8b"), None) == ("bfloat16", "bfloat16")
 

@@ -7,8 +7,8 @@ import runpy
 from pathlib import Path
 
 import pytest
-
 from startup_log_replay import CalibrationRow, load_calibration
+
 from kvplan.spec.gpu import load_gpu
 from kvplan.units import GIB
 
@@ -53,8 +53,15 @@ def test_benchmark_reports_every_group(capsys):
     rc = runpy.run_path(str(BENCHMARK))["main"]()  # its default files: both reference CSVs
     out = capsys.readouterr().out
     assert rc == 0  # the fitted 0.19 rows still meet the acceptance
-    for heading in ("|error| by vLLM version group", "|error| by GPU", "V0 [tokens]", "V0 [weights]", "V1 0.19+ [tokens]",
-                    "RTX 3090 [tokens]", "H100 80GB [tokens]"):
+    for heading in (
+        "|error| by vLLM version group",
+        "|error| by GPU",
+        "V0 [tokens]",
+        "V0 [weights]",
+        "V1 0.19+ [tokens]",
+        "RTX 3090 [tokens]",
+        "H100 80GB [tokens]",
+    ):
         assert heading in out
 
 
@@ -70,7 +77,10 @@ def test_gemma3_weights_count_the_vision_tower_and_both_rope_caches(log_rows):
     text = spec.config["text_config"]
     rot = spec.head_dim
     factor = int(text["rope_scaling"]["factor"])
-    assert oh._rotary_cache_bytes(spec, 2) == (spec.max_position_embeddings * factor + spec.max_position_embeddings) * rot * 2
+    assert (
+        oh._rotary_cache_bytes(spec, 2)
+        == (spec.max_position_embeddings * factor + spec.max_position_embeddings) * rot * 2
+    )
     row = next(r for r in log_rows if r.raw["model"] == "google/gemma-3-27b-it")
     kind, err = row.error(row.plan())
     assert kind == "weights" and abs(err) < 0.01

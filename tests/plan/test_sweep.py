@@ -2,7 +2,6 @@
 whose figures test_budget.py checks against real vLLM start-up logs)."""
 from __future__ import annotations
 
-
 import pytest
 
 from kvplan.cli import main
@@ -42,8 +41,27 @@ def test_fp8_doubles_concurrency():
 def test_cli_sweep_writes_csv_and_png(tmp_path, capsys):
     csv, png = tmp_path / "grid.csv", tmp_path / "grid.png"
     with pytest.raises(SystemExit) as exc:
-        main(["sweep", "--model", "qwen2.5-7b-instruct", "--ctx", "2048,8192,32768", "--concurrency", "1,16",
-              "--kv-cache-dtype", "auto,fp8", "--block-size", "16,32", "--gpu", "h100,a10", "--csv", str(csv), "--plot", str(png)])
+        main(
+            [
+                "sweep",
+                "--model",
+                "qwen2.5-7b-instruct",
+                "--ctx",
+                "2048,8192,32768",
+                "--concurrency",
+                "1,16",
+                "--kv-cache-dtype",
+                "auto,fp8",
+                "--block-size",
+                "16,32",
+                "--gpu",
+                "h100,a10",
+                "--csv",
+                str(csv),
+                "--plot",
+                str(png),
+            ]
+        )
     assert exc.value.code == 0
     import pandas as pd
 

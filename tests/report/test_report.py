@@ -112,7 +112,12 @@ def test_duplicate_allocator_is_refused(smoke_result: RunResult) -> None:
 def test_formatting_helpers() -> None:
     assert fmt(None) == "—" and fmt(4 * 2**20, "bytes") == "4.00 MiB" and fmt(32768, "bytes") == "32,768 B"
     assert fmt(0.25, "ratio") == "25.0%" and fmt(12.345, "ms") == "12.3 ms" and fmt(True) == "yes"
-    assert error_pct(110, 100) == pytest.approx(10.0) and error_pct(0, 0) == 0.0 and error_pct(1, 0) is None and error_pct(0, 1) == -100.0
+    assert (
+        error_pct(110, 100) == pytest.approx(10.0)
+        and error_pct(0, 0) == 0.0
+        and error_pct(1, 0) is None
+        and error_pct(0, 1) == -100.0
+    )
     t, y = decimate(list(range(10_000)), [0] * 5000 + [7] + [0] * 4999, max_points=100)
     assert len(t) <= 100 and 7 in y  # the peak survives decimation
 
@@ -136,12 +141,15 @@ def test_cli_report(tmp_path: Path, capsys, mixed_pair) -> None:
 def _loaded_images(tmp_path: Path, html: str, name: str) -> str:
     """'loaded/total' images as Chromium sees them. The report forbids scripts (CSP), so a copy
     without the CSP gets a one-line probe; the report itself is rendered untouched below."""
-    probe = ('<script>window.addEventListener("load", () => { const i = [...document.images]; document.body.setAttribute('
-             '"data-img-check", i.filter(x => x.complete && x.naturalWidth > 0).length + "/" + i.length); '
-             # each figure's id and its drawn size on the page: a figure that loads but lays out at 0 px fails too
-             'document.body.setAttribute("data-fig-sizes", i.map(x => x.closest("figure").id + ":" + x.naturalWidth + "x" '
-             '+ x.naturalHeight + ":" + Math.round(x.getBoundingClientRect().width) + "x" + Math.round(x.getBoundingClientRect().height)).join(" ")); '
-             '});</script>')
+    probe = (
+        '<script>window.addEventListener("load", () => { const i = [...document.images]; document.body.setAttribute('
+        '"data-img-check", i.filter(x => x.complete && x.naturalWidth > 0).length + "/" + i.length); '
+        # each figure's id and its drawn size on the page: a figure that loads but lays out at 0 px fails too
+        'document.body.setAttribute("data-fig-sizes", i.map(x => x.closest("figure").id + ":" + x.naturalWidth + "x" '
+        '+ x.naturalHeight + ":" + Math.round(x.getBoundingClientRect().width) + "x" + '
+        'Math.round(x.getBoundingClientRect().height)).join(" ")); '
+        "});</script>"
+    )
     page = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", html).replace("</body>", probe + "</body>")
     path = tmp_path / name
     path.write_text(page)
@@ -172,7 +180,13 @@ def test_renders_in_a_real_browser(mixed_html: Path, tmp_path: Path) -> None:
     assert _loaded_images(tmp_path, html, "probe.html") == f"{n}/{n}"
     sizes = [item.split(":") for item in FIGURE_SIZES["probe.html"]]
     assert len(sizes) == n and {fig for fig, _, _ in sizes} == {
-        "fig-allocators", "fig-prediction_ratio", "fig-prediction_bars", "fig-kv_memory", "fig-engine_load", "fig-latency_cdf"}
+        "fig-allocators",
+        "fig-prediction_ratio",
+        "fig-prediction_bars",
+        "fig-kv_memory",
+        "fig-engine_load",
+        "fig-latency_cdf",
+    }
     for fig, natural, shown in sizes:  # each figure has pixels, natural and as laid out
         assert all(int(v) > 50 for v in natural.split("x") + shown.split("x")), (fig, natural, shown)
     # the probe can fail: one corrupt figure is reported as not loaded
@@ -209,8 +223,17 @@ def test_predicted_timeline_thinning_keeps_queue_and_running_peaks_too() -> None
     from kvplan.stress.prediction import _thin
     from kvplan.stress.simulate import SimSample
 
-    samples = [SimSample(t_s=i * 0.001, kv_bytes_used=1000 + i % 5, running=(0 if i == 777 else 8),
-                         waiting=(250 if i == 6001 else i % 3), preemptions=0, prefix_hit_tokens=0) for i in range(10_000)]
+    samples = [
+        SimSample(
+            t_s=i * 0.001,
+            kv_bytes_used=1000 + i % 5,
+            running=(0 if i == 777 else 8),
+            waiting=(250 if i == 6001 else i % 3),
+            preemptions=0,
+            prefix_hit_tokens=0,
+        )
+        for i in range(10_000)
+    ]
     thin = _thin(samples, limit=300)
     assert len(thin) <= 310
     assert max(s.waiting for s in thin) == 250 and min(s.running for s in thin) == 0

@@ -17,7 +17,15 @@ from kvplan.report.verdict import build_verdict, pretty
 from kvplan.stress.machine_speed import normalized_errors
 from kvplan.stress.result import RunResult, TimelineSample
 
-TIMING = ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_itl_ms", "p99_itl_ms", "median_e2el_ms")
+TIMING = (
+    "mean_ttft_ms",
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "median_itl_ms",
+    "p99_itl_ms",
+    "median_e2el_ms",
+)
 
 
 def _slowed(result_factory, speed: float, itl_model_error: float = 1.0) -> RunResult:
@@ -68,7 +76,10 @@ def test_a_deliberate_latency_miss_is_named_and_coloured(result_factory) -> None
 
     page = render_report([r])
     table = _table_rows(page)
-    assert table["median_itl_ms at measured speed"][0] == "fail" and table["median_itl_ms at measured speed"][1][-1] == "MISS"
+    assert (
+        table["median_itl_ms at measured speed"][0] == "fail"
+        and table["median_itl_ms at measured speed"][1][-1] == "MISS"
+    )
     assert table["mean_ttft_ms at measured speed"][0] == "pass"
     assert table["peak_kv_bytes"][0] == "pass" and table["median_itl_ms"][0] == "fail"
     assert all(cells[5].startswith("±") for _, cells in table.values())  # every row has a tolerance
@@ -84,13 +95,15 @@ def test_console_table_and_verdict_agree_with_the_report(result_factory) -> None
     console = Console(record=True, width=160, color_system="truecolor")
     render_comparison(console, r)
     text = console.export_text(clear=False)
-    assert "at measured speed (±25%)" in text and "verdict: missed" in text and build_verdict(r).text.split(".")[0] in text
-    line = next(l for l in text.splitlines() if "median_itl_ms" in l)
+    assert (
+        "at measured speed (±25%)" in text and "verdict: missed" in text and build_verdict(r).text.split(".")[0] in text
+    )
+    line = next(ln for ln in text.splitlines() if "median_itl_ms" in ln)
     assert "-66.7%" in line and "-88.9%" in line  # at measured speed, and raw (3x machine, 3x model)
     html = console.export_html(inline_styles=True).splitlines()
 
     def colours(key: str) -> list[str]:  # the colours of a row's cells, left to right
-        return re.findall(r'<span style="color: (#[0-9a-f]{6})', next(l for l in html if f"{key} " in l))
+        return re.findall(r'<span style="color: (#[0-9a-f]{6})', next(ln for ln in html if f"{key} " in ln))
 
     red, green = "#800000", "#008000"
     assert colours("median_itl_ms")[-2:] == [red, red]  # missed raw, missed at measured speed
@@ -99,7 +112,9 @@ def test_console_table_and_verdict_agree_with_the_report(result_factory) -> None
 
 
 def test_verdict_quotes_a_tolerance_only_when_the_rows_share_it(result_factory) -> None:
-    r = result_factory(scenario_file="mixed.yaml", n_requests=64)  # its gate sets some timing tolerances, defaults the rest
+    r = result_factory(
+        scenario_file="mixed.yaml", n_requests=64
+    )  # its gate sets some timing tolerances, defaults the rest
     timing = {row.tolerance_pct for row in agreements(r) if row.kind == "timing" and row.judged}
     assert len(timing) > 1
     assert f"within their tolerances (±{min(timing):g}% to ±{max(timing):g}%)" in build_verdict(r).text
@@ -169,7 +184,7 @@ def drawn(monkeypatch) -> list[Any]:
 
 
 def _line(ax, label_start: str) -> tuple[np.ndarray, np.ndarray]:
-    line = next(l for l in ax.get_lines() if str(l.get_label()).startswith(label_start))
+    line = next(ln for ln in ax.get_lines() if str(ln.get_label()).startswith(label_start))
     return np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)
 
 
@@ -178,7 +193,9 @@ def _envelope_kept(t: np.ndarray, y: np.ndarray, drawn_t: np.ndarray, drawn_y: n
     order = np.argsort(drawn_t)
     dt, dy = drawn_t[order], drawn_y[order]
     lo, hi = np.searchsorted(dt, t - width, "left"), np.searchsorted(dt, t + width, "right")
-    return all(hi_i > lo_i and dy[lo_i:hi_i].max() >= v and dy[lo_i:hi_i].min() <= v for lo_i, hi_i, v in zip(lo, hi, y))
+    return all(
+        hi_i > lo_i and dy[lo_i:hi_i].max() >= v and dy[lo_i:hi_i].min() <= v for lo_i, hi_i, v in zip(lo, hi, y)
+    )
 
 
 def test_timeline_plots_keep_every_peak(result_factory, drawn) -> None:
@@ -206,7 +223,9 @@ def test_timeline_plots_keep_every_peak(result_factory, drawn) -> None:
         assert (kv_t == t[i]).any() and kv_mib[kv_t == t[i]][0] == pytest.approx(kv[i] / 2**20)
         assert (w_t == t[i]).any() and w[w_t == t[i]][0] == waiting[i]
     bucket = (t.max() - t.min()) / (plots.MAX_POINTS // 2)
-    assert _envelope_kept(t, kv / 2**20, kv_t, kv_mib, bucket) and _envelope_kept(t, waiting.astype(float), w_t, w, bucket)
+    assert _envelope_kept(t, kv / 2**20, kv_t, kv_mib, bucket) and _envelope_kept(
+        t, waiting.astype(float), w_t, w, bucket
+    )
 
 
 def test_predicted_timeline_is_on_the_runs_clock(result_factory, drawn) -> None:
@@ -219,8 +238,8 @@ def test_predicted_timeline_is_on_the_runs_clock(result_factory, drawn) -> None:
     measured_t, _ = _line(drawn[0].axes[0], "measured")
     predicted_t, _ = _line(drawn[0].axes[0], "predicted")
     assert predicted_t.max() == pytest.approx(measured_t.max())
-    assert "simulated clock x" in str(next(l for l in drawn[0].axes[0].get_lines()
-                                           if str(l.get_label()).startswith("predicted")).get_label())
+    assert "simulated clock x" in str(next(ln for ln in drawn[0].axes[0].get_lines()
+                                           if str(ln.get_label()).startswith("predicted")).get_label())
 
 
 def test_latency_bars_show_3_ms_beside_1500_ms(drawn) -> None:
@@ -240,10 +259,14 @@ def test_ratio_bars_band_and_colours(result_factory, drawn) -> None:
     ax = drawn[0].axes[0]
     assert ax.get_xscale() == "log"
     labels = [t.get_text() for t in ax.get_yticklabels()]
-    assert labels == [row.label for row in rows if row.judged and agreement_plot.predicted_over_measured(row) is not None]
-    dots = {str(i): l.get_color() for i, l in enumerate(ax.get_lines()) if l.get_marker() == "o"}
+    assert labels == [
+        row.label for row in rows if row.judged and agreement_plot.predicted_over_measured(row) is not None
+    ]
+    dots = {str(i): ln.get_color() for i, ln in enumerate(ax.get_lines()) if ln.get_marker() == "o"}
     judged = [row for row in rows if row.judged and agreement_plot.predicted_over_measured(row) is not None]
-    assert list(dots.values()) == [agreement_plot.PASS if row.status == "pass" else agreement_plot.MISS for row in judged]
+    assert list(dots.values()) == [
+        agreement_plot.PASS if row.status == "pass" else agreement_plot.MISS for row in judged
+    ]
     # one signed error everywhere: each bar's label is the table's error, and the axis reads in it too
     texts = [t.get_text() for t in ax.texts]
     assert texts == [f"{row.error_pct:+.1f}%" for row in judged if row.error_pct is not None]

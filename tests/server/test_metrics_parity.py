@@ -34,8 +34,15 @@ def reference(reference_dir: Path) -> dict:
 
 
 def _served(enable_prefix_caching: bool = True) -> ServerMetrics:
-    cache = CacheConfigInfo(num_gpu_blocks=128, block_size=16, cache_dtype="auto", enable_prefix_caching=enable_prefix_caching,
-                            gpu_memory_utilization=0.9, kv_cache_memory_bytes=4 * 2**20, max_model_len=MAX_MODEL_LEN)
+    cache = CacheConfigInfo(
+        num_gpu_blocks=128,
+        block_size=16,
+        cache_dtype="auto",
+        enable_prefix_caching=enable_prefix_caching,
+        gpu_memory_utilization=0.9,
+        kv_cache_memory_bytes=4 * 2**20,
+        max_model_len=MAX_MODEL_LEN,
+    )
     return ServerMetrics("tiny", cache)
 
 
@@ -75,13 +82,25 @@ def test_nothing_beyond_vllms_but_the_documented(reference: dict) -> None:
 
 def test_request_success_has_every_finished_reason(reference: dict) -> None:
     fam = _families(_served())["vllm:request_success"]
-    assert {s.labels["finished_reason"] for s in fam.samples if s.name.endswith("_total")} == set(reference["finished_reasons"])
+    assert {s.labels["finished_reason"] for s in fam.samples if s.name.endswith("_total")} == set(
+        reference["finished_reasons"]
+    )
 
 
 def _output(finished: bool, times: tuple[float, ...], cached: int = 0) -> RequestOutput:
-    return RequestOutput("r1", tuple(range(len(times))), times, 40, len(times), finished, "length" if finished else None,
-                         arrival_time_s=0.0, first_scheduled_time_s=0.5, num_cached_tokens=cached,
-                         token_times_s=times if finished else ())
+    return RequestOutput(
+        "r1",
+        tuple(range(len(times))),
+        times,
+        40,
+        len(times),
+        finished,
+        "length" if finished else None,
+        arrival_time_s=0.0,
+        first_scheduled_time_s=0.5,
+        num_cached_tokens=cached,
+        token_times_s=times if finished else (),
+    )
 
 
 def _value(metrics: ServerMetrics, sample: str, **labels: str) -> float:
@@ -114,4 +133,6 @@ def test_cache_config_info_carries_the_pool() -> None:
     fam = _families(_served())["vllm:cache_config_info"]
     labels = fam.samples[0].labels
     assert labels["num_gpu_blocks"] == "128" and labels["kv_cache_size_tokens"] == str(128 * 16)
-    assert float(labels["kv_cache_max_concurrency"]) == pytest.approx(128 * 16 / MAX_MODEL_LEN) and labels["engine"] == "0"
+    assert (
+        float(labels["kv_cache_max_concurrency"]) == pytest.approx(128 * 16 / MAX_MODEL_LEN) and labels["engine"] == "0"
+    )

@@ -62,8 +62,15 @@ def test_chat_applies_the_template(client: openai.OpenAI, tokenizer) -> None:
 
 
 def test_chat_streaming(client: openai.OpenAI, tokenizer) -> None:
-    stream = client.chat.completions.create(model="tiny-chat", messages=MESSAGES, max_tokens=OUTPUT_TOKENS, temperature=0,
-                                            stream=True, stream_options={"include_usage": True}, extra_body=IGNORE_EOS)
+    stream = client.chat.completions.create(
+        model="tiny-chat",
+        messages=MESSAGES,
+        max_tokens=OUTPUT_TOKENS,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body=IGNORE_EOS,
+    )
     pieces, usage = [], None
     for chunk in stream:
         if chunk.usage is not None:
@@ -93,10 +100,18 @@ def test_completions_streaming_and_not(client: openai.OpenAI, tokenizer, prompt)
     assert chunks[-1].usage.completion_tokens == OUTPUT_TOKENS
 
 
-@pytest.mark.parametrize("kwargs, named", [
-    ({"n": 2}, "n"), ({"echo": True}, "echo"), ({"logprobs": 1}, "logprobs"), ({"best_of": 2}, "best_of"),
-    ({"echo": True, "logprobs": 2}, "echo, logprobs"), ({"stop": ["\n"]}, "stop"), ({"frequency_penalty": 0.3}, "frequency_penalty"),
-])
+@pytest.mark.parametrize(
+    "kwargs, named",
+    [
+        ({"n": 2}, "n"),
+        ({"echo": True}, "echo"),
+        ({"logprobs": 1}, "logprobs"),
+        ({"best_of": 2}, "best_of"),
+        ({"echo": True, "logprobs": 2}, "echo, logprobs"),
+        ({"stop": ["\n"]}, "stop"),
+        ({"frequency_penalty": 0.3}, "frequency_penalty"),
+    ],
+)
 def test_unsupported_parameters_are_refused(client: openai.OpenAI, kwargs: dict, named: str) -> None:
     with pytest.raises(openai.BadRequestError) as err:
         client.completions.create(model="tiny-chat", prompt="hello", max_tokens=2, **kwargs)

@@ -15,21 +15,48 @@ def _parse(body: dict, api: str = "completions"):
                          max_model_len=MAX_MODEL_LEN)
 
 
-@pytest.mark.parametrize("body, api, named", [
-    ({"n": 3}, "completions", ["n"]), ({"best_of": 2}, "completions", ["best_of"]), ({"echo": True}, "completions", ["echo"]),
-    ({"logprobs": 0}, "completions", ["logprobs"]), ({"logprobs": True, "top_logprobs": 2}, "chat", ["logprobs", "top_logprobs"]),
-    ({"suffix": "x"}, "completions", ["suffix"]), ({"prompt_logprobs": 1}, "completions", ["prompt_logprobs"]),
-    ({"n": 1, "best_of": 1, "echo": False, "logprobs": None}, "completions", []),  # defaults pass
-    ({"logprobs": False}, "chat", []),
-    ({"stop": ["\n\n"], "presence_penalty": 0.5, "repetition_penalty": 1.1}, "chat",
-     ["stop", "presence_penalty", "repetition_penalty"]),
-    ({"stop": "END", "logit_bias": {"50256": -100}}, "completions", ["stop", "logit_bias"]),
-    ({"response_format": {"type": "json_object"}, "tools": [{"type": "function"}]}, "chat", ["tools", "response_format"]),
-    ({"min_tokens": 8}, "completions", ["min_tokens"]), ({"min_tokens": 8, "ignore_eos": True}, "completions", []),
-    ({"stop": None, "presence_penalty": 0, "frequency_penalty": 0.0, "repetition_penalty": 1.0, "logit_bias": {},
-      "response_format": {"type": "text"}, "tools": [], "stop_token_ids": [2]}, "chat", []),  # no-op values pass
-    ({"frequency_penalty": False}, "chat", ["frequency_penalty"]),  # JSON's false is not the number 0
-])
+@pytest.mark.parametrize(
+    "body, api, named",
+    [
+        ({"n": 3}, "completions", ["n"]),
+        ({"best_of": 2}, "completions", ["best_of"]),
+        ({"echo": True}, "completions", ["echo"]),
+        ({"logprobs": 0}, "completions", ["logprobs"]),
+        ({"logprobs": True, "top_logprobs": 2}, "chat", ["logprobs", "top_logprobs"]),
+        ({"suffix": "x"}, "completions", ["suffix"]),
+        ({"prompt_logprobs": 1}, "completions", ["prompt_logprobs"]),
+        ({"n": 1, "best_of": 1, "echo": False, "logprobs": None}, "completions", []),  # defaults pass
+        ({"logprobs": False}, "chat", []),
+        (
+            {"stop": ["\n\n"], "presence_penalty": 0.5, "repetition_penalty": 1.1},
+            "chat",
+            ["stop", "presence_penalty", "repetition_penalty"],
+        ),
+        ({"stop": "END", "logit_bias": {"50256": -100}}, "completions", ["stop", "logit_bias"]),
+        (
+            {"response_format": {"type": "json_object"}, "tools": [{"type": "function"}]},
+            "chat",
+            ["tools", "response_format"],
+        ),
+        ({"min_tokens": 8}, "completions", ["min_tokens"]),
+        ({"min_tokens": 8, "ignore_eos": True}, "completions", []),
+        (
+            {
+                "stop": None,
+                "presence_penalty": 0,
+                "frequency_penalty": 0.0,
+                "repetition_penalty": 1.0,
+                "logit_bias": {},
+                "response_format": {"type": "text"},
+                "tools": [],
+                "stop_token_ids": [2],
+            },
+            "chat",
+            [],
+        ),  # no-op values pass
+        ({"frequency_penalty": False}, "chat", ["frequency_penalty"]),  # JSON's false is not the number 0
+    ],
+)
 def test_unsupported_parameters(body: dict, api: str, named: list[str]) -> None:
     assert unsupported_parameters(body, api) == named  # type: ignore[arg-type]
 

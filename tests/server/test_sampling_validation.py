@@ -28,19 +28,38 @@ def _parse(body: dict[str, Any], api: str = "completions"):
                          vocab_size=VOCAB, max_model_len=256)
 
 
-@pytest.mark.parametrize("body, param", [
-    ({"stream": "false"}, "stream"), ({"stream": "true"}, "stream"), ({"stream": 1}, "stream"), ({"stream": 0}, "stream"),
-    ({"ignore_eos": "no"}, "ignore_eos"), ({"stream_options": {"include_usage": "yes"}}, "include_usage"),
-    ({"stream_options": ["include_usage"]}, "stream_options"),
-    ({"temperature": float("nan")}, "temperature"), ({"temperature": float("inf")}, "temperature"),
-    ({"temperature": -0.1}, "temperature"), ({"temperature": 2.5}, "temperature"), ({"temperature": "0.5"}, "temperature"),
-    ({"temperature": True}, "temperature"),
-    ({"top_p": 0}, "top_p"), ({"top_p": 1.5}, "top_p"), ({"top_p": float("nan")}, "top_p"),
-    ({"top_k": -2}, "top_k"), ({"top_k": 0.5}, "top_k"), ({"top_k": True}, "top_k"), ({"top_k": "5"}, "top_k"),
-    ({"top_k": VOCAB + 1}, "top_k"),
-    ({"min_p": -0.1}, "min_p"), ({"min_p": 1.1}, "min_p"), ({"min_p": float("nan")}, "min_p"),
-    ({"prompt": [5, 5.7]}, "prompt"), ({"prompt": [5, True]}, "prompt"), ({"prompt": [5, "7"]}, "prompt"),
-])
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        ({"stream": "false"}, "stream"),
+        ({"stream": "true"}, "stream"),
+        ({"stream": 1}, "stream"),
+        ({"stream": 0}, "stream"),
+        ({"ignore_eos": "no"}, "ignore_eos"),
+        ({"stream_options": {"include_usage": "yes"}}, "include_usage"),
+        ({"stream_options": ["include_usage"]}, "stream_options"),
+        ({"temperature": float("nan")}, "temperature"),
+        ({"temperature": float("inf")}, "temperature"),
+        ({"temperature": -0.1}, "temperature"),
+        ({"temperature": 2.5}, "temperature"),
+        ({"temperature": "0.5"}, "temperature"),
+        ({"temperature": True}, "temperature"),
+        ({"top_p": 0}, "top_p"),
+        ({"top_p": 1.5}, "top_p"),
+        ({"top_p": float("nan")}, "top_p"),
+        ({"top_k": -2}, "top_k"),
+        ({"top_k": 0.5}, "top_k"),
+        ({"top_k": True}, "top_k"),
+        ({"top_k": "5"}, "top_k"),
+        ({"top_k": VOCAB + 1}, "top_k"),
+        ({"min_p": -0.1}, "min_p"),
+        ({"min_p": 1.1}, "min_p"),
+        ({"min_p": float("nan")}, "min_p"),
+        ({"prompt": [5, 5.7]}, "prompt"),
+        ({"prompt": [5, True]}, "prompt"),
+        ({"prompt": [5, "7"]}, "prompt"),
+    ],
+)
 def test_bad_values_are_a_400_naming_the_field(body: dict[str, Any], param: str) -> None:
     with pytest.raises(ProtocolError) as err:
         _parse(body)
@@ -48,12 +67,22 @@ def test_bad_values_are_a_400_naming_the_field(body: dict[str, Any], param: str)
     assert err.value.param == param or param in str(err.value)
 
 
-@pytest.mark.parametrize("body, field, value", [
-    ({"stream": False}, "stream", False), ({"stream": True}, "stream", True), ({"stream": None}, "stream", False),
-    ({"top_k": -1}, "top_k", 0), ({"top_k": 0}, "top_k", 0), ({"top_k": VOCAB}, "top_k", VOCAB),
-    ({"min_p": 1}, "min_p", 1.0), ({"top_p": 1e-12}, "top_p", 1e-12), ({"temperature": 5e-324}, "temperature", 5e-324),
-    ({"stream_options": None}, "include_usage", False), ({"stream_options": {"include_usage": True}}, "include_usage", True),
-])
+@pytest.mark.parametrize(
+    "body, field, value",
+    [
+        ({"stream": False}, "stream", False),
+        ({"stream": True}, "stream", True),
+        ({"stream": None}, "stream", False),
+        ({"top_k": -1}, "top_k", 0),
+        ({"top_k": 0}, "top_k", 0),
+        ({"top_k": VOCAB}, "top_k", VOCAB),
+        ({"min_p": 1}, "min_p", 1.0),
+        ({"top_p": 1e-12}, "top_p", 1e-12),
+        ({"temperature": 5e-324}, "temperature", 5e-324),
+        ({"stream_options": None}, "include_usage", False),
+        ({"stream_options": {"include_usage": True}}, "include_usage", True),
+    ],
+)
 def test_vllms_accepted_values(body: dict[str, Any], field: str, value: Any) -> None:
     assert getattr(_parse(body), field) == value
 
@@ -143,12 +172,16 @@ NORMAL = {"model": "tiny", "prompt": [5, 6, 7, 8, 9], "max_tokens": 6, "ignore_e
 
 @pytest.mark.parametrize("temperature", [1e-40, 5e-324])
 def test_poisonous_temperature_then_a_normal_request(server: ThreadServer, temperature: float) -> None:
-    poison = httpx.post(f"{server.url}/v1/completions", json={**NORMAL, "temperature": temperature, "seed": 7}, timeout=60)
+    poison = httpx.post(
+        f"{server.url}/v1/completions", json={**NORMAL, "temperature": temperature, "seed": 7}, timeout=60
+    )
     assert poison.status_code == 200, poison.text
     floor = httpx.post(f"{server.url}/v1/completions", json={**NORMAL, "temperature": 0.01, "seed": 7}, timeout=60)
     assert floor.status_code == 200, floor.text
     assert poison.json()["choices"][0]["text"] == floor.json()["choices"][0]["text"]  # sampled at vLLM's 0.01 floor
-    normal = httpx.post(f"{server.url}/v1/completions", json={**NORMAL, "temperature": 0.8, "top_k": 20, "min_p": 0.05}, timeout=60)
+    normal = httpx.post(
+        f"{server.url}/v1/completions", json={**NORMAL, "temperature": 0.8, "top_k": 20, "min_p": 0.05}, timeout=60
+    )
     assert normal.status_code == 200, normal.text
     assert normal.json()["usage"]["completion_tokens"] == 6
     assert httpx.get(f"{server.url}/health", timeout=10).status_code == 200

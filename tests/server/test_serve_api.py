@@ -64,7 +64,13 @@ def test_non_streaming(kvplan_server, api: str) -> None:
 
 @pytest.mark.parametrize("api", ["completions", "chat"])
 def test_streaming_shape(kvplan_server, api: str) -> None:
-    body = {"max_tokens": 4, "temperature": 0, "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+    body = {
+        "max_tokens": 4,
+        "temperature": 0,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     if api == "chat":
         body["messages"] = [{"role": "user", "content": "t20 t21 t22"}]
     else:
@@ -118,7 +124,10 @@ def test_client_disconnect_aborts_the_request(kvplan_server) -> None:
     text = httpx.get(f"{kvplan_server.url}/metrics", timeout=5).text
     samples = {(s.name, s.labels.get("le")): s.value for f in text_string_to_metric_families(text) for s in f.samples
                if s.name.startswith("vllm:request_generation_tokens")}
-    assert samples[("vllm:request_generation_tokens_bucket", "100.0")] == samples[("vllm:request_generation_tokens_count", None)]
+    assert (
+        samples[("vllm:request_generation_tokens_bucket", "100.0")]
+        == samples[("vllm:request_generation_tokens_count", None)]
+    )
 
 
 def test_access_log_line_per_request(kvplan_server) -> None:

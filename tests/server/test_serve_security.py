@@ -73,7 +73,9 @@ def test_api_key_flag_guards_the_api_and_wins_over_the_env_var(secured_servers) 
     url, key = secured_servers.flag.url, secured_servers.flag_key
     refused = ({}, _bearer("wrong"), {"Authorization": key}, _bearer(secured_servers.env_key))  # env key: the flag wins
     for headers in refused:
-        error = _assert_error(httpx.post(f"{url}/v1/completions", json=COMPLETION, headers=headers, timeout=WAIT_S), 401)
+        error = _assert_error(
+            httpx.post(f"{url}/v1/completions", json=COMPLETION, headers=headers, timeout=WAIT_S), 401
+        )
         assert error["type"] == "AuthenticationError" and key not in json.dumps(error)
         _assert_error(httpx.get(f"{url}/v1/models", headers=headers, timeout=WAIT_S), 401)
         _assert_error(httpx.post(f"{url}/v1/chat/completions", json={}, headers=headers, timeout=WAIT_S), 401)
@@ -106,7 +108,10 @@ def test_the_key_is_never_logged(secured_servers) -> None:
 # --- 2. JSON errors everywhere -------------------------------------------------------------------
 def test_unknown_route_and_wrong_method_answer_json(kvplan_server, secured_servers) -> None:
     for url, headers in ((kvplan_server.url, {}), (secured_servers.flag.url, _bearer(secured_servers.flag_key))):
-        assert _assert_error(httpx.get(f"{url}/no/such/route", headers=headers, timeout=WAIT_S), 404)["type"] == "NotFoundError"
+        assert (
+            _assert_error(httpx.get(f"{url}/no/such/route", headers=headers, timeout=WAIT_S), 404)["type"]
+            == "NotFoundError"
+        )
         r = httpx.get(f"{url}/v1/completions", headers=headers, timeout=WAIT_S)
         assert _assert_error(r, 405)["type"] == "MethodNotAllowedError" and r.headers["allow"] == "POST"
         _assert_error(httpx.post(f"{url}/health", headers=headers, timeout=WAIT_S), 405)
@@ -161,7 +166,11 @@ def test_a_lying_content_length_is_a_408(secured_servers) -> None:
     status, headers, body = _split_response(_raw_exchange(secured_servers.flag.port, head.encode() + b'{"prompt":'))
     assert status == 408 and headers["connection"] == "close"
     error = json.loads(body)["error"]
-    assert error["code"] == 408 and error["type"] == "RequestTimeoutError" and f"{secured_servers.timeout_s:g} s" in error["message"]
+    assert (
+        error["code"] == 408
+        and error["type"] == "RequestTimeoutError"
+        and f"{secured_servers.timeout_s:g} s" in error["message"]
+    )
     assert httpx.get(f"{secured_servers.flag.url}/health", timeout=WAIT_S).status_code == 200
 
 
@@ -206,7 +215,11 @@ def test_half_open_connections_do_not_lock_others_out(secured_servers, open_file
     served, and the server lets every one of the 1000 go (closed over --max-connections, or answered
     408 by --header-timeout-s)."""
     server = secured_servers.flag
-    partial = (b"GET /heal", b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n", b"POST /v1/completions HTTP/1.1\r\nContent-Le")
+    partial = (
+        b"GET /heal",
+        b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+        b"POST /v1/completions HTTP/1.1\r\nContent-Le",
+    )
     socks: list[socket.socket] = []
     try:
         for i in range(FLOOD):
@@ -217,7 +230,9 @@ def test_half_open_connections_do_not_lock_others_out(secured_servers, open_file
             except (ConnectionResetError, BrokenPipeError):
                 pass  # evicted already
         assert httpx.get(f"{server.url}/health", timeout=5.0).status_code == 200
-        r = httpx.post(f"{server.url}/v1/completions", json=COMPLETION, headers=_bearer(secured_servers.flag_key), timeout=WAIT_S)
+        r = httpx.post(
+            f"{server.url}/v1/completions", json=COMPLETION, headers=_bearer(secured_servers.flag_key), timeout=WAIT_S
+        )
         assert r.status_code == 200, r.text
         deadline_s = time.monotonic() + WAIT_S
         endings = [_let_go(sock, deadline_s) for sock in socks]
@@ -298,7 +313,9 @@ def test_startup_prints_the_warning_on_stderr(capsys: pytest.CaptureFixture[str]
 def test_json_depth_limit() -> None:
     assert isinstance(parse_json_body(b'{"a": ' + b"[" * 63 + b"]" * 63 + b"}", 64)["a"], list)  # 64 deep: fine
     assert parse_json_body(b'{"prompt": "' + b"[" * 500 + b'"}', 64) == {"prompt": "[" * 500}  # brackets in a string
-    assert parse_json_body(b'{"p": "\\"' + b"{" * 500 + b'"}', 64) == {"p": '"' + "{" * 500}  # ... after an escaped quote
+    assert parse_json_body(b'{"p": "\\"' + b"{" * 500 + b'"}', 64) == {
+        "p": '"' + "{" * 500
+    }  # ... after an escaped quote
     assert parse_json_body(b"[" + b"[1]," * 500 + b"[1]]", 64)[0] == [1]  # wide, not deep
     assert bracket_depth(b'{"a": "[[[", "b": [[1], {"c": []}]}') == 4
     for depth in (65, 900, 100_000):

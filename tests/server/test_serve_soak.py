@@ -183,12 +183,20 @@ def test_serve_soak(soak_server: ServeProcess) -> None:
         assert content_type.startswith("application/json"), (name, content_type)
         assert json.loads(content)["error"]["code"] == status, (name, content)
 
-    figures = {"requests": NUM_REQUESTS, "completed": results["completed"], "disconnected": results["disconnected"],
-               "server_aborts": int(finished["abort"]), "preemptions": int(preemptions), "hostile": len(results["hostile"]),
-               "hostile_statuses": sorted({f"{name}: {status}" for name, status, *_ in results["hostile"]}),
-               "health_checks": len(results["health"]), "time_s": round(elapsed_s, 1),
-               "server_rss_start_mib": round(rss_start / 2**20, 1), "server_rss_half_mib": round(rss_half / 2**20, 1),
-               "server_rss_end_mib": round(rss_end / 2**20, 1)}
+    figures = {
+        "requests": NUM_REQUESTS,
+        "completed": results["completed"],
+        "disconnected": results["disconnected"],
+        "server_aborts": int(finished["abort"]),
+        "preemptions": int(preemptions),
+        "hostile": len(results["hostile"]),
+        "hostile_statuses": sorted({f"{name}: {status}" for name, status, *_ in results["hostile"]}),
+        "health_checks": len(results["health"]),
+        "time_s": round(elapsed_s, 1),
+        "server_rss_start_mib": round(rss_start / 2**20, 1),
+        "server_rss_half_mib": round(rss_half / 2**20, 1),
+        "server_rss_end_mib": round(rss_end / 2**20, 1),
+    }
     print(json.dumps(figures))
     if os.environ.get("KVPLAN_SOAK_REPORT"):
         with open(os.environ["KVPLAN_SOAK_REPORT"], "a") as f:

@@ -15,9 +15,9 @@ import pytest
 from server_helpers import ThreadServer
 
 from kvplan.engine import EngineConfig, LLMEngine, SamplingParams
+from kvplan.server.asgi_app import create_app
 from kvplan.server.engine_loop import MAX_CONSECUTIVE_STEP_FAILURES, EngineLoop, ErrorEvent, TokenEvent
 from kvplan.server.serve import build_context
-from kvplan.server.asgi_app import create_app
 
 POISON_POSITION = 200  # normal prompts here are far shorter (max_model_len 256)
 POISON_SEED = 4242
@@ -89,7 +89,9 @@ def test_poisoned_request_then_normal_one(poisoned_server, where: str) -> None:
 
 def test_poisoned_stream_gets_an_error_event(poisoned_server) -> None:
     server, engine = poisoned_server
-    with httpx.stream("POST", f"{server.url}/v1/completions", json={**POISONS["forward"], "stream": True}, timeout=60) as r:
+    with httpx.stream(
+        "POST", f"{server.url}/v1/completions", json={**POISONS["forward"], "stream": True}, timeout=60
+    ) as r:
         assert r.status_code == 200  # the stream had started; the failure arrives as an event
         events = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
     assert events[-1] == "[DONE]"
@@ -108,7 +110,9 @@ def test_innocents_sharing_the_step_are_served(poisoned_server) -> None:
             bodies = [normals[0], POISONS["forward"], *normals[1:4], POISONS["sampler"], *normals[4:]]
             return await asyncio.gather(*(client.post("/v1/completions", json=b) for b in bodies))
 
-    alone = [httpx.post(f"{server.url}/v1/completions", json=b, timeout=60).json()["choices"][0]["text"] for b in normals]
+    alone = [
+        httpx.post(f"{server.url}/v1/completions", json=b, timeout=60).json()["choices"][0]["text"] for b in normals
+    ]
     responses = asyncio.run(go())
     statuses = [r.status_code for r in responses]
     assert statuses == [200, 500, 200, 200, 200, 500, 200, 200]
@@ -135,7 +139,9 @@ class Broken:
 
 
 def test_unblamed_step_failures_fail_open_requests_and_kill_the_loop_only_when_repeated() -> None:
-    engine = Broken(LLMEngine.from_profile("tiny-llama", EngineConfig(kv_cache_memory_bytes=4 * 2**20, max_model_len=256)))
+    engine = Broken(
+        LLMEngine.from_profile("tiny-llama", EngineConfig(kv_cache_memory_bytes=4 * 2**20, max_model_len=256))
+    )
     loop = EngineLoop(engine)
     loop.start()
 

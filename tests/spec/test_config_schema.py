@@ -18,7 +18,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _real_configs() -> list[tuple[str, dict]]:
-    out = [(str(p.relative_to(ROOT)), json.loads(p.read_text())) for p in sorted((ROOT / "tests" / "data").rglob("config.json"))]
+    out = [
+        (str(p.relative_to(ROOT)), json.loads(p.read_text()))
+        for p in sorted((ROOT / "tests" / "data").rglob("config.json"))
+    ]
     out += [(str(p.relative_to(ROOT)), yaml.safe_load(p.read_text())["config"])
             for p in sorted((ROOT / "kvplan" / "data" / "models").glob("*.yaml"))]
     return out
@@ -91,8 +94,20 @@ def test_calibration_schema_matches_the_cost_model(tmp_path: Path) -> None:
     from kvplan.stress.cpu_cost import LinearCostModel, _calibration_schema
 
     assert set(_calibration_schema().model_fields) - {"kind"} == {f.name for f in fields(LinearCostModel)}
-    fit = LinearCostModel(0.004, 1e-5, 1e-4, 1e-8, 1e-11, model="m", num_samples=10, r2=0.95, reference_kernel_ms=1.5,
-                          cpu_wait_share=0.1, threads=2, machine={"cpu_model": "x", "cores": 2, "torch": "2.13", "host": "h"})
+    fit = LinearCostModel(
+        0.004,
+        1e-5,
+        1e-4,
+        1e-8,
+        1e-11,
+        model="m",
+        num_samples=10,
+        r2=0.95,
+        reference_kernel_ms=1.5,
+        cpu_wait_share=0.1,
+        threads=2,
+        machine={"cpu_model": "x", "cores": 2, "torch": "2.13", "host": "h"},
+    )
     fit.save(tmp_path / "c.yaml")
     assert LinearCostModel.load(tmp_path / "c.yaml") == fit
 

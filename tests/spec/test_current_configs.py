@@ -74,7 +74,9 @@ def test_a_made_up_layout_key_is_named_and_known_ones_are_not() -> None:
 
 def test_qwen3_coder_has_no_shared_expert() -> None:
     """`shared_expert_intermediate_size: 0` (vLLM qwen3_moe.py builds no shared expert): 480 B, as published."""
-    spec = spec_from_config(json.loads((CONFIGS / "Qwen--Qwen3-Coder-480B-A35B-Instruct_config.json").read_text()), "coder")
+    spec = spec_from_config(
+        json.loads((CONFIGS / "Qwen--Qwen3-Coder-480B-A35B-Instruct_config.json").read_text()), "coder"
+    )
     assert round(spec.params.total / 1e9) == 480
     assert KvLayout.of(spec, "auto", 16).bytes_per_token() == 2 * 62 * 8 * 128 * 2  # K and V, 62 layers, 8 KV heads
 
@@ -207,11 +209,22 @@ def test_compressed_tensors_ignore_list() -> None:
     assert spec.weights_bytes == ((p.total - p.experts) * 2 * 800 + p.experts * bits + 799) // 800
 
 
-@pytest.mark.parametrize("name, layers, sparse, dense_r, window_only, total_b, active_b", [
-    ("deepseek-ai--DeepSeek-V4-Flash", 43, 21, 20, 2, 284.3, 13.8),  # published: 284 B, 13 B active
-    ("deepseek-ai--DeepSeek-V4-Pro", 61, 30, 31, 0, 1573.0, 49.8),  # published: 1.6 T, 49 B active
-    ("sgl-project--DeepSeek-V4-Flash-FP8", 43, 21, 20, 2, 284.3, 13.8),  # model_type deepseek_ref: found by architecture
-])
+@pytest.mark.parametrize(
+    "name, layers, sparse, dense_r, window_only, total_b, active_b",
+    [
+        ("deepseek-ai--DeepSeek-V4-Flash", 43, 21, 20, 2, 284.3, 13.8),  # published: 284 B, 13 B active
+        ("deepseek-ai--DeepSeek-V4-Pro", 61, 30, 31, 0, 1573.0, 49.8),  # published: 1.6 T, 49 B active
+        (
+            "sgl-project--DeepSeek-V4-Flash-FP8",
+            43,
+            21,
+            20,
+            2,
+            284.3,
+            13.8,
+        ),  # model_type deepseek_ref: found by architecture
+    ],
+)
 def test_deepseek_v4_compressed_caches(name: str, layers: int, sparse: int, dense_r: int, window_only: int,
                                        total_b: float, active_b: float) -> None:
     """DeepSeek-V4 as vLLM deepseek_v4_attention.py caches it: every layer a 128-token window of
@@ -246,7 +259,10 @@ def test_deepseek_v4_checkpoint_weights() -> None:
     own = spec_from_config(json.loads((CONFIGS / "deepseek-ai--DeepSeek-V4-Flash_config.json").read_text()), "v4")
     sgl = spec_from_config(json.loads((CONFIGS / "sgl-project--DeepSeek-V4-Flash-FP8_config.json").read_text()), "v4")
     p = own.params
-    assert own.weights_bytes == ((p.total - p.linear) * 2 * 800 + (p.attention + p.mlp_dense) * 800 + p.experts * 425 + 799) // 800
+    assert (
+        own.weights_bytes
+        == ((p.total - p.linear) * 2 * 800 + (p.attention + p.mlp_dense) * 800 + p.experts * 425 + 799) // 800
+    )
     assert 150e9 < own.weights_bytes < 160e9 and sgl.weights_bytes > 1.8 * own.weights_bytes
 
 
@@ -261,7 +277,9 @@ def test_minimax_m3_index_keys() -> None:
     assert KvLayout.of(spec, "auto", 16).bytes_per_token() == 60 * 2 * 4 * 128 * 2 + 57 * 128 * 2 == 137_472
     assert KvLayout.of(spec, "fp8", 16).bytes_per_token() == 137_472 // 2
     h = config["hidden_size"]
-    assert spec.params.mlp_dense - 57 * (3 * h * 3072 + 128 * h + 128) == 3 * 3 * h * 12288  # dense layers, shared experts, routers
+    assert (
+        spec.params.mlp_dense - 57 * (3 * h * 3072 + 128 * h + 128) == 3 * 3 * h * 12288
+    )  # dense layers, shared experts, routers
     assert spec.params.experts == 57 * 128 * 3 * h * 3072
     assert [w for w in spec.warnings if "config keys" in w] == [] and any("index keys" in w for w in spec.warnings)
 
@@ -276,4 +294,7 @@ def test_step3p7_shared_expert_and_kimi_k3_latent_experts() -> None:
     kimi = spec_from_config(config, "k3")
     t = config.get("text_config", config)
     moe_layers = t["num_hidden_layers"] - t["first_k_dense_replace"]
-    assert kimi.params.experts == moe_layers * t["num_experts"] * 3 * t["routed_expert_hidden_size"] * t["moe_intermediate_size"]
+    assert (
+        kimi.params.experts
+        == moe_layers * t["num_experts"] * 3 * t["routed_expert_hidden_size"] * t["moe_intermediate_size"]
+    )

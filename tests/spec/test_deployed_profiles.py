@@ -18,8 +18,16 @@ from kvplan.plan.kv import KvLayout
 from kvplan.spec.model import spec_from_config
 from kvplan.spec.profiles import load_model
 
-NEW_PROFILES = ["deepseek-v3.2", "kimi-k2-instruct", "minimax-m2.5", "qwen3-vl-8b-instruct", "qwen3-vl-30b-a3b-instruct",
-                "qwen2.5-vl-7b-instruct", "glm-4.5v", "gemma-4-26b-a4b"]
+NEW_PROFILES = [
+    "deepseek-v3.2",
+    "kimi-k2-instruct",
+    "minimax-m2.5",
+    "qwen3-vl-8b-instruct",
+    "qwen3-vl-30b-a3b-instruct",
+    "qwen2.5-vl-7b-instruct",
+    "glm-4.5v",
+    "gemma-4-26b-a4b",
+]
 
 
 def _config(reference_dir, folder: str) -> dict:
@@ -112,7 +120,9 @@ def test_deepseek_v32_pool_from_kv_bytes():
     from kvplan.plan.engine_args import EngineArgs
 
     spec = load_model("deepseek-v3.2")
-    plan = plan_capacity(spec, EngineArgs(kv_cache_memory_bytes=40 * 2**30, tensor_parallel_size=8, max_model_len=32_768))
+    plan = plan_capacity(
+        spec, EngineArgs(kv_cache_memory_bytes=40 * 2**30, tensor_parallel_size=8, max_model_len=32_768)
+    )
     assert plan.block_size_tokens == 64
     assert plan.num_gpu_blocks == 40 * 2**30 // (64 * 48_068)
 

@@ -11,35 +11,126 @@ from kvplan.spec.profiles import load_model
 _TEXT = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
              head_dim=32, vocab_size=300)
 TINY = {
-    "gemma3": dict(text_config=_TEXT, vision_config=dict(hidden_size=48, intermediate_size=96, num_hidden_layers=2,
-                                                          num_attention_heads=2, image_size=56, patch_size=14)),
-    "mistral3": dict(text_config=dict(_TEXT, model_type="mistral"),
-                     vision_config=dict(model_type="pixtral", hidden_size=48, intermediate_size=96, num_hidden_layers=2,
-                                        num_attention_heads=2, head_dim=24, image_size=56, patch_size=14)),
-    "qwen2_5_vl": dict(text_config={k: v for k, v in _TEXT.items() if k != "head_dim"},
-                       vision_config=dict(depth=2, hidden_size=48, intermediate_size=96, num_heads=2, out_hidden_size=64,
-                                          patch_size=14, fullatt_block_indexes=[1])),
-    "qwen2_vl": dict(text_config={k: v for k, v in _TEXT.items() if k != "head_dim"},
-                     vision_config=dict(depth=2, embed_dim=48, hidden_size=64, mlp_ratio=4, num_heads=2, patch_size=14)),
-    "glm4v": dict(text_config={k: v for k, v in _TEXT.items() if k != "head_dim"},
-                  vision_config=dict(depth=2, hidden_size=48, intermediate_size=80, num_heads=2, out_hidden_size=64,
-                                     patch_size=14, image_size=56, attention_bias=True)),
-    "internvl": dict(text_config={k: v for k, v in _TEXT.items() if k != "head_dim"},
-                     vision_config=dict(hidden_size=48, intermediate_size=96, num_hidden_layers=2, num_attention_heads=2,
-                                        image_size=[56, 56], patch_size=[14, 14], attention_bias=True, use_qk_norm=True)),
-    "mllama": dict(text_config=dict({k: v for k, v in _TEXT.items() if k != "head_dim"}, num_hidden_layers=3,
-                                    cross_attention_layers=[1], pad_token_id=0),
-                   vision_config=dict(hidden_size=48, intermediate_size=96, num_hidden_layers=2, num_global_layers=1,
-                                      attention_heads=2, image_size=56, patch_size=14, max_num_tiles=2,
-                                      supported_aspect_ratios=[[1, 1], [1, 2], [2, 1]], vision_output_dim=96,
-                                      intermediate_layers_indices=[0])),
-    "qwen3_vl": dict(text_config=_TEXT, vision_config=dict(depth=3, hidden_size=48, intermediate_size=96, num_heads=2,
-                                                            out_hidden_size=64, patch_size=16, num_position_embeddings=16,
-                                                            deepstack_visual_indexes=[0, 1])),
-    "qwen3_5": dict(text_config=dict(_TEXT, num_hidden_layers=4, linear_num_key_heads=2, linear_num_value_heads=2,
-                                     linear_key_head_dim=16, linear_value_head_dim=16),
-                    vision_config=dict(depth=3, hidden_size=48, intermediate_size=96, num_heads=2, out_hidden_size=64,
-                                       patch_size=16, num_position_embeddings=16, deepstack_visual_indexes=[])),
+    "gemma3": dict(
+        text_config=_TEXT,
+        vision_config=dict(
+            hidden_size=48,
+            intermediate_size=96,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            image_size=56,
+            patch_size=14,
+        ),
+    ),
+    "mistral3": dict(
+        text_config=dict(_TEXT, model_type="mistral"),
+        vision_config=dict(
+            model_type="pixtral",
+            hidden_size=48,
+            intermediate_size=96,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            head_dim=24,
+            image_size=56,
+            patch_size=14,
+        ),
+    ),
+    "qwen2_5_vl": dict(
+        text_config={k: v for k, v in _TEXT.items() if k != "head_dim"},
+        vision_config=dict(
+            depth=2,
+            hidden_size=48,
+            intermediate_size=96,
+            num_heads=2,
+            out_hidden_size=64,
+            patch_size=14,
+            fullatt_block_indexes=[1],
+        ),
+    ),
+    "qwen2_vl": dict(
+        text_config={k: v for k, v in _TEXT.items() if k != "head_dim"},
+        vision_config=dict(depth=2, embed_dim=48, hidden_size=64, mlp_ratio=4, num_heads=2, patch_size=14),
+    ),
+    "glm4v": dict(
+        text_config={k: v for k, v in _TEXT.items() if k != "head_dim"},
+        vision_config=dict(
+            depth=2,
+            hidden_size=48,
+            intermediate_size=80,
+            num_heads=2,
+            out_hidden_size=64,
+            patch_size=14,
+            image_size=56,
+            attention_bias=True,
+        ),
+    ),
+    "internvl": dict(
+        text_config={k: v for k, v in _TEXT.items() if k != "head_dim"},
+        vision_config=dict(
+            hidden_size=48,
+            intermediate_size=96,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            image_size=[56, 56],
+            patch_size=[14, 14],
+            attention_bias=True,
+            use_qk_norm=True,
+        ),
+    ),
+    "mllama": dict(
+        text_config=dict(
+            {k: v for k, v in _TEXT.items() if k != "head_dim"},
+            num_hidden_layers=3,
+            cross_attention_layers=[1],
+            pad_token_id=0,
+        ),
+        vision_config=dict(
+            hidden_size=48,
+            intermediate_size=96,
+            num_hidden_layers=2,
+            num_global_layers=1,
+            attention_heads=2,
+            image_size=56,
+            patch_size=14,
+            max_num_tiles=2,
+            supported_aspect_ratios=[[1, 1], [1, 2], [2, 1]],
+            vision_output_dim=96,
+            intermediate_layers_indices=[0],
+        ),
+    ),
+    "qwen3_vl": dict(
+        text_config=_TEXT,
+        vision_config=dict(
+            depth=3,
+            hidden_size=48,
+            intermediate_size=96,
+            num_heads=2,
+            out_hidden_size=64,
+            patch_size=16,
+            num_position_embeddings=16,
+            deepstack_visual_indexes=[0, 1],
+        ),
+    ),
+    "qwen3_5": dict(
+        text_config=dict(
+            _TEXT,
+            num_hidden_layers=4,
+            linear_num_key_heads=2,
+            linear_num_value_heads=2,
+            linear_key_head_dim=16,
+            linear_value_head_dim=16,
+        ),
+        vision_config=dict(
+            depth=3,
+            hidden_size=48,
+            intermediate_size=96,
+            num_heads=2,
+            out_hidden_size=64,
+            patch_size=16,
+            num_position_embeddings=16,
+            deepstack_visual_indexes=[],
+        ),
+    ),
 }
 
 
@@ -69,7 +160,10 @@ def test_multimodal_totals_include_the_vision_tower(name, published, digits):
 
 
 def test_vision_weights_are_loaded_and_stay_16_bit_under_weight_quantization():
-    full, w8a8 = load_model("mistral-small-3.1-24b-instruct-2503"), load_model("mistral-small-3.1-24b-instruct-2503-w8a8")
+    full, w8a8 = (
+        load_model("mistral-small-3.1-24b-instruct-2503"),
+        load_model("mistral-small-3.1-24b-instruct-2503-w8a8"),
+    )
     assert full.weights_bytes == full.params.total * 2
     assert w8a8.params.encoder == full.params.encoder
     # the quantized checkpoint converts decoder linear layers only: the vision tower's 2 bytes are all kept
@@ -112,8 +206,13 @@ def test_text_only_limits_load_no_vision_tower(capsys, limit):
     assert text_only["num_encoder_parameters"] == 0 and full["num_encoder_parameters"] == spec.params.encoder
     assert full["weights_bytes"] - text_only["weights_bytes"] == spec.params.encoder * 2
     assert full["activation_bytes"] > text_only["activation_bytes"]
-    assert text_only["available_kv_cache_bytes"] - full["available_kv_cache_bytes"] == \
-        full["weights_bytes_per_gpu"] - text_only["weights_bytes_per_gpu"] + full["activation_bytes"] - text_only["activation_bytes"]
+    assert (
+        text_only["available_kv_cache_bytes"] - full["available_kv_cache_bytes"]
+        == full["weights_bytes_per_gpu"]
+        - text_only["weights_bytes_per_gpu"]
+        + full["activation_bytes"]
+        - text_only["activation_bytes"]
+    )
 
 
 @pytest.mark.parametrize("bad", ["image=x", "image=-1", "{"])

@@ -29,10 +29,22 @@ def _shared_kv(tc) -> int:
 def test_gemma3n_text_parameters_small():
     """A small text config with per-layer MLP widths (a list) and 2 KV-shared layers."""
     cfg = transformers.AutoConfig.for_model(
-        "gemma3n_text", num_hidden_layers=6, num_kv_shared_layers=2, hidden_size=64, intermediate_size=[96, 96, 128, 128, 96, 96],
-        vocab_size=300, vocab_size_per_layer_input=300, hidden_size_per_layer_input=8, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=16, laurel_rank=4, activation_sparsity_pattern=[0.95, 0.95, 0.0, 0.0, 0.0, 0.0],
-        layer_types=["sliding_attention", "full_attention"] * 3, sliding_window=32)
+        "gemma3n_text",
+        num_hidden_layers=6,
+        num_kv_shared_layers=2,
+        hidden_size=64,
+        intermediate_size=[96, 96, 128, 128, 96, 96],
+        vocab_size=300,
+        vocab_size_per_layer_input=300,
+        hidden_size_per_layer_input=8,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        laurel_rank=4,
+        activation_sparsity_pattern=[0.95, 0.95, 0.0, 0.0, 0.0, 0.0],
+        layer_types=["sliding_attention", "full_attention"] * 3,
+        sliding_window=32,
+    )
     with torch.device("meta"):
         model = mg.Gemma3nForCausalLM(cfg)
     assert spec_from_config(cfg.to_dict(), "g").params.total == _count(model) + _shared_kv(cfg)

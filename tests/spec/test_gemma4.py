@@ -48,7 +48,9 @@ def test_gemma4_weights_match_the_hf_modules(reference_dir):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     raw = _config(reference_dir)
-    cfg = transformers.AutoConfig.for_model("gemma4", **{k: v for k, v in raw.items() if k not in ("model_type", "transformers_version")})
+    cfg = transformers.AutoConfig.for_model(
+        "gemma4", **{k: v for k, v in raw.items() if k not in ("model_type", "transformers_version")}
+    )
     with torch.device("meta"):
         model = transformers.Gemma4ForConditionalGeneration(cfg)
     counts = {"text": 0, "vision": 0}

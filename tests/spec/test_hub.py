@@ -13,13 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from hf_cache import FAKE_ID, MAIN_SHA, OTHER_SHA, QWEN3_8B, QWEN3_8B_KV_BYTES_PER_TOKEN, ROOT, put, safetensors  # noqa: F401
 
 from kvplan.cli import main
 from kvplan.errors import KvplanError, UnknownNameError
 from kvplan.spec import hub
 from kvplan.spec.profiles import load_model, model_config, model_profile
-
-from hf_cache import FAKE_ID, MAIN_SHA, OTHER_SHA, QWEN3_8B, QWEN3_8B_KV_BYTES_PER_TOKEN, ROOT, put, safetensors  # noqa: F401
 
 
 @pytest.fixture
@@ -65,7 +64,9 @@ def test_cache_dir_follows_the_environment_at_call_time(monkeypatch, tmp_path):
 
 
 # --- 2a: a bundled profile by its hf_id ----------------------------------------------------------------
-@pytest.mark.parametrize("text", ["meta-llama/Llama-2-7b-hf", "META-LLAMA/llama-2-7B-HF", "meta-llama/Llama-2-7b-hf@main"])
+@pytest.mark.parametrize(
+    "text", ["meta-llama/Llama-2-7b-hf", "META-LLAMA/llama-2-7B-HF", "meta-llama/Llama-2-7b-hf@main"]
+)
 def test_hf_id_of_a_bundled_profile_gives_that_profile(cache, text):
     spec = load_model(text)
     assert spec == load_model("llama-2-7b") and spec.name == "llama-2-7b"
@@ -213,7 +214,10 @@ def _response(status: int):
 
 def test_fetched_config_and_index_land_in_the_cache(online, cache, monkeypatch):
     remote, calls = online
-    remote[FAKE_ID] = {"config.json": QWEN3_8B.read_text(), hub.INDEX_FILE: json.dumps({"metadata": {"total_size": 123456}})}
+    remote[FAKE_ID] = {
+        "config.json": QWEN3_8B.read_text(),
+        hub.INDEX_FILE: json.dumps({"metadata": {"total_size": 123456}}),
+    }
     spec = load_model(FAKE_ID)
     assert spec.num_layers == 36 and spec.weights_bytes == 123456 and spec.hf_id == FAKE_ID
     assert calls == [(FAKE_ID, "config.json"), (FAKE_ID, hub.INDEX_FILE)]

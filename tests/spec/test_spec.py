@@ -62,7 +62,9 @@ def test_kv_bytes_per_token_match_reference(reference_dir):
     profiles = _by_hf_id()
     for row in _rows(reference_dir):
         spec = profiles[row["hf_id"].lower()]
-        assert KvLayout.of(spec, "float16").bytes_per_token() == int(row["derived_kv_bytes_per_token_16bit_all_layers"]), row["hf_id"]
+        assert KvLayout.of(spec, "float16").bytes_per_token() == int(
+            row["derived_kv_bytes_per_token_16bit_all_layers"]
+        ), row["hf_id"]
 
 
 def test_explicit_head_dim_wins():
@@ -85,7 +87,12 @@ def test_falcon_multi_query_caches_one_head():
 
 def test_gpt2_key_names():
     spec = load_model("gpt2")
-    assert (spec.num_layers, spec.hidden_size, spec.num_attention_heads, spec.max_position_embeddings) == (12, 768, 12, 1024)
+    assert (spec.num_layers, spec.hidden_size, spec.num_attention_heads, spec.max_position_embeddings) == (
+        12,
+        768,
+        12,
+        1024,
+    )
 
 
 def test_gemma3_text_config_and_windows():
@@ -98,17 +105,17 @@ def test_gemma3_text_config_and_windows():
 
 def test_gemma2_alternates_and_mistral_v01_slides_everywhere():
     g2 = load_model("gemma-2-9b")
-    assert [l.kind for l in g2.layers[:4]] == ["sliding", "full", "sliding", "full"]
+    assert [ln.kind for ln in g2.layers[:4]] == ["sliding", "full", "sliding", "full"]
     m = load_model("mistral-7b")
-    assert all(l.kind == "sliding" and l.window_tokens == 4096 for l in m.layers)
-    assert all(l.kind == "full" for l in load_model("mistral-7b-v0.3").layers)
+    assert all(ln.kind == "sliding" and ln.window_tokens == 4096 for ln in m.layers)
+    assert all(ln.kind == "full" for ln in load_model("mistral-7b-v0.3").layers)
 
 
 def test_gpt_oss_layer_types_and_qwen_window_off():
     oss = load_model("gpt-oss-20b")
-    assert [l.kind for l in oss.layers[:2]] == ["sliding", "full"] and oss.layers[0].window_tokens == 128
+    assert [ln.kind for ln in oss.layers[:2]] == ["sliding", "full"] and oss.layers[0].window_tokens == 128
     assert oss.quant.method == "mxfp4"
-    assert all(l.kind == "full" for l in load_model("qwen2.5-7b").layers)  # use_sliding_window: false
+    assert all(ln.kind == "full" for ln in load_model("qwen2.5-7b").layers)  # use_sliding_window: false
 
 
 def test_mla_latent():
@@ -159,11 +166,24 @@ def test_aliases_are_unique():
     assert len(model_index()) >= len(model_names())
 
 
-@pytest.mark.parametrize("name,method", [("llama-3.1-8b-instruct-w8a8", "int8"), ("llama-3.1-8b-instruct-w4a16", "w4a16"),
-                                         ("llama-2-7b-gptq", "gptq"), ("qwen2.5-7b-instruct-fp8-dynamic", "fp8")])
+@pytest.mark.parametrize(
+    "name,method",
+    [
+        ("llama-3.1-8b-instruct-w8a8", "int8"),
+        ("llama-3.1-8b-instruct-w4a16", "w4a16"),
+        ("llama-2-7b-gptq", "gptq"),
+        ("qwen2.5-7b-instruct-fp8-dynamic", "fp8"),
+    ],
+)
 def test_quantized_profiles(name, method):
     spec = load_model(name)
-    base = load_model("llama-3.1-8b") if "llama-3" in name else load_model("llama-2-7b") if "llama-2" in name else load_model("qwen2.5-7b")
+    base = (
+        load_model("llama-3.1-8b")
+        if "llama-3" in name
+        else load_model("llama-2-7b")
+        if "llama-2" in name
+        else load_model("qwen2.5-7b")
+    )
     assert spec.quant.method == method
     ratio = spec.weights_bytes / (base.params.total * 2)
     assert ratio < (0.62 if method in ("int8", "fp8") else 0.4)  # embeddings and LM head stay 16-bit
@@ -175,9 +195,17 @@ def test_serve_arg_is_what_vllm_serve_takes(tmp_path):
     name (AIConfigurator's `Org--Name_config.json`) as a placeholder, never the folder it sits in."""
     assert load_model("llama-2-7b").serve_arg == "meta-llama/Llama-2-7b-hf"
     assert load_model("tiny-llama").serve_arg == "tiny-llama"  # a synthetic profile: no Hub id, no directory
-    src = Path(__file__).resolve().parents[1] / "data" / "aiconfigurator" / "model_configs" / "Qwen--Qwen3-32B_config.json"
+    src = (
+        Path(__file__).resolve().parents[1]
+        / "data"
+        / "aiconfigurator"
+        / "model_configs"
+        / "Qwen--Qwen3-32B_config.json"
+    )
     loose = spec_from_path(src)
-    assert loose.name == "Qwen--Qwen3-32B_config" and loose.serve_arg == "<model directory of Qwen--Qwen3-32B_config.json>"
+    assert (
+        loose.name == "Qwen--Qwen3-32B_config" and loose.serve_arg == "<model directory of Qwen--Qwen3-32B_config.json>"
+    )
     model_dir = tmp_path / "my model"
     model_dir.mkdir()
     (model_dir / "config.json").write_text(src.read_text())

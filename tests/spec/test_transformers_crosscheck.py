@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from crosscheck_transformers import RECORD, causal_lm_types, check
+
 from kvplan.spec.checked_types import CROSS_CHECKED
 
 pytest.importorskip("torch")

@@ -119,7 +119,9 @@ def write(work: Path, delays: list[float]) -> dict:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         attempts.append({"delay": delay, "entries": sorted(p.name for p in work.iterdir())})
-        shutil.copytree(work, work.parent / f"{work.name}-after-{len(attempts) - 1}", ignore=shutil.ignore_patterns("*-after-*"))
+        shutil.copytree(
+            work, work.parent / f"{work.name}-after-{len(attempts) - 1}", ignore=shutil.ignore_patterns("*-after-*")
+        )
     write_files({t: b"done" for t in targets})  # the next write removes the dead writers' temp files
     return {"attempts": attempts, "final": sorted(p.name for p in work.iterdir())}
 

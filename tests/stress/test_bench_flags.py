@@ -24,9 +24,12 @@ def _scenario(**flags):
 
 
 def test_random_dataset_lengths_prefix_and_defaults() -> None:
-    s = _scenario(random_input_len=100, random_output_len=20, random_range_ratio=0.5, random_prefix_len=16, num_prompts=50)
+    s = _scenario(
+        random_input_len=100, random_output_len=20, random_range_ratio=0.5, random_prefix_len=16, num_prompts=50
+    )
     (cls,) = s.workload.classes
-    # vLLM: uniform in [floor(len (1 - r)), ceil(len (1 + r))], after the prefix (kvplan counts the prefix in the prompt)
+    # vLLM: uniform in [floor(len (1 - r)), ceil(len (1 + r))], after the prefix (kvplan counts the prefix in the
+    # prompt)
     assert (cls.prompt_tokens.min, cls.prompt_tokens.max) == (16 + 50, 16 + 150)
     assert (cls.output_tokens.min, cls.output_tokens.max) == (10, 30)
     assert cls.shared_prefix.tokens == 16 and s.num_requests == 50
@@ -48,17 +51,23 @@ def test_request_rate_and_max_concurrency_as_vllm() -> None:
         ("poisson", 4.0, 0.5, 8)
 
 
-@pytest.mark.parametrize(("flags", "message"), [
-    ({"dataset_name": "sharegpt"}, "needs --dataset-path"),
-    ({"dataset_name": "random", "dataset_path": "x"}, "--dataset-path applies to"),
-    ({"dataset_name": "sharegpt", "dataset_path": "x", "random_input_len": 5}, "--random-input-len apply to --dataset-name random"),
-    ({"dataset_name": "sonnet"}, "choose one of random, sharegpt, custom, burstgpt"),
-    ({"burstiness": 2.0}, "finite --request-rate"),
-    ({"request_rate": -1.0}, "--request-rate must be a positive"),
-    ({"request_rate": math.nan}, "--request-rate must be a positive"),
-    ({"sharegpt_output_len": 5}, "--sharegpt-output-len applies to --dataset-name sharegpt"),
-    ({"dataset_path": "x"}, "--dataset-path needs --dataset-name"),
-])
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({"dataset_name": "sharegpt"}, "needs --dataset-path"),
+        ({"dataset_name": "random", "dataset_path": "x"}, "--dataset-path applies to"),
+        (
+            {"dataset_name": "sharegpt", "dataset_path": "x", "random_input_len": 5},
+            "--random-input-len apply to --dataset-name random",
+        ),
+        ({"dataset_name": "sonnet"}, "choose one of random, sharegpt, custom, burstgpt"),
+        ({"burstiness": 2.0}, "finite --request-rate"),
+        ({"request_rate": -1.0}, "--request-rate must be a positive"),
+        ({"request_rate": math.nan}, "--request-rate must be a positive"),
+        ({"sharegpt_output_len": 5}, "--sharegpt-output-len applies to --dataset-name sharegpt"),
+        ({"dataset_path": "x"}, "--dataset-path needs --dataset-name"),
+    ],
+)
 def test_contradictory_flags_are_one_line(flags: dict, message: str) -> None:
     with pytest.raises(KvplanError, match=message):
         BenchFlags(**{"model": "tiny-llama", **flags}).scenario(None)
@@ -96,9 +105,26 @@ def test_stress_from_flags_only_runs_and_writes_vllm_result(tmp_path: Path) -> N
     rows = tmp_path / "lens.jsonl"
     rows.write_text("\n".join(json.dumps({"input_len": 24 + i, "output_len": 4}) for i in range(6)))
     out = tmp_path / "out"
-    r = CliRunner().invoke(app, ["stress", "--model", "tiny-llama", "--dataset-name", "custom", "--dataset-path", str(rows),
-                                 "--num-prompts", "6", "--max-concurrency", "2", "--save-result", "--out", str(out),
-                                 "--no-progress"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "stress",
+            "--model",
+            "tiny-llama",
+            "--dataset-name",
+            "custom",
+            "--dataset-path",
+            str(rows),
+            "--num-prompts",
+            "6",
+            "--max-concurrency",
+            "2",
+            "--save-result",
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+    )
     assert r.exit_code == 0, r.output
     vllm = json.loads((out / "result.vllm.json").read_text())
     assert vllm["num_prompts"] == 6 and vllm["max_concurrency"] == 2

@@ -73,7 +73,9 @@ def test_kill_9_at_any_moment_leaves_old_or_new_files(tiny: Path, tmp_path: Path
             assert load_result(after / "result.json").complete, f"attempt {i}: result.json neither old nor whole"
             seen.add("new result")
         if html != (old / "report.html").read_text():  # else a new run's whole page (it differs only in times)
-            assert html.rstrip().endswith("</html>") and "tiny-smoke" in html, f"attempt {i}: report.html neither old nor whole"
+            assert html.rstrip().endswith("</html>") and "tiny-smoke" in html, (
+                f"attempt {i}: report.html neither old nor whole"
+            )
         # a temp file may survive a kill, but only under its hidden temp name, never as a result
         assert all(name.startswith(".") for name in _temps(after)), _temps(after)
         assert {p.name for p in after.iterdir() if not p.name.startswith(".")} == {"result.json", "report.html"}

@@ -22,9 +22,14 @@ def _words(n: int) -> str:
 def _sharegpt(path: Path) -> list[dict]:
     convs = [{"id": f"c{i}", "conversations": [{"from": "human", "value": _words(8 + 7 * i)},
                                                {"from": "gpt", "value": _words(5 + 3 * i)}]} for i in range(40)]
-    convs += [{"id": "short", "conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": _words(20)}]},
-              {"id": "one-turn", "conversations": [{"from": "human", "value": _words(30)}]},
-              {"id": "long", "conversations": [{"from": "human", "value": _words(1500)}, {"from": "gpt", "value": _words(9)}]}]
+    convs += [
+        {"id": "short", "conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": _words(20)}]},
+        {"id": "one-turn", "conversations": [{"from": "human", "value": _words(30)}]},
+        {
+            "id": "long",
+            "conversations": [{"from": "human", "value": _words(1500)}, {"from": "gpt", "value": _words(9)}],
+        },
+    ]
     path.write_text(json.dumps(convs))
     return convs
 
@@ -115,7 +120,9 @@ def test_bad_files_are_one_line_naming_the_problem(tmp_path: Path, name: str, te
     path = tmp_path / ("d.csv" if name == "burstgpt" else "d.jsonl")
     path.write_text(text)
     with pytest.raises(KvplanError, match=message) as info:
-        load_dataset(DatasetRef(name=name, path=str(path)), seed=0, vocab_size=VOCAB, max_model_len=4096, num_requests=2)
+        load_dataset(
+            DatasetRef(name=name, path=str(path)), seed=0, vocab_size=VOCAB, max_model_len=4096, num_requests=2
+        )
     assert "\n" not in str(info.value) and str(path) in str(info.value)
 
 

@@ -62,8 +62,15 @@ def test_every_predicted_figure_is_in_the_prediction() -> None:
 
     scenario = load_scenario(Path(__file__).resolve().parents[2] / "kvplan" / "data" / "scenarios" / "ci-smoke.yaml")
     requests = generate_requests(scenario, vocab_size=scenario.model_spec().vocab_size)
-    out = predict(scenario, requests, num_gpu_blocks=scenario.num_gpu_blocks(), bytes_per_block=scenario.bytes_per_block(),
-                  cost_model=LinearCostModel(1e-3, 1e-5, 0.0, 0.0, 0.0), cost_source="test", allocator="paged")
+    out = predict(
+        scenario,
+        requests,
+        num_gpu_blocks=scenario.num_gpu_blocks(),
+        bytes_per_block=scenario.bytes_per_block(),
+        cost_model=LinearCostModel(1e-3, 1e-5, 0.0, 0.0, 0.0),
+        cost_source="test",
+        allocator="paged",
+    )
     missing = [f.name for f in FIGURES.values() if f.predicted and (f.prediction_key or f.name) not in out]
     # preemption_onset_s is None when nothing is preempted, but the key is there
     assert missing == []

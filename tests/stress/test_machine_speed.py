@@ -34,7 +34,11 @@ def test_normalized_errors_rescale_times_and_rates() -> None:
     prediction = {"median_itl_ms": 3.0, "output_throughput": 1000.0, "duration_s": 10.0, "peak_kv_bytes": 100}
     measured = {"median_itl_ms": 6.0, "output_throughput": 500.0, "duration": 20.0, "peak_kv_bytes": 100}
     out = normalized_errors(prediction, measured, ratio=2.0)  # everything off by exactly the machine's speed
-    assert out == {"median_itl_ms": pytest.approx(0.0), "output_throughput": pytest.approx(0.0), "duration": pytest.approx(0.0)}
+    assert out == {
+        "median_itl_ms": pytest.approx(0.0),
+        "output_throughput": pytest.approx(0.0),
+        "duration": pytest.approx(0.0),
+    }
     assert "peak_kv_bytes" not in out  # memory does not depend on speed
 
 

@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 
 from kvplan.stress.figures import metric_names
-from kvplan.stress.metrics import (compute_metrics, compute_per_class_metrics, meets_slo,
-                                   summarize_ms)
+from kvplan.stress.metrics import compute_metrics, compute_per_class_metrics, meets_slo, summarize_ms
 from kvplan.stress.record import RequestRecord
 from kvplan.stress.scenario import Slo
 

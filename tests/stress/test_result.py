@@ -5,12 +5,13 @@ import json
 import os
 from pathlib import Path
 
+import pydantic_core
 import pytest
 
 from kvplan.errors import KvplanError
-from kvplan.stress.result import RunResult, TimelineSample, collect_environment, git_commit, load_result
 from kvplan.stress.metrics import compute_metrics, compute_per_class_metrics
 from kvplan.stress.record import RequestRecord
+from kvplan.stress.result import RunResult, TimelineSample, collect_environment, git_commit, load_result
 from kvplan.stress.scenario_loader import load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,7 +65,7 @@ def test_failed_serialisation_leaves_no_file(tmp_path: Path) -> None:
     result = _result()
     result.prediction["bad"] = object()  # not JSON-serialisable
     target = tmp_path / "result.json"
-    with pytest.raises(Exception):
+    with pytest.raises(pydantic_core.PydanticSerializationError):
         result.write_atomic(target)
     assert list(tmp_path.iterdir()) == []
 

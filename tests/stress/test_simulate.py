@@ -5,10 +5,10 @@ import pytest
 
 from kvplan.perf.gpu_cost import GpuStepModel
 from kvplan.perf.step_cost import GpuShapeCost, StepShape
-from kvplan.stress.cpu_cost import LinearCostModel
-from kvplan.stress.simulate import SimRequest, simulate
 from kvplan.spec.gpu import load_gpu
 from kvplan.spec.profiles import load_model
+from kvplan.stress.cpu_cost import LinearCostModel
+from kvplan.stress.simulate import SimRequest, simulate
 
 UNIT = LinearCostModel(1e-3, 0.0, 0.0, 0.0, 0.0)
 

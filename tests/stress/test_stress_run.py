@@ -21,7 +21,16 @@ def _cli(capsys, *args):
 def smoke(tmp_path_factory):
     out = tmp_path_factory.mktemp("smoke")
     with pytest.raises(SystemExit) as info:
-        main(["stress", "--scenario", str(ROOT / "kvplan/data/scenarios/ci-smoke.yaml"), "--out", str(out), "--no-progress"])
+        main(
+            [
+                "stress",
+                "--scenario",
+                str(ROOT / "kvplan/data/scenarios/ci-smoke.yaml"),
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
     assert info.value.code == 0
     return out
 
@@ -36,7 +45,10 @@ def test_ci_smoke_writes_a_valid_result(smoke):
     assert result.metrics["completed"] == scenario.num_requests - scenario.warmup_requests
     assert (smoke / "report.html").exists()
     # the machine's speed was measured against the bundled calibration, step by step
-    assert result.metrics["machine_speed_ratio"] > 0 and result.metrics["machine_speed_p10"] <= result.metrics["machine_speed_p90"]
+    assert (
+        result.metrics["machine_speed_ratio"] > 0
+        and result.metrics["machine_speed_p10"] <= result.metrics["machine_speed_p90"]
+    )
     assert set(result.normalized_error_pct) >= {"median_ttft_ms", "median_itl_ms", "output_throughput"}
 
 
@@ -72,7 +84,16 @@ def test_interrupt_writes_partial_result(tmp_path, monkeypatch):
 
     monkeypatch.setattr(runner, "run_engine", interrupted)
     with pytest.raises(SystemExit) as info:
-        main(["stress", "--scenario", str(ROOT / "kvplan/data/scenarios/ci-smoke.yaml"), "--out", str(tmp_path), "--no-progress"])
+        main(
+            [
+                "stress",
+                "--scenario",
+                str(ROOT / "kvplan/data/scenarios/ci-smoke.yaml"),
+                "--out",
+                str(tmp_path),
+                "--no-progress",
+            ]
+        )
     assert info.value.code == 130
     result = load_result(tmp_path / "result.json")
     assert not result.complete and (tmp_path / "report.html").exists()
@@ -98,7 +119,10 @@ def test_paged_vs_contiguous_onset_of_preemption_matches(tmp_path):
     contiguous = load_result(tmp_path / "out/result-contiguous.json")
     assert paged.metrics["num_preemptions"] > 0
     # each result's settings name the allocator it ran, not the scenario's default
-    assert (paged.scenario["engine"]["allocator"], contiguous.scenario["engine"]["allocator"]) == ("paged", "contiguous")
+    assert (paged.scenario["engine"]["allocator"], contiguous.scenario["engine"]["allocator"]) == (
+        "paged",
+        "contiguous",
+    )
     for key in ("num_preemptions", "preemption_onset_step", "peak_kv_bytes", "peak_running_requests"):
         assert paged.prediction[key] == paged.metrics[key], key
     assert contiguous.metrics["num_preemptions"] == 0

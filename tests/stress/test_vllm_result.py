@@ -31,8 +31,12 @@ def _records() -> list[RequestRecord]:
 def _result() -> RunResult:
     scenario = load_scenario("ci-smoke")
     records = _records()
-    return RunResult(scenario=scenario.to_dict(), environment=collect_environment(), requests=[r.to_dict() for r in records],
-                     metrics=compute_metrics(records, scenario.slo))
+    return RunResult(
+        scenario=scenario.to_dict(),
+        environment=collect_environment(),
+        requests=[r.to_dict() for r in records],
+        metrics=compute_metrics(records, scenario.slo),
+    )
 
 
 def test_exactly_vllms_keys_in_vllms_order(reference: dict) -> None:
@@ -47,7 +51,9 @@ def test_per_request_arrays_as_vllm_fills_them(reference: dict) -> None:
     assert all(len(out[k]) == 3 for k in reference["per_request_arrays"])  # the warmup request is left out
     assert out["input_lens"] == [10, 12, 20] and out["output_lens"] == [3, 0, 2]
     assert out["ttfts"] == pytest.approx([0.2, 0.0, 0.4])
-    assert out["itls"][0] == pytest.approx([0.1, 0.2]) and out["itls"][1] == [] and out["itls"][2] == pytest.approx([1.1])
+    assert (
+        out["itls"][0] == pytest.approx([0.1, 0.2]) and out["itls"][1] == [] and out["itls"][2] == pytest.approx([1.1])
+    )
     assert out["errors"] == ["", "http 500: boom", ""] and out["start_times"] == [0.0, 0.1, 0.2]
     assert out["completed"] == 2 and out["failed"] == 1 and out["num_prompts"] == 3
     assert out["request_rate"] == "inf" and out["max_concurrency"] == 8  # ci-smoke: closed loop of 8 users
@@ -81,7 +87,9 @@ def test_a_timeline_sample_of_the_wrong_type_is_bad_input(tmp_path, field: str, 
     from kvplan.errors import KvplanError
     from kvplan.stress.result import load_result
 
-    data = json.loads((Path(__file__).resolve().parents[2] / "kvplan" / "data" / "baselines" / "ci-smoke.json").read_text())
+    data = json.loads(
+        (Path(__file__).resolve().parents[2] / "kvplan" / "data" / "baselines" / "ci-smoke.json").read_text()
+    )
     data["timeline"][3][field] = value
     path = tmp_path / "result.json"
     path.write_text(json.dumps(data))

@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 
 from kvplan.errors import KvplanError
-from kvplan.stress.scenario import Arrival
+from kvplan.stress.scenario import Arrival, LengthSpec
 from kvplan.stress.scenario_loader import load_scenario, parse_scenario
 from kvplan.stress.workload import arrival_times, concurrency_limit, generate_requests, iter_requests, sample_length
-from kvplan.stress.scenario import LengthSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 VOCAB = 2048
@@ -21,14 +20,30 @@ BASE: dict[str, Any] = {
     "name": "w",
     "model": "tiny-llama",
     "engine": {"max_model_len": 1024},
-    "workload": {"classes": [
-        {"name": "a", "weight": 0.6, "prompt_tokens": {"dist": "uniform", "min": 20, "max": 200}, "output_tokens": 16},
-        {"name": "b", "weight": 0.3, "prompt_tokens": {"dist": "normal", "mean": 400, "std": 50, "min": 300, "max": 500},
-         "output_tokens": {"dist": "lognormal", "mean": 60, "std": 30, "min": 4, "max": 200},
-         "shared_prefix": {"id": "sys", "tokens": 128}},
-        {"name": "c", "weight": 0.1, "prompt_tokens": 600, "output_tokens": {"dist": "uniform", "min": 100, "max": 700},
-         "shared_prefix": {"id": "sys", "tokens": 128}},
-    ]},
+    "workload": {
+        "classes": [
+            {
+                "name": "a",
+                "weight": 0.6,
+                "prompt_tokens": {"dist": "uniform", "min": 20, "max": 200},
+                "output_tokens": 16,
+            },
+            {
+                "name": "b",
+                "weight": 0.3,
+                "prompt_tokens": {"dist": "normal", "mean": 400, "std": 50, "min": 300, "max": 500},
+                "output_tokens": {"dist": "lognormal", "mean": 60, "std": 30, "min": 4, "max": 200},
+                "shared_prefix": {"id": "sys", "tokens": 128},
+            },
+            {
+                "name": "c",
+                "weight": 0.1,
+                "prompt_tokens": 600,
+                "output_tokens": {"dist": "uniform", "min": 100, "max": 700},
+                "shared_prefix": {"id": "sys", "tokens": 128},
+            },
+        ]
+    },
     "arrival": {"type": "poisson", "rate_per_s": 10.0},
     "num_requests": 2000,
     "warmup_requests": 5,
@@ -149,7 +164,9 @@ def test_duration_open_loop() -> None:
 
 
 def test_duration_closed_loop_needs_a_cap() -> None:
-    s = _scenario(num_requests=None, duration_s=10.0, warmup_requests=0, arrival={"type": "concurrency", "concurrency": 4})
+    s = _scenario(
+        num_requests=None, duration_s=10.0, warmup_requests=0, arrival={"type": "concurrency", "concurrency": 4}
+    )
     with pytest.raises(KvplanError, match="max_requests"):
         generate_requests(s, VOCAB)
     assert len(generate_requests(s, VOCAB, max_requests=50)) == 50

@@ -6,7 +6,8 @@ types itself (tests/architecture/test_family_branches.py keeps the old compariso
 Modules: family.py (the `Family` record), nemotron_nas.py (Llama-3.x-Nemotron Super/Ultra:
 per-block `block_configs`), mimo_v2.py (MiMo-V2-Flash: sliding and full layers of their own
 geometry, MoE per layer), deepseek_v4.py (DeepSeek-V4: an fp8 window and compressed caches per
-layer, the indexer's K, grouped low-rank output, hyper-connections, MXFP4 experts), minimax_m3.py (MiniMax-M3: block-sparse attention whose index
+layer, the indexer's K, grouped low-rank output, hyper-connections, MXFP4 experts), minimax_m3.py (MiniMax-M3:
+block-sparse attention whose index
 keys sit beside K and V, dense and MoE layers by `moe_layer_freq`), minimax_m2.py (MiniMax-M2: q/k
 norms spanning the TP group, one more all-reduce per layer).
 """
@@ -17,7 +18,13 @@ from typing import Any
 from kvplan.spec.families import deepseek_v4, mimo_v2, minimax_m2, minimax_m3, nemotron_nas
 from kvplan.spec.families.family import Family
 
-FAMILIES: tuple[Family, ...] = (nemotron_nas.FAMILY, mimo_v2.FAMILY, deepseek_v4.FAMILY, minimax_m2.FAMILY, minimax_m3.FAMILY)
+FAMILIES: tuple[Family, ...] = (
+    nemotron_nas.FAMILY,
+    mimo_v2.FAMILY,
+    deepseek_v4.FAMILY,
+    minimax_m2.FAMILY,
+    minimax_m3.FAMILY,
+)
 _BY_TYPE = {t: f for f in FAMILIES for t in f.model_types}
 _BY_ARCH = {a: f for f in FAMILIES for a in f.architectures}
 

@@ -50,7 +50,9 @@ def _ratios(cfg: dict[str, Any], n_layers: int, where: str) -> list[int]:
     ratios = cfg.get("compress_ratios")
     if not isinstance(ratios, list) or len(ratios) < n_layers or \
             any(not isinstance(r, int) or isinstance(r, bool) or r < 0 for r in ratios):
-        raise ConfigError(f"{where}: compress_ratios must list a non-negative integer for each of the {n_layers} layers")
+        raise ConfigError(
+            f"{where}: compress_ratios must list a non-negative integer for each of the {n_layers} layers"
+        )
     return ratios[:n_layers]
 
 
@@ -62,7 +64,9 @@ def _head_dim(cfg: dict[str, Any], where: str) -> int:
     return dim
 
 
-def v4_layers(cfg: dict[str, Any], n_layers: int, n_heads: int, head_dim: int, where: str) -> tuple[LayerAttention, ...]:
+def v4_layers(
+    cfg: dict[str, Any], n_layers: int, n_heads: int, head_dim: int, where: str
+) -> tuple[LayerAttention, ...]:
     dim = _head_dim(cfg, where)
     window = int(cfg.get("sliding_window") or 0)
     if window <= 0:
@@ -110,7 +114,9 @@ def v4_fp8_groups(cfg: dict[str, Any]) -> tuple[tuple[str, int, int], ...]:
     checkpoint (DeepSeek's own release); a ModelOpt re-quantization says its own groups."""
     if cfg.get("expert_dtype") != "fp4":
         return ()
-    return tuple((g, MXFP4_BITS_X100 if g == "experts" else FP8_BITS_X100, 100) for g in ("attention", "mlp_dense", "experts"))
+    return tuple(
+        (g, MXFP4_BITS_X100 if g == "experts" else FP8_BITS_X100, 100) for g in ("attention", "mlp_dense", "experts")
+    )
 
 
 POOL_NOTE = ("DeepSeek-V4's caches are planned from its layout (a 128-token fp8 window per layer, compressed "

@@ -37,7 +37,9 @@ def _geometry(cfg: dict[str, Any], sliding: bool) -> tuple[int, int, int, int]:
             int(cfg[f"{p}v_head_dim"]))
 
 
-def mimo_layers(cfg: dict[str, Any], n_layers: int, n_heads: int, head_dim: int, where: str) -> tuple[LayerAttention, ...]:
+def mimo_layers(
+    cfg: dict[str, Any], n_layers: int, n_heads: int, head_dim: int, where: str
+) -> tuple[LayerAttention, ...]:
     window = int(cfg.get("sliding_window") or 0)
     if window <= 0:
         raise ConfigError(f"{where}: sliding_window must be a positive number of tokens for a hybrid MiMo-V2 layout")
@@ -45,7 +47,9 @@ def mimo_layers(cfg: dict[str, Any], n_layers: int, n_heads: int, head_dim: int,
     for sliding in _flags(cfg, "hybrid_layer_pattern", n_layers, where):
         _, kv, k_dim, _ = _geometry(cfg, bool(sliding))
         # V is padded to the K head size in the cache
-        out.append(LayerAttention("sliding", kv, k_dim, k_dim, window) if sliding else LayerAttention("full", kv, k_dim, k_dim))
+        out.append(
+            LayerAttention("sliding", kv, k_dim, k_dim, window) if sliding else LayerAttention("full", kv, k_dim, k_dim)
+        )
     return tuple(out)
 
 
@@ -72,7 +76,20 @@ def mimo_counts(cfg: dict[str, Any], n_layers: int, hidden: int, n_heads: int, h
                 experts_active=experts_active, norms=(2 * n_layers + 1) * hidden)
 
 
-FAMILY = Family(frozenset({"mimo_v2_flash"}), "vllm/model_executor/models/mimo_v2_flash.py", layers=mimo_layers,
-                counts=mimo_counts,
-                read_keys=frozenset({"hybrid_layer_pattern", "moe_layer_freq", "swa_num_attention_heads",
-                                     "swa_num_key_value_heads", "swa_head_dim", "swa_v_head_dim", "sliding_window_size"}))
+FAMILY = Family(
+    frozenset({"mimo_v2_flash"}),
+    "vllm/model_executor/models/mimo_v2_flash.py",
+    layers=mimo_layers,
+    counts=mimo_counts,
+    read_keys=frozenset(
+        {
+            "hybrid_layer_pattern",
+            "moe_layer_freq",
+            "swa_num_attention_heads",
+            "swa_num_key_value_heads",
+            "swa_head_dim",
+            "swa_v_head_dim",
+            "sliding_window_size",
+        }
+    ),
+)

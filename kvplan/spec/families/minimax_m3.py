@@ -36,14 +36,18 @@ def _sparse(cfg: dict[str, Any], n_layers: int, where: str) -> tuple[list[int], 
     flags, no_value = sac.get("sparse_attention_freq"), sac.get("sparse_disable_index_value", [1] * n_layers)
     for key, value in (("sparse_attention_freq", flags), ("sparse_disable_index_value", no_value)):
         if not isinstance(value, list) or len(value) != n_layers or any(v not in (0, 1) for v in value):
-            raise ConfigError(f"{where}: sparse_attention_config.{key} must list 0 or 1 for each of the {n_layers} layers")
+            raise ConfigError(
+                f"{where}: sparse_attention_config.{key} must list 0 or 1 for each of the {n_layers} layers"
+            )
     dim = sac.get("sparse_index_dim")
     if not isinstance(dim, int) or isinstance(dim, bool) or dim <= 0:
         raise ConfigError(f"{where}: sparse_attention_config.sparse_index_dim must be a positive integer")
     return flags, no_value, dim
 
 
-def m3_layers(cfg: dict[str, Any], n_layers: int, n_heads: int, head_dim: int, where: str) -> tuple[LayerAttention, ...]:
+def m3_layers(
+    cfg: dict[str, Any], n_layers: int, n_heads: int, head_dim: int, where: str
+) -> tuple[LayerAttention, ...]:
     kv = int(cfg.get("num_key_value_heads") or n_heads)
     flags, no_value, dim = _sparse(cfg, n_layers, where)
     return tuple(LayerAttention("full", kv, head_dim, head_dim, index_key_dim=(dim * (1 if nv else 2)) if s else 0)
@@ -77,10 +81,26 @@ def m3_counts(cfg: dict[str, Any], n_layers: int, hidden: int, n_heads: int, hea
                 norms=(2 * n_layers + 1) * hidden)
 
 
-FAMILY = Family(frozenset({"minimax_m3"}), "vllm/model_executor/models/minimax_m3.py", layers=m3_layers, counts=m3_counts,
-                read_keys=frozenset({"sparse_attention_config", "dense_intermediate_size", "moe_layer_freq",
-                                     "shared_intermediate_size", "num_mtp_modules", "use_routing_bias", "qk_norm_type",
-                                     "use_gemma_norm", "swiglu_alpha", "swiglu_limit"}),
-                note="MiniMax-M3's index keys are planned in the KV cache dtype on every TP rank beside K and V "
-                     "(one sparse_index_dim key per token on the sparse layers); where vLLM keeps them is not decided "
-                     "from its source here")
+FAMILY = Family(
+    frozenset({"minimax_m3"}),
+    "vllm/model_executor/models/minimax_m3.py",
+    layers=m3_layers,
+    counts=m3_counts,
+    read_keys=frozenset(
+        {
+            "sparse_attention_config",
+            "dense_intermediate_size",
+            "moe_layer_freq",
+            "shared_intermediate_size",
+            "num_mtp_modules",
+            "use_routing_bias",
+            "qk_norm_type",
+            "use_gemma_norm",
+            "swiglu_alpha",
+            "swiglu_limit",
+        }
+    ),
+    note="MiniMax-M3's index keys are planned in the KV cache dtype on every TP rank beside K and V "
+    "(one sparse_index_dim key per token on the sparse layers); where vLLM keeps them is not decided "
+    "from its source here",
+)

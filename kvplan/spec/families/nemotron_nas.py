@@ -39,12 +39,16 @@ def _ffn_of(block: dict[str, Any]) -> dict[str, Any]:
 def _kv_heads(att: dict[str, Any], n_heads: int, where: str) -> int:
     group = att.get("n_heads_in_group")
     if not isinstance(group, int) or isinstance(group, bool) or group <= 0 or n_heads % group:
-        raise ConfigError(f"{where}: block_configs attention.n_heads_in_group must divide num_attention_heads={n_heads}, "
-                          f"got {group!r}")
+        raise ConfigError(
+            f"{where}: block_configs attention.n_heads_in_group must divide num_attention_heads={n_heads}, "
+            f"got {group!r}"
+        )
     return n_heads // group
 
 
-def nas_layers(cfg: dict[str, Any], n_layers: int, n_heads: int, head_dim: int, where: str) -> tuple[LayerAttention, ...]:
+def nas_layers(
+    cfg: dict[str, Any], n_layers: int, n_heads: int, head_dim: int, where: str
+) -> tuple[LayerAttention, ...]:
     out = []
     for block in _blocks(cfg, n_layers, where):
         att = _attention_of(block)
@@ -53,7 +57,9 @@ def nas_layers(cfg: dict[str, Any], n_layers: int, n_heads: int, head_dim: int, 
             continue
         kv = _kv_heads(att, n_heads, where)
         window = att.get("window_length")
-        out.append(LayerAttention("sliding" if window else "full", kv, head_dim, head_dim, int(window) if window else None))
+        out.append(
+            LayerAttention("sliding" if window else "full", kv, head_dim, head_dim, int(window) if window else None)
+        )
     return tuple(out)
 
 

@@ -29,18 +29,23 @@ def measured_memory(run: EngineRun, engine: Any) -> dict[str, Any]:
     tl = run.timeline
     peak = max((s.kv_bytes_used or 0 for s in tl), default=0)
     return {
-        "num_gpu_blocks": engine.num_gpu_blocks, "kv_pool_bytes": engine.num_gpu_blocks * engine.bytes_per_block,
-        "bytes_per_block": engine.bytes_per_block, "peak_kv_bytes": peak, "peak_kv_blocks": peak // engine.bytes_per_block,
+        "num_gpu_blocks": engine.num_gpu_blocks,
+        "kv_pool_bytes": engine.num_gpu_blocks * engine.bytes_per_block,
+        "bytes_per_block": engine.bytes_per_block,
+        "peak_kv_bytes": peak,
+        "peak_kv_blocks": peak // engine.bytes_per_block,
         "peak_running_requests": max((s.running or 0 for s in tl), default=0),
-        "num_preemptions": tl[-1].preemptions if tl else 0, "preemption_onset_s": run.first_preemption_s,
+        "num_preemptions": tl[-1].preemptions if tl else 0,
+        "preemption_onset_s": run.first_preemption_s,
         "preemption_onset_step": run.first_preemption_step,
         "prefix_hit_tokens": tl[-1].prefix_hit_tokens if tl else 0,
         "peak_rss_bytes": max((s.rss_bytes or 0 for s in tl), default=None) or None,
         "peak_cuda_allocated_bytes": max((s.cuda_max_allocated_bytes or 0 for s in tl), default=0) or None,
         "peak_nvml_used_bytes": max((s.nvml_used_bytes or 0 for s in tl), default=0) or None,
         "num_steps": run.num_steps,
-        "mean_tokens_per_step": (sum(getattr(s, "num_scheduled_tokens", 0) or 0 for s in tl) / run.num_steps
-                                 if run.num_steps else None),
+        "mean_tokens_per_step": (
+            sum(getattr(s, "num_scheduled_tokens", 0) or 0 for s in tl) / run.num_steps if run.num_steps else None
+        ),
     }
 
 

@@ -309,7 +309,9 @@ class Http1Pool:
         Failures are ignored here: the requests that need a connection will meet them again."""
         opened = 0
         for first in range(0, count, batch):
-            made = await asyncio.gather(*(self._open() for _ in range(min(batch, count - first))), return_exceptions=True)
+            made = await asyncio.gather(
+                *(self._open() for _ in range(min(batch, count - first))), return_exceptions=True
+            )
             for conn in made:
                 if isinstance(conn, _Connection) and not conn.closed:
                     self._idle.append(conn)

@@ -39,10 +39,17 @@ def _timeline(samples: list[dict[str, Any]], pool_bytes: int | None) -> list[Tim
     out = []
     for s in samples:
         usage = s.get("kv_cache_usage_perc")
-        out.append(TimelineSample(
-            t_s=float(s["t_s"]), kv_bytes_used=int(round(usage * pool_bytes)) if usage is not None and pool_bytes else None,
-            kv_pool_bytes=pool_bytes, running=_int(s.get("num_requests_running")), waiting=_int(s.get("num_requests_waiting")),
-            preemptions=_int(s.get("num_preemptions_total")), prefix_hit_tokens=_int(s.get("prefix_cache_hits_total"))))
+        out.append(
+            TimelineSample(
+                t_s=float(s["t_s"]),
+                kv_bytes_used=int(round(usage * pool_bytes)) if usage is not None and pool_bytes else None,
+                kv_pool_bytes=pool_bytes,
+                running=_int(s.get("num_requests_running")),
+                waiting=_int(s.get("num_requests_waiting")),
+                preemptions=_int(s.get("num_preemptions_total")),
+                prefix_hit_tokens=_int(s.get("prefix_cache_hits_total")),
+            )
+        )
     return out
 
 
@@ -90,13 +97,25 @@ class HttpTarget:
 
         o = self.options
         closed = scenario.arrival.type == "concurrency"
-        out = run_http(requests, url=o.url, api=o.api, served_model_name=o.served_model_name, api_key_env=o.api_key_env,
-                       timeout_s=o.timeout_s, concurrency=scenario.arrival.concurrency if closed else scenario.arrival.max_concurrency,
-                       warmup_request_ids=frozenset(r.request_id for r in requests if r.is_warmup), on_progress=on_progress,
-                       prompts=self._exact_prompts, server_kind=o.server_kind)
+        out = run_http(
+            requests,
+            url=o.url,
+            api=o.api,
+            served_model_name=o.served_model_name,
+            api_key_env=o.api_key_env,
+            timeout_s=o.timeout_s,
+            concurrency=scenario.arrival.concurrency if closed else scenario.arrival.max_concurrency,
+            warmup_request_ids=frozenset(r.request_id for r in requests if r.is_warmup),
+            on_progress=on_progress,
+            prompts=self._exact_prompts,
+            server_kind=o.server_kind,
+        )
         info = {**out.server_info, "tokenizer": o.tokenizer}  # already masked by run_http
         url = info.get("url") or without_userinfo(o.url)
-        notes = [f"target: {url} ({o.api} API); memory from /metrics (sampled; peak is a lower bound)", *_feature_notes(info, o)]
+        notes = [
+            f"target: {url} ({o.api} API); memory from /metrics (sampled; peak is a lower bound)",
+            *_feature_notes(info, o),
+        ]
         blocks, server_blocks = self._pool.num_gpu_blocks, info.get("num_gpu_blocks")
         if blocks is not None and server_blocks is not None and int(server_blocks) != blocks:
             notes.append(f"the server's pool has {server_blocks} blocks; the scenario's settings give {blocks}")

@@ -28,7 +28,8 @@ Failures never raise: an HTTP error status, a timeout (`timeout_s` without a byt
 dropped mid-stream or a stream that ends with neither `[DONE]`, a finish_reason nor usage (some
 servers never send `[DONE]`) becomes a record with status "error" and
 an error text starting with its kind (`http 500`, `timeout`, `disconnected`, `incomplete`,
-`server error`, `connect`, `protocol`: bad JSON or HTTP framing). Only an unreachable server at the start raises `KvplanError`.
+`server error`, `connect`, `protocol`: bad JSON or HTTP framing). Only an unreachable server at the start raises
+`KvplanError`.
 
 The API key is read from the environment variable named by `api_key_env` and only ever placed in
 the `Authorization` header. Every text from the server or about it (error bodies, status lines,
@@ -116,11 +117,15 @@ async def _probe(http: httpx.AsyncClient, base: str, served_model_name: str | No
     except httpx.HTTPError as exc:
         raise _refusal(f"cannot reach {base}: {type(exc).__name__}: {exc}", secret) from None
     if models.status_code in (401, 403):
-        hint = f"check ${api_key_env}" if api_key_env else "pass --api-key-env VAR naming the variable that holds the key"
+        hint = (
+            f"check ${api_key_env}" if api_key_env else "pass --api-key-env VAR naming the variable that holds the key"
+        )
         raise KvplanError(f"{base} refused the request (HTTP {models.status_code}): {hint}")
     if models.status_code != 200:
         if health.status_code != 200:
-            raise KvplanError(f"cannot reach {base}: /health gave HTTP {health.status_code} and /v1/models HTTP {models.status_code}")
+            raise KvplanError(
+                f"cannot reach {base}: /health gave HTTP {health.status_code} and /v1/models HTTP {models.status_code}"
+            )
         return served_model_name
     try:
         ids = [str(m["id"]) for m in models.json().get("data", [])]
@@ -160,7 +165,9 @@ async def run_http_target(
                      connect_timeout_s=min(timeout_s, PROBE_TIMEOUT_S), read_timeout_s=timeout_s)
     async with contextlib.AsyncExitStack() as stack:
         stack.callback(pool.close)
-        http = await stack.enter_async_context(httpx.AsyncClient(headers=headers, timeout=timeout, trust_env=False, verify=tls))
+        http = await stack.enter_async_context(
+            httpx.AsyncClient(headers=headers, timeout=timeout, trust_env=False, verify=tls)
+        )
         model = await _probe(http, base, served_model_name, api_key_env, secret)
         features = await _features(http, base, parts.path, api, model, server_kind, secret)
         if closed:  # closed loop: each of the N users holds a connection from the start, so
@@ -202,7 +209,9 @@ async def _features(http: httpx.AsyncClient, base: str, path: str, api: str, mod
             return 0, f"{type(exc).__name__}: {exc}"
         return r.status_code, r.text
 
-    return await probe_features(post, api, model, lambda text: one_line(text, (secret,), max_chars=MAX_PROBE_ERROR_CHARS))
+    return await probe_features(
+        post, api, model, lambda text: one_line(text, (secret,), max_chars=MAX_PROBE_ERROR_CHARS)
+    )
 
 
 def _check_args(requests: list[RequestSpec], api: str, timeout_s: float, concurrency: int | None) -> bool:
@@ -241,8 +250,13 @@ def _count_mismatches(records: list[RequestRecord], requests: list[RequestSpec])
         spec = specs[r.request_id]
         if abs(r.output_tokens - spec.output_tokens) > COUNT_TOLERANCE * spec.output_tokens:
             out.append(f"{r.request_id}: asked for {spec.output_tokens} tokens, got {r.output_tokens}")
-        if r.server_input_tokens is not None and abs(r.server_input_tokens - spec.prompt_tokens) > COUNT_TOLERANCE * spec.prompt_tokens:
-            out.append(f"{r.request_id}: prompt of {spec.prompt_tokens} tokens, the server counted {r.server_input_tokens}")
+        if (
+            r.server_input_tokens is not None
+            and abs(r.server_input_tokens - spec.prompt_tokens) > COUNT_TOLERANCE * spec.prompt_tokens
+        ):
+            out.append(
+                f"{r.request_id}: prompt of {spec.prompt_tokens} tokens, the server counted {r.server_input_tokens}"
+            )
     return out
 
 
@@ -330,7 +344,9 @@ def run_http(requests: list[RequestSpec], **kwargs: Any) -> HttpRunOutput:
 
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if hard == resource.RLIM_INFINITY or soft < hard:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else max(soft, 65536), hard))
+            resource.setrlimit(
+                resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else max(soft, 65536), hard)
+            )
     except (ImportError, ValueError, OSError):
         pass
     return asyncio.run(run_http_target(requests, **kwargs))

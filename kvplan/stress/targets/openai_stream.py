@@ -51,7 +51,9 @@ def http_error(code: int, reason: str, headers: dict[str, str], body: bytes) -> 
     body, else the reason phrase; where a redirect points."""
     text = body.decode("utf-8", "replace").strip() or reason.strip()
     location = headers.get("location", "") if 300 <= code < 400 else ""
-    return f"http {code}: " + "; ".join(part for part in (f"redirected to {location}" if location else "", text) if part)
+    return f"http {code}: " + "; ".join(
+        part for part in (f"redirected to {location}" if location else "", text) if part
+    )
 
 
 class StreamClient:
@@ -217,7 +219,9 @@ def _token_count(value: Any, key: str) -> int:
     fails as a protocol error, recorded; the number is not copied into the result)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < MAX_REPORTED_TOKENS \
             or value != int(value):
-        raise ValueError(f"the server reported {key} {str(value)[:40]}, not a token count in [0, {MAX_REPORTED_TOKENS:,})")
+        raise ValueError(
+            f"the server reported {key} {str(value)[:40]}, not a token count in [0, {MAX_REPORTED_TOKENS:,})"
+        )
     return int(value)
 
 

@@ -26,8 +26,10 @@ def load_prompt_tokenizer(name: str) -> Any:
         return AutoTokenizer.from_pretrained(name, local_files_only=True)
     except Exception as exc:  # noqa: BLE001 - any loader failure is the user's path or cache
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        raise KvplanError(f"--tokenizer {name!r}: cannot load it offline (give a local tokenizer directory or a repo id "
-                          f"already in the Hugging Face cache): {first}") from None
+        raise KvplanError(
+            f"--tokenizer {name!r}: cannot load it offline (give a local tokenizer directory or a repo id "
+            f"already in the Hugging Face cache): {first}"
+        ) from None
 
 
 class ExactPrompts:
@@ -44,7 +46,9 @@ class ExactPrompts:
         """Tokens the server adds around the text: the chat template's, or the BOS of a prompt."""
         tok = self._tok
         if api == "chat" and getattr(tok, "chat_template", None):
-            rendered = tok.apply_chat_template([{"role": "user", "content": ""}], tokenize=False, add_generation_prompt=True)
+            rendered = tok.apply_chat_template(
+                [{"role": "user", "content": ""}], tokenize=False, add_generation_prompt=True
+            )
             return len(tok.encode(rendered, add_special_tokens=False))
         return len(tok.encode("", add_special_tokens=True))
 
@@ -52,7 +56,9 @@ class ExactPrompts:
         """A byte-level token holding half a character decodes to U+FFFD and never comes back: skip those."""
         if t not in self._safe:
             text = self._tok.decode([t])
-            self._safe[t] = bool(text.strip()) and "\ufffd" not in text and self._tok.encode(text, add_special_tokens=False) == [t]
+            self._safe[t] = (
+                bool(text.strip()) and "\ufffd" not in text and self._tok.encode(text, add_special_tokens=False) == [t]
+            )
         return self._safe[t]
 
     def ordinary_id(self, token_id: int) -> int:

@@ -72,9 +72,14 @@ async def _read(url: str, headers: dict[str, str], served_model_name: str | None
         except (httpx.HTTPError, ValueError):
             pass
     labels = labels or {}
-    return ServerSettings(num_gpu_blocks=_int(labels.get("num_gpu_blocks")), block_size=_int(labels.get("block_size")),
-                          cache_dtype=labels.get("cache_dtype"), enable_prefix_caching=_bool(labels.get("enable_prefix_caching")),
-                          kv_cache_memory_bytes=_int(labels.get("kv_cache_memory_bytes")), max_model_len=max_len)
+    return ServerSettings(
+        num_gpu_blocks=_int(labels.get("num_gpu_blocks")),
+        block_size=_int(labels.get("block_size")),
+        cache_dtype=labels.get("cache_dtype"),
+        enable_prefix_caching=_bool(labels.get("enable_prefix_caching")),
+        kv_cache_memory_bytes=_int(labels.get("kv_cache_memory_bytes")),
+        max_model_len=max_len,
+    )
 
 
 def read_server_settings(url: str, headers: dict[str, str], served_model_name: str | None = None) -> ServerSettings:
@@ -109,12 +114,18 @@ def adopt(scenario: Scenario, server: ServerSettings) -> tuple[dict[str, Any], l
                           f"{scenario.model_spec().max_position_embeddings:,}: is --model the server's model?")
     planned = scenario.num_gpu_blocks()
     if server.num_gpu_blocks is not None:
-        same_budget = server.kv_cache_memory_bytes is not None and server.kv_cache_memory_bytes == mine.kv_cache_memory_bytes
+        same_budget = (
+            server.kv_cache_memory_bytes is not None and server.kv_cache_memory_bytes == mine.kv_cache_memory_bytes
+        )
         if planned is not None and planned != server.num_gpu_blocks and same_budget and not differs:
-            notes.append(f"planner: the scenario's settings give {planned:,} KV blocks; the server, set up the same, has "
-                         f"{server.num_gpu_blocks:,}: kvplan's pool is wrong for this server")
+            notes.append(
+                f"planner: the scenario's settings give {planned:,} KV blocks; the server, set up the same, has "
+                f"{server.num_gpu_blocks:,}: kvplan's pool is wrong for this server"
+            )
         elif planned is None:
-            notes.append(f"the server's pool: {server.num_gpu_blocks:,} KV blocks (the scenario fixes none): predicted with it")
+            notes.append(
+                f"the server's pool: {server.num_gpu_blocks:,} KV blocks (the scenario fixes none): predicted with it"
+            )
         elif planned != server.num_gpu_blocks:
             differs.append(f"num_gpu_blocks {server.num_gpu_blocks:,} (scenario: {planned:,})")
         engine["num_gpu_blocks_override"] = server.num_gpu_blocks

@@ -30,7 +30,9 @@ def _refusing_app(refuse_probe: bool = False) -> Starlette:
         if not (await request.json()).get("stream") and not refuse_probe:
             return JSONResponse({"id": "p", "object": "text_completion", "choices": [{"index": 0, "text": " a",
                                  "finish_reason": "length"}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}})
-        return JSONResponse({"error": {"message": "Unexpected fields in the request: {'stream_options'}"}}, status_code=422)
+        return JSONResponse(
+            {"error": {"message": "Unexpected fields in the request: {'stream_options'}"}}, status_code=422
+        )
 
     return Starlette(routes=[Route("/health", health), Route("/v1/models", models),
                              Route("/v1/completions", completions, methods=["POST"])])  # no /metrics at all

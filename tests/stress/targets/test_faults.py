@@ -20,7 +20,9 @@ CLIENT_TIMEOUT_S = 0.5
 
 def _run(url: str, **kwargs):
     ids = [f"{kind}-{i:03d}" for i, kind in enumerate(KINDS)]
-    return run_http(specs(len(KINDS), output_tokens=3, gap_s=0.01, ids=ids), url=url, timeout_s=CLIENT_TIMEOUT_S, **kwargs)
+    return run_http(
+        specs(len(KINDS), output_tokens=3, gap_s=0.01, ids=ids), url=url, timeout_s=CLIENT_TIMEOUT_S, **kwargs
+    )
 
 
 def test_faulty_server_error_counts(faulty_server) -> None:

@@ -45,7 +45,11 @@ def _app() -> Starlette:
 
     async def completions(_: Request) -> Response:
         kind = next(kinds)
-        piece, pause = {"forever": (token, 0.001), "drip": (b"d", TIMEOUT_S / 3), "noline": (b"data: " + b"a" * 65536, 0.0)}[kind]
+        piece, pause = {
+            "forever": (token, 0.001),
+            "drip": (b"d", TIMEOUT_S / 3),
+            "noline": (b"data: " + b"a" * 65536, 0.0),
+        }[kind]
         return StreamingResponse(_endless(piece, pause), media_type="text/event-stream")
 
     async def models(_: Request) -> Response:
@@ -69,9 +73,29 @@ def test_a_hostile_target_run_ends_bounded_under_3_gib(tmp_path: Path) -> None:
         scenario = tmp_path / "hostile.yaml"
         scenario.write_text(SCENARIO)
         out = tmp_path / "run"
-        done = subprocess.run([sys.executable, "-m", "kvplan", "stress", "--scenario", str(scenario), "--target", server.url,
-                               "--server-kind", "openai", "--timeout-s", str(TIMEOUT_S), "--out", str(out), "--no-progress"],
-                              capture_output=True, text=True, timeout=60, preexec_fn=_limit)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kvplan",
+                "stress",
+                "--scenario",
+                str(scenario),
+                "--target",
+                server.url,
+                "--server-kind",
+                "openai",
+                "--timeout-s",
+                str(TIMEOUT_S),
+                "--out",
+                str(out),
+                "--no-progress",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            preexec_fn=_limit,
+        )
     finally:
         server.stop()
     assert done.returncode == 1, done.stderr[-2000:]

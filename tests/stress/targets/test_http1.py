@@ -11,8 +11,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 from server_helpers import free_port, specs
 
-from kvplan.stress.targets.http1 import (Http1Pool, HttpConnectError, HttpDisconnected, HttpProtocolError,
-                                         HttpTimeout)
+from kvplan.stress.targets.http1 import Http1Pool, HttpConnectError, HttpDisconnected, HttpProtocolError, HttpTimeout
 from kvplan.stress.targets.openai_http import run_http
 
 Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter, dict[str, str]], Awaitable[None]]

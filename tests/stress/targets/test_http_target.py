@@ -34,8 +34,15 @@ def test_open_loop_completions(kvplan_server) -> None:
     assert len(out.telemetry) >= 2
     t = [s["t_s"] for s in out.telemetry]
     assert t == sorted(t) and t[0] < out.records[0].finish_s
-    assert {"kv_cache_usage_perc", "num_requests_running", "num_requests_waiting", "num_preemptions_total",
-            "prefix_cache_queries_total", "prefix_cache_hits_total", "generation_tokens_total"} <= set(out.telemetry[-1])
+    assert {
+        "kv_cache_usage_perc",
+        "num_requests_running",
+        "num_requests_waiting",
+        "num_preemptions_total",
+        "prefix_cache_queries_total",
+        "prefix_cache_hits_total",
+        "generation_tokens_total",
+    } <= set(out.telemetry[-1])
     assert all(0.0 <= s["kv_cache_usage_perc"] <= 1.0 for s in out.telemetry)
 
 

@@ -27,7 +27,9 @@ def bpe():
     backend = Tokenizer(models.BPE())
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=["<eos>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=600, special_tokens=["<eos>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     backend.train_from_iterator(["the kv cache holds keys and values of every token in blocks"] * 50, trainer)
     return PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<eos>")
 
@@ -48,7 +50,9 @@ def test_chat_text_leaves_room_for_the_template(chat_tokenizer) -> None:
     prompts = ExactPrompts(chat_tokenizer, "chat")
     assert prompts.added_tokens == 3  # <|user|>, <|end|>, <|assistant|>
     text = prompts.text(_ids(50, 1))
-    rendered = chat_tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)
+    rendered = chat_tokenizer.apply_chat_template(
+        [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+    )
     assert len(chat_tokenizer.encode(rendered, add_special_tokens=False)) == 50
 
 

@@ -95,7 +95,9 @@ def echo_app(seen_auth: list[str]) -> Starlette:
         return JSONResponse({"object": "list", "data": [{"id": f"echo {auth}"}, {"id": "plain"}]})
 
     async def metrics(request: Request) -> Response:
-        return _metrics(METRICS_KINDS[next(metrics_turn) % len(METRICS_KINDS)], request.headers.get("authorization", ""))
+        return _metrics(
+            METRICS_KINDS[next(metrics_turn) % len(METRICS_KINDS)], request.headers.get("authorization", "")
+        )
 
     async def completions(request: Request) -> Response:
         auth = request.headers.get("authorization", "")
@@ -213,7 +215,9 @@ def _outputs(out: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCa
 
 
 # --- the tests -------------------------------------------------------------------------------------
-def test_key_echoed_everywhere_is_never_written_or_printed(echo_server, tmp_path: Path, monkeypatch, capsys, caplog) -> None:
+def test_key_echoed_everywhere_is_never_written_or_printed(
+    echo_server, tmp_path: Path, monkeypatch, capsys, caplog
+) -> None:
     server, seen_auth = echo_server
     monkeypatch.setenv(KEY_ENV, KEY)
     out = tmp_path / "run"
@@ -244,7 +248,9 @@ def test_probe_refusal_quoting_the_key_is_masked(echo_server, tmp_path: Path, mo
     assert f"it serves: echo Bearer {SECRET_MARK}, plain" in " ".join(texts["stdout"].split() + texts["stderr"].split())
 
 
-def test_status_lines_holding_the_key_are_masked(status_line_server, tmp_path: Path, monkeypatch, capsys, caplog) -> None:
+def test_status_lines_holding_the_key_are_masked(
+    status_line_server, tmp_path: Path, monkeypatch, capsys, caplog
+) -> None:
     monkeypatch.setenv(KEY_ENV, KEY)
     out = tmp_path / "run"
     assert _stress(tmp_path, status_line_server.url, out) == 1

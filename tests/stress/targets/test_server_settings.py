@@ -8,9 +8,14 @@ from kvplan.stress.targets.server_settings import ServerSettings, adopt
 def test_same_settings_other_pool_is_the_planners_error() -> None:
     s = load_scenario("ci-smoke")
     e = s.engine
-    server = ServerSettings(num_gpu_blocks=s.num_gpu_blocks() + 7, block_size=e.block_size, cache_dtype=e.kv_cache_dtype,
-                            enable_prefix_caching=e.enable_prefix_caching, kv_cache_memory_bytes=e.kv_cache_memory_bytes,
-                            max_model_len=s.max_model_len)
+    server = ServerSettings(
+        num_gpu_blocks=s.num_gpu_blocks() + 7,
+        block_size=e.block_size,
+        cache_dtype=e.kv_cache_dtype,
+        enable_prefix_caching=e.enable_prefix_caching,
+        kv_cache_memory_bytes=e.kv_cache_memory_bytes,
+        max_model_len=s.max_model_len,
+    )
     data, notes = adopt(s, server)
     assert len(notes) == 1 and notes[0].startswith("planner:") and "kvplan's pool is wrong" in notes[0]
     assert parse_scenario(data).num_gpu_blocks() == s.num_gpu_blocks() + 7  # predicted with the server's pool
@@ -23,11 +28,21 @@ def test_a_server_set_up_differently_is_named_setting_by_setting() -> None:
     data, notes = adopt(s, server)
     (note,) = notes
     assert note.startswith("server set up differently:")
-    for words in ("block_size 32 (scenario: 16)", "kv_cache_dtype fp8 (scenario: float32)", "enable_prefix_caching True",
-                  "max_model_len 512 (scenario: 1024)", "num_gpu_blocks 500"):
+    for words in (
+        "block_size 32 (scenario: 16)",
+        "kv_cache_dtype fp8 (scenario: float32)",
+        "enable_prefix_caching True",
+        "max_model_len 512 (scenario: 1024)",
+        "num_gpu_blocks 500",
+    ):
         assert words in note
     engine = parse_scenario(data).engine
-    assert (engine.block_size, engine.kv_cache_dtype, engine.max_model_len, engine.num_gpu_blocks_override) == (32, "fp8", 512, 500)
+    assert (engine.block_size, engine.kv_cache_dtype, engine.max_model_len, engine.num_gpu_blocks_override) == (
+        32,
+        "fp8",
+        512,
+        500,
+    )
 
 
 def test_a_server_that_tells_nothing_keeps_the_scenario() -> None:
@@ -39,4 +54,12 @@ def test_a_server_that_tells_nothing_keeps_the_scenario() -> None:
 def test_label_numbers_a_server_cannot_mean_are_unknown() -> None:
     from kvplan.stress.telemetry import label_int
 
-    assert [label_int(v) for v in ("16", "1.6e1", "inf", "nan", "None", "x", None)] == [16, 16, None, None, None, None, None]
+    assert [label_int(v) for v in ("16", "1.6e1", "inf", "nan", "None", "x", None)] == [
+        16,
+        16,
+        None,
+        None,
+        None,
+        None,
+        None,
+    ]

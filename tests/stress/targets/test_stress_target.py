@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from server_helpers import ROOT, ServeProcess
 
-from kvplan.stress.result import load_result
 from kvplan.cli.stress_command import stress_and_report
 from kvplan.stress.command import StressOptions
+from kvplan.stress.result import load_result
 from kvplan.stress.scenario_loader import load_scenario
 
 SMOKE = ROOT / "kvplan" / "data" / "scenarios" / "ci-smoke.yaml"
@@ -21,10 +21,24 @@ SECRET = "sk-kvplan-test-8c1f0e"
 @pytest.fixture(scope="module")
 def smoke_server() -> Iterator[ServeProcess]:
     e = load_scenario(SMOKE).engine
-    server = ServeProcess("--model", "tiny-llama", "--served-model-name", "tiny", "--max-model-len", str(e.max_model_len),
-                          "--block-size", str(e.block_size), "--max-num-seqs", str(e.max_num_seqs),
-                          "--max-num-batched-tokens", str(e.max_num_batched_tokens), "--kv-cache-dtype", e.kv_cache_dtype,
-                          "--kv-cache-memory-bytes", str(e.kv_cache_memory_bytes))
+    server = ServeProcess(
+        "--model",
+        "tiny-llama",
+        "--served-model-name",
+        "tiny",
+        "--max-model-len",
+        str(e.max_model_len),
+        "--block-size",
+        str(e.block_size),
+        "--max-num-seqs",
+        str(e.max_num_seqs),
+        "--max-num-batched-tokens",
+        str(e.max_num_batched_tokens),
+        "--kv-cache-dtype",
+        e.kv_cache_dtype,
+        "--kv-cache-memory-bytes",
+        str(e.kv_cache_memory_bytes),
+    )
     try:
         server.wait_healthy()
         yield server
@@ -54,7 +68,10 @@ def test_stress_target_matches_in_process_pool(smoke_server: ServeProcess, tmp_p
     assert "server" in (tmp_path / "report.html").read_text().lower()
     vllm = json.loads((tmp_path / "result.vllm.json").read_text())  # as `vllm bench serve --save-result` writes
     measured = scenario.num_requests - scenario.warmup_requests
-    assert vllm["completed"] == measured and len(vllm["ttfts"]) == len(vllm["itls"]) == len(vllm["start_times"]) == measured
+    assert (
+        vllm["completed"] == measured
+        and len(vllm["ttfts"]) == len(vllm["itls"]) == len(vllm["start_times"]) == measured
+    )
     assert vllm["output_lens"] == [r.output_tokens for r in result.records() if not r.is_warmup]
     assert all(r.server_input_tokens == r.prompt_tokens for r in result.records())  # the server's own count
 
@@ -70,10 +87,19 @@ def test_stress_target_replays_sharegpt_text_from_vllm_bench_flags(smoke_server:
     dataset = tmp_path / "sharegpt.json"
     dataset.write_text(json.dumps(convs))
     out = tmp_path / "out"
-    outcome = stress_and_report(StressOptions(None, out, progress=False, target=smoke_server.url, served_model_name="tiny",
-                                              timeout_s=30.0, bench=BenchFlags(
-                                                  model="tiny-llama", dataset_name="sharegpt", dataset_path=str(dataset),
-                                                  request_rate=40.0, num_prompts=8)))
+    outcome = stress_and_report(
+        StressOptions(
+            None,
+            out,
+            progress=False,
+            target=smoke_server.url,
+            served_model_name="tiny",
+            timeout_s=30.0,
+            bench=BenchFlags(
+                model="tiny-llama", dataset_name="sharegpt", dataset_path=str(dataset), request_rate=40.0, num_prompts=8
+            ),
+        )
+    )
     assert not outcome.failed
     result = load_result(out / "result.json")
     records = result.records()
@@ -91,14 +117,26 @@ def test_stress_target_plans_from_the_servers_settings(smoke_server: ServeProces
     from kvplan.stress.bench_flags import BenchFlags
 
     out = tmp_path / "out"
-    outcome = stress_and_report(StressOptions(None, out, progress=False, target=smoke_server.url, served_model_name="tiny",
-                                              timeout_s=30.0, gpu="h100", bench=BenchFlags(
-                                                  model="tiny-llama", random_input_len=48, random_output_len=6,
-                                                  num_prompts=6, max_concurrency=3)))
+    outcome = stress_and_report(
+        StressOptions(
+            None,
+            out,
+            progress=False,
+            target=smoke_server.url,
+            served_model_name="tiny",
+            timeout_s=30.0,
+            gpu="h100",
+            bench=BenchFlags(
+                model="tiny-llama", random_input_len=48, random_output_len=6, num_prompts=6, max_concurrency=3
+            ),
+        )
+    )
     assert not outcome.failed
     result = load_result(out / "result.json")
     server = load_scenario(SMOKE).engine
-    assert result.prediction["num_gpu_blocks"] == result.metrics["num_gpu_blocks"] == load_scenario(SMOKE).num_gpu_blocks()
+    assert (
+        result.prediction["num_gpu_blocks"] == result.metrics["num_gpu_blocks"] == load_scenario(SMOKE).num_gpu_blocks()
+    )
     assert result.scenario["engine"]["max_model_len"] == server.max_model_len
     assert any(n.startswith("server set up differently:") and "max_model_len 1024" in n for n in result.notes)
     assert not any("the server's pool has" in n for n in result.notes)  # planned with it: no mismatch left

@@ -38,8 +38,24 @@ def transformers_server(model_dir: Path, tmp_path_factory: pytest.TempPathFactor
     exe = Path(sys.executable).with_name("transformers")
     log = (tmp_path_factory.mktemp("tserve") / "log.txt").open("w")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([str(exe), "serve", str(model_dir), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu",
-                             "--log-level", "warning"], stdout=log, stderr=subprocess.STDOUT, env=env)
+    proc = subprocess.Popen(
+        [
+            str(exe),
+            "serve",
+            str(model_dir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--device",
+            "cpu",
+            "--log-level",
+            "warning",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
@@ -85,7 +101,9 @@ def test_every_request_completes_with_the_servers_counts(transformers_server: st
     info_ = result.server_info
     assert info_["token_id_prompts"] is False and info_["ignore_eos"] is False  # it takes neither: none sent
     for r in records:  # the server's own prompt count, per request, within 5% of the scenario's
-        assert r.server_input_tokens is not None and abs(r.server_input_tokens - r.prompt_tokens) <= 0.05 * r.prompt_tokens
+        assert (
+            r.server_input_tokens is not None and abs(r.server_input_tokens - r.prompt_tokens) <= 0.05 * r.prompt_tokens
+        )
         assert r.server_output_tokens == r.output_tokens
     total = sum(r.prompt_tokens for r in records)
     assert abs(info_["server_input_tokens"] - total) <= 0.05 * total
@@ -93,8 +111,20 @@ def test_every_request_completes_with_the_servers_counts(transformers_server: st
 
 def test_a_model_the_server_does_not_serve_exits_2(transformers_server: str, tmp_path: Path, capsys) -> None:
     with pytest.raises(SystemExit) as info:
-        main(["stress", "-s", str(_scenario(tmp_path)), "--target", transformers_server, "--served-model-name", "no-such",
-              "--out", str(tmp_path / "run"), "--no-progress"])
+        main(
+            [
+                "stress",
+                "-s",
+                str(_scenario(tmp_path)),
+                "--target",
+                transformers_server,
+                "--served-model-name",
+                "no-such",
+                "--out",
+                str(tmp_path / "run"),
+                "--no-progress",
+            ]
+        )
     _, err = capsys.readouterr()
     assert info.value.code == 2 and err.count("\n") == 1 and "'no-such'" in err
     assert not (tmp_path / "run").exists()
