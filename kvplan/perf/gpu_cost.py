@@ -211,8 +211,7 @@ class GpuStepModel:
         dense = max(0.0, layers_bytes - expert_bytes) + head
         kv = KvLayout.of(spec, kv_cache_dtype, 16, tp).bytes_per_token_per_gpu()
         heads = spec.num_attention_heads
-        attending = ("full", "sliding", "chunked", "mla", "cross", "shared")
-        attn_layers = sum(1 for ln in spec.layers if ln.kind in attending)
+        attn_layers = sum(1 for ln in spec.layers if ln.attends)
         allreduces = (2 * spec.num_layers - (n_moe if dp > 1 else 0)) if tp > 1 else 0
         # QK^T and PV: 2 FLOPs per multiply-add each; MLA attends in the 576-wide latent (512 for PV)
         per_head = (576 + 512) if spec.is_mla else 2 * spec.head_dim

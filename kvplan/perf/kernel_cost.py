@@ -55,7 +55,6 @@ from kvplan.spec.model import ModelSpec
 # (a prefill chunk) runs its kernels eagerly. The default max_num_seqs (>= 256) makes that 512.
 CUDAGRAPH_MAX_TOKENS = oh.MAX_CUDAGRAPH_CAPTURE_TOKENS
 STANDARD_ATTENTION = ("full", "sliding", "chunked")  # q/k/v/o of head_dim: the measured attention tables' layout
-ATTENTION_KINDS = STANDARD_ATTENTION + ("mla", "cross", "shared")  # layers that attend (MLA: the roofline)
 # kernels vLLM runs outside the timed ops (counts read off its decoder layers; see `untimed_kernels`)
 UNTIMED_PER_LAYER = 4
 UNTIMED_PER_MOE_LAYER = 8
@@ -275,8 +274,9 @@ class KernelStepModel:
         most their window (chunk) of each request's tokens; None: the whole context."""
         counts: dict[float | None, int] = {}
         for x in self.spec.layers:
-            if x.kind in ATTENTION_KINDS:
-                w = float(x.window_tokens) if x.kind in ("sliding", "chunked") and x.window_tokens else None
+            if x.attends:
+                span = x.attention.span if x.attention is not None else None
+                w = float(span) if span else None
                 counts[w] = counts.get(w, 0) + 1
         return [(n, w) for w, n in counts.items()]
 

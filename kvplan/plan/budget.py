@@ -216,7 +216,7 @@ def _log_lines(
     formulas changed across vLLM versions."""
     mml, num_blocks = batch.max_model_len, bind.num_blocks
     per_req = sum(g.count * g.blocks_per_request(mml, batch.max_num_batched_tokens) for g in bind.groups)
-    if any(g.kind == "compressed" for g in bind.groups):
+    if any(g.cache is not None and not g.cache.pool_modelled for g in bind.groups):
         # DeepSeek-V4 (pool layout not modelled): the budget over one request's paged bytes
         need = sum(g.blocks_per_request(mml, batch.max_num_batched_tokens) * g.page_bytes for g in bind.groups)
         max_conc = bind.available_kv_cache_bytes / need if need else 0.0

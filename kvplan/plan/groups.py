@@ -6,10 +6,12 @@ Pure Python: `kvplan estimate` imports it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import ceil
 
-from kvplan.plan.kv import Tokens, bytes_per_block, compressed_bytes, has_paged_cache, kept_tokens, state_page_bytes
+from kvplan.plan.kv import bytes_per_block, state_page_bytes
+from kvplan.spec.cache import CacheKind
+from kvplan.spec.cache.kind import Tokens
 from kvplan.spec.model import ModelSpec
 
 HYBRID_GROUP_RATIO = 1.5  # vLLM's hybrid grouping: group_size = max layer count when max < 1.5 x min
@@ -28,25 +30,13 @@ class KvGroup:
     block_size: int  # tokens per block (scaled up when page sizes are unified; state: mamba_block_size)
     page_bytes: int  # one block of one layer
     copies: int = 1  # state: pages per request (2 in prefix caching's "align" mode)
+    cache: CacheKind | None = field(default=None, compare=False)  # one layer's cache of this type
 
     def blocks_per_request(self, max_model_len: Tokens, max_num_batched_tokens: int) -> Tokens:
         """vLLM's `KVCacheSpec.max_memory_usage_bytes / page_size` for one request; `max_model_len`
         may be a numpy array (the sweep)."""
-        if self.kind == "state":  # MambaSpec: (1 + speculative blocks), or 2 + ... in "align" mode
-            return max_model_len * 0 + self.copies
-        if self.kind == "compressed":  # DeepSeek-V4: entries for every block of the request
-            return -(-max_model_len // self.block_size)
-        if self.kind == "cross":  # CrossAttentionSpec: the encoder's tokens
-            return max_model_len * 0 + -(-(self.window_tokens or 0) // self.block_size)
-        if self.kind == "chunked" and self.window_tokens:
-            # ChunkedLocalAttentionSpec: min(chunk + max_num_batched_tokens, max_model_len), no extra block
-            tokens = kept_tokens("sliding", self.window_tokens + 1, max_model_len, chunk=max_num_batched_tokens)
-            return -(-tokens // self.block_size)
-        tokens = kept_tokens(self.kind, self.window_tokens, max_model_len, chunk=max_num_batched_tokens)
-        blocks = -(-tokens // self.block_size)  # integer ceil, also elementwise
-        # the window need not start on a block boundary: vLLM reserves one block more
-        return blocks + 1 if self.kind == "sliding" and self.window_tokens else blocks
-
+        assert self.cache is not None, "a group is made from a layer's cache"
+        return self.copies * self.cache.pool_blocks(max_model_len, max_num_batched_tokens, self.block_size)
 
 
 # --- grouping (vllm/v1/core/kv_cache_utils.py get_kv_cache_groups) -------------------------
@@ -75,36 +65,34 @@ def state_copies(spec: ModelSpec, mode: str | None, version: tuple[int, int, int
 
 
 def _layer_pages(spec: ModelSpec, layer_indices: list[int] | range, block_size: int, kv_cache_dtype: str,
-                 tp: int) -> tuple[dict[tuple[str, int | None], list[int]], dict[tuple[str, int | None], set[int]]]:
-    """Layers and page sizes per cache type; a Falcon-H1 layer is in an attention type and the state type."""
+                 tp: int) -> tuple[dict[tuple[str, int | None], list[int]], dict[tuple[str, int | None], set[int]],
+                                   dict[tuple[str, int | None], CacheKind]]:
+    """Layers, page sizes and one cache per cache type; a Falcon-H1 layer is in an attention type and
+    the state type."""
     kv_dtype = spec.kv_dtype(kv_cache_dtype)
     kinds: dict[tuple[str, int | None], list[int]] = {}
     pages: dict[tuple[str, int | None], set[int]] = {}
+    caches: dict[tuple[str, int | None], CacheKind] = {}
     for i in layer_indices:
         layer = spec.layers[i]
         for g in layer_cache_groups(spec, i, block_size, kv_cache_dtype, tp):
             key = (g.kind, g.window_tokens)
             kinds.setdefault(key, []).append(i)
             pages.setdefault(key, set()).add(g.page_bytes)
+            caches.setdefault(key, g.cache)  # type: ignore[arg-type]
         if layer.state is not None:
             kinds.setdefault(("state", None), []).append(i)
             pages.setdefault(("state", None), set()).add(state_page_bytes(spec, block_size, kv_dtype, tp))
-    return kinds, pages
+            caches.setdefault(("state", None), layer.state)
+    return kinds, pages, caches
 
 
 def layer_cache_groups(spec: ModelSpec, i: int, block_size: int, kv_cache_dtype: str, tp: int) -> list[KvGroup]:
     """The paged caches of layer `i`, one single-layer group each: its attention cache and, in
     DeepSeek-V4, its compressed cache (`window_tokens` = the ratio), whose blocks follow the request."""
-    layer = spec.layers[i]
-    if not has_paged_cache(layer):
-        return []
-    window = layer.window_tokens if layer.kind in ("sliding", "chunked", "cross") else None
-    page = bytes_per_block(spec, block_size, kv_cache_dtype, tp, 1, layer_indices=[i])
-    compressed = compressed_bytes(layer, block_size, block_size)
-    out = [KvGroup(layer.kind, window, 1, 1, block_size, page - compressed)]
-    if compressed:
-        out.append(KvGroup("compressed", layer.compress_ratio, 1, 1, block_size, compressed))
-    return out
+    kv_dtype = spec.kv_dtype(kv_cache_dtype)
+    return [KvGroup(c.kind, c.window, 1, 1, block_size, c.page_bytes(block_size, kv_dtype, tp), cache=c)
+            for c in spec.layers[i].paged]
 
 
 def kv_groups(spec: ModelSpec, layer_indices: list[int] | range, block_size: int, kv_cache_dtype: str,
@@ -112,14 +100,14 @@ def kv_groups(spec: ModelSpec, layer_indices: list[int] | range, block_size: int
     """(group types, group_size, block_bytes) for the layers of one stage; `block_size` is the
     unified one (`unified_block_size`) for hybrid state models."""
     state = state or StateLayout(block_tokens=block_size)
-    kinds, pages = _layer_pages(spec, layer_indices, block_size, kv_cache_dtype, tp)
+    kinds, pages, caches = _layer_pages(spec, layer_indices, block_size, kv_cache_dtype, tp)
     if not kinds:
         return (), 0, 0
 
     def group(key: tuple[str, int | None], count: int, layers: int, tokens: int, page: int) -> KvGroup:
         if key[0] == "state":
-            return KvGroup("state", None, count, layers, state.block_tokens or tokens, page, state.copies)
-        return KvGroup(key[0], key[1], count, layers, tokens, page)
+            return KvGroup("state", None, count, layers, state.block_tokens or tokens, page, state.copies, caches[key])
+        return KvGroup(key[0], key[1], count, layers, tokens, page, cache=caches[key])
 
     if len(kinds) == 1:
         (key, idx), = kinds.items()
@@ -128,7 +116,7 @@ def kv_groups(spec: ModelSpec, layer_indices: list[int] | range, block_size: int
             return (group(key, 1, len(idx), block_size, page),), len(idx), page * len(idx)
         total = bytes_per_block(spec, block_size, kv_cache_dtype, tp, 1, layer_indices=idx)  # UniformTypeKVCacheSpecs
         return (group(key, 1, len(idx), block_size, total),), 1, total
-    if any(kind == "compressed" for kind, _ in kinds):
+    if not all(c.pool_modelled for c in caches.values()):
         # DeepSeek-V4: vLLM's pool layout is not modelled; each cache type one group of its layers'
         # pages, a "block" one block in every cache (capacity is counted in bytes: budget._log_lines)
         def page_sum(key: tuple[str, int | None], idx: list[int]) -> int:

@@ -32,38 +32,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from math import ceil
-from typing import TypeVar
 
 from kvplan.errors import KvplanError
-from kvplan.spec.dtypes import FP8_DS_MLA_BYTES_PER_TOKEN, KvDtype
-from kvplan.spec.layers import PER_TOKEN_KINDS
-from kvplan.spec.model import LayerAttention, ModelSpec
+from kvplan.spec.cache import SPARSE_MLA_BLOCK_SIZE
+from kvplan.spec.dtypes import KvDtype
+from kvplan.spec.layer import Layer
+from kvplan.spec.model import ModelSpec
 
 DEFAULT_BLOCK_SIZE = 16
 KERNEL_BLOCK_ALIGNMENT = 16  # FlashAttention / FlashInfer: attention block sizes are multiples of 16
 MLA_KERNEL_BLOCK_ALIGNMENT = 64  # MLA backends (CUTLASS MLA: 128)
-SPARSE_MLA_BLOCK_SIZE = 64  # vllm/platforms/cuda.py: "Forcing kv cache block size to 64 for FlashMLASparse backend"
-
-Tokens = TypeVar("Tokens")  # an int, or a numpy integer array (the vectorised sweep)
-
-
-def kept_tokens(kind: str, window: int | None, tokens: Tokens, *, chunk: int = 1) -> Tokens:
-    """Tokens of a `tokens`-long request that one layer of `kind` holds at once.
-
-    A sliding layer keeps at most its `window` (older tokens left it and their blocks are freed);
-    vLLM sizes its pool for `window - 1 + chunk` because a prefill chunk of `chunk` new tokens is
-    written before the tokens that slide out are dropped. A chunked-local layer keeps at most its
-    current chunk (`window` = chunk size) the same way; a cross-attention layer keeps its
-    `window` encoder tokens. Every other kind keeps all tokens.
-    Works elementwise on numpy arrays, without importing numpy (the planner stays pure Python).
-    """
-    if kind == "cross":
-        return tokens * 0 + (window or 0)  # the encoder's tokens, whatever the text length
-    if kind not in ("sliding", "chunked") or not window:
-        return tokens
-    cap = window - 1 + chunk
-    return tokens.clip(max=cap) if hasattr(tokens, "clip") else min(tokens, cap)
-
 
 def blocks_in_budget(budget_bytes: int, bytes_per_block: int) -> int:
     """Whole blocks that fit in `budget_bytes` (floor; 0 for a negative budget or an empty block)."""
@@ -87,50 +65,17 @@ def largest_fitting(lo: int, hi: int, fits: Callable[[int], bool]) -> int:
     return lo
 
 
-def kv_heads_per_rank(layer: LayerAttention, tp: int) -> int:
-    """vLLM `get_num_kv_heads`: split across TP, replicated when tp > heads; MLA: 1 on every rank."""
-    if layer.kind == "mla":
-        return 1
-    return max(1, layer.num_kv_heads // tp)
+def layer_bytes_per_token(layer: Layer, kv_dtype: KvDtype, tp: int = 1) -> int:
+    """Bytes one cached entry costs in the layer's attention cache on one TP rank (K and V, per-token
+    scales, a sparse index); a cross-attention layer's entries are encoder tokens; 0 without one."""
+    att = layer.attention
+    return att.entry_bytes(kv_dtype, tp) if att is not None else 0
 
 
-def layer_bytes_per_token(layer: LayerAttention, kv_dtype: KvDtype, tp: int = 1) -> int:
-    """Bytes one cached token costs in one layer on one TP rank (K and V, plus per-token scales);
-    a cross-attention layer's tokens are encoder tokens; layers without a cache of their own cost 0."""
-    if layer.kind not in PER_TOKEN_KINDS and layer.kind != "cross":
-        return 0
-    if layer.entry_bytes:
-        return layer.entry_bytes  # DeepSeek-V4: one fixed-layout K = V entry per token, on every rank
-    if kv_dtype.name == "fp8_ds_mla":
-        if layer.kind != "mla":
-            raise KvplanError(
-                f"--kv-cache-dtype fp8_ds_mla applies to sparse MLA layers only, not {layer.kind} attention"
-            )
-        return FP8_DS_MLA_BYTES_PER_TOKEN + layer.indexer_bytes_per_token  # one latent + indexer K, every rank
-    k = kv_dtype.bytes_for(layer.head_dim_k) + kv_dtype.scale_bytes_per_token_head
-    v = kv_dtype.bytes_for(layer.head_dim_v) + kv_dtype.scale_bytes_per_token_head if layer.head_dim_v else 0
-    per_rank = kv_heads_per_rank(layer, tp) * (k + v) + layer.indexer_bytes_per_token
-    if layer.index_key_dim:  # MiniMax-M3's index key, one per token on every rank
-        per_rank += kv_dtype.bytes_for(layer.index_key_dim) + kv_dtype.scale_bytes_per_token_head
-    return per_rank
-
-
-def compressed_bytes(layer: LayerAttention, tokens: int, block_size: int, *, paged: bool = True) -> int:
-    """One request's compressed cache in one layer (DeepSeek-V4: an entry per `compress_ratio` tokens,
-    on every rank): paged, the entries of the request's `block_size`-token blocks; else the entries made."""
-    r = layer.compress_ratio
-    if not r or tokens <= 0:
-        return 0
-    if not paged:
-        return tokens // r * layer.compressed_entry_bytes
-    return -(-tokens // block_size) * -(-block_size // r) * layer.compressed_entry_bytes
-
-
-def compressed_bytes_per_token(layers: list[LayerAttention] | tuple[LayerAttention, ...]) -> int:
-    """What the compressed caches of `layers` grow by per token, rounded up to a whole byte."""
-    per_token = sum((Fraction(layer.compressed_entry_bytes, layer.compress_ratio) for layer in layers
-                     if layer.compress_ratio), Fraction(0))
-    return ceil(per_token)
+def token_bytes(layers: list[Layer] | tuple[Layer, ...], kv_dtype: KvDtype, tp: int) -> int:
+    """What one more text token adds to `layers`' caches on one rank, no window cap, rounded up to a
+    whole byte (a compressed cache grows by an entry per several tokens)."""
+    return ceil(sum((c.token_bytes(kv_dtype, tp) for layer in layers for c in layer.caches), Fraction(0)))
 
 
 def pp_layer_range(num_layers: int, pp: int, pp_rank: int) -> range:
@@ -183,25 +128,13 @@ def bytes_per_block(spec: ModelSpec, block_size: int = DEFAULT_BLOCK_SIZE, kv_ca
     return sum(_block_bytes(spec.layers[i], block_size, kv_dtype, tp) for i in layer_indices)
 
 
-def _block_bytes(layer: LayerAttention, block_size: int, kv_dtype: KvDtype, tp: int) -> int:
-    """One block of one layer: its page, and the compressed entries of those tokens (DeepSeek-V4)."""
-    return block_size * layer_bytes_per_token(layer, kv_dtype, tp) + compressed_bytes(layer, block_size, block_size)
-
-
-def layer_blocks(layer: LayerAttention, tokens: int, block_size: int) -> int:
-    """Blocks one request of `tokens` holds in one layer (paged, window-capped; cross: its encoder tokens)."""
-    if not has_paged_cache(layer) or tokens <= 0:
-        return 0
-    return ceil(kept_tokens(layer.kind, layer.window_tokens, tokens) / block_size)
-
-
-def has_paged_cache(layer: LayerAttention) -> bool:
-    """Whether the layer has a paged cache of its own (per-token or cross-attention)."""
-    return layer.kind in PER_TOKEN_KINDS or layer.kind == "cross"
+def _block_bytes(layer: Layer, block_size: int, kv_dtype: KvDtype, tp: int) -> int:
+    """One block of one layer: a page of each of its paged caches."""
+    return sum(c.page_bytes(block_size, kv_dtype, tp) for c in layer.paged)
 
 
 # --- fixed per-request state (Mamba / Gated-DeltaNet) -----------------------------------------------
-def state_bytes(layer: LayerAttention, model_dtype: str, tp: int = 1) -> int:
+def state_bytes(layer: Layer, model_dtype: str, tp: int = 1) -> int:
     """One request's recurrent state in one layer on one TP rank, unpadded (vLLM MambaSpec page)."""
     return layer.state.bytes_per_request(model_dtype, tp) if layer.state is not None else 0
 
@@ -218,9 +151,9 @@ def unified_block_size(spec: ModelSpec, block_size: int, kv_dtype: KvDtype, tp: 
     DeepSeek-V3.2's sparse MLA always runs 64-token blocks (FlashMLASparse)."""
     if spec.has_sparse_indexer:
         return SPARSE_MLA_BLOCK_SIZE
-    ratio = max((layer.compress_ratio for layer in spec.layers), default=0)
-    if ratio:  # DeepSeek-V4: whole compressed entries per block (an assumption: spec.warnings says so)
-        return ratio * -(-block_size // ratio)
+    multiple = max((c.block_multiple for layer in spec.layers for c in layer.caches), default=1)
+    if multiple > 1:  # DeepSeek-V4: whole compressed entries per block (an assumption: spec.warnings says so)
+        return multiple * -(-block_size // multiple)
     attn_1 = attention_bytes_per_token(spec, kv_dtype, tp)
     state = max((state_bytes(layer, spec.dtype, tp) for layer in spec.layers), default=0)
     if not attn_1 or not state:
@@ -274,7 +207,7 @@ class KvLayout:
         return max(sum(state_bytes(layer, self.spec.dtype, self.tp) for layer in self.stage_layers(r))
                    for r in range(self.pp))
 
-    def _state_charged(self, layers: list[LayerAttention], tp: int) -> int:
+    def _state_charged(self, layers: list[Layer], tp: int) -> int:
         """What vLLM reserves for one request's state in `layers`: padded pages x copies."""
         n_state = sum(1 for layer in layers if layer.state is not None)
         if not n_state:
@@ -282,36 +215,27 @@ class KvLayout:
         return self.state_copies * n_state * state_page_bytes(self.spec, self.block_size, self.kv_dtype, tp)
 
     # --- per token -------------------------------------------------------------------------
-    def stage_layers(self, pp_rank: int) -> list[LayerAttention]:
+    def stage_layers(self, pp_rank: int) -> list[Layer]:
         return [self.spec.layers[i] for i in pp_layer_range(self.spec.num_layers, self.pp, pp_rank)]
-
-    def _token_bytes(self, layer: LayerAttention, tp: int) -> int:
-        """Per-token KV of one layer (cross-attention and state layers hold none per text token)."""
-        return layer_bytes_per_token(layer, self.kv_dtype, tp) if layer.kind in PER_TOKEN_KINDS else 0
 
     def bytes_per_token_per_gpu(self) -> int:
         """Per GPU: busiest stage, one TP rank, every layer holding the token (no window cap)."""
-        return max(
-            sum(self._token_bytes(ln, self.tp) for ln in self.stage_layers(r))
-            + compressed_bytes_per_token(self.stage_layers(r))
-            for r in range(self.pp)
-        )
+        return max(token_bytes(self.stage_layers(r), self.kv_dtype, self.tp) for r in range(self.pp))
 
     def bytes_per_token(self) -> int:
         """Whole model: one replica of every layer's cache (the same at any TP and PP)."""
-        return sum(self._token_bytes(ln, 1) for ln in self.spec.layers) + compressed_bytes_per_token(self.spec.layers)
+        return token_bytes(self.spec.layers, self.kv_dtype, 1)
 
     def bytes_per_token_all_gpus(self) -> int:
         """All GPUs together: every TP rank of every stage, replicated heads and MLA latents included."""
-        return self.tp * (sum(self._token_bytes(ln, self.tp) for ln in self.spec.layers)
-                          + compressed_bytes_per_token(self.spec.layers))
+        return self.tp * token_bytes(self.spec.layers, self.kv_dtype, self.tp)
 
     def bytes_per_block(self) -> int:
         """One block on the busiest GPU (see `bytes_per_block`)."""
         return bytes_per_block(self.spec, self.block_size, self.kv_dtype.name, self.tp, self.pp)
 
     # --- per request -----------------------------------------------------------------------
-    def _layers_bytes(self, layers: list[LayerAttention], tokens: int, paged: bool, tp: int) -> int:
+    def _layers_bytes(self, layers: list[Layer], tokens: int, paged: bool, tp: int) -> int:
         """KV of one request in `layers` plus its fixed state (paged: vLLM's padded state pages;
         exact: the bare state)."""
         if paged:
@@ -319,12 +243,8 @@ class KvLayout:
         else:
             total = self.state_copies * sum(state_bytes(layer, self.spec.dtype, tp) for layer in layers)
         for layer in layers:
-            per_token = layer_bytes_per_token(layer, self.kv_dtype, tp)
-            if paged:
-                total += layer_blocks(layer, tokens, self.block_size) * self.block_size * per_token
-            else:
-                total += kept_tokens(layer.kind, layer.window_tokens, tokens) * per_token
-            total += compressed_bytes(layer, tokens, self.block_size, paged=paged)
+            for cache in layer.paged:
+                total += cache.request_bytes(tokens, self.block_size, self.kv_dtype, tp, paged=paged)
         return total
 
     def request_bytes(self, tokens: int, *, paged: bool = True) -> int:
@@ -346,16 +266,14 @@ class KvLayout:
         return self.request_bytes(max_model_len, paged=True)
 
     # --- per batch -------------------------------------------------------------------------
-    def _prefix_saving(self, layers: list[LayerAttention], tokens: int, concurrency: int, prefix_tokens: int,
+    def _prefix_saving(self, layers: list[Layer], tokens: int, concurrency: int, prefix_tokens: int,
                        tp: int) -> int:
         if prefix_tokens <= 0 or concurrency <= 1:
             return 0
         shared_blocks = min(prefix_tokens, tokens) // self.block_size
-        saved = 0
-        for layer in layers:
-            if layer.kind not in PER_TOKEN_KINDS or kept_tokens(layer.kind, layer.window_tokens, tokens) < tokens:
-                continue  # a window that already slid has dropped the prefix blocks
-            saved += shared_blocks * self.block_size * layer_bytes_per_token(layer, self.kv_dtype, tp)
+        # a window that already slid has dropped the prefix blocks; fixed caches share nothing
+        saved = sum(shared_blocks * self.block_size * c.entry_bytes(self.kv_dtype, tp)
+                    for layer in layers for c in layer.paged if c.shares_prefix(tokens))
         return (concurrency - 1) * saved
 
     def shared_prefix_saving_bytes(self, tokens: int, concurrency: int, prefix_tokens: int) -> int:

@@ -7,22 +7,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from kvplan.plan.estimate import Estimate, Fit
-from kvplan.plan.kv import (
-    KvLayout,
-    compressed_bytes,
-    has_paged_cache,
-    kept_tokens,
-    kv_heads_per_rank,
-    layer_blocks,
-    layer_bytes_per_token,
-    pp_layer_range,
-    state_bytes,
-    state_page_bytes,
-)
+from kvplan.plan.kv import KvLayout, layer_bytes_per_token, pp_layer_range, state_bytes, state_page_bytes
 from kvplan.report.capacity_view import render_capacity
 from kvplan.spec.encoder_params import encoder_family
-from kvplan.spec.layers import PER_TOKEN_KINDS
-from kvplan.spec.model import LayerAttention
+from kvplan.spec.layer import Layer
 from kvplan.units import fmt_bytes
 
 
@@ -30,130 +18,52 @@ def _b(n: int) -> str:
     return f"{fmt_bytes(n)}  ({n:,} B)"
 
 
-def _state_lines(est: Estimate) -> list[str]:
-    """One line per kind of state layer: its fixed bytes per request (vLLM's MambaSpec)."""
-    counts: dict[object, int] = {}
-    for layer in est.spec.layers:
-        if layer.state is not None:
-            counts[layer.state] = counts.get(layer.state, 0) + 1
-    return [f"{n} {st.kind} state layers: no KV per token; a fixed {st.bytes_per_request(est.spec.dtype):,} B "  # type: ignore[attr-defined]
-            "(conv + recurrent state) per request each, however long" for st, n in counts.items()]
-
-
 def _window_lines(est: Estimate) -> list[str]:
-    """One line per attention kind: how many tokens each layer keeps for this request."""
-    groups: dict[tuple[str, int | None], int] = {}
+    """One line per kind of cache: what each layer of it keeps for this request (the kind describes itself)."""
+    groups: dict[tuple[str, str, int | None], list] = {}
+    shared = 0
     for layer in est.spec.layers:
-        groups[(layer.kind, layer.window_tokens)] = groups.get((layer.kind, layer.window_tokens), 0) + 1
-    lines = []
-    L = est.ctx_tokens
-    for (kind, window), count in groups.items():
-        if kind == "none":
-            continue
-        if kind == "chunked":
-            lines.append(f"{count} chunked-local layers (chunk {window:,}): keep at most their current chunk, "
-                         f"min({L:,}, {window:,}) = {kept_tokens(kind, window, L):,} tokens")
-        elif kind == "cross":
-            lines.append(
-                f"{count} cross-attention layers: {window:,} encoder tokens per request, whatever the text length"
-            )
-        elif kind == "shared":
-            lines.append(f"{count} KV-shared layers: read an earlier layer's K/V and hold none")
-        elif kind == "sliding":
-            lines.append(
-                f"{count} sliding layers (window {window:,}): keep min({L:,}, {window:,}) = "
-                f"{kept_tokens(kind, window, L):,} tokens"
-                + (
-                    " in the window, and every compressed entry"
-                    if any(x.compress_ratio for x in est.spec.layers)
-                    else ""
-                )
-            )
-        elif kind == "mla":
-            lines.append(
-                f"{count} MLA layers: one {est.spec.layers[0].head_dim_k}-element latent per token "
-                "(no separate V; the same latent on every TP rank)"
-                + (
-                    f", plus the sparse-attention indexer's {est.spec.layers[0].indexer_bytes_per_token}-byte K "
-                    "per token"
-                    if est.spec.has_sparse_indexer
-                    else ""
-                )
-            )
-        else:
-            lines.append(f"{count} {kind}-attention layers: keep all {L:,} tokens")
-    return lines + _state_lines(est)
+        if layer.kind == "shared":
+            shared += 1
+        for cache in layer.caches:
+            key = (type(cache).__name__, cache.kind if cache.kind != "state" else repr(cache), cache.window)
+            groups.setdefault(key, [cache, 0])[1] += 1
+    lines = [cache.describe(count, est.ctx_tokens, est.spec.dtype) for cache, count in groups.values()
+             if cache.kind != "state"]
+    if shared:
+        lines.append(f"{shared} KV-shared layers: read an earlier layer's K/V and hold none")
+    return lines + [cache.describe(count, est.ctx_tokens, est.spec.dtype) for cache, count in groups.values()
+                    if cache.kind == "state"]
 
 
-def _stage_layers(lay: KvLayout) -> list[LayerAttention]:
+def _stage_layers(lay: KvLayout) -> list[Layer]:
     """The layers of the busiest pipeline stage (what one GPU holds)."""
     stages = [[lay.spec.layers[i] for i in pp_layer_range(lay.spec.num_layers, lay.pp, r)] for r in range(lay.pp)]
     return max(stages, key=lambda ls: sum(layer_bytes_per_token(x, lay.kv_dtype, lay.tp) for x in ls))
 
 
-def _elements(layer: LayerAttention, lay: KvLayout) -> str:
-    """Bytes of one cached vector, as a product: '128 × 2 B', '(128 × 0.5 B + 2 B scale)'."""
-    d = lay.kv_dtype
-    index = f" + {layer.indexer_bytes_per_token} B indexer K" if layer.indexer_bytes_per_token else ""
-    if d.name == "fp8_ds_mla":  # FlashMLA's fixed layout: 512 fp8 + 4 fp32 scales + 64 bf16 RoPE values
-        return f"(656 B fp8_ds_mla{index})"
-    text = f"{layer.head_dim_k} × {d.bits / 8:g} B"
-    if index:
-        return f"({text}{index})"
-    return f"({text} + {d.scale_bytes_per_token_head} B scale)" if d.scale_bytes_per_token_head else text
-
-
-def _heads(layer: LayerAttention, tp: int) -> str:
-    if layer.kind == "mla":
-        return "1 latent" + (f" (replicated on each of {tp} TP ranks)" if tp > 1 else "")
-    h = kv_heads_per_rank(layer, tp)
-    if tp == 1:
-        return f"{h} KV heads"
-    if tp > layer.num_kv_heads:
-        return f"{h} KV head (replicated: tp {tp} > {layer.num_kv_heads} KV heads)"
-    return f"{h} KV heads ({layer.num_kv_heads} / tp {tp})"
-
-
-def _per_token_how(layers: list[LayerAttention], lay: KvLayout, tp: int) -> str:
+def _per_token_how(layers: list[Layer], lay: KvLayout, tp: int) -> str:
     """'2 (K, V) × 32 layers × 8 KV heads × 128 × 2 B', one term per kind of layer."""
     terms: dict[str, int] = {}
     for layer in layers:
-        if layer.kind not in PER_TOKEN_KINDS:
-            continue
-        if layer.entry_bytes:  # DeepSeek-V4: a fixed fp8 entry in the window, compressed entries beside it
-            key = (
-                "{n} layers × "
-                + f"{layer.entry_bytes} B fp8 entry"
-                + (
-                    f" + 1 × {layer.compressed_entry_bytes} B per {layer.compress_ratio} tokens"
-                    if layer.compress_ratio
-                    else ""
-                )
-            )
-        elif layer.kind == "mla" or layer.head_dim_v == layer.head_dim_k:
-            key = (
-                ("" if layer.kind == "mla" else "2 (K, V) × ")
-                + "{n} layers × "
-                + f"{_heads(layer, tp)} × {_elements(layer, lay)}"
-            )
-        else:
-            key = (
-                "{n} layers × "
-                + f"{_heads(layer, tp)} × ({layer.head_dim_k} + {layer.head_dim_v}) × {lay.kv_dtype.bits / 8:g} B"
-            )
-        terms[key] = terms.get(key, 0) + 1
+        key = layer.how(tp, lay.kv_dtype)
+        if key and any(c.per_token for c in layer.paged):
+            terms[key] = terms.get(key, 0) + 1
     return " + ".join(k.format(n=n) for k, n in terms.items()) or "no layer caches tokens (attention-free)"
 
 
-def _request_how(layers: list[LayerAttention], lay: KvLayout, tokens: int, tp: int) -> str:
+def _request_how(layers: list[Layer], lay: KvLayout, tokens: int, tp: int) -> str:
     """'256 blocks (4,096/16 rounded up) × 16 tokens × 32 layers × 4,096 B', window-capped per kind."""
     bs = lay.block_size
     groups: dict[tuple[str, int, int], int] = {}
+    compressed = 0
     for layer in layers:
-        if not has_paged_cache(layer):
-            continue
-        key = (layer.kind, layer_blocks(layer, tokens, bs), layer_bytes_per_token(layer, lay.kv_dtype, tp))
-        groups[key] = groups.get(key, 0) + 1
+        for cache in layer.paged:
+            if not cache.attention:  # a compressed cache beside the window
+                compressed += cache.request_bytes(tokens, bs, lay.kv_dtype, tp)
+                continue
+            key = (cache.kind, cache.request_blocks(tokens, bs), cache.entry_bytes(lay.kv_dtype, tp))
+            groups[key] = groups.get(key, 0) + 1
     n_state = sum(1 for layer in layers if layer.state is not None)
     state = (
         (
@@ -163,7 +73,6 @@ def _request_how(layers: list[LayerAttention], lay: KvLayout, tokens: int, tp: i
         if n_state
         else ""
     )
-    compressed = sum(compressed_bytes(layer, tokens, bs) for layer in layers)
     if compressed:
         state += f" + compressed caches {compressed:,} B ({-(-tokens // bs):,} blocks of entries per 4 or 128 tokens)"
     if not groups:

@@ -1,7 +1,9 @@
 """What a model and a GPU are, read from configs and catalogs; pure Python, never torch.
 
-Modules: model.py (`ModelSpec`), config_schema.py (the config.json schema), layers.py (what each
-decoder layer caches), state.py (recurrent state of Mamba / linear-attention layers), params.py
+Modules: model.py (`ModelSpec`), config_schema.py (the config.json schema), cache/ (one class per
+cache kind, each owning its bytes), layer.py (`Layer`: a layer's caches), layers.py (which cache
+each decoder layer holds, from the config), state.py (the recurrent state of Mamba / linear-attention
+layers from the config), params.py
 (exact parameter counts), mixer_params.py, encoder_params.py, gemma3n_params.py, gemma4_params.py,
 longcat_params.py (family-specific counts), quant.py (weight quantization), checkpoint_quant.py and
 modelopt_quant.py (a checkpoint's own scheme, ModelOpt's and its KV cache), quant_exclusions.py

@@ -1,16 +1,8 @@
-"""`LayerAttention` and the layer-layout rules: what each decoder layer caches, read from the
-layout keys of a config.json, as vLLM builds each layer's `KVCacheSpec`.
-
-Kinds (per-token cache):
-    full      every token (FullAttentionSpec)
-    sliding   the last `window_tokens` tokens (SlidingWindowSpec)
-    chunked   the current `window_tokens`-token chunk (ChunkedLocalAttentionSpec, Llama-4)
-    mla       one latent per token (MLAAttentionSpec)
-    cross     `window_tokens` encoder tokens per request, whatever the text length (CrossAttentionSpec)
-    shared    reads another layer's cache and holds none (Gemma-3n `num_kv_shared_layers`)
-    none      no attention cache (a Mamba / linear-attention mixer, or an MLP-only layer)
-A layer may also hold a fixed per-request `state` (MambaSpec): on its own (kind none) or beside its
-attention (Falcon-H1, whose layers run attention and Mamba2 in parallel; Zamba2's hybrid layers).
+"""The layer-layout rules: what each decoder layer caches (a `Layer` of cache kinds,
+kvplan.spec.layer and kvplan.spec.cache), read from the layout keys of a config.json, as vLLM builds
+each layer's `KVCacheSpec`. A layer may hold a fixed per-request state (MambaSpec) on its own or
+beside its attention (Falcon-H1, whose layers run attention and Mamba2 in parallel; Zamba2's hybrid
+layers); Gemma-3n's `num_kv_shared_layers` read another layer's cache and hold none.
 
 Layout keys read: `layer_types` (gpt-oss, Gemma 2/3/3n, Qwen3-Next/3.5 `linear_attention`,
 Granite-4.0-H/Bamba `mamba`, LFM2 `conv`, MiniMax `linear_attention`), `full_attn_idxs` (LFM2),
@@ -25,13 +17,13 @@ Mistral, Qwen2, Gemma 2/3 and Cohere2.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from kvplan.errors import ConfigError
+from kvplan.spec.cache import ChunkedLocal, CrossAttention, FullAttention, RecurrentState, SlidingWindow
 from kvplan.spec.gemma4_params import GEMMA4_TYPES, layer_geometry
+from kvplan.spec.layer import Layer
 from kvplan.spec.state import (
-    RecurrentState,
     gated_delta_net_state,
     linear_attention_state,
     mamba1_state,
@@ -39,9 +31,6 @@ from kvplan.spec.state import (
     short_conv_state,
 )
 
-AttentionKind = Literal["full", "sliding", "chunked", "mla", "cross", "shared", "none"]
-PER_TOKEN_KINDS = frozenset({"full", "sliding", "chunked", "mla"})  # cache grows with the request
-ATTENTION_KINDS = PER_TOKEN_KINDS | {"cross", "shared"}  # layers with attention weights
 MAMBA1_TYPES = {"mamba", "falcon_mamba"}  # attention-free Mamba v1 checkpoints
 MAMBA2_TYPES = {"mamba2"}  # attention-free Mamba2 checkpoints
 ATTENTION_FREE_TYPES = MAMBA1_TYPES | MAMBA2_TYPES
@@ -56,39 +45,6 @@ _LAYER_TYPE_WORDS = {
 }
 LFM2_TYPES = {"lfm2", "lfm2_moe"}
 MINIMAX_TYPES = {"minimax", "minimax_text_01", "minimax_m1"}  # lightning (linear) attention hybrids
-
-
-@dataclass(frozen=True)
-class LayerAttention:
-    """What one decoder layer caches (before tensor parallelism)."""
-
-    kind: AttentionKind
-    num_kv_heads: int  # heads whose K and V are cached; MLA: 1 (one latent vector); none/shared: 0
-    head_dim_k: int  # elements per K vector; MLA: kv_lora_rank + qk_rope_head_dim
-    head_dim_v: int  # elements per V vector; MLA: 0 (V is not cached separately)
-    window_tokens: int | None = None  # sliding: window; chunked: chunk; cross: encoder tokens per request
-    state: RecurrentState | None = None  # fixed bytes per request (Mamba / Gated-DeltaNet mixer)
-    # DeepSeek-V3.2 sparse-attention indexer: its own K cache beside the MLA latent, bytes per token
-    # (fp8 values + one fp32 scale per 128, stored as uint8 whatever --kv-cache-dtype says)
-    indexer_bytes_per_token: int = 0
-    # DeepSeek-V4: a fixed-layout fp8 entry per cached token (K = V, whatever --kv-cache-dtype says),
-    # and a compressed cache beside the window: one `compressed_entry_bytes` entry per
-    # `compress_ratio` tokens for the whole request (0: none)
-    entry_bytes: int = 0
-    compress_ratio: int = 0
-    compressed_entry_bytes: int = 0
-    # MiniMax-M3 sparse layers: an index key (and value) of this many elements per token beside K and V,
-    # in the KV cache dtype, on every TP rank
-    index_key_dim: int = 0
-
-    @property
-    def label(self) -> str:
-        """The layer's kind as reports count it: the state's kind for a pure mixer layer."""
-        if self.compress_ratio:
-            return f"{self.kind}+compressed/{self.compress_ratio}"
-        if self.state is None:
-            return "mlp" if self.kind == "none" else self.kind  # Nemotron-H MLP / MoE blocks
-        return self.state.kind if self.kind == "none" else f"{self.kind}+{self.state.kind}"
 
 
 def _window(cfg: dict[str, Any]) -> int | None:
@@ -280,30 +236,38 @@ def _state_for(word: str, cfg: dict[str, Any], head_dim: int, where: str) -> Rec
 
 
 def build_layers(cfg: dict[str, Any], outer: dict[str, Any], n_layers: int, kv_heads: int, head_dim: int,
-                 max_pos: int, where: str) -> tuple[LayerAttention, ...]:
-    """Every decoder layer's cache, in order (MLA handled by the caller)."""
+                 max_pos: int, where: str) -> tuple[Layer, ...]:
+    """Every decoder layer's caches, in order (MLA handled by the caller)."""
     words = layer_words(cfg, n_layers, max_pos, where)
     states = {w: _state_for(w, cfg, head_dim, where) for w in set(words)}  # one shape per family
     window, chunk = _window(cfg), cfg.get("attention_chunk_size")
     gemma4 = str(cfg.get("model_type", "")) in GEMMA4_TYPES  # full layers: global head dim and KV heads
-    layers = []
+    layers: list[Layer] = []
     for word in words:
         kind = word.split("+")[0]
         if (kind == "sliding" and not window) or (kind == "chunked" and not chunk):
             kind = "full"  # a layer type without its window attends to everything
+        state = states[word]
         if kind in ("mamba1", "mamba2", "gdn", "short_conv", "linear", "mlp"):
-            layers.append(LayerAttention("none", 0, 0, 0, state=states[word]))
+            layers.append(Layer.mixer(state) if state is not None else Layer.mlp_only())
             continue
-        span = {"sliding": window, "chunked": int(chunk) if chunk else None,
-                "cross": _encoder_tokens(outer, where) if kind == "cross" else None}.get(kind)
         heads, dim = (
             layer_geometry(cfg, len(layers), kind == "full", kv_heads, head_dim) if gemma4 else (kv_heads, head_dim)
         )
-        layers.append(LayerAttention(kind, heads, dim, dim, span, states[word]))  # type: ignore[arg-type]
+        if kind == "sliding":
+            att: FullAttention | SlidingWindow | ChunkedLocal | CrossAttention = SlidingWindow(
+                heads, dim, dim, window_tokens=int(window or 0))
+        elif kind == "chunked":
+            att = ChunkedLocal(heads, dim, dim, chunk_tokens=int(chunk or 0))
+        elif kind == "cross":
+            att = CrossAttention(heads, dim, dim, encoder_tokens=_encoder_tokens(outer, where))
+        else:
+            att = FullAttention(heads, dim, dim)
+        layers.append(Layer.of(att, state) if state is not None else Layer.of(att))
     shared = cfg.get("num_kv_shared_layers") or 0
     if isinstance(shared, int) and 0 < shared < n_layers:
         # Gemma-3n: the last `num_kv_shared_layers` layers reuse an earlier layer's K/V (vLLM gemma3n.py)
-        layers[n_layers - shared:] = [LayerAttention("shared", 0, 0, 0) for _ in range(shared)]
+        layers[n_layers - shared:] = [Layer.kv_shared() for _ in range(shared)]
     return tuple(layers)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from math import ceil
 from typing import Any
 
-from kvplan.spec.state import RecurrentState
+from kvplan.spec.cache.state import RecurrentState
 
 
 def _flag(cfg: dict[str, Any], *keys: str, default: bool = False) -> bool:
@@ -36,19 +36,19 @@ def state_mixer_params(cfg: dict[str, Any], state: RecurrentState, hidden: int) 
     bias_keys = ("mamba_proj_bias", "use_bias") + (("add_bias_linear",) if cfg.get("model_type") == "zamba2" else ())
     proj_bias = _flag(cfg, *bias_keys)
     conv_bias = _flag(cfg, "mamba_conv_bias", "use_conv_bias", default=True)
-    if state.kind == "gdn":
+    if state.mixer == "gdn":
         nv, dv = state.heads, state.head_dim
         nk_dk = (state.conv_channels - nv * dv) // 2
         in_proj = hidden * (2 * nk_dk + 2 * nv * dv) + hidden * 2 * nv
         return in_proj + state.conv_channels * state.conv_kernel + 2 * nv + dv + nv * dv * hidden
-    if state.kind == "mamba2":
+    if state.mixer == "mamba2":
         inner, heads, conv_dim = state.conv_channels, state.heads, state.conv_elements_total(1)
         in_out = hidden * (inner + conv_dim + heads) + inner * hidden
         conv = conv_dim * state.conv_kernel + (conv_dim if conv_bias else 0)
         # the gated RMSNorm over the inner width; Falcon-H1 has it only with mamba_rms_norm (default off)
         norm = inner if str(cfg.get("model_type", "")) != "falcon_h1" or cfg.get("mamba_rms_norm") else 0
         return in_out + conv + 3 * heads + norm + ((inner + conv_dim + heads + hidden) if proj_bias else 0)
-    if state.kind == "mamba1":
+    if state.mixer == "mamba1":
         inner, n, rank = state.conv_channels, state.state_size, _dt_rank(cfg, hidden)
         params = hidden * 2 * inner + inner * hidden + inner * (rank + 2 * n) + rank * inner + inner
         params += inner * state.conv_kernel + (inner if conv_bias else 0) + inner * n + inner
@@ -57,7 +57,7 @@ def state_mixer_params(cfg: dict[str, Any], state: RecurrentState, hidden: int) 
         if str(cfg.get("model_type", "")) == "jamba":
             params += rank + 2 * n  # dt, B and C layer norms
         return params
-    if state.kind == "kda":
+    if state.mixer == "kda":
         # Kimi-Linear KDA: q/k/v h x Hd, depthwise convs 3Hd x k, forget gate (dt_bias Hd, A_log H, f_a h x d,
         # f_b d x Hd), beta b_proj h x H, output gate (g_a h x d, g_b d x Hd), o_norm d, o_proj Hd x h
         heads, d = state.heads, state.head_dim
@@ -71,7 +71,7 @@ def state_mixer_params(cfg: dict[str, Any], state: RecurrentState, hidden: int) 
             + hidden * heads
             + d
         )
-    if state.kind == "short_conv":
+    if state.mixer == "short_conv":
         # LFM2 ShortConv: in_proj h x 3c (B, C, x gates), depthwise conv c x k, out_proj c x h (biases: conv_bias)
         c = state.conv_channels
         return (

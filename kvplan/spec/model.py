@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import ConfigError
+from kvplan.spec.cache import IndexedSparse, MlaLatent
 from kvplan.spec.checked_types import unchecked_type_warning
 from kvplan.spec.checkpoint_quant import weight_quant_from_config
 from kvplan.spec.config_keys import unread_keys_warning
@@ -30,23 +31,15 @@ from kvplan.spec.dtypes import (
 )
 from kvplan.spec.encoder_params import encoder_params
 from kvplan.spec.families import family_of
-from kvplan.spec.layers import (
-    ATTENTION_FREE_TYPES,
-    ATTENTION_KINDS,
-    PER_TOKEN_KINDS,
-    AttentionKind,
-    LayerAttention,
-    build_layers,
-    indexer_layers,
-    kda_layer_indexes,
-)
+from kvplan.spec.layer import Layer
+from kvplan.spec.layers import ATTENTION_FREE_TYPES, build_layers, indexer_layers, kda_layer_indexes
 from kvplan.spec.longcat_params import ATTENTIONS_PER_LAYER, LONGCAT_TYPES
 from kvplan.spec.params import ParamCount, count_params, moe_shape
 from kvplan.spec.quant import WeightQuant
 from kvplan.spec.state import kda_state
 from kvplan.validation import number_problem, short_repr
 
-__all__ = ["AttentionKind", "LayerAttention", "ModelSpec", "spec_from_config", "spec_from_path", "text_config"]
+__all__ = ["Layer", "ModelSpec", "spec_from_config", "spec_from_path", "text_config"]
 
 # Key aliases used by older architectures (GPT-2, Falcon, OPT, ...).
 _KEY_ALIASES: dict[str, tuple[str, ...]] = {
@@ -89,7 +82,7 @@ class ModelSpec:
     vocab_size: int
     max_position_embeddings: int  # DEFAULT_MAX_MODEL_LEN when the config names none (max_len_known False)
     dtype: str  # checkpoint dtype as served ("auto" resolves to this)
-    layers: tuple[LayerAttention, ...]
+    layers: tuple[Layer, ...]
     params: ParamCount
     quant: WeightQuant
     checkpoint_weights_bytes: int | None = None  # real bytes on disk when known
@@ -133,11 +126,11 @@ class ModelSpec:
 
     @property
     def is_mla(self) -> bool:
-        return any(layer.kind == "mla" for layer in self.layers)
+        return any(layer.kind == "mla" for layer in self.layers)  # the attention cache is a latent
 
     @property
     def attention_kinds(self) -> dict[str, int]:
-        """Layers per kind as reports count them (`LayerAttention.label`: mamba2, gdn, full+mamba2, ...)."""
+        """Layers per kind as reports count them (`Layer.label`: mamba2, gdn, full+mamba2, ...)."""
         counts: dict[str, int] = {}
         for layer in self.layers:
             counts[layer.label] = counts.get(layer.label, 0) + 1
@@ -146,7 +139,7 @@ class ModelSpec:
     def kv_dtype(self, kv_cache_dtype: str, model_dtype: str | None = None) -> KvDtype:
         """What `--kv-cache-dtype` caches for this model, served in `model_dtype` (default: its own):
         the one place `auto`, the checkpoint's KV quantization and sparse MLA are decided."""
-        if any(layer.entry_bytes for layer in self.layers):  # DeepSeek-V4: its fp8 layout or nothing
+        if any(c.fixed_layout for layer in self.layers for c in layer.caches):  # DeepSeek-V4: its fp8 layout
             key = str(kv_cache_dtype).lower()
             if key != "auto" and not key.startswith("fp8"):
                 raise ConfigError(f"{self.name} caches DeepSeek-V4's fixed fp8 layout only (vLLM serves it so): "
@@ -159,7 +152,7 @@ class ModelSpec:
     @property
     def has_sparse_indexer(self) -> bool:
         """DeepSeek-V3.2 sparse MLA: vLLM serves it with the fp8_ds_mla cache and 64-token blocks."""
-        return any(layer.indexer_bytes_per_token for layer in self.layers)
+        return any(c.sparse_mla for layer in self.layers for c in layer.caches)
 
     @property
     def has_state(self) -> bool:
@@ -168,7 +161,7 @@ class ModelSpec:
 
     @property
     def has_attention_cache(self) -> bool:
-        return any(layer.kind in PER_TOKEN_KINDS or layer.kind == "cross" for layer in self.layers)
+        return any(c.attention for layer in self.layers for c in layer.paged)
 
     @property
     def dtype_bytes(self) -> int:
@@ -193,12 +186,7 @@ class ModelSpec:
     def with_kv_heads(self, num_kv_heads: int) -> ModelSpec:
         """A what-if copy with `num_kv_heads` cached heads per full/sliding layer (GQA variant)."""
 
-        layers = tuple(
-            replace(layer, num_kv_heads=num_kv_heads)
-            if layer.kind in ("full", "sliding", "chunked", "cross")
-            else layer
-            for layer in self.layers
-        )
+        layers = tuple(layer.with_kv_heads(num_kv_heads) for layer in self.layers)
         return replace(self, num_kv_heads=num_kv_heads, layers=layers)
 
 
@@ -364,15 +352,16 @@ def _indexer_bytes(cfg: dict[str, Any], where: str) -> int:
 
 
 def _layers(cfg: dict[str, Any], outer: dict[str, Any], n_layers: int, att: _Attention, max_pos: int,
-            where: str) -> tuple[LayerAttention, ...]:
+            where: str) -> tuple[Layer, ...]:
     if cfg.get("kv_lora_rank"):
         _require_int(cfg, "qk_nope_head_dim", where)  # MLA: the parameter count needs all three
         _require_int(cfg, "v_head_dim", where)
         latent = int(cfg["kv_lora_rank"]) + _require_int(cfg, "qk_rope_head_dim", where)
         indexer = _indexer_bytes(cfg, where)
-        mla, mla_shared = (LayerAttention("mla", 1, latent, 0, indexer_bytes_per_token=b) for b in (indexer, 0))
+        mla_shared = Layer.of(MlaLatent(latent))
+        mla = Layer.of(IndexedSparse(MlaLatent(latent), index_bytes=indexer)) if indexer else mla_shared
         kda = kda_layer_indexes(cfg, n_layers, where)  # Kimi-Linear: KDA state layers between the MLA ones
-        kda_layer = LayerAttention("none", 0, 0, 0, state=kda_state(cfg, where)) if kda else None
+        kda_layer = Layer.mixer(kda_state(cfg, where)) if kda else None
         if cfg.get("model_type") in LONGCAT_TYPES:  # two MLA attentions, two caches, per decoder layer
             n_layers *= ATTENTIONS_PER_LAYER
         own = indexer_layers(cfg, n_layers, where)
@@ -419,7 +408,7 @@ def spec_from_config(
                           head_dim=att.head_dim, intermediate=inter, vocab=int(vocab),
                           encoder=encoder_params(outer, hidden))
     archs = outer.get("architectures") or cfg.get("architectures") or [cfg.get("model_type", "unknown")]
-    quant = weight_quant_from_config(outer, {"attention": sum(1 for layer in layers if layer.kind in ATTENTION_KINDS),
+    quant = weight_quant_from_config(outer, {"attention": sum(1 for layer in layers if layer.attends),
                                              "mixer": sum(1 for layer in layers if layer.state is not None)})
     family = family_of(cfg)
     if family is not None and family.fp8_groups is not None and quant.method == "fp8" and not quant.groups:

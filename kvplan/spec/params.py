@@ -18,7 +18,7 @@ from kvplan.spec.longcat_params import counts as longcat_counts
 from kvplan.spec.mixer_params import gated_mlp, mlp_plan, norms_per_layer, state_mixer_params
 
 if TYPE_CHECKING:
-    from kvplan.spec.layers import LayerAttention
+    from kvplan.spec.layer import Layer
 
 _GATED_MLP_FREE = {
     "gpt2",
@@ -57,7 +57,6 @@ _LAYERNORM_WITH_BIAS = {
 _QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "gpt2", "opt", "phi", "gpt_neox", "bloom", "starcoder2"}
 _QK_NORM = {"qwen3", "qwen3_moe", "gemma3_text", "gemma3", "olmo2", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text",
             "lfm2", "lfm2_moe", "gemma3n", "gemma3n_text", "apertus"}
-_ATTENTION_WEIGHT_KINDS = {"full", "sliding", "chunked", "mla", "cross", "shared"}
 _FOUR_NORMS = {"gemma2", "gemma3_text", "gemma3"}
 _GRANITE_SHARED_MLP = {"granitemoehybrid", "granitemoeshared"}  # shared_mlp: input_linear h x 2s, output_linear s x h
 
@@ -236,7 +235,7 @@ def _zamba2_shared(
     return attention, mlp, blocks * 3 * hidden  # input_layernorm over 2h, pre_ff_layernorm over h
 
 
-def _norms_per_layer(cfg: dict[str, Any], layers: tuple[LayerAttention, ...], plan: list[str] | None) -> int:
+def _norms_per_layer(cfg: dict[str, Any], layers: tuple[Layer, ...], plan: list[str] | None) -> int:
     mt = str(cfg.get("model_type", ""))
     if any(layer.state is not None for layer in layers) or plan is not None:
         return norms_per_layer(mt, has_mlp=plan is None or "none" not in plan)
@@ -245,7 +244,7 @@ def _norms_per_layer(cfg: dict[str, Any], layers: tuple[LayerAttention, ...], pl
     return 1 if mt in ("falcon", "phi") and not cfg.get("new_decoder_architecture") else 2
 
 
-def count_params(cfg: dict[str, Any], *, layers: tuple[LayerAttention, ...], hidden: int, n_heads: int,
+def count_params(cfg: dict[str, Any], *, layers: tuple[Layer, ...], hidden: int, n_heads: int,
                  kv_heads: int, head_dim: int, intermediate: int, vocab: int, encoder: int = 0) -> ParamCount:
     """Parameters by where they live; attention only in the layers that attend, state mixers apart."""
     mt = str(cfg.get("model_type", ""))
@@ -271,7 +270,7 @@ def count_params(cfg: dict[str, Any], *, layers: tuple[LayerAttention, ...], hid
     if mt in ("phi",):
         lm_head += vocab if not tied else 0  # lm_head bias
 
-    attending = sum(1 for layer in layers if layer.kind in _ATTENTION_WEIGHT_KINDS)
+    attending = sum(1 for layer in layers if layer.attends)
     attention = attending * _attention(cfg, hidden, n_heads, kv_heads, head_dim) if attending else 0
     if cfg.get("indexer_types") is not None and attending:  # indexers on some layers only (GLM-5.2)
         without = attending - sum(indexer_layers(cfg, n_layers, "config.json"))

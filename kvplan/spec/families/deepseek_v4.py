@@ -35,8 +35,9 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.errors import ConfigError
+from kvplan.spec.cache import CompressedEntries, SlidingWindow
 from kvplan.spec.families.family import Family
-from kvplan.spec.layers import LayerAttention
+from kvplan.spec.layer import Layer
 
 ENTRY_BYTES = 448 + 7 + 1 + 64 * 2  # fp8 nope + ue8m0 scales + pad + bf16 rope
 INDEXER_ENTRY_BYTES = 128 + 4  # fp8 index K + one fp32 scale
@@ -66,7 +67,7 @@ def _head_dim(cfg: dict[str, Any], where: str) -> int:
 
 def v4_layers(
     cfg: dict[str, Any], n_layers: int, n_heads: int, head_dim: int, where: str
-) -> tuple[LayerAttention, ...]:
+) -> tuple[Layer, ...]:
     dim = _head_dim(cfg, where)
     window = int(cfg.get("sliding_window") or 0)
     if window <= 0:
@@ -74,8 +75,8 @@ def v4_layers(
     out = []
     for r in _ratios(cfg, n_layers, where):
         compressed = (ENTRY_BYTES + (INDEXER_ENTRY_BYTES if r == SPARSE_RATIO else 0)) if r else 0
-        out.append(LayerAttention("sliding", 1, dim, 0, window, entry_bytes=ENTRY_BYTES, compress_ratio=r,
-                                  compressed_entry_bytes=compressed))
+        entries = SlidingWindow(1, dim, 0, fixed_entry_bytes=ENTRY_BYTES, window_tokens=window)
+        out.append(Layer.of(entries, CompressedEntries(r, compressed)) if r else Layer.of(entries))
     return tuple(out)
 
 

@@ -5,10 +5,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kvplan.spec.layers import LayerAttention
+from kvplan.spec.layer import Layer
 
 # layers(cfg, n_layers, n_heads, head_dim, where) -> what each decoder layer caches
-LayersRule = Callable[[dict[str, Any], int, int, int, str], tuple[LayerAttention, ...]]
+LayersRule = Callable[[dict[str, Any], int, int, int, str], tuple[Layer, ...]]
 # counts(cfg, n_layers, hidden, n_heads, head_dim, vocab, where) -> ParamCount fields
 CountsRule = Callable[[dict[str, Any], int, int, int, int, int, str], dict[str, int]]
 # fp8_groups(cfg) -> WeightQuant.groups of a plain fp8 checkpoint whose own keys say more (or ())

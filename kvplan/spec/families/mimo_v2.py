@@ -19,8 +19,9 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.errors import ConfigError
+from kvplan.spec.cache import FullAttention, SlidingWindow
 from kvplan.spec.families.family import Family
-from kvplan.spec.layers import LayerAttention
+from kvplan.spec.layer import Layer
 
 
 def _flags(cfg: dict[str, Any], key: str, n_layers: int, where: str) -> list[int]:
@@ -39,7 +40,7 @@ def _geometry(cfg: dict[str, Any], sliding: bool) -> tuple[int, int, int, int]:
 
 def mimo_layers(
     cfg: dict[str, Any], n_layers: int, n_heads: int, head_dim: int, where: str
-) -> tuple[LayerAttention, ...]:
+) -> tuple[Layer, ...]:
     window = int(cfg.get("sliding_window") or 0)
     if window <= 0:
         raise ConfigError(f"{where}: sliding_window must be a positive number of tokens for a hybrid MiMo-V2 layout")
@@ -47,9 +48,8 @@ def mimo_layers(
     for sliding in _flags(cfg, "hybrid_layer_pattern", n_layers, where):
         _, kv, k_dim, _ = _geometry(cfg, bool(sliding))
         # V is padded to the K head size in the cache
-        out.append(
-            LayerAttention("sliding", kv, k_dim, k_dim, window) if sliding else LayerAttention("full", kv, k_dim, k_dim)
-        )
+        out.append(Layer.of(SlidingWindow(kv, k_dim, k_dim, window_tokens=window) if sliding
+                            else FullAttention(kv, k_dim, k_dim)))
     return tuple(out)
 
 

@@ -22,8 +22,9 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.errors import ConfigError
+from kvplan.spec.cache import FullAttention, IndexedSparse
 from kvplan.spec.families.family import Family
-from kvplan.spec.layers import LayerAttention
+from kvplan.spec.layer import Layer
 
 
 def _sparse(cfg: dict[str, Any], n_layers: int, where: str) -> tuple[list[int], list[int], int]:
@@ -47,10 +48,11 @@ def _sparse(cfg: dict[str, Any], n_layers: int, where: str) -> tuple[list[int], 
 
 def m3_layers(
     cfg: dict[str, Any], n_layers: int, n_heads: int, head_dim: int, where: str
-) -> tuple[LayerAttention, ...]:
+) -> tuple[Layer, ...]:
     kv = int(cfg.get("num_key_value_heads") or n_heads)
     flags, no_value, dim = _sparse(cfg, n_layers, where)
-    return tuple(LayerAttention("full", kv, head_dim, head_dim, index_key_dim=(dim * (1 if nv else 2)) if s else 0)
+    full = FullAttention(kv, head_dim, head_dim)
+    return tuple(Layer.of(IndexedSparse(full, index_dim=dim * (1 if nv else 2)) if s else full)
                  for s, nv in zip(flags, no_value))
 
 

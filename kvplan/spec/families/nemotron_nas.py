@@ -17,8 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.errors import ConfigError
+from kvplan.spec.cache import FullAttention, SlidingWindow
 from kvplan.spec.families.family import Family
-from kvplan.spec.layers import LayerAttention
+from kvplan.spec.layer import Layer
 
 
 def _blocks(cfg: dict[str, Any], n_layers: int, where: str) -> list[dict[str, Any]]:
@@ -48,18 +49,17 @@ def _kv_heads(att: dict[str, Any], n_heads: int, where: str) -> int:
 
 def nas_layers(
     cfg: dict[str, Any], n_layers: int, n_heads: int, head_dim: int, where: str
-) -> tuple[LayerAttention, ...]:
+) -> tuple[Layer, ...]:
     out = []
     for block in _blocks(cfg, n_layers, where):
         att = _attention_of(block)
         if att.get("no_op") or att.get("replace_with_linear"):
-            out.append(LayerAttention("none", 0, 0, 0))
+            out.append(Layer.mlp_only())
             continue
         kv = _kv_heads(att, n_heads, where)
         window = att.get("window_length")
-        out.append(
-            LayerAttention("sliding" if window else "full", kv, head_dim, head_dim, int(window) if window else None)
-        )
+        out.append(Layer.of(SlidingWindow(kv, head_dim, head_dim, window_tokens=int(window)) if window
+                            else FullAttention(kv, head_dim, head_dim)))
     return tuple(out)
 
 
