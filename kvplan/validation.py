@@ -76,10 +76,8 @@ def _model_at(root: Any, loc: tuple[str | int, ...]) -> Any:
 
 
 _TYPE_WORDS = {
-    "model_type": "a mapping",
-    "model_attributes_type": "a mapping",
-    "dict_type": "a mapping",
-    "dataclass_type": "a mapping",
+    # pydantic's error types for "not a mapping": <what was expected>_type
+    **{f"{expected}_type": "a mapping" for expected in ("model", "model_attributes", "dict", "dataclass")},
     "list_type": "a list",
     "int_type": "an integer",
     "int_parsing": "an integer",

@@ -38,6 +38,7 @@ from kvplan.engine.scheduler import ScheduledBatch, Scheduler
 from kvplan.engine.sequence import Sequence
 from kvplan.errors import KvplanError
 from kvplan.plan.kv import blocks_in_budget, bytes_per_block
+from kvplan.spec.families import MODEL_TYPE
 from kvplan.spec.model import ModelSpec, spec_from_config
 from kvplan.spec.profiles import load_model, model_config, model_index, model_profile
 
@@ -75,7 +76,7 @@ class LLMEngine:
         self.device = torch.device(config.device)
         self._profiled = False  # the warm-up forward (_profile_forward) has run
         self.model = model.to(self.device).eval()
-        self.spec = spec or spec_from_config(model.config.to_dict(), str(getattr(model.config, "model_type", "model")))
+        self.spec = spec or spec_from_config(model.config.to_dict(), str(getattr(model.config, MODEL_TYPE, "model")))
         max_pos = self.spec.max_position_embeddings
         self.max_model_len = config.max_model_len or max_pos
         if self.max_model_len > max_pos:

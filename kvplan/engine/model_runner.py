@@ -15,8 +15,9 @@ from kvplan.engine.scheduler import ScheduledBatch
 from kvplan.engine.sequence import Sequence
 from kvplan.engine.threads import ThreadChoice, apply_threads
 from kvplan.errors import ConfigError
+from kvplan.spec.families import MODEL_TYPE
 
-# what transformers raises for a config it refuses: an unknown model_type (ValueError), a field of the
+# what transformers raises for a config it refuses: an unknown model type (ValueError), a field of the
 # wrong type (huggingface_hub's StrictDataclassError), an unknown activation (KeyError), shapes that
 # do not fit (ValueError, TypeError from the layer constructors)
 REFUSED_CONFIG = (ValueError, TypeError, KeyError, StrictDataclassError)
@@ -39,7 +40,7 @@ def random_model(hf_config: dict[str, Any], dtype: torch.dtype = torch.float32, 
     for key in ("torch_dtype", "dtype", "architectures", "quantization_config"):
         cfg.pop(key, None)
     try:
-        config = AutoConfig.for_model(cfg.pop("model_type", None), **cfg)
+        config = AutoConfig.for_model(cfg.pop(MODEL_TYPE, None), **cfg)
         torch.manual_seed(seed)
         return AutoModelForCausalLM.from_config(config, dtype=dtype).eval()
     except REFUSED_CONFIG as exc:

@@ -110,7 +110,7 @@ def _rotary_cache_bytes(spec: ModelSpec, dtype_bytes: int) -> int:
     scaling = cfg.get("rope_scaling") or {}
     kind = str(scaling.get("rope_type") or scaling.get("type") or "")
     local = 0
-    if cfg.get("rope_local_base_freq") or spec.model_type in ("gemma3", "gemma3_text"):
+    if spec.local_rope:
         # Gemma 3: the sliding layers' RoPE (rope_local_base_freq, default 10000, unscaled) is a second cache
         local = max_pos * rot * dtype_bytes
     if kind in ("yarn", "dynamic", "longrope") and scaling.get("original_max_position_embeddings"):

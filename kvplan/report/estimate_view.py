@@ -9,7 +9,7 @@ from rich.table import Table
 from kvplan.plan.estimate import Estimate, Fit
 from kvplan.plan.kv import KvLayout, layer_bytes_per_token, pp_layer_range, state_bytes, state_page_bytes
 from kvplan.report.capacity_view import render_capacity
-from kvplan.spec.encoder_params import encoder_family
+from kvplan.spec.encoder_params import encoder_description
 from kvplan.spec.layer import Layer
 from kvplan.units import fmt_bytes
 
@@ -151,7 +151,7 @@ def _weights_how(est: Estimate) -> str:
     spec = est.spec
     how = _weights_base_how(est)
     if spec.params.encoder:
-        towers = "audio tower + embedders" if encoder_family(spec.config) == "gemma3n" else "vision tower + projector"
+        towers = encoder_description(spec.config)
         how += f"; {towers} {spec.params.encoder:,} of them (16-bit)"
     return how
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.spec.config_schema import SCHEMA_KEYS
-from kvplan.spec.families import family_of
+from kvplan.spec.families import MODEL_TYPE, family_of
 
 # read by family rules outside the schema (tests/architecture checks each appears in kvplan's source)
 READ_ELSEWHERE = frozenset(
     {
         "architectures",
-        "model_type",
+        MODEL_TYPE,
         "torch_dtype",
         "dtype",
         "text_config",

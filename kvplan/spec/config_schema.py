@@ -21,6 +21,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictStr, ValidationError, create_model
 
 from kvplan.errors import ConfigError
+from kvplan.spec.families import MODEL_TYPE
 from kvplan.validation import FieldIssue, format_validation_error, short_repr
 
 _LAYERS, _HEADS, _DIM, _WIDTH, _TOKENS = 2**14, 2**14, 2**16, 2**22, 2**31
@@ -256,7 +257,7 @@ _FIELDS: dict[str, Any] = {
     **dict.fromkeys(
         (
             "hybrid_override_pattern",
-            "model_type",
+            MODEL_TYPE,
             "torch_dtype",
             "dtype",
             "mamba_ssm_dtype",

@@ -17,6 +17,7 @@ from math import ceil
 from typing import Any
 
 from kvplan.spec.cache.state import RecurrentState
+from kvplan.spec.families import Family, Traits
 
 
 def _flag(cfg: dict[str, Any], *keys: str, default: bool = False) -> bool:
@@ -31,10 +32,10 @@ def _dt_rank(cfg: dict[str, Any], hidden: int) -> int:
     return ceil(hidden / 16) if rank == "auto" else int(rank)
 
 
-def state_mixer_params(cfg: dict[str, Any], state: RecurrentState, hidden: int) -> int:
+def state_mixer_params(cfg: dict[str, Any], state: RecurrentState, hidden: int, traits: Traits | None = None) -> int:
     """Weights of one layer's state mixer (its conv and recurrent parameters included)."""
-    bias_keys = ("mamba_proj_bias", "use_bias") + (("add_bias_linear",) if cfg.get("model_type") == "zamba2" else ())
-    proj_bias = _flag(cfg, *bias_keys)
+    traits = traits or Traits()
+    proj_bias = _flag(cfg, *traits.mixer_bias_keys)
     conv_bias = _flag(cfg, "mamba_conv_bias", "use_conv_bias", default=True)
     if state.mixer == "gdn":
         nv, dv = state.heads, state.head_dim
@@ -45,8 +46,8 @@ def state_mixer_params(cfg: dict[str, Any], state: RecurrentState, hidden: int) 
         inner, heads, conv_dim = state.conv_channels, state.heads, state.conv_elements_total(1)
         in_out = hidden * (inner + conv_dim + heads) + inner * hidden
         conv = conv_dim * state.conv_kernel + (conv_dim if conv_bias else 0)
-        # the gated RMSNorm over the inner width; Falcon-H1 has it only with mamba_rms_norm (default off)
-        norm = inner if str(cfg.get("model_type", "")) != "falcon_h1" or cfg.get("mamba_rms_norm") else 0
+        # the gated RMSNorm over the inner width (Falcon-H1 has it only with mamba_rms_norm)
+        norm = inner if traits.mamba_inner_norm is None or traits.mamba_inner_norm(cfg) else 0
         return in_out + conv + 3 * heads + norm + ((inner + conv_dim + heads + hidden) if proj_bias else 0)
     if state.mixer == "mamba1":
         inner, n, rank = state.conv_channels, state.state_size, _dt_rank(cfg, hidden)
@@ -54,8 +55,8 @@ def state_mixer_params(cfg: dict[str, Any], state: RecurrentState, hidden: int) 
         params += inner * state.conv_kernel + (inner if conv_bias else 0) + inner * n + inner
         if proj_bias:
             params += 2 * inner + hidden
-        if str(cfg.get("model_type", "")) == "jamba":
-            params += rank + 2 * n  # dt, B and C layer norms
+        if traits.mamba1_dt_norms:
+            params += rank + 2 * n  # dt, B and C layer norms (Jamba)
         return params
     if state.mixer == "kda":
         # Kimi-Linear KDA: q/k/v h x Hd, depthwise convs 3Hd x k, forget gate (dt_bias Hd, A_log H, f_a h x d,
@@ -85,41 +86,18 @@ def state_mixer_params(cfg: dict[str, Any], state: RecurrentState, hidden: int) 
     return 5 * hidden * inner + inner
 
 
-def norms_per_layer(model_type: str, has_mlp: bool) -> int:
-    """RMS/LayerNorms per decoder layer of the hybrid and attention-free families (one before
-    the mixer, one before the MLP when there is one)."""
-    if model_type in ("nemotron_h", "mamba", "falcon_mamba", "mamba2"):
-        return 1  # one block = one mixer (Nemotron-H MLP/MoE layers are their own blocks)
-    return 2 if has_mlp else 1
-
-
-def mlp_plan(cfg: dict[str, Any], n_layers: int) -> list[str] | None:
-    """Per layer "dense", "moe" or "none" for the families whose layout is not the MoE step rule;
-    None: the caller's default (every layer MoE or dense by `decoder_sparse_step` / `mlp_only_layers`)."""
-    model_type = str(cfg.get("model_type", ""))
-    if model_type in ("mamba", "falcon_mamba", "mamba2", "zamba2"):
-        return ["none"] * n_layers  # Zamba2: its MLPs live in the shared blocks (params.zamba2_shared)
-    if model_type == "nemotron_h":
-        pattern = str(cfg.get("hybrid_override_pattern") or "")
-        return [{"-": "dense", "E": "moe"}.get(c, "none") for c in pattern]
-    if model_type == "jamba":
-        period, offset = int(cfg.get("expert_layer_period") or 1), int(cfg.get("expert_layer_offset") or 0)
-        return ["moe" if i % period == offset else "dense" for i in range(n_layers)]
+def mlp_plan(cfg: dict[str, Any], n_layers: int, family: Family) -> list[str] | None:
+    """Per layer "dense", "moe" or "none": the family's own layout, else the generic keys (Kimi-Linear's
+    `mlp_layer_types`, ERNIE-4.5's `moe_layer_start_index`); None: the caller's default (every layer MoE
+    or dense by `decoder_sparse_step` / `mlp_only_layers`)."""
+    if family.mlp_plan is not None:
+        plan = family.mlp_plan(cfg, n_layers)
+        if plan is not None:
+            return plan
     if isinstance(cfg.get("mlp_layer_types"), list) and len(cfg["mlp_layer_types"]) == n_layers:
         return ["moe" if t == "sparse" else "dense" for t in cfg["mlp_layer_types"]]  # Kimi-Linear (transformers 5)
     if cfg.get("moe_layer_start_index") is not None:  # ERNIE-4.5: experts from start to end, every interval-th layer
         start, interval = int(cfg["moe_layer_start_index"]), int(cfg.get("moe_layer_interval") or 1)
         end = int(cfg["moe_layer_end_index"]) if cfg.get("moe_layer_end_index") is not None else n_layers - 1
         return ["moe" if start <= i <= end and (i + 1) % interval == 0 else "dense" for i in range(n_layers)]
-    if model_type == "lfm2_moe":  # the first num_dense_layers layers dense, then experts
-        dense = int(cfg.get("num_dense_layers") or 0)
-        return ["dense" if i < dense else "moe" for i in range(n_layers)]
-    if model_type.startswith("llama4"):
-        step = int(cfg.get("interleave_moe_layer_step") or 1)
-        return ["moe" if (i + 1) % step == 0 else "dense" for i in range(n_layers)]
     return None
-
-
-def gated_mlp(model_type: str) -> bool:
-    """Nemotron-H's MLPs and experts are up/down with relu^2 (no gate projection)."""
-    return model_type != "nemotron_h"

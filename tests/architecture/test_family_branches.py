@@ -1,66 +1,44 @@
-"""Per-family branches live in the family modules (kvplan/spec/families/): this test lists every
-`model_type` comparison outside them and fails on one that is not in the recorded list below the
-test (tests/architecture/model_type_branches.txt) — a new family goes in a module of its own, and a
-branch moved into one is taken off the list (a stale entry fails too, so the list only shrinks)."""
+"""Family knowledge lives in the family modules (kvplan/spec/families/): outside them no source line
+names the model-type key, and no code compares a config's type (read through the `MODEL_TYPE` constant
+or `type_of`) with anything. The dispatch that selects a family (`family_of`, `tower_of`) is the only
+reader, in kvplan/spec/families/__init__.py."""
 from __future__ import annotations
 
 import ast
-from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "kvplan"
-RECORDED = Path(__file__).resolve().parent / "model_type_branches.txt"
+KEY = "model" + "_type"  # spelled apart so this test file is not a hit of its own search
 
 
-def _is_model_type(node: ast.expr) -> bool:
-    text = ast.unparse(node)
-    return text in ("mt", "model_type") or "model_type" in text
+def _outside_families() -> list[Path]:
+    return [p for p in sorted(PKG.rglob("*.py")) if "families" not in p.relative_to(PKG).parts]
 
 
-def model_type_branches(path: Path) -> Counter[str]:
-    """`file: comparison` for each comparison of a model type with something (literal or set)."""
-    found: Counter[str] = Counter()
-    tree = ast.parse(path.read_text())
-    rel = path.relative_to(ROOT).as_posix()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Compare) and any(_is_model_type(n) for n in [node.left, *node.comparators]):
-            found[f"{rel}: {' '.join(ast.unparse(node).split())}"] += 1
+def type_comparisons(source: str) -> list[str]:
+    """Comparisons that involve a config's type: `MODEL_TYPE`, `type_of(...)`, `.type_name`, or the key."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            text = ast.unparse(node)
+            if any(mark in text for mark in ("MODEL_TYPE", "type_of(", "type_name", KEY)):
+                found.append(" ".join(text.split()))
     return found
 
 
-def current() -> Counter[str]:
-    total: Counter[str] = Counter()
-    for path in sorted(PKG.rglob("*.py")):
-        # checked_types.py is the list of verified model types (the warning for any other), not a branch
-        if "families" not in path.relative_to(PKG).parts and path.name != "checked_types.py":
-            total += model_type_branches(path)
-    return total
+def test_no_line_outside_the_families_names_the_model_type_key() -> None:
+    hits = [f"{p.relative_to(ROOT)}:{i}: {line.strip()}" for p in _outside_families()
+            for i, line in enumerate(p.read_text().splitlines(), 1) if KEY in line]
+    assert not hits, "the model-type key outside kvplan/spec/families/ (give the rule to a family):\n" + "\n".join(hits)
 
 
-def recorded() -> Counter[str]:
-    lines = [line for line in RECORDED.read_text().splitlines() if line.strip() and not line.startswith("#")]
-    return Counter(lines)
+def test_no_code_outside_the_families_compares_a_model_type() -> None:
+    hits = [f"{p.relative_to(ROOT)}: {c}" for p in _outside_families() for c in type_comparisons(p.read_text())]
+    assert not hits, "model-type comparisons outside kvplan/spec/families/:\n" + "\n".join(hits)
 
 
-def test_no_new_family_branch_outside_the_family_modules() -> None:
-    new = current() - recorded()
-    assert not new, ("model_type branches outside kvplan/spec/families/ (give the family a module there):\n"
-                     + "\n".join(sorted(new.elements())))
-
-
-def test_the_recorded_list_is_not_stale() -> None:
-    stale = recorded() - current()
-    assert not stale, "recorded branches that no longer exist (take them off the list):\n" + "\n".join(
-        sorted(stale.elements())
-    )
-
-
-def test_the_branch_finder_sees_a_branch() -> None:
-    code = 'def f(cfg):\n    mt = cfg.get("model_type")\n    if mt in ("qwen3", "llama"):\n        return 1\n'
-    path = ROOT / "tests" / "architecture" / "_probe_branch.py"
-    path.write_text(code)
-    try:
-        assert list(model_type_branches(path)) == ["tests/architecture/_probe_branch.py: mt in ('qwen3', 'llama')"]
-    finally:
-        path.unlink()
+def test_the_comparison_finder_sees_one() -> None:
+    code = 'def f(cfg):\n    if type_of(cfg) in ("qwen3", "llama"):\n        return 1\n'
+    assert type_comparisons(code) == ["type_of(cfg) in ('qwen3', 'llama')"]
+    assert type_comparisons("x = spec.type_name == 'gemma3'\n") == ["spec.type_name == 'gemma3'"]

@@ -1,5 +1,7 @@
 """Each package's docstring is the map of its modules: it names every module it holds (`name.py`)
-and none that does not exist, so a moved or new module cannot leave the map stale."""
+and none that does not exist, so a moved or new module cannot leave the map stale. The family modules
+are discovered, not listed (adding a family touches only its own module): there each module's own
+docstring says which model types it covers and the vLLM file it follows."""
 from __future__ import annotations
 
 import ast
@@ -9,7 +11,8 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[2] / "kvplan"
-PACKAGES = sorted(p.parent for p in PKG.rglob("__init__.py") if p.parent != PKG)
+FAMILIES = PKG / "spec" / "families"
+PACKAGES = sorted(p.parent for p in PKG.rglob("__init__.py") if p.parent not in (PKG, FAMILIES))
 
 
 def named_modules(doc: str) -> set[str]:
@@ -27,3 +30,12 @@ def test_package_docstring_names_its_modules(package: Path) -> None:
 
 def test_the_map_check_reads_module_names() -> None:
     assert named_modules("Modules: kv.py (bytes), budget.py; see benchmarks/gpu_cost_fit.py") == {"kv", "budget"}
+
+
+@pytest.mark.parametrize("module", sorted(FAMILIES.glob("*.py")), ids=lambda p: p.stem)
+def test_each_family_module_says_what_it_covers(module: Path) -> None:
+    doc = ast.get_docstring(ast.parse(module.read_text())) or ""
+    assert len(doc.split()) >= 8, f"{module.name}: a docstring saying which models it covers and how"
+    if module.stem not in ("__init__", "family", "tower"):
+        source = module.read_text()
+        assert "FAMIL" in source or "TOWER" in source, f"{module.name}: exports no FAMILY/FAMILIES or TOWER/TOWERS"

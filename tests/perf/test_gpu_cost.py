@@ -7,6 +7,7 @@ import pytest
 
 from kvplan.perf.gpu_cost import Coefficients, GpuStepModel, link_bytes_per_s
 from kvplan.spec.gpu import load_gpu
+from kvplan.spec.model import spec_from_config
 from kvplan.spec.profiles import load_model
 
 C = Coefficients()
@@ -97,7 +98,7 @@ def test_a_norm_spanning_the_tp_group_adds_its_all_reduce() -> None:
     assert GpuStepModel.build(minimax, h100, tp=4).num_allreduces == 3 * 62
     assert GpuStepModel.build(minimax, h100, tp=1).num_allreduces == 0
     assert GpuStepModel.build(qwen, h100, tp=4).num_allreduces == 2 * qwen.num_layers
-    per_head = replace(minimax, config={**minimax.config, "qk_norm_type": "per_head"})
+    per_head = spec_from_config({**minimax.config, "qk_norm_type": "per_head"}, "minimax-per-head")
     assert per_head.tp_norm_allreduces == 0
     step = [GpuStepModel.build(m, h100, tp=4).step_s(16, 16, 0, 16 * 1024, 16 * 1024, 16) for m in (per_head, minimax)]
     assert step[1] > step[0]  # the extra latency shows in a decode step

@@ -70,7 +70,7 @@ def check(model_type: str) -> dict[str, Any]:
               and (kw, vw) != (spec.layers[i].num_kv_heads * spec.layers[i].head_dim_k,
                                spec.layers[i].num_kv_heads * spec.layers[i].head_dim_v))
     return {"params": round(spec.params.decoder / hf - 1, 6), "kv_layers_off": off, "warned": bool(spec.warnings),
-            "text_model_type": spec.model_type}
+            "text_model_type": spec.type_name}
 
 
 def causal_lm_types() -> list[str]:

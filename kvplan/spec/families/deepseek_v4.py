@@ -126,9 +126,30 @@ POOL_NOTE = ("DeepSeek-V4's caches are planned from its layout (a 128-token fp8 
             "bytes in blocks of a multiple of 128 tokens, not vLLM's block count")
 
 
-FAMILY = Family(frozenset({"deepseek_v4"}), "vllm/model_executor/models/deepseek_v4.py", layers=v4_layers,
-                counts=v4_counts, fp8_groups=v4_fp8_groups, note=POOL_NOTE,
-                read_keys=frozenset({"compress_ratios", "hc_mult", "hc_eps", "hc_sinkhorn_iters", "num_hash_layers",
-                                     "o_groups", "o_lora_rank", "expert_dtype", "compress_rope_theta", "swiglu_limit",
-                                     "index_n_heads", "index_head_dim", "index_topk"}),
-                architectures=frozenset({"DeepseekV4ForCausalLM"}))
+FAMILY = Family(
+    frozenset({"deepseek_v4"}),
+    "vllm/model_executor/models/deepseek_v4.py",
+    checked="hand",
+    layers=v4_layers,
+    counts=v4_counts,
+    fp8_groups=v4_fp8_groups,
+    note=POOL_NOTE,
+    read_keys=frozenset(
+        {
+            "compress_ratios",
+            "hc_mult",
+            "hc_eps",
+            "hc_sinkhorn_iters",
+            "num_hash_layers",
+            "o_groups",
+            "o_lora_rank",
+            "expert_dtype",
+            "compress_rope_theta",
+            "swiglu_limit",
+            "index_n_heads",
+            "index_head_dim",
+            "index_topk",
+        }
+    ),
+    architectures=frozenset({"DeepseekV4ForCausalLM"}),
+)

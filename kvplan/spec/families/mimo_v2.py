@@ -78,7 +78,7 @@ def mimo_counts(cfg: dict[str, Any], n_layers: int, hidden: int, n_heads: int, h
 
 FAMILY = Family(
     frozenset({"mimo_v2_flash"}),
-    "vllm/model_executor/models/mimo_v2_flash.py",
+    "vllm/model_executor/models/mimo_v2_flash.py", checked="hand",
     layers=mimo_layers,
     counts=mimo_counts,
     read_keys=frozenset(

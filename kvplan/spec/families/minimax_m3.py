@@ -85,7 +85,7 @@ def m3_counts(cfg: dict[str, Any], n_layers: int, hidden: int, n_heads: int, hea
 
 FAMILY = Family(
     frozenset({"minimax_m3"}),
-    "vllm/model_executor/models/minimax_m3.py",
+    "vllm/model_executor/models/minimax_m3.py", checked="hand",
     layers=m3_layers,
     counts=m3_counts,
     read_keys=frozenset(

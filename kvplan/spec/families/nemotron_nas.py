@@ -94,5 +94,11 @@ def nas_counts(cfg: dict[str, Any], n_layers: int, hidden: int, n_heads: int, he
                 experts_active=0, norms=norms + hidden)
 
 
-FAMILY = Family(frozenset({"nemotron-nas"}), "vllm/model_executor/models/nemotron_nas.py", layers=nas_layers,
-                counts=nas_counts, read_keys=frozenset({"block_configs"}))
+FAMILY = Family(
+    frozenset({"nemotron-nas"}),
+    "vllm/model_executor/models/nemotron_nas.py",
+    checked="hand",
+    layers=nas_layers,
+    counts=nas_counts,
+    read_keys=frozenset({"block_configs"}),
+)

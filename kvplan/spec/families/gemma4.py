@@ -1,4 +1,5 @@
-"""Gemma 4: the full-attention layers' own geometry and the model's parameters.
+"""Gemma 4 (`gemma4`, `gemma4_text`): the full-attention layers' own geometry, the model's parameters and
+its vision tower.
 
 KV cache (vLLM gemma4.py `Gemma4DecoderLayer`): sliding layers cache `num_key_value_heads` heads of
 `head_dim`; full layers use `global_head_dim` and, with `attention_k_eq_v`, `num_global_key_value_heads`
@@ -25,8 +26,9 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.spec.config_schema import positive_int
-
-GEMMA4_TYPES = {"gemma4", "gemma4_text"}
+from kvplan.spec.families.family import Family
+from kvplan.spec.families.tower import Tower
+from kvplan.spec.geometry import kv_heads as config_kv_heads
 
 
 def layer_geometry(cfg: dict[str, Any], index: int, full: bool, kv_heads: int, head_dim: int) -> tuple[int, int]:
@@ -54,9 +56,11 @@ def _layer_types(cfg: dict[str, Any], n_layers: int) -> list[str]:
     )
 
 
-def text_counts(cfg: dict[str, Any], n_layers: int, hidden: int, n_heads: int, kv_heads: int, head_dim: int,
-                inter: int, vocab: int) -> dict[str, int]:
+def text_counts(cfg: dict[str, Any], n_layers: int, hidden: int, n_heads: int, head_dim: int, vocab: int,
+                where: str) -> dict[str, int]:
     """The text model's parameters by where they live (ParamCount's fields)."""
+    kv_heads = config_kv_heads(cfg, n_heads, where)
+    inter = positive_int(cfg, "intermediate_size", 4 * hidden)
     shared_from = (
         n_layers - positive_int(cfg, "num_kv_shared_layers", 0) if cfg.get("num_kv_shared_layers") else n_layers
     )
@@ -83,7 +87,7 @@ def text_counts(cfg: dict[str, Any], n_layers: int, hidden: int, n_heads: int, k
                 experts_active=active, norms=norms)
 
 
-def vision_params(vision: dict[str, Any], text_hidden: int) -> int:
+def vision_params(outer: dict[str, Any], vision: dict[str, Any], text_hidden: int) -> int:
     """A gemma4_vision tower and its embedder."""
     h, heads = positive_int(vision, "hidden_size", 0), positive_int(vision, "num_attention_heads", 16)
     d, kv = positive_int(vision, "head_dim", h // heads), positive_int(vision, "num_key_value_heads", heads)
@@ -96,3 +100,14 @@ def vision_params(vision: dict[str, Any], text_hidden: int) -> int:
         + layers * block
         + text_hidden * h
     )
+
+
+FAMILY = Family(
+    frozenset({"gemma4", "gemma4_text"}),
+    "vllm/model_executor/models/gemma4.py",
+    checked="transformers",
+    unchecked=frozenset({"gemma4"}),  # the multimodal wrapper; its text model is checked
+    layer_geometry=layer_geometry,
+    counts=text_counts,
+)
+TOWER = Tower("gemma4", vision_types=("gemma4_vision",), params=vision_params)

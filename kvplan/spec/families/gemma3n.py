@@ -1,4 +1,6 @@
-"""Gemma-3n's parameters beyond a Gemma decoder: the per-layer embeddings, AltUp and LAuReL blocks of
+"""Gemma-3n (`gemma3n`, `gemma3n_text`; vLLM gemma3n.py / gemma3n_mm.py): a Gemma decoder whose last
+`num_kv_shared_layers` layers read an earlier layer's K/V (the generic rule), per-head q/k norms, and its
+parameters beyond a Gemma decoder: the per-layer embeddings, AltUp and LAuReL blocks of
 the text model, and the audio tower (a Conformer) with the embedders that feed both towers into the text
 model. Shapes as transformers' modeling_gemma3n.py builds them (vLLM gemma3n.py / gemma3n_mm.py load the
 same checkpoint); h: text hidden, L: layers, p: hidden_size_per_layer_input, A: altup_num_inputs,
@@ -15,15 +17,15 @@ r: laurel_rank.
     embedders      per modality: vocab x mm hidden, two norms, projection mm hidden x h
 
 The vision tower (timm's MobileNetV5, named only by `vision_config.architecture`) cannot be counted from
-the config: it is left out, and `encoder_params.encoder_is_exact` says so.
+the config: it is left out, and the tower's `exact` and `gap` say so.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from kvplan.spec.config_schema import positive_int
-
-GEMMA3N_TYPES = {"gemma3n", "gemma3n_text"}
+from kvplan.spec.families.family import Family, Traits
+from kvplan.spec.families.tower import Tower
 
 
 def text_extras(cfg: dict[str, Any], hidden: int, n_layers: int) -> tuple[int, int, int]:
@@ -71,3 +73,32 @@ def audio_params(audio: dict[str, Any], text_hidden: int) -> int:
 def vision_embedder_params(vision: dict[str, Any], text_hidden: int) -> int:
     """The vision embedder (soft tokens into the text model); the MobileNetV5 tower itself is not counted."""
     return _embedder(vision, text_hidden)
+
+
+def gemma3n_extras(cfg: dict[str, Any], counts: dict[str, int], *, hidden: int, n_layers: int,
+                   **_: Any) -> dict[str, int]:
+    embedding, linear, norms = text_extras(cfg, hidden, n_layers)
+    return {**counts, "embedding": counts["embedding"] + embedding, "mlp_dense": counts["mlp_dense"] + linear,
+            "norms": counts["norms"] + norms}
+
+
+def towers_params(outer: dict[str, Any], vision: dict[str, Any], text_hidden: int) -> int:
+    """Both embedders and the audio tower; the MobileNetV5 vision tower is not counted."""
+    return vision_embedder_params(vision, text_hidden) + audio_params(outer.get("audio_config") or {}, text_hidden)
+
+
+def _tower_gap(outer: dict[str, Any]) -> str:
+    arch = (outer.get("vision_config") or {}).get("architecture") or "MobileNetV5"
+    return (f"the vision tower (timm {arch}, named but not described by config.json) is not counted: "
+            "weights are under-predicted by its size")
+
+
+FAMILY = Family(
+    frozenset({"gemma3n", "gemma3n_text"}),
+    "vllm/model_executor/models/gemma3n.py",
+    checked="hand",
+    traits=Traits(qk_norm=True),
+    extra_params=gemma3n_extras,
+)
+TOWER = Tower("gemma3n", vision_types=("gemma3n_vision",), carriers=("gemma3n",), params=towers_params, exact=False,
+              gap=_tower_gap, counts_audio=True)
