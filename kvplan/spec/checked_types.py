@@ -2,7 +2,7 @@
 it checked the model types it owns (`Family.checked`): "transformers" (CROSS_CHECKED: its text model
 built on the meta device from a small config has kvplan's parameter count within 1% and its K/V widths
 on every attention layer; the record is tests/data/transformers_crosscheck.json, rewritten by
-tests/spec/crosscheck_transformers.py and kept in agreement by tests/spec/test_transformers_crosscheck.py)
+tests/helpers/crosscheck_transformers.py and kept in agreement by tests/spec/test_transformers_crosscheck.py)
 or "hand" (published checkpoints, vLLM start-up logs, tests outside that sweep). Any other model type
 is planned as a generic decoder from its config keys, and the plan says so in a warning: a new
 architecture whose config reads like a Llama is not planned silently.

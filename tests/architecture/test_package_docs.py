@@ -39,3 +39,15 @@ def test_each_family_module_says_what_it_covers(module: Path) -> None:
     if module.stem not in ("__init__", "family", "tower"):
         source = module.read_text()
         assert "FAMIL" in source or "TOWER" in source, f"{module.name}: exports no FAMILY/FAMILIES or TOWER/TOWERS"
+
+
+RECORDS = ("__init__", "family", "tower")
+
+
+FAMILY_MODULES = sorted(p for p in FAMILIES.glob("*.py") if p.stem not in RECORDS)
+
+
+@pytest.mark.parametrize("module", FAMILY_MODULES, ids=lambda p: p.stem)
+def test_each_family_module_has_its_own_test(module: Path) -> None:
+    test = PKG.parent / "tests" / "spec" / "families" / f"test_{module.stem}.py"
+    assert test.exists(), f"{module.name}: add {test.relative_to(PKG.parent)} (an oracle test of its rules)"

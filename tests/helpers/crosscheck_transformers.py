@@ -3,7 +3,7 @@ small config, and compare it with kvplan's spec of the same config: parameter co
 projection widths of each attention layer against kvplan's KV heads x head size.
 
 Run as a script to rewrite the record (tests/data/transformers_crosscheck.json) after a fix:
-    .venv/bin/python tests/spec/crosscheck_transformers.py --write
+    .venv/bin/python tests/helpers/crosscheck_transformers.py --write
 """
 from __future__ import annotations
 

@@ -1,0 +1,9 @@
+"""GLM-4.xV's tower, downsample and merger: equal to the Hugging Face modules of a tiny config on the meta device."""
+from __future__ import annotations
+
+from family_oracle import tower_vs_transformers
+
+
+def test_matches_transformers() -> None:
+    kvplan, transformers = tower_vs_transformers("glm4v")
+    assert kvplan == transformers
