@@ -4,7 +4,8 @@ timed by a physical GPU cost model with a few global fitted coefficients.
 Modules: schedule.py (the scheduler simulation), decode_stretch.py (its pure-decode
 shortcut), request_state.py (a request's state in it), lockstep.py
 (data-parallel MoE replicas stepping together), trace.py
-(what a simulation did; replicas merged), gpu_cost.py (`GpuStepModel`), kernel_cost.py
+(what a simulation did; replicas merged), cache_kinds.py (the cache kinds the step times, and
+those it names as untimed), gpu_cost.py (`GpuStepModel`), kernel_cost.py
 (`KernelStepModel`: each op from measured vLLM kernels, `--perf-model kernels`), kernel_dtypes.py
 (which table times a model's weights, by its quantization), kernel_sources.py (what each of its
 ops was timed from), kernel_grids.py

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan.errors import KvplanError
 from kvplan.perf.bench_metrics import bench_figures
+from kvplan.perf.cache_kinds import untimed_kinds
 from kvplan.perf.gpu_cost import Coefficients, GpuStepModel
 from kvplan.perf.lockstep import simulate_lockstep
 from kvplan.perf.random_dataset import Request
@@ -152,6 +153,9 @@ def scheduling_note(args: EngineArgs, async_scheduling: bool) -> str:
 def step_sources(model: Any, spec: ModelSpec, args: EngineArgs) -> dict[str, str]:
     """What each op was timed from, and what the step leaves out that a user would otherwise assume."""
     sources = dict(getattr(model, "sources", {}) or {"all ops": "roofline (datasheet, kvplan's global coefficients)"})
+    untimed = untimed_kinds(spec)
+    if untimed:
+        sources["cache_kinds"] = untimed
     if args.data_parallel_size > 1 and spec.moe_shape[0]:
         # measured: on the attention-DP configurations of AIConfigurator's vLLM silicon rows
         # (MiniMax-M2.5, Kimi-K2.5 on B200/B300) the kernel model's TPOT reads 17% under (median,

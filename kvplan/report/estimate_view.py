@@ -55,14 +55,15 @@ def _per_token_how(layers: list[Layer], lay: KvLayout, tp: int) -> str:
 def _request_how(layers: list[Layer], lay: KvLayout, tokens: int, tp: int) -> str:
     """'256 blocks (4,096/16 rounded up) × 16 tokens × 32 layers × 4,096 B', window-capped per kind."""
     bs = lay.block_size
-    groups: dict[tuple[str, int, int], int] = {}
+    groups: dict[tuple[str, int, int, int], int] = {}
     compressed = 0
     for layer in layers:
         for cache in layer.paged:
             if not cache.attention:  # a compressed cache beside the window
                 compressed += cache.request_bytes(tokens, bs, lay.kv_dtype, tp)
                 continue
-            key = (cache.kind, cache.request_blocks(tokens, bs), cache.entry_bytes(lay.kv_dtype, tp))
+            entry, page = cache.entry_bytes(lay.kv_dtype, tp), cache.page_bytes(bs, lay.kv_dtype, tp)
+            key = (cache.kind, cache.request_blocks(tokens, bs), entry, page)
             groups[key] = groups.get(key, 0) + 1
     n_state = sum(1 for layer in layers if layer.state is not None)
     state = (
@@ -78,11 +79,17 @@ def _request_how(layers: list[Layer], lay: KvLayout, tokens: int, tp: int) -> st
     if not groups:
         return state.removeprefix(" + ")  # attention-free (Mamba): the state is all a request holds
     if len(groups) == 1:
-        (kind, blocks, b), n = next(iter(groups.items()))
+        (kind, blocks, b, page), n = next(iter(groups.items()))
         kept = f"{tokens:,}" if blocks * bs >= tokens else "window"
-        return f"{blocks:,} blocks ({kept}/{bs} rounded up) × {bs} tokens × {n} layers × {b:,} B" + state
-    return " + ".join(f"{n} {kind} layers × {blocks:,} blocks × {bs} × {b:,} B"
-                      for (kind, blocks, b), n in groups.items()) + state
+        per_block = f"{bs} tokens × {n} layers × {b:,} B" if page == bs * b else f"{n} layers × {page:,} B a block"
+        return f"{blocks:,} blocks ({kept}/{bs} rounded up) × {per_block}" + state
+    return " + ".join(f"{n} {kind} layers × {blocks:,} blocks × {_page(bs, b, page)}"
+                      for (kind, blocks, b, page), n in groups.items()) + state
+
+
+def _page(block_size: int, entry: int, page: int) -> str:
+    """One block of one layer as a product ('16 × 4,096 B'), or its bytes when entries are not per token."""
+    return f"{block_size} × {entry:,} B" if page == block_size * entry else f"{page:,} B a block"
 
 
 def _token_rows(t: Table, est: Estimate) -> None:

@@ -1,7 +1,8 @@
 """Each package's docstring is the map of its modules: it names every module it holds (`name.py`)
 and none that does not exist, so a moved or new module cannot leave the map stale. The family modules
-are discovered, not listed (adding a family touches only its own module): there each module's own
-docstring says which model types it covers and the vLLM file it follows."""
+are discovered, not listed, and a cache kind is imported from its own module (adding a family with a
+new cache kind touches only those two modules and their tests): there each module's own docstring says
+what it covers, and each has a test of its own."""
 from __future__ import annotations
 
 import ast
@@ -12,7 +13,8 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[2] / "kvplan"
 FAMILIES = PKG / "spec" / "families"
-PACKAGES = sorted(p.parent for p in PKG.rglob("__init__.py") if p.parent not in (PKG, FAMILIES))
+CACHES = PKG / "spec" / "cache"
+PACKAGES = sorted(p.parent for p in PKG.rglob("__init__.py") if p.parent not in (PKG, FAMILIES, CACHES))
 
 
 def named_modules(doc: str) -> set[str]:
@@ -51,3 +53,14 @@ FAMILY_MODULES = sorted(p for p in FAMILIES.glob("*.py") if p.stem not in RECORD
 def test_each_family_module_has_its_own_test(module: Path) -> None:
     test = PKG.parent / "tests" / "spec" / "families" / f"test_{module.stem}.py"
     assert test.exists(), f"{module.name}: add {test.relative_to(PKG.parent)} (an oracle test of its rules)"
+
+
+CACHE_MODULES = sorted(p for p in CACHES.glob("*.py") if p.stem != "__init__")
+
+
+@pytest.mark.parametrize("module", CACHE_MODULES, ids=lambda p: p.stem)
+def test_each_cache_kind_module_is_documented_and_tested(module: Path) -> None:
+    doc = ast.get_docstring(ast.parse(module.read_text())) or ""
+    assert len(doc.split()) >= 8, f"{module.name}: a docstring saying what the kind caches, after vLLM's spec"
+    test = PKG.parent / "tests" / "spec" / "cache" / f"test_{module.stem}.py"
+    assert test.exists(), f"{module.name}: add {test.relative_to(PKG.parent)} (an oracle test from vLLM's spec)"

@@ -2,11 +2,10 @@
 family, vllm/v1/kv_cache_interface.py). The planner (kvplan.plan.kv, kvplan.plan.groups) sums them,
 the estimate view renders their `describe` and `how`, and predict times the kinds it knows.
 
-Modules: kind.py (`CacheKind`, the base and its defaults), heads.py (`HeadsCache`: K and V per head),
-full.py (`FullAttention`), sliding.py (`SlidingWindow`), chunked.py (`ChunkedLocal`, Llama-4),
-cross.py (`CrossAttention`, encoder tokens), mla.py (`MlaLatent`), indexed.py (`IndexedSparse`:
-an attention cache with a sparse index beside it), compressed.py (`CompressedEntries`, DeepSeek-V4),
-state.py (`RecurrentState`, Mamba / Gated-DeltaNet / linear attention).
+kind.py holds `CacheKind`, the base and its defaults, and heads.py `HeadsCache` (K and V per head);
+every other module is one kind (full, sliding, chunked, cross, mla, indexed, compressed, state). A new
+kind is a module of its own, imported from there by the family that uses it: nothing here lists it.
+The names below are re-exported for the kinds kvplan ships.
 """
 from kvplan.spec.cache.chunked import ChunkedLocal
 from kvplan.spec.cache.compressed import CompressedEntries

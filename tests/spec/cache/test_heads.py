@@ -11,13 +11,6 @@ from kvplan.spec.dtypes import KV_DTYPES
 BF16, FP8, INT8 = KV_DTYPES["bfloat16"], KV_DTYPES["fp8"], KV_DTYPES["int8"]
 
 
-def test_entry_is_k_and_v_of_every_head() -> None:
-    llama = FullAttention(32, 128, 128)
-    assert llama.entry_bytes(BF16, 1) == 2 * 32 * 128 * 2 == 16_384
-    assert llama.entry_bytes(FP8, 1) == 8_192
-    assert llama.page_bytes(16, BF16, 1) == 16 * 16_384  # vLLM's page: one block of one layer
-
-
 def test_tensor_parallel_splits_heads_and_replicates_past_them() -> None:
     gqa = FullAttention(8, 128, 128)  # Llama-3-8B
     assert gqa.entry_bytes(BF16, 2) == 2 * 4 * 128 * 2
@@ -36,11 +29,3 @@ def test_unequal_k_and_v_widths() -> None:
 def test_fp8_ds_mla_is_refused_for_head_caches() -> None:
     with pytest.raises(KvplanError, match="sparse MLA layers only"):
         FullAttention(8, 128, 128).entry_bytes(KV_DTYPES["fp8_ds_mla"], 1)
-
-
-def test_full_attention_keeps_every_token() -> None:
-    full = FullAttention(8, 128, 128)
-    assert full.kept_tokens(100_000) == 100_000
-    assert full.request_blocks(4097, 16) == 257
-    assert full.pool_blocks(32_768, 8192, 16) == 2048  # FullAttentionSpec: cdiv(max_model_len, block_size)
-    assert full.shares_prefix(4096)
