@@ -15,16 +15,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 import numpy as np
 from published_runs import Case, Skipped
 
 from kvplan.errors import KvplanError
 from kvplan.perf.bench_metrics import Timings
+from kvplan.perf.cost_models import step_cost
 from kvplan.perf.gpu_cost import Coefficients, GpuStepModel
-from kvplan.perf.predict import check_requests, scheduler_config, server_plan, step_model
+from kvplan.perf.predict import check_requests, scheduler_config, server_plan
 from kvplan.perf.random_dataset import Workload, with_prefix_hits
 from kvplan.perf.schedule import simulate
+from kvplan.perf.step_cost import StepShape
 from kvplan.perf.trace import Trace
 from kvplan.plan.engine_args import EngineArgs
 
@@ -56,8 +59,20 @@ class Prepared:
         return self.case.engine == "vllm" and math.isinf(self.case.request_rate)
 
 
-def _unit_step(*_: float) -> float:
-    return 1.0
+def _shape(t: Any) -> StepShape:
+    """Every step of a trace as one shape of arrays, re-timed at once."""
+    return StepShape(t.step_tokens, t.step_seqs, t.step_context_tokens, t.step_attention_pairs, t.step_prefill_tokens,
+                     t.step_sampled)
+
+
+class _UnitStep:
+    """Every step one second: the schedule of a rate-inf case does not depend on step durations."""
+
+    def step_s(self, shape: StepShape) -> float:
+        return 1.0
+
+
+_unit_step = _UnitStep()
 
 
 def prepare(case: Case, coefficients: Coefficients | None = None) -> Prepared | Skipped:
@@ -88,28 +103,26 @@ def prepare(case: Case, coefficients: Coefficients | None = None) -> Prepared | 
         if case.prefix_hit_rate:
             requests = with_prefix_hits(requests, case.prefix_hit_rate, plan.block_size_tokens)
         check_requests(requests, plan, config.num_gpu_blocks)
-        model = step_model(spec, args, coefficients)
+        model = step_cost(spec, args, coefficients)
     except KvplanError as exc:
         return Skipped(case.row, case.source, str(exc))
     frontend_s = model.coefficients.frontend_request_s
     timed = not math.isinf(case.request_rate) or frontend_s > 0
-    trace = simulate(requests, config, model.step_s if timed else _unit_step, max_concurrency=case.max_concurrency,
+    trace = simulate(requests, config, model if timed else _unit_step, max_concurrency=case.max_concurrency,
                      frontend_s=frontend_s)
 
     def retime(c: Coefficients) -> Timings:
         m = replace(model, coefficients=c)
         t = trace
-        return Timings.retimed(t, m.step_s(t.step_tokens, t.step_seqs, t.step_prefill_tokens, t.step_context_tokens,
-                                           t.step_attention_pairs, t.step_sampled), c.request_latency_s)
+        return Timings.retimed(t, m.step_s(_shape(t)), c.request_latency_s)
 
     def replay(c: Coefficients) -> Timings:
         m = replace(model, coefficients=c)
         if timed:
-            return Timings.of(simulate(requests, config, m.step_s, max_concurrency=case.max_concurrency,
+            return Timings.of(simulate(requests, config, m, max_concurrency=case.max_concurrency,
                                        frontend_s=c.frontend_request_s), c.request_latency_s)
         t = trace
-        return Timings.retimed(t, m.step_s(t.step_tokens, t.step_seqs, t.step_prefill_tokens, t.step_context_tokens,
-                                           t.step_attention_pairs, t.step_sampled), c.request_latency_s)
+        return Timings.retimed(t, m.step_s(_shape(t)), c.request_latency_s)
 
     return Prepared(case, model, trace, replay, retime)
 

@@ -21,7 +21,8 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from kvplan.perf.capacity import DEFAULT_GPUS, Slo, search  # noqa: E402
-from kvplan.perf.predict import kernels_available, predict  # noqa: E402
+from kvplan.perf.kernel_tables import kernels_available  # noqa: E402
+from kvplan.perf.predict import predict  # noqa: E402
 from kvplan.perf.random_dataset import Workload  # noqa: E402
 from kvplan.plan.engine_args import EngineArgs  # noqa: E402
 from kvplan.spec.gpu import load_gpu  # noqa: E402

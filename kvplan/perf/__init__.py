@@ -10,7 +10,8 @@ those it names as untimed), gpu_cost.py (`GpuStepModel`), kernel_cost.py
 (which table times a model's weights, by its quantization), kernel_sources.py (what each of its
 ops was timed from), kernel_grids.py
 (its lookups per op, from the tables), kernel_tables.py (aiconfigurator-core's timing tables as
-log-space grids), step_cost.py (the one step-cost interface, shared with `kvplan stress`),
+log-space grids), step_cost.py (the one step-cost interface: `StepShape` in, seconds and their
+named parts out, shared with `kvplan stress`), cost_models.py (its one factory, by --perf-model),
 random_dataset.py (`vllm bench serve`'s random requests), bench_result.py (a result file it wrote,
 read back as its workload and figures), bench_metrics.py (its figures), predict.py (`kvplan
 predict`), capacity.py (`kvplan plan`: the configurations that meet SLOs). The coefficients are

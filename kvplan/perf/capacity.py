@@ -14,8 +14,9 @@ import numpy as np
 
 from kvplan.errors import KvplanError
 from kvplan.perf.bench_metrics import Timings
+from kvplan.perf.cost_models import step_cost
 from kvplan.perf.gpu_cost import Coefficients
-from kvplan.perf.predict import check_requests, scheduler_config, simulate_replicas, step_model
+from kvplan.perf.predict import check_requests, scheduler_config, simulate_replicas
 from kvplan.perf.random_dataset import Workload
 from kvplan.plan.budget import plan_capacity
 from kvplan.plan.engine_args import EngineArgs
@@ -113,7 +114,7 @@ class _Runner:
     def __init__(self, spec: ModelSpec, args: EngineArgs, workload: Workload, coefficients: Coefficients | None):
         self.plan = plan_capacity(spec, args)
         self.config = scheduler_config(self.plan)
-        self.model = step_model(spec, args, coefficients)
+        self.model = step_cost(spec, args, coefficients)
         self.workload = workload
         self.dp = args.data_parallel_size
 

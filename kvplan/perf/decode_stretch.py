@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from kvplan.perf.request_state import RequestState
+from kvplan.perf.step_cost import StepShape
 
 
 def stretch_clocks(costs: np.ndarray, clock: float, due: float) -> np.ndarray:
@@ -149,7 +150,7 @@ class DecodeStretches:
                 return memo[2][first:first + steps].copy()
         total = max(steps, ahead)
         ctxs = np.arange(ctx0 + n, ctx0 + n * (total + 1), n, dtype=np.int64)[:total]
-        costs = np.array(self.step_s(n, n, 0, ctxs, ctxs, n), dtype=float)
+        costs = np.array(self.cost.step_s(StepShape(n, n, ctxs, ctxs, 0, n)), dtype=float)
         if costs.shape != (total,):  # a cost model that ignores the context
             costs = np.full(total, float(costs))
         if ahead:

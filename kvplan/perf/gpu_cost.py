@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from kvplan.errors import KvplanError
+from kvplan.perf.step_cost import StepShape
 from kvplan.plan import overheads as oh
 from kvplan.plan.kv import KvLayout
 from kvplan.spec.gpu import GpuSpec
@@ -143,8 +144,18 @@ class GpuStepModel:
     num_moe_layers: int = 0
     moe_comm_bytes_per_token: float = 0.0  # per MoE layer and token of the group, ring traffic per GPU
 
-    def step_s(self, tokens: Any, seqs: Any, prefill_tokens: Any, context_tokens: Any, attention_pairs: Any,
-               sampled: Any) -> Any:
+    def step_s(self, shape: StepShape) -> Any:
+        return sum(self._parts(shape.num_tokens, shape.num_seqs, shape.context_tokens, shape.attention_pairs,
+                               shape.sampled))
+
+    def components_s(self, shape: StepShape) -> dict[str, float]:
+        parts = self._parts(shape.num_tokens, shape.num_seqs, shape.context_tokens, shape.attention_pairs,
+                            shape.sampled)
+        return {name: float(v) for name, v in zip(("linear", "attention", "communication", "launches", "host"), parts)}
+
+    def _parts(self, tokens: Any, seqs: Any, context_tokens: Any, attention_pairs: Any,
+               sampled: Any) -> tuple[Any, Any, Any, Any, Any]:
+        """(linear layers, attention, TP/MoE communication, eager launches, host) seconds of a step."""
         c = self.coefficients
         touched = 1.0
         if self.experts:  # the MoE group's tokens (dp replicas' batches) pick which local experts are read
@@ -158,7 +169,7 @@ class GpuStepModel:
         attn = context_tokens * self.kv_bytes_per_token / (
             self.bandwidth_bytes_per_s * c.kv_efficiency
         ) + attention_pairs * self.attention_flops_per_pair / (self.attention_peak_flops_per_s * c.attention_efficiency)
-        comm = 0.0
+        comm: Any = 0.0
         if self.num_allreduces:
             latency, efficiency = ((c.nvlink_allreduce_latency_s, c.nvlink_efficiency) if self.nvlink
                                    else (c.allreduce_latency_s, c.link_efficiency))
@@ -171,12 +182,13 @@ class GpuStepModel:
             comm = comm + self.num_moe_layers * latency + (
                 tokens * self.dp * self.moe_comm_bytes_per_token / (self.link_bytes_per_s * efficiency))
         launches = self.num_layers * c.eager_layer_overhead_s if self.enforce_eager else 0.0
-        gpu = linear + attn + comm + launches
         if self.legacy:  # one process did everything in turn: scheduling, the forward pass, output handling
-            return gpu + c.legacy_step_overhead_s + c.legacy_seq_overhead_s * seqs
-        # 0.6+: output processing (detokenizing, streaming each request's token) runs beside the next
-        # forward pass (async output processing, then V1's separate API-server process)
-        return gpu + c.step_overhead_s
+            host = c.legacy_step_overhead_s + c.legacy_seq_overhead_s * seqs
+        else:
+            # 0.6+: output processing (detokenizing, streaming each request's token) runs beside the next
+            # forward pass (async output processing, then V1's separate API-server process)
+            host = c.step_overhead_s
+        return linear, attn, comm, launches, host
 
     @classmethod
     def build(

@@ -27,7 +27,7 @@ One step on one GPU of a TP group (pipeline stages run in turn, as in `gpu_cost`
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from typing import Any
 
@@ -47,6 +47,7 @@ from kvplan.perf.kernel_dtypes import kernel_dtypes, partly_kept_note, unquantiz
 from kvplan.perf.kernel_grids import MeasuredGemm, attention_grids, collective_grids, gemm_grid, moe_grid
 from kvplan.perf.kernel_sources import annotate_sources
 from kvplan.perf.kernel_tables import AIC_SYSTEMS, data_root, system_tables
+from kvplan.perf.step_cost import StepShape
 from kvplan.plan import overheads as oh
 from kvplan.spec.gpu import GpuSpec
 from kvplan.spec.model import ModelSpec
@@ -73,7 +74,7 @@ def measured_system(gpu: GpuSpec) -> tuple[str, Any]:
 
 @dataclass
 class KernelStepModel:
-    """`step_s` of one model on one measured GPU; same call as `GpuStepModel.step_s`."""
+    """`step_s(shape)` of one model on one measured GPU (the kvplan.perf.step_cost interface)."""
 
     spec: ModelSpec
     tp: int
@@ -97,7 +98,6 @@ class KernelStepModel:
     peak_flops_per_s: float = 0.0
     bandwidth_bytes_per_s: float = 0.0
     overlaps_cpu: bool = False  # async scheduling: the CPU prepares step N+1 while the GPU runs step N
-    takes_prefill_split = True  # the scheduler passes prefill_seqs / prefill_pairs
 
     @property
     def coefficients(self) -> Coefficients:
@@ -323,16 +323,29 @@ class KernelStepModel:
         return prefill
 
     # --- the step ---------------------------------------------------------------------------------
-    def step_s(self, tokens: Any, seqs: Any, prefill_tokens: Any, context_tokens: Any, attention_pairs: Any,
-               sampled: Any, prefill_seqs: Any = None, prefill_pairs: Any = None) -> Any:
+    def step_s(self, shape: StepShape) -> Any:
+        return self._seconds(shape.num_tokens, shape.num_seqs, shape.num_prefill_tokens, shape.context_tokens,
+                             shape.attention_pairs, shape.sampled, shape.num_prefill_seqs, shape.prefill_pairs)
+
+    def components_s(self, shape: StepShape) -> dict[str, float]:
+        """The GPU's part (timed ops, untimed kernels' floors, launches) and the host's: with async
+        scheduling the host's runs beside the GPU's, so the step is the longer, not the sum."""
+        total = float(self.step_s(shape))
+        no_host = replace(self.coefficients, step_overhead_s=0.0, legacy_step_overhead_s=0.0, legacy_seq_overhead_s=0.0)
+        idle = replace(self, roofline=replace(self.roofline, coefficients=no_host))
+        gpu = float(idle.step_s(shape))
+        return {"gpu": gpu, "host": total - gpu}
+
+    def _seconds(self, tokens: Any, seqs: Any, prefill_tokens: Any, context_tokens: Any, attention_pairs: Any,
+                 sampled: Any, prefill_seqs: Any = None, prefill_pairs: Any = None) -> Any:
         if np.ndim(context_tokens) or np.ndim(tokens):  # a stretch of decode steps at once
             if not (np.ndim(tokens) or np.ndim(seqs) or np.ndim(sampled) or prefill_tokens or prefill_pairs
                     or np.any(np.asarray(attention_pairs) != np.asarray(context_tokens))):
                 return self._decode_stretch_s(int(tokens), int(sampled), np.asarray(context_tokens, dtype=float))
             arrays = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in
                                            (tokens, seqs, prefill_tokens, context_tokens, attention_pairs, sampled)))
-            return np.array([self.step_s(*(float(a[i]) for a in arrays), prefill_seqs=prefill_seqs,
-                                         prefill_pairs=prefill_pairs) for i in range(arrays[0].size)])
+            return np.array([self._seconds(*(float(a[i]) for a in arrays), prefill_seqs=prefill_seqs,
+                                           prefill_pairs=prefill_pairs) for i in range(arrays[0].size)])
         tokens, seqs, prefill_tokens = int(tokens), int(seqs), int(prefill_tokens)
         if prefill_pairs is None:  # a caller without the split: chunks are what is not one-token decodes
             prefill_pairs = max(0.0, float(attention_pairs) - (float(context_tokens) if not prefill_tokens else 0.0))

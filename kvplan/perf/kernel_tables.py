@@ -193,3 +193,8 @@ def system_tables(system: str, root: str) -> dict[str, TableRef]:
         if ref is not None:
             out[name] = ref
     return out
+
+
+def kernels_available(gpu_name: str) -> bool:
+    """Whether aiconfigurator-core's tables are installed and hold this GPU."""
+    return gpu_name in AIC_SYSTEMS and data_root() is not None

@@ -13,7 +13,8 @@ import numpy as np
 
 from kvplan.perf.decode_stretch import stretch_clocks
 from kvplan.perf.random_dataset import Request
-from kvplan.perf.schedule import Engine, SchedulerConfig, StepCost
+from kvplan.perf.schedule import Engine, SchedulerConfig
+from kvplan.perf.step_cost import StepCost
 from kvplan.perf.trace import Trace
 
 
@@ -40,7 +41,7 @@ def _decode_together(engines: list[Engine], clock: float) -> bool:
     return True
 
 
-def simulate_lockstep(shares: list[tuple[list[Request], int | None]], config: SchedulerConfig, step_s: StepCost,
+def simulate_lockstep(shares: list[tuple[list[Request], int | None]], config: SchedulerConfig, cost: StepCost,
                       frontend_s: float = 0.0, max_steps: int = 5_000_000, fast: bool = True, watch: Any = None,
                       record: bool = True) -> list[Trace]:
     """One trace per rank of `shares` (each rank's requests and its share of the client's
@@ -48,7 +49,7 @@ def simulate_lockstep(shares: list[tuple[list[Request], int | None]], config: Sc
     where every rank only decodes (the tests compare the two). `watch` and `record` as in
     `schedule.simulate`: one watch for every rank's requests, and the run stops once it says the
     SLO is missed for sure."""
-    engines = [Engine(reqs, config, step_s, cap, frontend_s, watch, record) for reqs, cap in shares]
+    engines = [Engine(reqs, config, cost, cap, frontend_s, watch, record) for reqs, cap in shares]
     clock, steps = 0.0, 0
     while any(_busy(e) for e in engines) and not any(e.missed for e in engines):
         for e in engines:

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 from kvplan.errors import KvplanError
 from kvplan.perf.bench_metrics import bench_figures
 from kvplan.perf.cache_kinds import untimed_kinds
-from kvplan.perf.gpu_cost import Coefficients, GpuStepModel
+from kvplan.perf.cost_models import step_cost
+from kvplan.perf.gpu_cost import Coefficients
 from kvplan.perf.lockstep import simulate_lockstep
 from kvplan.perf.random_dataset import Request
 from kvplan.perf.schedule import SchedulerConfig, simulate
@@ -19,7 +20,7 @@ from kvplan.plan.engine_args import EngineArgs
 from kvplan.spec.model import ModelSpec
 
 if TYPE_CHECKING:
-    from kvplan.perf.kernel_cost import KernelStepModel
+    pass
 
 
 @dataclass(frozen=True)
@@ -50,33 +51,6 @@ def server_plan(spec: ModelSpec, args: EngineArgs) -> CapacityPlan:
     return plan
 
 
-PERF_MODELS = ("roofline", "kernels", "auto")
-
-
-def step_model(spec: ModelSpec, args: EngineArgs, coefficients: Coefficients | None = None,
-               perf_model: str = "roofline") -> GpuStepModel | KernelStepModel:
-    """The GPU step cost: the datasheet roofline, the measured kernels (aiconfigurator-core's vLLM
-    tables), or "auto": the kernels when the GPU has them, else the roofline."""
-    assert args.gpu is not None
-    if perf_model not in PERF_MODELS:
-        raise KvplanError(f"unknown --perf-model {perf_model!r}; choices: {', '.join(PERF_MODELS)}")
-    kw = dict(tp=args.tensor_parallel_size, pp=args.pipeline_parallel_size, dtype=args.dtype,
-              quantization=args.quantization, kv_cache_dtype=args.kv_cache_dtype, vllm_version=args.vllm_version,
-              enforce_eager=args.enforce_eager, coefficients=coefficients, dp=args.data_parallel_size)
-    if perf_model == "roofline" or (perf_model == "auto" and not kernels_available(args.gpu.name)):
-        return GpuStepModel.build(spec, args.gpu, **kw)  # type: ignore[arg-type]
-    from kvplan.perf.kernel_cost import KernelStepModel as Kernels
-
-    return Kernels.build(spec, args.gpu, expert_parallel=args.enable_expert_parallel, max_num_seqs=args.max_num_seqs,
-                         async_scheduling=args.schedules_async, **kw)  # type: ignore[arg-type]
-
-
-def kernels_available(gpu_name: str) -> bool:
-    from kvplan.perf.kernel_tables import AIC_SYSTEMS, data_root
-
-    return gpu_name in AIC_SYSTEMS and data_root() is not None
-
-
 def check_requests(requests: list[Request], plan: CapacityPlan, num_gpu_blocks: int) -> None:
     longest = max(requests, key=lambda r: r.prompt_tokens + r.output_tokens)
     tokens = longest.prompt_tokens + longest.output_tokens
@@ -100,13 +74,13 @@ def simulate_replicas(requests: list[Request], config: SchedulerConfig, model: A
     `watch`, `record`: as in `schedule.simulate` (a `plan` probe; data-parallel: lockstep only)."""
     frontend_s = model.coefficients.frontend_request_s
     if dp == 1:
-        return simulate(requests, config, model.step_s, max_concurrency=max_concurrency, frontend_s=frontend_s,
+        return simulate(requests, config, model, max_concurrency=max_concurrency, frontend_s=frontend_s,
                         watch=watch, record=record)
     shares = [(requests[rank::dp], None if max_concurrency is None else
                max(1, max_concurrency // dp + (rank < max_concurrency % dp))) for rank in range(min(dp, len(requests)))]
     if lockstep:
-        return merge_traces(simulate_lockstep(shares, config, model.step_s, frontend_s, watch=watch, record=record))
-    return merge_traces([simulate(reqs, config, model.step_s, max_concurrency=share, frontend_s=frontend_s)
+        return merge_traces(simulate_lockstep(shares, config, model, frontend_s, watch=watch, record=record))
+    return merge_traces([simulate(reqs, config, model, max_concurrency=share, frontend_s=frontend_s)
                          for reqs, share in shares])
 
 
@@ -120,7 +94,7 @@ def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_c
     plan = server_plan(spec, args)
     config = scheduler_config(plan, num_gpu_blocks)
     check_requests(requests, plan, config.num_gpu_blocks)
-    model = step_model(spec, args, coefficients, perf_model)
+    model = step_cost(spec, args, coefficients, perf_model)
     trace = simulate_replicas(requests, config, model, args.data_parallel_size, max_concurrency,
                               lockstep=bool(spec.moe_shape[0]))
     figures = bench_figures(trace, model.coefficients.request_latency_s)

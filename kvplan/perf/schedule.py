@@ -11,7 +11,6 @@ instead of re-simulating it.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,10 +19,8 @@ import numpy as np
 from kvplan.perf.decode_stretch import DecodeStretches
 from kvplan.perf.random_dataset import Request
 from kvplan.perf.request_state import RequestState
+from kvplan.perf.step_cost import StepCost, StepShape
 from kvplan.perf.trace import Trace
-
-# step_s(tokens, seqs, prefill_tokens, context_tokens, attention_pairs, sampled) -> seconds
-StepCost = Callable[[float, float, float, float, float, float], float]
 
 
 @dataclass(frozen=True)
@@ -41,11 +38,9 @@ class SchedulerConfig:
 class Engine(DecodeStretches):
     """The scheduler's state between steps; one `step()` is one engine step."""
 
-    def __init__(self, requests: list[Request], config: SchedulerConfig, step_s: StepCost,
+    def __init__(self, requests: list[Request], config: SchedulerConfig, cost: StepCost,
                  max_concurrency: int | None, frontend_s: float = 0.0, watch: Any = None, record: bool = True) -> None:
-        self.config, self.step_s, self.record = config, step_s, record
-        # a per-kernel cost (kvplan.perf.kernel_cost) times prefill chunks apart from decodes
-        self.split_prefill = bool(getattr(getattr(step_s, "__self__", None), "takes_prefill_split", False))
+        self.config, self.cost, self.record = config, cost, record
         self.watch, self.missed = watch, False
         self.frontend_s, self.frontend_free = frontend_s, 0.0
         self.frontend: deque[RequestState] = deque()  # sent, still in the API server
@@ -176,27 +171,23 @@ class Engine(DecodeStretches):
         return scheduled
 
     @staticmethod
-    def _shape(scheduled: list[tuple[RequestState, int]]) -> tuple[int, int, int, int, int]:
-        """(tokens, prefill tokens, context tokens, attention pairs, sampled) of scheduled requests,
-        before their tokens are computed."""
-        tok = pre = ctx = pairs = sampled = 0
+    def _shape(scheduled: list[tuple[RequestState, int]]) -> StepShape:
+        """The shape of the scheduled requests' step, before their tokens are computed."""
+        tok = pre = ctx = pairs = sampled = chunks = chunk_pairs = 0
         for r, n in scheduled:
             c = r.computed + n
             tok += n
             ctx += c
             if n > 1:
                 pre += n
-                pairs += n * (r.computed + (n + 1) // 2)
+                p = n * (r.computed + (n + 1) // 2)
+                pairs += p
+                chunks += 1
+                chunk_pairs += p
             else:
                 pairs += c
             sampled += c == r.known
-        return tok, pre, ctx, pairs, sampled
-
-    @staticmethod
-    def _prefill_split(scheduled: list[tuple[RequestState, int]]) -> tuple[int, int]:
-        """(prefill chunks, their query x key pairs): what a per-kernel cost times apart from decodes."""
-        chunks = [(r, n) for r, n in scheduled if n > 1]
-        return len(chunks), sum(n * (r.computed + (n + 1) // 2) for r, n in chunks)
+        return StepShape(tok, len(scheduled), ctx, pairs, pre, sampled, chunks, chunk_pairs)
 
     def _finish(self, r: RequestState) -> None:
         """`r` sampled its last token (at `r.last_s`): its blocks go back; the caller drops it from running."""
@@ -211,29 +202,24 @@ class Engine(DecodeStretches):
         scheduled, shape, cost_s = self.plan_step()
         self.commit_step(scheduled, shape, self.clock + cost_s)
 
-    def plan_step(self) -> tuple[list[tuple[RequestState, int]], tuple[int, int, int, int, int], float]:
+    def plan_step(self) -> tuple[list[tuple[RequestState, int]], StepShape, float]:
         """Schedule the next step (its batch is then fixed): (batch, its shape, its duration)."""
         scheduled = self._prefill_v0() if not self.config.chunked_prefill and self.waiting else []
         if not scheduled:
             scheduled = self._continuous()
         if not scheduled:  # nothing fits even alone: a request longer than the pool
             raise RuntimeError("a request needs more KV blocks than the pool holds")
-        shape = tok, pre, ctx, pairs, sampled = self._shape(scheduled)
-        if self.split_prefill:
-            chunks, chunk_pairs = self._prefill_split(scheduled)
-            return scheduled, shape, self.step_s(tok, len(scheduled), pre, ctx, pairs, sampled,  # type: ignore[call-arg]
-                                                 prefill_seqs=chunks, prefill_pairs=chunk_pairs)
-        return scheduled, shape, self.step_s(tok, len(scheduled), pre, ctx, pairs, sampled)
+        shape = self._shape(scheduled)
+        return scheduled, shape, self.cost.step_s(shape)
 
-    def commit_step(self, scheduled: list[tuple[RequestState, int]], shape: tuple[int, int, int, int, int],
-                    end_s: float) -> None:
+    def commit_step(self, scheduled: list[tuple[RequestState, int]], shape: StepShape, end_s: float) -> None:
         """Run the planned step until `end_s` (its own duration on, or a lockstep group's longest)."""
         self.clock = end_s
         self.peak = max(self.peak, self.config.num_gpu_blocks - self.free)
         self.max_running = max(self.max_running, len(self.running))
         if self.record:
-            tok, pre, ctx, pairs, sampled = shape
-            for col, v in zip(self.cols, (tok, len(scheduled), pre, ctx, pairs, sampled, self.clock)):
+            for col, v in zip(self.cols, (shape.num_tokens, shape.num_seqs, shape.num_prefill_tokens,
+                                          shape.context_tokens, shape.attention_pairs, shape.num_sampled, self.clock)):
                 col.append(v)
         self._advance(scheduled)
         self.steps += 1
@@ -274,16 +260,16 @@ class Engine(DecodeStretches):
                      extras={"fast_decode_steps": self.fast_steps, "missed_slo": self.missed})
 
 
-def simulate(requests: list[Request], config: SchedulerConfig, step_s: StepCost,
+def simulate(requests: list[Request], config: SchedulerConfig, cost: StepCost,
              max_concurrency: int | None = None, max_steps: int = 5_000_000, fast: bool = True,
              frontend_s: float = 0.0, watch: Any = None, record: bool = True) -> Trace:
-    """Run every request to completion; `step_s` gives each step's duration, `frontend_s` the API
+    """Run every request to completion; `cost` gives each step's duration, `frontend_s` the API
     server's serial time per request. `fast=False` steps one at a time even through pure-decode
     stretches (the tests compare the two). `watch` (capacity.SloWatch) is told each first token and
     each finish, and stops the run as soon as it says the SLO is missed for sure: the trace is then
     partial and `extras["missed_slo"]` is True. `record=False` leaves the per-step columns and the
     ITL samples empty: a search probe needs only each request's send, first and last token times."""
-    engine = Engine(requests, config, step_s, max_concurrency, frontend_s, watch, record)
+    engine = Engine(requests, config, cost, max_concurrency, frontend_s, watch, record)
     while (engine.pending or engine.frontend or engine.waiting or engine.held or engine.running) and not engine.missed:
         if not engine.send():
             continue

@@ -1,51 +1,50 @@
 """One step-cost interface for every simulation: `step_s(shape)`, the seconds one engine step takes
-for a batch of this shape. The bundled engine on a CPU is timed by its calibrated linear model
-(`kvplan.stress.cpu_cost`); a GPU by the physical model of `kvplan.perf.gpu_cost`, the same one
-`kvplan predict` and `kvplan plan` use, so a GPU stress run tests what `predict` says.
+for a batch of this `StepShape`, and `components_s(shape)`, the same seconds by named part. Every
+cost model implements it: the GPU roofline (`kvplan.perf.gpu_cost.GpuStepModel`), the measured
+kernels (`kvplan.perf.kernel_cost.KernelStepModel`) and the bundled engine's calibrated CPU model
+(`kvplan.stress.cpu_cost.LinearCostModel`). `kvplan.perf.cost_models.step_cost` is the one factory of
+the GPU models, so `predict`, `plan` and a GPU `stress` run time steps the same way for a `--perf-model`.
+
+A shape's fields are numbers, or numpy arrays of many steps' numbers (a decode stretch, a trace
+re-timed at once): the models' arithmetic is elementwise.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
-
-from kvplan.perf.gpu_cost import GpuStepModel
+from typing import Any, NamedTuple, Protocol
 
 
-@dataclass(frozen=True)
-class StepShape:
-    """A scheduled batch reduced to the numbers its cost depends on."""
+class StepShape(NamedTuple):
+    """A scheduled batch reduced to the numbers its cost depends on (a tuple: the scheduler makes
+    one per step, so it must be cheap to build)."""
 
-    num_tokens: int  # new tokens computed this step (prefill chunks + one per decode)
-    num_seqs: int  # sequences in the batch
-    context_tokens: int  # sum over sequences of the tokens attended to (cached + new)
-    attention_pairs: int  # sum over sequences of new_tokens x context: the quadratic prefill term
-    num_prefill_tokens: int = 0
+    num_tokens: Any  # new tokens computed this step (prefill chunks + one per decode)
+    num_seqs: Any  # sequences in the batch
+    context_tokens: Any  # sum over sequences of the tokens attended to (cached + new)
+    attention_pairs: Any  # sum over sequences of new_tokens x context: the quadratic prefill term
+    num_prefill_tokens: Any = 0
+    num_sampled: Any = None  # requests that sample a token (LM-head rows); None: every one scheduled
+    num_prefill_seqs: Any = None  # requests with a prefill chunk; None: one if any token is a prefill's
+    prefill_pairs: Any = None  # the prefill chunks' query x key pairs; None: all pairs not of one-token decodes
+
+    @property
+    def sampled(self) -> Any:
+        return self.num_seqs if self.num_sampled is None else self.num_sampled
 
     @classmethod
-    def from_counts(cls, contexts_before: list[int], new_tokens: list[int]) -> StepShape:
+    def from_counts(cls, contexts_before: list[int], new_tokens: list[int], sampled: int | None = None) -> StepShape:
+        """The shape of a batch whose requests hold `contexts_before` tokens and compute `new_tokens`."""
         ctx = [c + n for c, n in zip(contexts_before, new_tokens)]
+        chunks = [(c, n) for c, n in zip(contexts_before, new_tokens) if n > 1]
         return cls(num_tokens=sum(new_tokens), num_seqs=len(new_tokens), context_tokens=sum(ctx),
                    attention_pairs=sum(n * c for n, c in zip(new_tokens, ctx)),
-                   num_prefill_tokens=sum(n for n in new_tokens if n > 1))
+                   num_prefill_tokens=sum(n for _, n in chunks), num_sampled=sampled,
+                   num_prefill_seqs=len(chunks), prefill_pairs=sum(n * (c + n) for c, n in chunks))
 
     def features(self) -> list[float]:
         return [float(self.num_tokens), float(self.num_seqs), float(self.context_tokens), float(self.attention_pairs)]
 
 
 class StepCost(Protocol):
-    def step_s(self, shape: StepShape) -> float: ...
+    def step_s(self, shape: StepShape) -> Any: ...
 
-
-@dataclass(frozen=True)
-class GpuShapeCost:
-    """`GpuStepModel` behind the shape interface. A shape does not say which requests sample a
-    token, so every scheduled request is counted as sampling one (the LM head of a prefill chunk
-    that does not finish its prompt is over-counted: one vocab-wide row per such request)."""
-
-    model: GpuStepModel
-
-    def step_s(self, shape: StepShape) -> float:
-        if shape.num_seqs == 0:
-            return 0.0
-        return float(self.model.step_s(shape.num_tokens, shape.num_seqs, shape.num_prefill_tokens, shape.context_tokens,
-                                       shape.attention_pairs, shape.num_seqs))
+    def components_s(self, shape: StepShape) -> dict[str, float]: ...

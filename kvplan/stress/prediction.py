@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanError
-from kvplan.perf.gpu_cost import GpuStepModel
-from kvplan.perf.step_cost import GpuShapeCost, StepCost
+from kvplan.perf.cost_models import step_cost
+from kvplan.perf.step_cost import StepCost
+from kvplan.plan.engine_args import EngineArgs
 from kvplan.plan.kv import blocks_in_budget
 from kvplan.spec.gpu import load_gpu
 from kvplan.stress.calibrate import find_calibration
@@ -33,16 +34,16 @@ PREDICTED_FROM_RECORDS = tuple(
 )
 
 
-def load_cost_model(scenario: Scenario, calibration: Path | None = None,
-                    device_name: str | None = None) -> tuple[StepCost | None, str]:
-    """(cost model, how it was chosen). CPU: the calibration file; CUDA: the GPU cost model
-    `kvplan predict` uses (`perf.gpu_cost`), for the GPU named `device_name` (as
-    `torch.cuda.get_device_name` gives it; the target knows it)."""
+def load_cost_model(scenario: Scenario, calibration: Path | None = None, device_name: str | None = None,
+                    perf_model: str = "roofline") -> tuple[StepCost | None, str]:
+    """(cost model, how it was chosen). CPU: the calibration file; CUDA: the step cost `kvplan
+    predict` builds (kvplan.perf.cost_models.step_cost, `perf_model`) for the GPU named
+    `device_name` (as `torch.cuda.get_device_name` gives it; the target knows it)."""
     device = scenario.engine.device
     if calibration is not None:
         return LinearCostModel.load(calibration), f"calibrated: {calibration}"
     if device.startswith("cuda") or device_name is not None:  # a GPU here, or a --target server's (--gpu)
-        return _gpu_cost(scenario, device_name)
+        return _gpu_cost(scenario, device_name, perf_model)
     for name in (scenario.name, scenario.model_spec().name):
         path = find_calibration(name, device)
         if path is not None:
@@ -51,17 +52,18 @@ def load_cost_model(scenario: Scenario, calibration: Path | None = None,
                   f"run `kvplan calibrate --scenario ...`")
 
 
-def _gpu_cost(scenario: Scenario, device_name: str | None) -> tuple[StepCost | None, str]:
+def _gpu_cost(scenario: Scenario, device_name: str | None, perf_model: str) -> tuple[StepCost | None, str]:
     if device_name is None:
         return None, "no GPU cost model: the GPU's name is unknown"
     name = device_name.lower().replace(" ", "-")
     try:
         gpu = load_gpu(name)
-        model = GpuStepModel.build(scenario.model_spec(), gpu, dtype=scenario.engine.compute_dtype(),
-                                   kv_cache_dtype=scenario.kv_cache_dtype_name())
+        args = EngineArgs.from_flags(gpu=gpu, dtype=scenario.engine.compute_dtype(),
+                                     kv_cache_dtype=scenario.kv_cache_dtype_name())
+        model = step_cost(scenario.model_spec(), args, perf_model=perf_model)
     except KvplanError as exc:
         return None, f"no GPU cost model for {name!r}: {exc}"
-    return GpuShapeCost(model), f"GPU cost model (kvplan predict's): {gpu.name}"
+    return model, f"GPU step cost (kvplan predict's, --perf-model {perf_model}): {gpu.name}"
 
 
 def _sim_requests(requests: list[RequestSpec]) -> list[SimRequest]:

@@ -94,8 +94,10 @@ class _Simulation:
 
     def step(self) -> None:
         result, batch = self.result, self.sched.schedule()
-        shape = StepShape.from_counts([s.num_computed_tokens for s in batch.seqs], list(batch.num_new_tokens))
-        self.clock += self.cost_model.step_s(shape)
+        # a request samples when this step computes the last of its known tokens
+        sampled = sum(s.num_computed_tokens + n == len(s) for s, n in zip(batch.seqs, batch.num_new_tokens))
+        shape = StepShape.from_counts([s.num_computed_tokens for s in batch.seqs], list(batch.num_new_tokens), sampled)
+        self.clock += float(self.cost_model.step_s(shape)) if batch.seqs else 0.0
         result.num_steps += 1
         if batch.num_preempted and result.first_preemption_step is None:
             result.first_preemption_step, result.first_preemption_s = result.num_steps, self.clock

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from step_shapes import at
 
 from kvplan.perf.gpu_cost import Coefficients, GpuStepModel, link_bytes_per_s
 from kvplan.spec.gpu import load_gpu
@@ -11,6 +12,7 @@ from kvplan.spec.model import spec_from_config
 from kvplan.spec.profiles import load_model
 
 C = Coefficients()
+
 
 
 def model(name: str = "llama-3.1-8b-instruct", gpu: str = "h100-sxm-80gb", **kw) -> GpuStepModel:
@@ -24,10 +26,10 @@ def test_interconnect_parsed_per_direction() -> None:
 
 def test_decode_is_bandwidth_bound_and_prefill_compute_bound() -> None:
     m = model()
-    decode = m.step_s(1, 1, 0, 1000, 1000, 1)
+    decode = m.step_s(at(1, 1, 0, 1000, 1000, 1))
     weights_s = m.dense_read_bytes / (m.bandwidth_bytes_per_s * C.hbm_efficiency)
     assert decode > weights_s  # at least the weights once
-    prefill = m.step_s(8192, 1, 8192, 8192, 8192 * 4096, 1)
+    prefill = m.step_s(at(8192, 1, 8192, 8192, 8192 * 4096, 1))
     gemm_s = m.linear_flops_per_token * 8192 / (m.peak_flops_per_s * C.gemm_efficiency)
     assert prefill > gemm_s and prefill > 5 * decode
 
@@ -36,7 +38,7 @@ def test_tensor_parallel_splits_weights_and_adds_allreduce() -> None:
     one, two = model(), model(tp=2)
     assert two.dense_read_bytes == pytest.approx(one.dense_read_bytes / 2, rel=0.01)
     assert one.num_allreduces == 0 and two.num_allreduces == 2 * 32
-    assert two.step_s(1, 1, 0, 100, 100, 1) < one.step_s(1, 1, 0, 100, 100, 1)
+    assert two.step_s(at(1, 1, 0, 100, 100, 1)) < one.step_s(at(1, 1, 0, 100, 100, 1))
 
 
 def test_fp8_weights_halve_reads_and_use_fp8_tensor_cores() -> None:
@@ -49,10 +51,10 @@ def test_fp8_weights_halve_reads_and_use_fp8_tensor_cores() -> None:
 def test_moe_touches_more_experts_as_the_batch_grows() -> None:
     m = model("qwen3-30b-a3b")
     assert m.experts == 128 and m.experts_per_token == 8
-    t1, t8, t512 = (m.step_s(n, n, 0, n, n, n) for n in (1, 8, 512))
+    t1, t8, t512 = (m.step_s(at(n, n, 0, n, n, n)) for n in (1, 8, 512))
     assert t1 < t8 < t512
     dense_like = replace(m, experts=0)  # all experts read every step
-    assert dense_like.step_s(1, 1, 0, 1, 1, 1) > t1
+    assert dense_like.step_s(at(1, 1, 0, 1, 1, 1)) > t1
 
 
 def test_mla_cache_is_latent_and_eager_adds_launches() -> None:
@@ -61,7 +63,7 @@ def test_mla_cache_is_latent_and_eager_adds_launches() -> None:
         61 * 576 * 2, rel=0.01
     )  # one 576-wide latent per layer, not split by TP
     eager = model(enforce_eager=True)
-    assert eager.step_s(4, 4, 0, 400, 400, 4) == pytest.approx(model().step_s(4, 4, 0, 400, 400, 4)
+    assert eager.step_s(at(4, 4, 0, 400, 400, 4)) == pytest.approx(model().step_s(at(4, 4, 0, 400, 400, 4))
                                                                + 32 * C.eager_layer_overhead_s)
 
 
@@ -69,8 +71,8 @@ def test_legacy_vllm_pays_its_own_overhead() -> None:
     old, new = model(vllm_version="0.5.4"), model(vllm_version="0.11.0")
     assert old.legacy and not new.legacy
     c = Coefficients(legacy_step_overhead_s=0.01, step_overhead_s=0.001)
-    assert replace(old, coefficients=c).step_s(1, 1, 0, 1, 1, 1) - replace(new, coefficients=c).step_s(
-        1, 1, 0, 1, 1, 1
+    assert replace(old, coefficients=c).step_s(at(1, 1, 0, 1, 1, 1)) - replace(new, coefficients=c).step_s(
+        at(1, 1, 0, 1, 1, 1)
     ) == pytest.approx(0.009, rel=0.05)
 
 
@@ -81,11 +83,11 @@ def test_no_per_request_floor_sets_the_step_at_high_batch() -> None:
     small = GpuStepModel.build(load_model("llama-3.1-8b"), load_gpu("h100"))
     big = GpuStepModel.build(load_model("llama-3.1-70b"), load_gpu("a100-sxm4-80gb"), tp=8)
     ctx = 200 * 1500
-    a, b = small.step_s(200, 200, 0, ctx, ctx, 200), big.step_s(200, 200, 0, ctx, ctx, 200)
+    a, b = small.step_s(at(200, 200, 0, ctx, ctx, 200)), big.step_s(at(200, 200, 0, ctx, ctx, 200))
     assert abs(a - b) / min(a, b) > 0.2
     idle = replace(small, dense_read_bytes=0.0, linear_flops_per_token=0.0, lm_head_flops_per_row=0.0,
                    kv_bytes_per_token=0.0, attention_flops_per_pair=0.0)
-    assert idle.step_s(512, 512, 0, 0, 0, 512) == pytest.approx(idle.step_s(1, 1, 0, 0, 0, 1))
+    assert idle.step_s(at(512, 512, 0, 0, 0, 512)) == pytest.approx(idle.step_s(at(1, 1, 0, 0, 0, 1)))
 
 
 def test_a_norm_spanning_the_tp_group_adds_its_all_reduce() -> None:
@@ -100,5 +102,7 @@ def test_a_norm_spanning_the_tp_group_adds_its_all_reduce() -> None:
     assert GpuStepModel.build(qwen, h100, tp=4).num_allreduces == 2 * qwen.num_layers
     per_head = spec_from_config({**minimax.config, "qk_norm_type": "per_head"}, "minimax-per-head")
     assert per_head.tp_norm_allreduces == 0
-    step = [GpuStepModel.build(m, h100, tp=4).step_s(16, 16, 0, 16 * 1024, 16 * 1024, 16) for m in (per_head, minimax)]
+    step = [
+        GpuStepModel.build(m, h100, tp=4).step_s(at(16, 16, 0, 16 * 1024, 16 * 1024, 16)) for m in (per_head, minimax)
+    ]
     assert step[1] > step[0]  # the extra latency shows in a decode step

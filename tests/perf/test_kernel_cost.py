@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from step_shapes import at
 
 from kvplan.errors import KvplanError
 from kvplan.perf.gpu_cost import GpuStepModel
@@ -18,6 +19,7 @@ from kvplan.spec.gpu import load_gpu
 from kvplan.spec.profiles import load_model
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "aiconfigurator" / "kernels"
+
 
 
 @pytest.fixture()
@@ -75,7 +77,7 @@ def test_decode_step_is_near_the_roofline(kernels: KernelStepModel) -> None:
     spec, gpu = load_model("llama-3.1-8b-instruct"), load_gpu("h100-sxm-80gb")
     roof = GpuStepModel.build(spec, gpu, tp=2)
     ctx = 32 * 1024
-    measured, physical = kernels.step_s(32, 32, 0, ctx, ctx, 32), roof.step_s(32, 32, 0, ctx, ctx, 32)
+    measured, physical = kernels.step_s(at(32, 32, 0, ctx, ctx, 32)), roof.step_s(at(32, 32, 0, ctx, ctx, 32))
     assert 0.5 < measured / physical < 2.0
 
 
@@ -84,20 +86,22 @@ def test_decode_step_is_near_the_roofline(kernels: KernelStepModel) -> None:
        name=st.sampled_from(["llama-3.1-8b-instruct", "moonshotai--Kimi-K2.5"]))  # dense; MLA + MoE + other_linear
 def test_step_cost_is_monotone_in_its_work(tokens: int, extra: int, ctx: int, name: str) -> None:
     model = _model(name)
-    a = model.step_s(tokens, tokens, 0, ctx + tokens, ctx + tokens, tokens)
-    assert model.step_s(tokens + extra, tokens + extra, 0, ctx + tokens, ctx + tokens, tokens) >= a  # more tokens
-    assert model.step_s(tokens, tokens, 0, ctx + tokens + extra, ctx + tokens + extra, tokens) >= a  # longer contexts
-    pre = model.step_s(tokens, 1, tokens, tokens, tokens * (tokens + 1) // 2, 1, prefill_seqs=1,
-                       prefill_pairs=tokens * (tokens + 1) // 2)
+    a = model.step_s(at(tokens, tokens, 0, ctx + tokens, ctx + tokens, tokens))
+    assert model.step_s(at(tokens + extra, tokens + extra, 0, ctx + tokens, ctx + tokens, tokens)) >= a  # more tokens
+    assert (
+        model.step_s(at(tokens, tokens, 0, ctx + tokens + extra, ctx + tokens + extra, tokens)) >= a
+    )  # longer contexts
+    pre = model.step_s(at(tokens, 1, tokens, tokens, tokens * (tokens + 1) // 2, 1, prefill_seqs=1,
+                       prefill_pairs=tokens * (tokens + 1) // 2))
     longer = model.step_s(
-        tokens + extra,
+        at(tokens + extra,
         1,
         tokens + extra,
         tokens + extra,
         (tokens + extra) * (tokens + extra + 1) // 2,
         1,
         prefill_seqs=1,
-        prefill_pairs=(tokens + extra) * (tokens + extra + 1) // 2,
+        prefill_pairs=(tokens + extra) * (tokens + extra + 1) // 2),
     )
     assert longer >= pre
 
@@ -176,8 +180,8 @@ def test_fast_decode_with_measured_kernels_is_bit_identical(monkeypatch, tp: int
     config = scheduler_config(server_plan(spec, EngineArgs(gpu=gpu, tensor_parallel_size=tp, vllm_version="0.11.0")))
     for rate in (20.0, math.inf):
         reqs = Workload(500, 120, 0.5, 120, rate, seed=5).requests()
-        slow = simulate(reqs, config, model.step_s, fast=False)
-        fast = simulate(reqs, config, model.step_s)
+        slow = simulate(reqs, config, model, fast=False)
+        fast = simulate(reqs, config, model)
         for name in ("step_context_tokens", "step_end_s", "send_s", "first_token_s", "last_token_s", "itl_s"):
             assert np.array_equal(getattr(slow, name), getattr(fast, name)), name
         assert fast.extras["fast_decode_steps"] > 0
@@ -201,7 +205,7 @@ def test_a_decode_step_reads_at_least_the_weights_one_token_touches(monkeypatch,
     p = spec.params
     bytes_per_param = oh.model_weights_bytes(spec, "auto", None) / p.decoder
     active_bytes = (p.active - p.embedding - p.encoder) * bytes_per_param / tp
-    gpu_s = model.step_s(1, 1, 0, 1000, 1000, 1) - model.coefficients.step_overhead_s
+    gpu_s = model.step_s(at(1, 1, 0, 1000, 1000, 1)) - model.coefficients.step_overhead_s
     assert gpu_s >= active_bytes / (gpu.memory_bandwidth_gbps * 1e9)
     if spec.is_mla or spec.has_state:
         assert "other_linear" in model.sources  # their projections / mixers are named, not dropped
@@ -473,7 +477,7 @@ def test_untimed_kernels_add_their_floor_per_layer(monkeypatch) -> None:
     no_floor = KernelStepModel.build(load_model("llama-3.1-8b-instruct"), gpu, tp=1, async_scheduling=False,
                                      coefficients=replace(base, kernel_floor_s=0.0))
     shape = (8, 8, 0, 8 * 1024, 8 * 1024, 8)
-    assert dense.step_s(*shape) - no_floor.step_s(*shape) == pytest.approx(4 * 32 * base.kernel_floor_s)
+    assert dense.step_s(at(*shape)) - no_floor.step_s(at(*shape)) == pytest.approx(4 * 32 * base.kernel_floor_s)
     assert "untimed_kernels" in dense.sources
 
 
@@ -491,7 +495,7 @@ def test_async_scheduling_overlaps_the_cpu_with_the_gpu(monkeypatch) -> None:
     assert not KernelStepModel.build(spec, gpu, tp=2, vllm_version="0.11.0").overlaps_cpu
     assert KernelStepModel.build(spec, gpu, tp=2, vllm_version="0.15.1").overlaps_cpu
     for shape in [(1, 1, 0, 100, 100, 1), (256, 256, 0, 256 * 2048, 256 * 2048, 256)]:
-        gpu_s = sync.step_s(*shape) - cpu_s
-        assert overlapped.step_s(*shape) == pytest.approx(max(gpu_s, cpu_s))
-        assert overlapped.step_s(*shape) < sync.step_s(*shape)
+        gpu_s = sync.step_s(at(*shape)) - cpu_s
+        assert overlapped.step_s(at(*shape)) == pytest.approx(max(gpu_s, cpu_s))
+        assert overlapped.step_s(at(*shape)) < sync.step_s(at(*shape))
     assert "beside" in overlapped.sources["host"] and "after" in sync.sources["host"]

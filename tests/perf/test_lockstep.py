@@ -10,15 +10,22 @@ import pytest
 from kvplan.perf.lockstep import simulate_lockstep
 from kvplan.perf.random_dataset import Request, Workload
 from kvplan.perf.schedule import SchedulerConfig, simulate
+from kvplan.perf.step_cost import StepShape
 
 
-def by_tokens(tokens: float, seqs: float, *_: float) -> float:
-    return 0.001 + 0.0001 * tokens + 0.00002 * seqs
+class _ByTokens:
+    def step_s(self, shape: StepShape) -> float:
+        return 0.001 + 0.0001 * shape.num_tokens + 0.00002 * shape.num_seqs
 
 
-def by_context(tokens: float, seqs: float, prefill: float, context: float, *_: float) -> float:
+class _ByContext:
     """A step that also reads its KV cache (works on a stretch's context array too)."""
-    return 0.001 + 0.0001 * tokens + 1e-7 * context
+
+    def step_s(self, shape: StepShape) -> float:
+        return 0.001 + 0.0001 * shape.num_tokens + 1e-7 * shape.context_tokens
+
+
+by_tokens, by_context = _ByTokens(), _ByContext()
 
 
 def test_a_prefill_on_one_rank_stalls_the_other_ranks_decodes() -> None:
@@ -30,7 +37,7 @@ def test_a_prefill_on_one_rank_stalls_the_other_ranks_decodes() -> None:
     r0, r1 = simulate_lockstep([([Request(0.0, 10, 20)], None), ([Request(0.005, 1000, 3)], None)], cfg, by_tokens)
     assert np.allclose(alone.itl_s, 0.00112)
     assert max(r0.itl_s) == pytest.approx(
-        0.00112 + (by_tokens(1000, 1) - by_tokens(1, 1))
+        0.00112 + (by_tokens.step_s(StepShape(1000, 1, 0, 0)) - by_tokens.step_s(StepShape(1, 1, 0, 0)))
     )  # decode + the prefill's extra
     assert r0.last_token_s[0] > alone.last_token_s[0] + 0.099
     steps0, steps1 = r0.step_end_s, r1.step_end_s
@@ -72,7 +79,8 @@ def test_identical_ranks_run_as_one() -> None:
 def test_predict_runs_moe_replicas_in_lockstep_and_dense_ones_apart() -> None:
     """--data-parallel-size on a MoE model: the replicas' decodes wait for each other's prefills,
     so TPOT is at least the independent replicas'; a dense model's replicas stay independent."""
-    from kvplan.perf.predict import predict, scheduler_config, server_plan, simulate_replicas, step_model
+    from kvplan.perf.cost_models import step_cost
+    from kvplan.perf.predict import predict, scheduler_config, server_plan, simulate_replicas
     from kvplan.plan.engine_args import EngineArgs
     from kvplan.spec.gpu import load_gpu
     from kvplan.spec.profiles import load_model
@@ -80,7 +88,7 @@ def test_predict_runs_moe_replicas_in_lockstep_and_dense_ones_apart() -> None:
     spec = load_model("qwen3-30b-a3b")
     args = EngineArgs.from_flags(gpu=load_gpu("h100"), data_parallel_size=2, enable_expert_parallel=True)
     reqs = Workload(120, 1000, 0.5, 200, 8.0, seed=3).requests()
-    config, model = scheduler_config(server_plan(spec, args)), step_model(spec, args)
+    config, model = scheduler_config(server_plan(spec, args)), step_cost(spec, args)
     apart = simulate_replicas(reqs, config, model, 2, None)
     together = simulate_replicas(reqs, config, model, 2, None, lockstep=True)
     tpot = lambda t: float(np.mean((t.last_token_s - t.first_token_s) / (t.output_tokens - 1)))  # noqa: E731

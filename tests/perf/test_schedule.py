@@ -10,14 +10,22 @@ import pytest
 from kvplan.perf.bench_metrics import Timings, bench_figures
 from kvplan.perf.random_dataset import Request, Workload, with_prefix_hits
 from kvplan.perf.schedule import SchedulerConfig, simulate
+from kvplan.perf.step_cost import StepShape
 
 
-def unit(*_: float) -> float:
-    return 1.0
+class _Unit:
+    """Every step one second."""
+
+    def step_s(self, shape: StepShape) -> float:
+        return 1.0
 
 
-def by_tokens(tokens: float, seqs: float, *_: float) -> float:
-    return 0.001 + 0.0001 * tokens + 0.00002 * seqs
+class _ByTokens:
+    def step_s(self, shape: StepShape) -> float:
+        return 0.001 + 0.0001 * shape.num_tokens + 0.00002 * shape.num_seqs
+
+
+unit, by_tokens = _Unit(), _ByTokens()
 
 
 def test_chunked_prefill_hand_counted() -> None:
@@ -84,7 +92,7 @@ def test_retimed_trace_equals_simulated_clock(concurrency: int | None, async_sch
     cfg = SchedulerConfig(60, 16, 8, 256, async_scheduling=async_scheduling)
     shape = simulate(reqs, cfg, unit, max_concurrency=concurrency)
     real = simulate(reqs, cfg, by_tokens, max_concurrency=concurrency)
-    durations = np.array([by_tokens(a, b) for a, b in zip(shape.step_tokens, shape.step_seqs)])
+    durations = np.array([by_tokens.step_s(StepShape(a, b, 0, 0)) for a, b in zip(shape.step_tokens, shape.step_seqs)])
     re = Timings.retimed(shape, durations)
     assert np.allclose(re.first_s, real.first_token_s) and np.allclose(re.last_s, real.last_token_s)
     assert np.allclose(re.send_s, real.send_s)
@@ -132,16 +140,17 @@ def test_fast_decode_stretches_change_nothing(
 def test_fast_decode_with_the_gpu_cost_model_is_bit_identical(model: str, rate: float) -> None:
     """The fast path times a whole decode stretch with one vectorized call of the GPU cost model
     and a sequential cumsum of the clock: the same floats as stepping one at a time."""
-    from kvplan.perf.predict import scheduler_config, server_plan, step_model
+    from kvplan.perf.cost_models import step_cost
+    from kvplan.perf.predict import scheduler_config, server_plan
     from kvplan.plan.engine_args import EngineArgs
     from kvplan.spec.gpu import load_gpu
     from kvplan.spec.profiles import load_model
 
     spec, args = load_model(model), EngineArgs(gpu=load_gpu("h100"), vllm_version="0.11.0")
-    config, cost = scheduler_config(server_plan(spec, args)), step_model(spec, args)
+    config, cost = scheduler_config(server_plan(spec, args)), step_cost(spec, args)
     reqs = Workload(500, 120, 0.5, 120, rate, seed=5).requests()
-    slow = simulate(reqs, config, cost.step_s, fast=False)
-    fast = simulate(reqs, config, cost.step_s)
+    slow = simulate(reqs, config, cost, fast=False)
+    fast = simulate(reqs, config, cost)
     for name in ("step_context_tokens", "step_end_s", "first_token_s", "last_token_s", "itl_s"):
         assert np.array_equal(getattr(slow, name), getattr(fast, name)), name
     assert fast.extras["fast_decode_steps"] > 0

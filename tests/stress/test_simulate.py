@@ -3,11 +3,13 @@ import random
 
 import pytest
 
-from kvplan.perf.gpu_cost import GpuStepModel
-from kvplan.perf.step_cost import GpuShapeCost, StepShape
+from kvplan.perf.cost_models import step_cost
+from kvplan.perf.step_cost import StepShape
+from kvplan.plan.engine_args import EngineArgs
 from kvplan.spec.gpu import load_gpu
-from kvplan.spec.profiles import load_model
 from kvplan.stress.cpu_cost import LinearCostModel
+from kvplan.stress.prediction import load_cost_model
+from kvplan.stress.scenario_loader import load_scenario
 from kvplan.stress.simulate import SimRequest, simulate
 
 UNIT = LinearCostModel(1e-3, 0.0, 0.0, 0.0, 0.0)
@@ -58,17 +60,18 @@ def test_calibration_file_round_trip(tmp_path):
 
 
 def test_gpu_stress_times_steps_with_the_predict_cost_model():
-    """A GPU stress run's prediction uses `kvplan predict`'s step cost: the same seconds for the
-    same batch, whichever interface asks (shape here, arrays in perf.schedule)."""
-    spec = load_model("llama-3.1-8b")
-    gpu_model = GpuStepModel.build(spec, load_gpu("h100"))
-    cost = GpuShapeCost(gpu_model)
-    decode = StepShape.from_counts([1000] * 8, [1] * 8)
-    assert cost.step_s(decode) == pytest.approx(float(gpu_model.step_s(8, 8, 0, decode.context_tokens,
-                                                                         decode.attention_pairs, 8)), rel=1e-12)
-    prefill = StepShape.from_counts([0], [8192])
-    assert cost.step_s(prefill) > 5 * cost.step_s(decode)  # 8,192 tokens of GEMMs outweigh one weight read
-    assert cost.step_s(StepShape.from_counts([], [])) == 0.0
+    """A GPU stress run's prediction uses `kvplan predict`'s step cost (the one factory): the same
+    seconds for the same batch."""
+    scenario = load_scenario("ci-smoke")
+    cost, how = load_cost_model(scenario, device_name="NVIDIA H100 80GB HBM3")
+    args = EngineArgs.from_flags(gpu=load_gpu("h100"), dtype=scenario.engine.compute_dtype(),
+                                 kv_cache_dtype=scenario.kv_cache_dtype_name())
+    predict_cost = step_cost(scenario.model_spec(), args)
+    decode = StepShape.from_counts([1000] * 8, [1] * 8, sampled=8)
+    assert cost is not None and "--perf-model roofline" in how
+    assert cost.step_s(decode) == predict_cost.step_s(decode)
+    prefill = StepShape.from_counts([0], [8192], sampled=1)
+    assert cost.step_s(prefill) == predict_cost.step_s(prefill) > cost.step_s(decode)
 
 
 def test_all_requests_finish_with_exact_output_lengths():

@@ -140,4 +140,4 @@ def test_stress_target_plans_from_the_servers_settings(smoke_server: ServeProces
     assert result.scenario["engine"]["max_model_len"] == server.max_model_len
     assert any(n.startswith("server set up differently:") and "max_model_len 1024" in n for n in result.notes)
     assert not any("the server's pool has" in n for n in result.notes)  # planned with it: no mismatch left
-    assert "GPU cost model" in result.prediction["cost_model_source"] and result.prediction["median_ttft_ms"] > 0
+    assert "GPU step cost" in result.prediction["cost_model_source"] and result.prediction["median_ttft_ms"] > 0
