@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-SCENARIO = ROOT / "kvplan" / "data" / "scenarios" / "ci-smoke.yaml"
+SCENARIO = ROOT / "scenarios" / "ci-smoke.yaml"
 
 
 def run(scenario: Path, out: Path, threads: int | None, hogs: int) -> dict:

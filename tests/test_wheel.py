@@ -31,10 +31,13 @@ def installed(tmp_path_factory) -> Path:
                             "-w", str(shared / "dist")], check=True, cwd=tmp, capture_output=True)
     (wheel,) = (shared / "dist").glob("kvplan-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    for needed in ("kvplan/py.typed", "kvplan/data/gpus.yaml", "kvplan/data/models/llama-2-7b.yaml",
-                   "kvplan/data/scenarios/ci-smoke.yaml", "kvplan/data/calibration/ci-smoke-cpu.yaml",
+    for needed in ("kvplan/py.typed", "kvplan/data/gpus.yaml", "kvplan/profiles/llama-2-7b.yaml",
+                   "kvplan/scenarios/ci-smoke.yaml", "kvplan/data/calibration/ci-smoke-cpu.yaml",
                    "kvplan/report/templates/report.html.j2"):
         assert needed in names, needed
+    for folder in ("profiles", "scenarios"):  # every bundled profile and scenario travels
+        missing = [p.name for p in (ROOT / folder).glob("*.yaml") if f"kvplan/{folder}/{p.name}" not in names]
+        assert not missing, (folder, missing)
     site = tmp / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
                    check=True, capture_output=True)

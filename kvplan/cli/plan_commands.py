@@ -322,7 +322,7 @@ def profiles_show(name: str, as_json: Annotated[bool, typer.Option("--json", met
 
         if spec.name in model_names():  # a bundled profile: its file as stored
             profile = dict(model_profile(spec.name))
-            profile["source"] = public_source(str(profile.get("source", "")), f"kvplan/data/models/{spec.name}.yaml")
+            profile["source"] = public_source(str(profile.get("source", "")), f"profiles/{spec.name}.yaml")
         else:  # a repo id from the HF cache, a directory or a config.json: what was read
             profile = {"name": spec.name, "hf_id": spec.hf_id, "source": spec.source, "config": spec.config}
         typer.echo(json.dumps(profile, indent=2))

@@ -78,9 +78,9 @@ def fitted_coefficients() -> tuple[Coefficients, dict[str, Any]]:
     """The coefficients stored by `benchmarks/gpu_accuracy.py --refit`, with the fit's metadata."""
     import yaml
 
-    from kvplan.spec.profiles import profiles_dir
+    from kvplan.spec.catalog_files import bundled_dir
 
-    path = profiles_dir() / "perf" / "gpu_cost.yaml"
+    path = bundled_dir() / "perf" / "gpu_cost.yaml"
     data = yaml.safe_load(path.read_text())
     return Coefficients(**data["coefficients"]), {k: v for k, v in data.items() if k != "coefficients"}
 

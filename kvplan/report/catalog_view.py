@@ -75,7 +75,7 @@ def render_profile(console: Console, s: ModelSpec) -> None:
     rows = {
         "hf_id": s.hf_id,
         "aliases": ", ".join(s.aliases),
-        "source": public_source(s.source, f"kvplan/data/models/{s.name}.yaml"),
+        "source": public_source(s.source, f"profiles/{s.name}.yaml"),
         "architecture": s.architecture,
         "layers": s.num_layers,
         "attention": ", ".join(f"{n} {k}" for k, n in s.attention_kinds.items()),

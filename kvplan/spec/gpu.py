@@ -98,9 +98,9 @@ def gpu_catalog() -> dict[str, GpuSpec]:
     """Canonical name -> GpuSpec."""
     import yaml
 
-    from kvplan.spec.profiles import profiles_dir
+    from kvplan.spec.catalog_files import bundled_dir
 
-    path = profiles_dir() / "gpus.yaml"
+    path = bundled_dir() / "gpus.yaml"
     try:
         data = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml: ~10x faster
     except (OSError, yaml.YAMLError, ValueError) as exc:

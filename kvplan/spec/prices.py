@@ -25,9 +25,9 @@ def list_prices() -> dict[str, GpuPrice]:
     """Catalog GPU name -> its list price."""
     import yaml
 
-    from kvplan.spec.profiles import profiles_dir
+    from kvplan.spec.catalog_files import bundled_dir
 
-    data = yaml.safe_load((profiles_dir() / "gpu_prices.yaml").read_text())
+    data = yaml.safe_load((bundled_dir() / "gpu_prices.yaml").read_text())
     return {gpu: GpuPrice(e["instance_usd_per_hour"] / e["gpus"],
                           f"list: AWS EC2 {e['instance']} on-demand, {e['region']}, ${e['instance_usd_per_hour']:g}/h "
                           f"/ {e['gpus']} GPU{'s' if e['gpus'] > 1 else ''}", data["source"])

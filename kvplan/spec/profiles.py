@@ -1,5 +1,4 @@
-"""The bundled catalog: `kvplan/data/models/*.yaml` (and `gpus.yaml`, read by `gpu.py`), and
-what `--model` resolves to.
+"""The bundled catalog of model profiles (`profiles/*.yaml`), and what `--model` resolves to.
 
 `--model` (`load_model`, `model_config`) is tried in this order:
 1. a bundled profile name or alias (`llama-2-7b`);
@@ -22,14 +21,9 @@ from typing import Any
 import yaml
 
 from kvplan.errors import ConfigError, UnknownNameError
-from kvplan.spec.catalog_files import bundled_dir
+from kvplan.spec.catalog_files import profiles_dir
 from kvplan.spec.model import ModelSpec, load_config_json, spec_from_config, spec_from_path
 from kvplan.validation import number_problem
-
-
-def profiles_dir() -> Path:
-    """The bundled data folder holding `models/` and `gpus.yaml`."""
-    return bundled_dir()
 
 
 def _read_yaml(path: Path) -> Any:
@@ -76,7 +70,7 @@ def _header_value(text: str, key: str) -> str | None:
 def model_index() -> dict[str, Path]:
     """Every canonical name and alias -> its profile file (header scan: no YAML parse per file)."""
     index: dict[str, Path] = {}
-    for path in sorted((profiles_dir() / "models").glob("*.yaml")):
+    for path in sorted(profiles_dir().glob("*.yaml")):
         index[path.stem] = path
         for alias in _header_aliases(path.read_text()):
             index.setdefault(alias, path)
@@ -87,7 +81,7 @@ def model_index() -> dict[str, Path]:
 def hf_id_index() -> dict[str, Path]:
     """Every profile's Hugging Face repo id, lower-cased -> its profile file (header scan)."""
     index: dict[str, Path] = {}
-    for path in sorted((profiles_dir() / "models").glob("*.yaml")):
+    for path in sorted(profiles_dir().glob("*.yaml")):
         hf_id = _header_value(path.read_text(), "hf_id")
         if hf_id:
             index.setdefault(hf_id.lower(), path)
@@ -101,7 +95,7 @@ def profile_for_hf_id(repo_id: str) -> str | None:
 
 
 def model_names() -> list[str]:
-    return sorted(p.stem for p in (profiles_dir() / "models").glob("*.yaml"))
+    return sorted(p.stem for p in profiles_dir().glob("*.yaml"))
 
 
 @lru_cache(maxsize=64)

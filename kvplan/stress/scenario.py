@@ -1,4 +1,4 @@
-"""Scenario files: the schema of a scenario YAML (bundled ones in `kvplan/data/scenarios/`).
+"""Scenario files: the schema of a scenario YAML (bundled ones in `scenarios/`).
 
 Every mistake becomes one `KvplanError` line: the file, the field path as the user wrote it
 (`workload.classes[1].prompt_tokens.mean`), the bad value and, where there are choices, the

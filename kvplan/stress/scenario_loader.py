@@ -9,7 +9,7 @@ import yaml
 from pydantic import ValidationError
 
 from kvplan.errors import KvplanError, read_user_file
-from kvplan.spec.catalog_files import bundled_dir
+from kvplan.spec.catalog_files import scenarios_dir
 from kvplan.stress.scenario import Scenario, check_against_model
 from kvplan.validation import FieldIssue, format_validation_error, number_problem, path_text, short_repr
 
@@ -114,7 +114,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
 
 def bundled_scenarios() -> dict[str, Path]:
     """Name -> file of every scenario shipped with kvplan."""
-    return {p.stem: p for p in sorted((bundled_dir() / "scenarios").glob("*.yaml"))}
+    return {p.stem: p for p in sorted(scenarios_dir().glob("*.yaml"))}
 
 
 def scenario_file(name_or_path: str | Path) -> Path:

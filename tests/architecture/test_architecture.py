@@ -29,7 +29,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "kvplan"
-SMOKE = ROOT / "kvplan" / "data" / "scenarios" / "ci-smoke.yaml"
+SMOKE = ROOT / "scenarios" / "ci-smoke.yaml"
 SMOKE_BASELINE = ROOT / "kvplan" / "data" / "baselines" / "ci-smoke.json"
 
 HEAVY = ("torch", "transformers")

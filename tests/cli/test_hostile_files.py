@@ -181,11 +181,11 @@ def test_a_user_model_profile_header_is_checked(tmp_path, line: str, needle: str
     import subprocess
     import sys
 
-    from kvplan.spec.catalog_files import bundled_dir
+    from kvplan.spec.catalog_files import bundled_dir, profiles_dir
 
     (tmp_path / "models").mkdir()
     shutil.copy(bundled_dir() / "gpus.yaml", tmp_path / "gpus.yaml")
-    text = (bundled_dir() / "models" / "llama-2-7b.yaml").read_text()
+    text = (profiles_dir() / "llama-2-7b.yaml").read_text()
     key = line.split(":")[0]
     lines = [ln for ln in text.splitlines() if not ln.startswith(f"{key}:")]
     (tmp_path / "models" / "mine.yaml").write_text("\n".join([line, *lines]) + "\n")

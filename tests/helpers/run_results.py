@@ -81,7 +81,7 @@ def _timeline(records: list[RequestRecord], pool_blocks: int, step_s: float) -> 
 def make_result(*, scenario_file: str = "ci-smoke.yaml", n_requests: int = 36, allocator: str = "paged",
                 seed: int = 0, model_name: str | None = None, server_telemetry: bool = False,
                 concurrency: int | None = None) -> RunResult:
-    scenario = load_scenario(ROOT / "kvplan" / "data" / "scenarios" / scenario_file)
+    scenario = load_scenario(ROOT / "scenarios" / scenario_file)
     pool_blocks = scenario.num_gpu_blocks() or 128
     rng = np.random.default_rng(seed)
     conc = concurrency or (scenario.arrival.concurrency or 16)

@@ -23,7 +23,7 @@ def _real_configs() -> list[tuple[str, dict]]:
         for p in sorted((ROOT / "tests" / "data").rglob("config.json"))
     ]
     out += [(str(p.relative_to(ROOT)), yaml.safe_load(p.read_text())["config"])
-            for p in sorted((ROOT / "kvplan" / "data" / "models").glob("*.yaml"))]
+            for p in sorted((ROOT / "profiles").glob("*.yaml"))]
     return out
 
 

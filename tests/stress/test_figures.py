@@ -60,7 +60,7 @@ def test_every_predicted_figure_is_in_the_prediction() -> None:
     from kvplan.stress.scenario_loader import load_scenario
     from kvplan.stress.workload import generate_requests
 
-    scenario = load_scenario(Path(__file__).resolve().parents[2] / "kvplan" / "data" / "scenarios" / "ci-smoke.yaml")
+    scenario = load_scenario(Path(__file__).resolve().parents[2] / "scenarios" / "ci-smoke.yaml")
     requests = generate_requests(scenario, vocab_size=scenario.model_spec().vocab_size)
     out = predict(
         scenario,

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _result(complete: bool = True) -> RunResult:
-    scenario = load_scenario(ROOT / "kvplan" / "data" / "scenarios" / "ci-smoke.yaml")
+    scenario = load_scenario(ROOT / "scenarios" / "ci-smoke.yaml")
     records = [
         RequestRecord("req-000000", "short", 0.0, 0.2, (0.2, 0.25, 0.3), 0.3, 40, 3),
         RequestRecord("req-000001", "medium", 0.1, 0.5, (0.5, 0.6), 0.6, 200, 2),

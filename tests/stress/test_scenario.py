@@ -262,7 +262,7 @@ def test_missing_file_is_named(tmp_path: Path) -> None:
         load_scenario(missing)
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "kvplan" / "data" / "scenarios").glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted((ROOT / "scenarios").glob("*.yaml")), ids=lambda p: p.name)
 def test_shipped_scenarios_load(path: Path) -> None:
     scenario = load_scenario(path)
     assert scenario.name == path.stem
@@ -270,12 +270,12 @@ def test_shipped_scenarios_load(path: Path) -> None:
 
 
 def test_shipped_scenario_set() -> None:
-    names = {p.stem for p in (ROOT / "kvplan" / "data" / "scenarios").glob("*.yaml")}
+    names = {p.stem for p in (ROOT / "scenarios").glob("*.yaml")}
     assert {"mixed", "short-chat", "long-context", "shared-prefix", "paged-vs-contiguous", "ci-smoke"} <= names
 
 
 def test_mixed_pool_is_several_max_len_reservations() -> None:
-    s = load_scenario(ROOT / "kvplan" / "data" / "scenarios" / "mixed.yaml")
+    s = load_scenario(ROOT / "scenarios" / "mixed.yaml")
     per_block = bytes_per_block(load_model("tiny-llama"), 16, "float32")
     assert per_block == 16 * 2048 == s.bytes_per_block()
     reservation_blocks = s.max_model_len // s.engine.block_size
@@ -284,7 +284,7 @@ def test_mixed_pool_is_several_max_len_reservations() -> None:
 
 
 def test_ci_smoke_is_small() -> None:
-    s = load_scenario(ROOT / "kvplan" / "data" / "scenarios" / "ci-smoke.yaml")
+    s = load_scenario(ROOT / "scenarios" / "ci-smoke.yaml")
     assert 24 <= s.num_requests <= 40 and s.model.name == "tiny-llama"
 
 

@@ -25,7 +25,7 @@ def smoke(tmp_path_factory):
             [
                 "stress",
                 "--scenario",
-                str(ROOT / "kvplan/data/scenarios/ci-smoke.yaml"),
+                str(ROOT / "scenarios/ci-smoke.yaml"),
                 "--out",
                 str(out),
                 "--no-progress",
@@ -38,7 +38,7 @@ def smoke(tmp_path_factory):
 def test_ci_smoke_writes_a_valid_result(smoke):
     result = load_result(smoke / "result.json")
     assert result.complete and result.scenario_name == "ci-smoke"
-    scenario = load_scenario(ROOT / "kvplan/data/scenarios/ci-smoke.yaml")
+    scenario = load_scenario(ROOT / "scenarios/ci-smoke.yaml")
     measured = [r for r in result.records() if not r.is_warmup]
     assert len(result.records()) == scenario.num_requests
     assert all(r.status == "ok" for r in measured)
@@ -88,7 +88,7 @@ def test_interrupt_writes_partial_result(tmp_path, monkeypatch):
             [
                 "stress",
                 "--scenario",
-                str(ROOT / "kvplan/data/scenarios/ci-smoke.yaml"),
+                str(ROOT / "scenarios/ci-smoke.yaml"),
                 "--out",
                 str(tmp_path),
                 "--no-progress",
@@ -106,7 +106,7 @@ def test_paged_vs_contiguous_onset_of_preemption_matches(tmp_path):
     preemption starts and the number of preemptions are predicted exactly."""
     from kvplan.stress.command import StressOptions, run_stress, save_run
 
-    data = load_scenario(ROOT / "kvplan/data/scenarios/paged-vs-contiguous.yaml").to_dict()
+    data = load_scenario(ROOT / "scenarios/paged-vs-contiguous.yaml").to_dict()
     data["num_requests"] = 16
     data["arrival"]["concurrency"] = 12
     data["workload"]["classes"][0]["output_tokens"] = {"dist": "uniform", "min": 150, "max": 250}

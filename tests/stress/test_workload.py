@@ -193,7 +193,7 @@ def test_lognormal_mean_and_std_are_of_the_length() -> None:
 
 
 def test_mixed_scenario_matches_the_article() -> None:
-    s = load_scenario(ROOT / "kvplan" / "data" / "scenarios" / "mixed.yaml")
+    s = load_scenario(ROOT / "scenarios" / "mixed.yaml")
     reqs = generate_requests(s)
     prompt = np.mean([r.prompt_tokens for r in reqs])
     output = np.mean([r.output_tokens for r in reqs])

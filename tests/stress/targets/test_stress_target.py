@@ -14,7 +14,7 @@ from kvplan.stress.command import StressOptions
 from kvplan.stress.result import load_result
 from kvplan.stress.scenario_loader import load_scenario
 
-SMOKE = ROOT / "kvplan" / "data" / "scenarios" / "ci-smoke.yaml"
+SMOKE = ROOT / "scenarios" / "ci-smoke.yaml"
 SECRET = "sk-kvplan-test-8c1f0e"
 
 
