@@ -206,7 +206,7 @@ def _prices(texts: list[str], candidates: list[str]) -> dict[str, Any]:
         gpu = load_gpu(name.strip()).name
         if gpu not in candidates:
             raise KvplanError(f"--price {text}: {gpu} is not a GPU this plan considers ({', '.join(candidates)}); "
-                              "add it to --gpus or drop the price")
+                              "add it to --gpu or drop the price")
         given[gpu] = user_price(gpu, value.strip())
     return prices_for(candidates, given)
 
@@ -218,19 +218,27 @@ def plan_command(
     slo_ttft_ms: Annotated[float, typer.Option(help="TTFT limit at --slo-percentile, ms.")],
     slo_tpot_ms: Annotated[float, typer.Option(help="TPOT limit at --slo-percentile, ms.")],
     slo_percentile: Annotated[float, typer.Option(help="Percentile the SLOs apply to.")] = 99.0,
-    gpus: Annotated[
+    gpu: Annotated[
         str | None,
-        typer.Option(help="Comma-separated GPUs to consider (default: H100, H200, A100-80GB, L40S, L4, B200)."),
+        typer.Option(
+            "--gpu", help="GPUs to consider, comma-separated (default: H100, H200, A100-80GB, L40S, L4, B200)."
+        ),
     ] = None,
-    kv_cache_dtypes: Annotated[str, typer.Option(help="Comma-separated KV dtypes to consider.")] = "auto,fp8",
-    quantizations: Annotated[
-        str, typer.Option(help="Comma-separated weight quantizations to consider (none, fp8).")
+    kv_cache_dtype: Annotated[
+        str, typer.Option("--kv-cache-dtype", help="KV dtypes to consider, comma-separated.")
+    ] = "auto,fp8",
+    quantization: Annotated[
+        str, typer.Option("--quantization", help="Weight quantizations to consider, comma-separated (none, fp8).")
     ] = "none",
+    # the names these flags had before every command spelled them alike (kept, hidden)
+    gpus: Annotated[str | None, typer.Option("--gpus", hidden=True)] = None,
+    kv_cache_dtypes: Annotated[str | None, typer.Option("--kv-cache-dtypes", hidden=True)] = None,
+    quantizations: Annotated[str | None, typer.Option("--quantizations", hidden=True)] = None,
     price: Annotated[
         list[str] | None,
         typer.Option(
             help="GPU=USD per GPU-hour, repeatable: overrides the list price (AWS EC2 on-demand, from Apache "
-                "Libcloud's "
+            "Libcloud's "
             "pricing.json) or prices a GPU that has none."
         ),
     ] = None,
@@ -255,6 +263,8 @@ def plan_command(
     from kvplan.perf.random_dataset import Workload
     from kvplan.spec.gpu import load_gpu
 
+    gpus, kv_cache_dtypes = gpus or gpu, kv_cache_dtypes or kv_cache_dtype
+    quantizations = quantizations or quantization
     slo = Slo(slo_ttft_ms, slo_tpot_ms, slo_percentile)
     # the GPU is each candidate's: the base arguments are planned on H100 only to check the flags
     spec, args = _server(model, "h100-sxm-80gb", dtype=dtype, strict=strict, max_model_len=max_model_len,
@@ -262,11 +272,11 @@ def plan_command(
                          gpu_memory_utilization=gpu_memory_utilization)
     devices = [load_gpu(g.strip()) for g in (gpus.split(",") if gpus else DEFAULT_GPUS) if g.strip()]
     if not devices:
-        raise KvplanError(f"--gpus names no GPU, got {gpus!r}")
+        raise KvplanError(f"--gpu names no GPU, got {gpus!r}")
     quants = [None if q.strip() in ("none", "") else q.strip() for q in quantizations.split(",")]
     for q in quants:
         if q not in (None, "fp8"):
-            raise KvplanError(f"--quantizations: {q!r} is not a runtime quantization kvplan plans; choices: none, fp8")
+            raise KvplanError(f"--quantization: {q!r} is not a runtime quantization kvplan plans; choices: none, fp8")
     workload = Workload(random_input_len, random_output_len, random_range_ratio, num_prompts, request_rate, burstiness,
                         None, seed)
     answer = search(

@@ -11,18 +11,21 @@ from typing import Any
 
 from kvplan.errors import KvplanError
 from kvplan.plan.budget import CapacityPlan, plan_capacity
+from kvplan.plan.catalog_fit import GpuFit, catalog_fits
 from kvplan.plan.engine_args import EngineArgs
-from kvplan.plan.explain import concurrency_note, length_note, memory_shortfall, vllm_default_note, weights_fit
+from kvplan.plan.explain import length_note, vllm_default_note
+from kvplan.plan.fit import Fit, fit_on_gpu
 from kvplan.plan.fixes import Fix, Recommendation
 from kvplan.plan.groups import state_copies
 from kvplan.plan.kv import KvLayout
-from kvplan.plan.overheads import model_weights_bytes, parse_vllm_version
-from kvplan.spec.gpu import GpuSpec
+from kvplan.plan.overheads import model_dtype, model_weights_bytes, parse_vllm_version
+from kvplan.plan.search import serve_command
+from kvplan.spec.dtypes import vllm_kv_cache_dtype
 from kvplan.spec.model import ModelSpec
 
 DEFAULT_CTX_TOKENS = 4096  # --ctx when neither --ctx nor --max-model-len is given
-NO_GPU_HINT = ("no fit answer without a GPU: add --gpu NAME (kvplan gpus lists them) or --gpu-memory-gib N "
-               "for whether it fits and the largest concurrency")
+NO_GPU_HINT = ("for vLLM's own budget on one GPU, its `vllm serve` line and the fixes: add --gpu NAME "
+               "(kvplan gpus lists them) or --gpu-memory-gib N")
 
 
 @dataclass(frozen=True)
@@ -33,22 +36,6 @@ class Variant:
     kv_bytes_total: int
     fits: bool | None
     max_concurrency_at_ctx: int | None
-
-
-@dataclass(frozen=True)
-class Fit:
-    gpu: GpuSpec | None  # None: only --kv-cache-memory-bytes given (vLLM then ignores the GPU's size)
-    gpu_memory_utilization: float
-    weights_bytes_per_gpu: int
-    kv_available_bytes_per_gpu: int
-    kv_needed_bytes_per_gpu: int
-    fits: bool
-    max_concurrency_at_ctx: int
-    max_ctx_at_concurrency: int
-    capacity: CapacityPlan  # vLLM's memory budget, which the figures above are taken from
-    weights_fit: bool = True  # do the weights alone fit in what vLLM may use of one GPU?
-    shortfall: str | None = None  # why no KV memory is left (weights alone, or weights + overheads)
-    vllm_concurrency_note: str | None = None  # why vLLM's "Maximum concurrency" differs from kvplan's
 
 
 @dataclass(frozen=True)
@@ -99,33 +86,8 @@ class Estimate:
     lengths: Lengths | None = None
     notes: tuple[str, ...] = field(default=())  # on-screen lines: the max_model_len planned, vLLM's default
     hint: str | None = None  # how to get a fit answer when there is none (no GPU)
-
-
-def _fit(layout: KvLayout, spec: ModelSpec, ctx: int, n: int, prefix: int, engine: EngineArgs,
-         max_model_len: int) -> Fit:
-    # vLLM's budget (kvplan.plan.budget): requested - weights - activation - non-torch [- graphs]
-    args = replace(engine, kv_cache_dtype=layout.kv_dtype.name, block_size=layout.block_size,
-                   tensor_parallel_size=layout.tp, pipeline_parallel_size=layout.pp, max_model_len=max_model_len)
-    plan = plan_capacity(layout.spec, args)
-    available = max(0, plan.available_kv_cache_bytes)
-    dp = engine.data_parallel_size  # replicas with a pool each: vLLM's DP load balancer spreads the requests
-    per_rank = -(-n // dp)
-    needed = layout.batch_bytes_per_gpu(ctx, per_rank, prefix_tokens=prefix)
-    most = layout.max_concurrency(ctx, available, prefix_tokens=prefix) * dp
-    return Fit(
-        engine.gpu,
-        engine.gpu_memory_utilization,
-        plan.weights_bytes,
-        available,
-        needed,
-        plan.fits and needed <= available,
-        most,
-        layout.max_tokens(per_rank, available, max_model_len),
-        plan,
-        weights_fit(plan),
-        memory_shortfall(plan),
-        concurrency_note(layout, plan, ctx, prefix, most),
-    )
+    catalog: tuple[GpuFit, ...] = ()  # without a GPU: each catalog GPU, whether the batch fits it and at what TP
+    serve_command: str | None = None  # with a GPU: the `vllm serve` line of the configuration asked about
 
 
 def _check(concurrency: int, prefix_tokens: int, ctx_tokens: int) -> None:
@@ -181,12 +143,12 @@ def estimate(spec: ModelSpec, engine: EngineArgs, *, ctx_tokens: int | None = No
         total = lay.batch_bytes(ctx, concurrency, prefix_tokens=prefix)
         fits = maxc = None
         if planned:
-            f = _fit(lay, spec, ctx, concurrency, prefix, engine, mml)
+            f = fit_on_gpu(lay, spec, ctx, concurrency, prefix, engine, mml)
             fits, maxc = f.fits, f.max_concurrency_at_ctx
         return Variant(label, lay.bytes_per_token(), lay.request_bytes(ctx), total, fits, maxc)
 
     variants = _what_ifs(spec, engine, layout, variant, concurrency, ctx, prefix_tokens, copies)
-    fit = _fit(layout, spec, ctx, concurrency, prefix_tokens, engine, mml) if planned else None
+    fit = fit_on_gpu(layout, spec, ctx, concurrency, prefix_tokens, engine, mml) if planned else None
     return Estimate(
         warnings=spec.warnings,
         spec=spec,
@@ -206,7 +168,18 @@ def estimate(spec: ModelSpec, engine: EngineArgs, *, ctx_tokens: int | None = No
         lengths=lengths,
         notes=_notes(spec, lengths, fit),
         hint=None if fit else NO_GPU_HINT,
+        catalog=() if planned else catalog_fits(spec, engine, ctx, concurrency, prefix_tokens, mml, copies),
+        serve_command=_as_asked(spec, engine, layout, fit, mml, concurrency),
     )
+
+
+def _as_asked(spec: ModelSpec, engine: EngineArgs, layout: KvLayout, fit: Fit | None, max_model_len: int,
+              concurrency: int) -> str | None:
+    """The `vllm serve` line of the configuration asked about; None without a GPU, or when vLLM has no
+    flag for its KV dtype (int8/int4 are planned only: the fixes and variants say so)."""
+    if fit is None or vllm_kv_cache_dtype(layout.kv_dtype, model_dtype(spec, engine.dtype)) is None:
+        return None
+    return serve_command(spec, replace(engine, max_model_len=max_model_len), fit.capacity, concurrency)
 
 
 def _what_ifs(spec: ModelSpec, engine: EngineArgs, layout: KvLayout, variant: Callable[..., Variant],
@@ -222,7 +195,7 @@ def _what_ifs(spec: ModelSpec, engine: EngineArgs, layout: KvLayout, variant: Ca
             continue
         if alt_layout.kv_dtype != layout.kv_dtype:  # DeepSeek-V3.2: fp8 is its fp8_ds_mla default
             variants.append(
-                variant(f"{alt} KV" + (" (planned only: no vLLM flag)" if alt == "int4" else ""), alt_layout)
+                variant(f"{alt} KV" + (" (no vLLM flag)" if alt == "int4" else ""), alt_layout)
             )
     if (
         not spec.is_mla
@@ -233,13 +206,13 @@ def _what_ifs(spec: ModelSpec, engine: EngineArgs, layout: KvLayout, variant: Ca
         gqa = spec.with_kv_heads(spec.num_kv_heads // 2)
         variants.append(
             variant(
-                f"GQA: KV heads halved ({spec.num_kv_heads} -> {spec.num_kv_heads // 2}; a different model)",
+                f"GQA: {spec.num_kv_heads // 2} KV heads (another model)",
                 KvLayout.of(gqa, kv_cache_dtype, block_size, tp, pp, state_copies=copies),
             )
         )
     share = prefix_tokens or min(ctx // 2, 1024)
     if concurrency > 1 and share >= block_size:
-        variants.append(variant(f"shared {share}-token prefix", layout, share))
+        variants.append(variant(f"a {share:,}-token shared prefix", layout, share))
     return variants
 
 
@@ -334,8 +307,11 @@ def to_json(est: Estimate, fixes: Sequence[Fix] = (), rec: Recommendation | None
     }
     if est.fit:
         out.update(_fit_json(est.fit, fixes))
+        out["vllm_serve"] = est.serve_command
     else:
-        out.update({"fits": None, "max_concurrency_at_ctx": None, "hint": est.hint})
+        out.update({"fits": None, "max_concurrency_at_ctx": None, "hint": est.hint,
+                    "catalog_gpus": [{"gpu": g.gpu.name, "tp": g.tp, "fits": g.fits,
+                                      "max_concurrency_at_ctx": g.max_concurrency_at_ctx} for g in est.catalog]})
     if rec is not None:
         out["recommended_command"] = rec.command if rec.met else None
         out["recommendation"] = rec.note

@@ -18,7 +18,7 @@ def _g(n: int) -> str:
     return f"{n / GIB:,.2f} GiB"
 
 
-def render_capacity(console: Console, plan: CapacityPlan) -> None:
+def render_capacity(console: Console, plan: CapacityPlan, wide: bool = True) -> None:
     a = plan.args
     shortfall = memory_shortfall(plan)
     if shortfall:  # first: the reason, before the components and vLLM's own error
@@ -50,6 +50,8 @@ def render_capacity(console: Console, plan: CapacityPlan) -> None:
               f"{a.block_size}-token page {plan.block_bytes // max(1, bind.group_size):,} B × {bind.group_size} layers"
               + (" (one KV group; kvplan's 'KV per block' spans every layer)" if len(bind.groups) > 1 else ""))
     t.add_row("num_gpu_blocks", f"{plan.num_gpu_blocks:,}", "floor(available / block), min over stages")
+    if not wide:
+        t.columns.pop()  # the "how" column: too narrow a console
     console.print(t)
     if plan.defaulted:
         console.print(

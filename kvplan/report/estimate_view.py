@@ -6,7 +6,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from kvplan.plan.estimate import Estimate, Fit
+from kvplan.plan.estimate import Estimate
+from kvplan.plan.fit import Fit
 from kvplan.plan.kv import KvLayout, layer_bytes_per_token, pp_layer_range, state_bytes, state_page_bytes
 from kvplan.report.capacity_view import render_capacity
 from kvplan.spec.encoder_params import encoder_description
@@ -176,7 +177,10 @@ def _weights_base_how(est: Estimate) -> str:
     return f"{spec.params.total:,} params × {spec.dtype_bytes} B ({spec.dtype})"
 
 
-def _kv_table(est: Estimate) -> Table:
+WIDE_COLUMNS = 110  # below this the tables leave out their "how" column (--json keeps every figure)
+
+
+def _kv_table(est: Estimate, wide: bool) -> Table:
     """The KV bill: per token, block, request and batch, paged and contiguous, and the weights."""
     spec, lay = est.spec, est.layout
     title = (f"{spec.name}" + (f" ({spec.hf_id})" if spec.hf_id else "") +
@@ -201,7 +205,7 @@ def _verdict(est: Estimate, f: Fit) -> str:
     return "[bold red]does not fit[/bold red]"
 
 
-def _fit_table(est: Estimate, f: Fit) -> Table:
+def _fit_table(est: Estimate, f: Fit, wide: bool) -> Table:
     """Whether the batch fits the GPU's KV budget, and the largest concurrency and context that do."""
     where = (f.gpu.display_name or f.gpu.name) if f.gpu else 'any GPU (--kv-cache-memory-bytes)'
     g = Table(
@@ -240,12 +244,12 @@ def _fit_table(est: Estimate, f: Fit) -> Table:
 
 
 def _variants_table(est: Estimate) -> Table:
-    v = Table(title="variants (KV figures for the whole model)", show_header=True, header_style="bold")
-    for col in ("variant", "KV / token", "KV / request", f"total × {est.concurrency}"):
+    v = Table(title="variants (KV for the whole model)", show_header=True, header_style="bold")
+    for col in ("variant", "per token", "per request", f"× {est.concurrency}"):
         v.add_column(col, justify="right" if col != "variant" else "left")
     if est.fit:
         v.add_column("fits")
-        v.add_column("largest concurrency", justify="right")
+        v.add_column("max conc.", justify="right")
     for var in est.variants:
         row = [
             var.label,
@@ -259,15 +263,43 @@ def _variants_table(est: Estimate) -> Table:
     return v
 
 
+def _narrow(table: Table, wide: bool) -> Table:
+    """The table without its "how" column on a console too narrow for it."""
+    if not wide and table.columns and table.columns[-1].header == "how":
+        table.columns.pop()
+    return table
+
+
+def _catalog_table(est: Estimate) -> Table:
+    """Without a GPU: the catalog GPUs the batch fits, at the smallest tensor-parallel size."""
+    t = Table(title=f"{est.concurrency} × {est.ctx_tokens:,} tokens on the catalog's GPUs (vLLM's budget)",
+              header_style="bold")
+    t.add_column("GPU")
+    t.add_column("fits", justify="center")
+    t.add_column("TP", justify="right")
+    t.add_column(f"largest concurrency at {est.ctx_tokens:,}", justify="right")
+    for row in est.catalog:
+        t.add_row(row.gpu.name, "[green]yes[/green]" if row.fits else "[red]no[/red]", str(row.tp),
+                  f"{row.max_concurrency_at_ctx:,}")
+    return t
+
+
 def render_estimate(console: Console, est: Estimate) -> None:
+    wide = console.width >= WIDE_COLUMNS
     for note in est.notes:
         console.print(f"[bold]note:[/bold] {escape(note)}", soft_wrap=True)
-    console.print(_kv_table(est))
+    console.print(_narrow(_kv_table(est, wide), wide))
     for line in _window_lines(est):
         console.print(f"  [dim]{line}[/dim]")
     if est.fit:
-        render_capacity(console, est.fit.capacity)  # vLLM's budget: components, blocks, start-up error
-        console.print(_fit_table(est, est.fit))
+        render_capacity(console, est.fit.capacity, wide)  # vLLM's budget: components, blocks, start-up error
+        console.print(_narrow(_fit_table(est, est.fit, wide), wide))
     console.print(_variants_table(est))
+    if est.catalog:
+        console.print(_catalog_table(est))
+    if est.serve_command:
+        console.print(f"[bold]as asked:[/bold] {escape(est.serve_command)}", soft_wrap=True)
     if est.hint:
-        console.print(f"[bold yellow]{escape(est.hint)}[/bold yellow]", soft_wrap=True)
+        console.print(f"[yellow]{escape(est.hint)}[/yellow]", soft_wrap=True)
+    if not wide:
+        console.print("[dim]how each figure is computed: a terminal 110 columns wide shows it[/dim]")

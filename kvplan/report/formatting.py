@@ -48,6 +48,30 @@ def error_pct(predicted: float | None, measured: float | None) -> float | None:
     return 100.0 * (predicted - measured) / abs(measured)
 
 
+def fmt_named(key: str, value: Any) -> str:
+    """A figure named with its unit (`intercept_s`, `reference_kernel_ms`, `residual_p90_pct`,
+    `cpu_wait_share`, `kv_pool_bytes`): its value in that unit, three significant digits."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return describe(value) if isinstance(value, (Mapping, list)) else fmt(value)
+    if not math.isfinite(float(value)):
+        return fmt(value)
+    if key.endswith("_bytes"):
+        return fmt(value, "bytes")
+    if key.endswith("_pct"):
+        return f"{value:+.1f}%"
+    if key.endswith("_share") or key.endswith("_ratio") and abs(value) <= 1:
+        return f"{100 * value:.1f}%"
+    if key.endswith("_ms"):
+        return fmt(value, "ms")
+    if key.endswith("_s"):
+        for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
+            if abs(value) >= scale or unit == "ns":
+                return f"{value / scale:.3g} {unit}"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return f"{value:,}"
+
+
 def setting_text(key: str, value: Any) -> str:
     if key.endswith("_bytes") and isinstance(value, int) and not isinstance(value, bool) and value:
         return f"{fmt(value, 'bytes')} ({value:,} B)"

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from kvplan.errors import KvplanError
 from kvplan.files import write_text_atomic
 from kvplan.report.agreement import Agreement, agreements
-from kvplan.report.formatting import describe, fmt, fmt_pct, setting_text
+from kvplan.report.formatting import describe, fmt, fmt_named, fmt_pct, setting_text
 from kvplan.report.jinja import render_template
 from kvplan.report.verdict import Verdict, build_verdict
 from kvplan.stress.figures import (
@@ -242,12 +242,14 @@ def _settings_tables(result: RunResult, scenario: Scenario | None) -> dict[str, 
         ),
     )
     env = result.environment.model_dump()
-    environment = Table("Environment", ("", ""), tuple(Row((k, fmt(v))) for k, v in env.items() if v is not None))
+    environment = Table("Environment", ("", ""), tuple(Row((k, fmt_named(k, v))) for k, v in env.items()
+                                                       if v is not None))
     tables = {"settings": settings, "workload": workload, "environment": environment}
     cost = result.prediction.get("cost_model")
     if isinstance(cost, Mapping) and cost:
         tables["cost_model"] = Table(
-            "Cost model of the prediction", ("", ""), tuple(Row((str(k), describe(v))) for k, v in cost.items())
+            "Cost model of the prediction", ("", ""),
+            tuple(Row((str(k), fmt_named(str(k), v))) for k, v in cost.items()),
         )
     if result.server_info:
         tables["server"] = Table(

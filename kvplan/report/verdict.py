@@ -30,6 +30,7 @@ class Verdict:
     headline: str
     sentences: tuple[str, ...]
     status: Literal["pass", "fail", "warn"]  # a CSS class: all matched / something missed / could not judge
+    tally: str = ""  # "memory 5/5, schedule 4/4, timing 9/9 within tolerance": the one line under the headline
 
     @property
     def text(self) -> str:
@@ -183,7 +184,9 @@ def build_verdict(result: RunResult, rows: list[Agreement] | None = None) -> Ver
     judged = sum(len(v["judged"]) for v in s.values())
     if not judged:
         return Verdict("nothing to compare", (*sentences, "No predicted figure was measured."), "warn")
+    tally = ", ".join(f"{k} {len(s[k]['judged']) - len(s[k]['missed'])}/{len(s[k]['judged'])}"
+                      for k in ("memory", "schedule", "timing") if s[k]["judged"]) + " within tolerance"
     if not missed:
-        return Verdict("prediction held", tuple(sentences), "pass")
+        return Verdict("prediction held", tuple(sentences), "pass", tally)
     headline = "missed: " + ", ".join(missed) + (f" (likely {cause})" if cause else "")
-    return Verdict(headline, tuple(sentences), "fail")
+    return Verdict(headline, tuple(sentences), "fail", tally)

@@ -353,3 +353,37 @@ def test_the_headline_command_says_what_to_do(capsys, monkeypatch):
     assert data["recommended_command"].startswith("vllm serve meta-llama/Llama-2-7b-hf")
     assert "max concurrency" in data["recommendation"]
     assert not any("GQA" in f["fix"] for f in data["vllm_fixes"])
+
+
+# --- 8. the answer's face: GPUs that fit without --gpu, the serve line with one, 80 columns ---------------
+def test_without_a_gpu_the_answer_ends_with_the_catalog_gpus_that_fit(capsys, monkeypatch):
+    """Llama-2-7B, 8 x 4,096 tokens (16 GiB of KV): on an H100 it fits at TP 1 (as `--gpu h100` says), and
+    the JSON row agrees with that plan's largest concurrency; a 24 GiB card needs TP 2 (12.6 GiB of weights)."""
+    ask = ("estimate", "--model", "llama-2-7b", "--ctx", "4096", "--concurrency", "8")
+    rc, out, _ = run_cli(capsys, monkeypatch, *ask, "--json")
+    rows = {r["gpu"]: r for r in json.loads(out)["catalog_gpus"]}
+    _, h100, _ = run_cli(capsys, monkeypatch, "estimate", "--model", "llama-2-7b", "--ctx", "4096", "--concurrency",
+                         "8", "--gpu", "h100", "--json")
+    assert rc == 0 and rows["h100-sxm-80gb"]["fits"] and rows["h100-sxm-80gb"]["tp"] == 1
+    assert rows["h100-sxm-80gb"]["max_concurrency_at_ctx"] == json.loads(h100)["max_concurrency_at_ctx"]
+    assert rows["rtx-4090"]["tp"] == 2 and rows["rtx-4090"]["fits"]
+    assert "apple-m4-max" not in rows  # no CUDA memory figure: vLLM's budget cannot be planned
+    rc, text, _ = run_cli(capsys, monkeypatch, *ask)
+    assert "on the catalog's GPUs" in text and "h100-sxm-80gb" in text
+
+
+def test_with_a_gpu_the_serve_line_is_always_printed(capsys, monkeypatch):
+    rc, out, _ = run_cli(capsys, monkeypatch, "estimate", "--model", "llama-2-7b", "--ctx", "4096",
+                         "--concurrency", "8", "--gpu", "h100")
+    assert rc == 0
+    line = next(ln for ln in out.splitlines() if ln.startswith("as asked: vllm serve"))
+    assert "--max-model-len 4096" in line and "--tensor-parallel-size 1" in line
+
+
+def test_the_tables_fit_80_columns(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["estimate", "--model", "llama-2-7b", "--ctx", "4096", "--concurrency", "8", "--gpu", "rtx-4090"])
+    rc, out = exit_info.value.code, capsys.readouterr().out
+    table_lines = [ln for ln in out.splitlines() if ln[:1] in "┏┃┡│└"]
+    assert rc == 0 and table_lines and max(len(ln) for ln in table_lines) <= 80

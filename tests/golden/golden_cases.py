@@ -41,7 +41,7 @@ PREDICT = {
 
 PLAN = {
     "llama-3.1-8b-two-gpus": ["--model", "llama-3.1-8b-instruct", "--request-rate", "6", "--slo-ttft-ms", "1000",
-                              "--slo-tpot-ms", "60", "--gpus", "h100,l40s", "--num-prompts", "150"],
+                              "--slo-tpot-ms", "60", "--gpu", "h100,l40s", "--num-prompts", "150"],
 }
 
 SCENARIOS = ("ci-smoke", "long-context", "mixed", "paged-vs-contiguous", "shared-prefix", "short-chat")

@@ -87,9 +87,9 @@ def test_plan_lists_h100_and_l40s_for_the_issue_workload(capsys: pytest.CaptureF
         "2000",
         "--slo-tpot-ms",
         "50",
-        "--gpus",
+        "--gpu",
         "h100,l40s",
-        "--kv-cache-dtypes",
+        "--kv-cache-dtype",
         "auto",
         "--price",
         "h100=3",
@@ -135,8 +135,8 @@ def test_plan_searches_data_and_expert_parallel_servers_for_a_moe_model(capsys: 
             3 * c["total_gpus"]
         )
     rc, out, _ = run(capsys, "plan", "--model", "qwen3-30b-a3b", "--request-rate", "20", "--random-input-len", "1000",
-                     "--random-output-len", "200", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "60", "--gpus", "h100",
-                     "--kv-cache-dtypes", "auto")
+                     "--random-output-len", "200", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "60", "--gpu", "h100",
+                     "--kv-cache-dtype", "auto")
     assert rc == 0 and "--data-parallel-size 2 --enable-expert-parallel" in out  # the table's cell may wrap
 
 
@@ -156,9 +156,9 @@ def test_plan_that_cannot_be_met_says_which_slo_and_exits_1(capsys: pytest.Captu
         "1",
         "--slo-tpot-ms",
         "500",
-        "--gpus",
+        "--gpu",
         "l40s",
-        "--kv-cache-dtypes",
+        "--kv-cache-dtype",
         "auto",
     )
     assert rc == 1
@@ -167,7 +167,7 @@ def test_plan_that_cannot_be_met_says_which_slo_and_exits_1(capsys: pytest.Captu
 
 @pytest.mark.parametrize("args", [("--slo-ttft-ms", "-5", "--slo-tpot-ms", "50"),
                                   ("--slo-ttft-ms", "100", "--slo-tpot-ms", "50", "--slo-percentile", "120"),
-                                  ("--slo-ttft-ms", "100", "--slo-tpot-ms", "50", "--gpus", "h900")])
+                                  ("--slo-ttft-ms", "100", "--slo-tpot-ms", "50", "--gpu", "h900")])
 def test_plan_bad_input_is_exit_2(capsys: pytest.CaptureFixture[str], args: tuple[str, ...]) -> None:
     rc, _, err = run(capsys, "plan", "--model", "llama-3.1-8b-instruct", "--request-rate", "2", *args)
     assert rc == 2 and err.startswith("kvplan: error:") and len(err.strip().splitlines()) == 1
@@ -175,7 +175,7 @@ def test_plan_bad_input_is_exit_2(capsys: pytest.CaptureFixture[str], args: tupl
 
 def test_plan_model_fitting_no_candidate_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     rc, _, err = run(capsys, "plan", "--model", "llama-3.1-405b", "--request-rate", "1", "--slo-ttft-ms", "1000",
-                     "--slo-tpot-ms", "100", "--gpus", "l4")
+                     "--slo-tpot-ms", "100", "--gpu", "l4")
     assert rc == 2 and "does not start on any candidate" in err
 
 
@@ -362,9 +362,9 @@ def test_plan_ranks_by_list_price_and_names_where_each_comes_from(capsys: pytest
         "1000",
         "--slo-tpot-ms",
         "50",
-        "--gpus",
+        "--gpu",
         "h100,l40s,b200",
-        "--kv-cache-dtypes",
+        "--kv-cache-dtype",
         "auto",
         "--json",
     )
@@ -390,9 +390,9 @@ def test_plan_ranks_by_list_price_and_names_where_each_comes_from(capsys: pytest
         "1000",
         "--slo-tpot-ms",
         "50",
-        "--gpus",
+        "--gpu",
         "h100,l40s,b200",
-        "--kv-cache-dtypes",
+        "--kv-cache-dtype",
         "auto",
     )
     assert rc == 0 and "$/h b200-sxm-180gb: no list price" in out and "$/h l40s: $1.861 per GPU-hour" in out
@@ -401,7 +401,7 @@ def test_plan_ranks_by_list_price_and_names_where_each_comes_from(capsys: pytest
 @pytest.mark.parametrize("price", ["h100=-1", "h100=nan", "h100=1e308", "h100", "l4=1"])
 def test_plan_bad_price_is_exit_2(capsys: pytest.CaptureFixture[str], price: str) -> None:
     rc, _, err = run(capsys, "plan", "--model", "llama-3.1-8b-instruct", "--request-rate", "2", "--slo-ttft-ms", "1000",
-                     "--slo-tpot-ms", "50", "--gpus", "h100", "--price", price)
+                     "--slo-tpot-ms", "50", "--gpu", "h100", "--price", price)
     assert rc == 2 and err.startswith("kvplan: error: --price") and len(err.strip().splitlines()) == 1
 
 
@@ -443,9 +443,9 @@ def test_plan_passes_the_scheduling_flag_to_its_serve_lines(capsys: pytest.Captu
         "2000",
         "--slo-tpot-ms",
         "100",
-        "--gpus",
+        "--gpu",
         "h100",
-        "--kv-cache-dtypes",
+        "--kv-cache-dtype",
         "auto",
         "--no-async-scheduling",
         "--json",
@@ -453,3 +453,14 @@ def test_plan_passes_the_scheduling_flag_to_its_serve_lines(capsys: pytest.Captu
     assert rc == 0
     configs = json.loads(out)["configs"]
     assert configs and all(c["vllm_serve"].endswith("--no-async-scheduling") for c in configs)
+
+
+def test_plan_keeps_its_old_flag_names_as_hidden_aliases(capsys, monkeypatch):
+    """`plan` spells --gpu, --kv-cache-dtype and --quantization as every other command does; the
+    plural names it had still work and are not in --help."""
+    from kvplan.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["plan", "--help"])
+    text = capsys.readouterr().out
+    assert "--gpu" in text and "--gpus" not in text and "--kv-cache-dtypes" not in text

@@ -287,3 +287,12 @@ def test_failure_lines_print_the_servers_words_not_markup() -> None:
     render_failure(console, run)  # type: ignore[arg-type]
     text = console.export_text()
     assert "[red]" not in text and "http 500: boom [/b] [Errno 111]" in text and "FAILED (paged)" in text
+
+
+def test_the_verdict_tallies_each_kind_in_one_line(result_factory) -> None:
+    held, slow = build_verdict(result_factory()), build_verdict(_slowed(result_factory, speed=3.0, itl_model_error=3.0))
+    assert held.status == "pass" and held.tally.endswith("within tolerance")
+    judged = {part.split()[0]: part.split()[1] for part in held.tally.removesuffix(" within tolerance").split(", ")}
+    assert all(a == b for a, b in (v.split("/") for v in judged.values()))  # every judged figure held
+    timing_ok, timing_all = next(p for p in slow.tally.split(", ") if p.startswith("timing")).split()[1].split("/")
+    assert int(timing_ok) < int(timing_all)  # the slowed run's timing misses show in the tally
