@@ -9,6 +9,12 @@ os.environ.setdefault("KVPLAN_HOME", tempfile.mkdtemp(prefix="kvplan-test-home-"
 from pathlib import Path
 
 import pytest
+from hypothesis import configuration, settings
+
+# property tests keep no example database, and hypothesis its own files, out of the checkout
+configuration.set_hypothesis_home_dir(tempfile.mkdtemp(prefix="kvplan-test-hypothesis-"))
+settings.register_profile("kvplan", database=None)
+settings.load_profile("kvplan")
 
 pytest_plugins = ["server_fixtures", "run_results"]  # tests/helpers: servers and synthetic results
 
@@ -18,42 +24,6 @@ REFERENCE = Path(__file__).resolve().parent / "data" / "reference"  # copies; se
 @pytest.fixture(scope="session")
 def reference_dir() -> Path:
     return REFERENCE
-
-
-# --- tests that time the machine run alone -------------------------------------------------------
-# Under pytest-xdist (`-n 2`) two tests run at once. A test marked `serial` (it compares CPU timings,
-# e.g. the CI gate beside a CPU hog) must not share the cores with another test, or the neighbour's
-# load is part of what it measures. A readers-writer lock over files all workers see: every other
-# test holds it shared; a serial test takes it exclusively, first taking an "intent" lock that new
-# tests queue behind, so a stream of short tests cannot starve it.
-def _lock_dir(factory: pytest.TempPathFactory) -> Path:
-    base = factory.getbasetemp()
-    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-
-
-@pytest.fixture(autouse=True)
-def _serial_or_shared(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        yield
-        return
-    import fcntl
-
-    folder = _lock_dir(tmp_path_factory)
-    serial = request.node.get_closest_marker("serial") is not None
-    with open(folder / "kvplan-serial.intent", "a") as intent, open(folder / "kvplan-serial.lock", "a") as lock:
-        if serial:
-            fcntl.flock(intent, fcntl.LOCK_EX)
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        else:
-            fcntl.flock(intent, fcntl.LOCK_SH)
-            fcntl.flock(lock, fcntl.LOCK_SH)
-            fcntl.flock(intent, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-            if serial:
-                fcntl.flock(intent, fcntl.LOCK_UN)
 
 
 # --- the fuzz suite's case count, summed over xdist workers (tests/fuzz/conftest.py records it) ----
@@ -93,7 +63,38 @@ def pytest_terminal_summary(terminalreporter) -> None:
                                     "checked for tracebacks, exit codes and files written (failures are listed above)")
 
 
+ROOT = Path(__file__).resolve().parents[1]
+_TREE_BEFORE: set[str] = set()
+
+
+def _tree() -> set[str]:
+    """Files in the checkout that git does not track (ignored ones too), caches and the venv aside."""
+    import subprocess
+
+    done = subprocess.run(["git", "status", "--porcelain", "--ignored", "--untracked-files=all"], cwd=ROOT,
+                          capture_output=True, text=True, check=False)
+    skip = (".venv/", ".mypy_cache/", ".ruff_cache/", ".pytest_cache/", "__pycache__", ".egg-info/", ".grimp_cache/")
+    return {line[3:] for line in done.stdout.splitlines()
+            if line[:2] in ("??", "!!") and not any(s in line for s in skip)}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):
+        _TREE_BEFORE.update(_tree())
+
+
+def _wrote_into_the_checkout(session: pytest.Session) -> None:
+    """A test that wrote into the source tree fails the run (tests write under tmp_path)."""
+    if hasattr(session.config, "workerinput") or not (ROOT / ".git").exists():
+        return
+    new = sorted(_tree() - _TREE_BEFORE)
+    if new:
+        session.config.get_terminal_writer().line(f"tests wrote into the checkout: {', '.join(new[:10])}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    _wrote_into_the_checkout(session)
     """The whole fuzz suite ran (on however many workers) but generated too few cases: the run fails."""
     ran = {n.split("/")[-1].replace(".py", "") for n in _FUZZ_TESTS_RUN}
     total = sum(_FUZZ_CASES.values())

@@ -27,8 +27,14 @@ def installed(tmp_path_factory) -> Path:
     with open(shared / "lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not list((shared / "dist").glob("kvplan-*.whl")):
-            subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q",
-                            "-w", str(shared / "dist")], check=True, cwd=tmp, capture_output=True)
+            # built from a copy: a build writes build/ and *.egg-info beside the sources, never into the checkout
+            import shutil
+
+            source = shared / "source"
+            shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+                ".venv", ".git", "build", "*.egg-info", ".*_cache", ".hypothesis", "reports", "__pycache__"))
+            subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation",
+                            "-q", "-w", str(shared / "dist")], check=True, cwd=tmp, capture_output=True)
     (wheel,) = (shared / "dist").glob("kvplan-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     for needed in ("kvplan/py.typed", "kvplan/data/gpus.yaml", "kvplan/profiles/llama-2-7b.yaml",

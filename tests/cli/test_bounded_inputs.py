@@ -2,7 +2,6 @@
 line and exit 2, quickly, where they once took tracebacks, tens of GB or an hour."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -73,15 +72,14 @@ CASES = [
 ]
 
 
+@pytest.mark.timeout(120)  # bounded: a huge number must not make kvplan work for long before refusing it
 @pytest.mark.parametrize("args, names", CASES, ids=[" ".join(a)[:60] for a, _ in CASES])
 def test_out_of_range_numbers_are_one_line(capsys, args: list[str], names: str) -> None:
-    started = time.monotonic()
     with pytest.raises(SystemExit) as info:
         main(args)
     err = capsys.readouterr().err.strip()
     assert info.value.code == 2, err
     assert len(err.splitlines()) == 1 and names in err and "Traceback" not in err
-    assert time.monotonic() - started < 30
 
 
 def test_a_bug_is_one_line_with_its_own_exit_code(capsys, monkeypatch) -> None:

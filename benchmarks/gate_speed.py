@@ -1,18 +1,18 @@
-"""The CI gate tells a slower engine from a slower machine: against a quiet ci-smoke run made in the
-same test (so nothing depends on how fast this machine is, or on the one the committed baseline
-came from), ci-smoke with every engine step made 2x as costly fails the gate, and the same engine
+"""`python benchmarks/gate_speed.py`: the CI gate tells a slower engine from a slower machine. Against a
+quiet ci-smoke run made in the same run (so nothing depends on how fast this machine is, or on the one
+the committed baseline came from), ci-smoke with every engine step made 2x as costly fails the gate, and the same engine
 beside more CPU hogs than cores (it waits for a CPU a large share of its time) passes it: the
 normalized figures take each request's own CPU waits out (stress/cpu_waits.py) before dividing by
 the reference kernel's time. All runs are real `kvplan stress` runs in a subprocess; nothing is
-mocked but the regression itself (tests/stress/slowed_stress.py). Marked `serial`: under
-pytest-xdist no other test runs beside it (tests/conftest.py)."""
+mocked but the regression itself (benchmarks/slowed_stress.py). A benchmark, not a test: it depends on
+how busy the machine is (it loads it on purpose), so it prints what it saw and exits 1 on a failed
+check; the gate's arithmetic on given figures is tested in tests/gate/."""
 from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
-
-import pytest
 
 from kvplan.engine.threads import usable_cores
 from kvplan.gate.checks import run_gate
@@ -21,7 +21,6 @@ from kvplan.stress.result import RunResult, load_result
 SLOWED = Path(__file__).resolve().parent / "slowed_stress.py"
 NORMALIZED = {"median_itl_ref", "mean_tpot_ref", "output_tokens_per_ref"}  # ci-smoke gates these at +25% / -20%
 
-pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 
 def _stress(out: Path, *, factor: float = 1.0, hogs: int = 0) -> RunResult:
@@ -38,7 +37,7 @@ def _stress(out: Path, *, factor: float = 1.0, hogs: int = 0) -> RunResult:
     return load_result(out / "result.json")
 
 
-def test_the_gate_fails_a_slower_engine_and_passes_a_busier_machine(tmp_path: Path) -> None:
+def gate_speed(tmp_path: Path) -> None:
     quiet = _stress(tmp_path / "quiet")
 
     slow = _stress(tmp_path / "slow", factor=2.0)
@@ -63,3 +62,13 @@ def test_the_gate_fails_a_slower_engine_and_passes_a_busier_machine(tmp_path: Pa
     # and once the prediction runs at the measured speed, it holds (issue 16's acceptance: 25%)
     for name in ("mean_ttft_ms", "median_itl_ms"):
         assert abs(hogged.normalized_error_pct[name]) <= 25.0, hogged.normalized_error_pct
+
+
+if __name__ == "__main__":
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            gate_speed(Path(tmp))
+        except AssertionError as exc:
+            print(f"gate speed: FAILED {exc}")
+            sys.exit(1)
+    print("gate speed: the gate failed the 2x slower engine on every normalized figure and passed the hogged machine")

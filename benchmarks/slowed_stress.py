@@ -1,7 +1,7 @@
-"""`python tests/stress/slowed_stress.py FACTOR kvplan-args...`: `kvplan` with every engine step
+"""`python benchmarks/slowed_stress.py FACTOR kvplan-args...`: `kvplan` with every engine step
 made FACTOR times as costly, the way a code regression would: at the end of the model forward
 (before the step stamps its tokens) the thread spins until the step has used FACTOR x the CPU
-time it had used so far. A test helper: kvplan itself has no such switch."""
+time it had used so far. A benchmark helper (benchmarks/gate_speed.py): kvplan itself has no such switch."""
 from __future__ import annotations
 
 import sys
