@@ -161,7 +161,7 @@ def row_requests(n: int, isl: int, osl: int, range_ratio: float, seed: int) -> l
     [r x len, len] (vLLM <= 0.8's random dataset, which InferenceMAX's client still uses)."""
     import numpy as np
 
-    from kvplan.perf.random_dataset import Request
+    from kvplan.workload.request import Request
 
     if not range_ratio:
         return [Request(0.0, isl, osl) for _ in range(n)]
@@ -198,7 +198,7 @@ class Harness:
         entry once before any repeats, so request k (warmup included) repeats a prompt iff k >=
         entries; vLLM's prefix cache then holds it (all its full blocks but the last token's) if
         its LRU pool keeps every entry beside the running batch, else a cyclic reuse misses."""
-        from kvplan.perf.random_dataset import Request
+        from kvplan.workload.request import Request
 
         n = min(max(self.per_user * b, 12), self.max_requests)
         reqs = row_requests(n, isl, osl, self.range_ratio, 0)
@@ -233,9 +233,9 @@ def harness(r: dict, gap_rows: str) -> Harness:
 def kvplan_row(r: dict, perf_model: str, cache: dict, start: str = "stagger",
                client: Harness | None = None) -> tuple[float, float] | str:
     from kvplan.perf.predict import predict
-    from kvplan.perf.random_dataset import Request
     from kvplan.plan.engine_args import EngineArgs
     from kvplan.spec.gpu import load_gpu
+    from kvplan.workload.request import Request
 
     got = row_model(r, cache)
     if isinstance(got, str):

@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx  # noqa: E402
 
 from kvplan.stress.targets.openai_http import run_http  # noqa: E402
-from kvplan.stress.workload import RequestSpec  # noqa: E402
+from kvplan.workload.request import Request
 
 
 # --- the fake server (runs in its own process) ----------------------------------------------------
@@ -144,9 +144,9 @@ class FakeServer:
             self.proc.kill()
 
 
-def _specs(n: int, tokens: int, arrivals_s: list[float] | None) -> list[RequestSpec]:
+def _specs(n: int, tokens: int, arrivals_s: list[float] | None) -> list[Request]:
     return [
-        RequestSpec(
+        Request.of_ids(
             index=i,
             request_id=f"r{i:06d}",
             class_name="c",

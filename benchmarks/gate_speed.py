@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kvplan.engine.threads import usable_cores
 from kvplan.gate.checks import run_gate
-from kvplan.stress.result import RunResult, load_result
+from kvplan.results.result import RunResult, load_result
 
 SLOWED = Path(__file__).resolve().parent / "slowed_stress.py"
 NORMALIZED = {"median_itl_ref", "mean_tpot_ref", "output_tokens_per_ref"}  # ci-smoke gates these at +25% / -20%

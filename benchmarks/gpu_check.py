@@ -29,12 +29,12 @@ from kvplan.engine import EngineConfig, LLMEngine, SamplingParams  # noqa: E402
 from kvplan.engine.model_runner import random_model  # noqa: E402
 from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.perf.predict import predict  # noqa: E402
-from kvplan.perf.random_dataset import Request  # noqa: E402
 from kvplan.plan import overheads as oh  # noqa: E402
 from kvplan.plan.budget import plan_capacity  # noqa: E402
 from kvplan.plan.engine_args import EngineArgs
 from kvplan.spec.gpu import load_gpu  # noqa: E402
 from kvplan.spec.profiles import load_model, model_profile  # noqa: E402
+from kvplan.workload.request import Request
 
 CUDA_ONLY = ("weights: torch.cuda.memory_allocated vs planner", "KV pool: engine blocks vs vLLM plan",
              "NVML used memory vs planner total", "TTFT / ITL vs kvplan predict on this GPU")

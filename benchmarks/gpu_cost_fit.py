@@ -25,11 +25,12 @@ from kvplan.perf.bench_metrics import Timings
 from kvplan.perf.cost_models import step_cost
 from kvplan.perf.gpu_cost import Coefficients, GpuStepModel
 from kvplan.perf.predict import check_requests, scheduler_config, server_plan
-from kvplan.perf.random_dataset import Workload, with_prefix_hits
 from kvplan.perf.schedule import simulate
 from kvplan.perf.step_cost import StepShape
 from kvplan.perf.trace import Trace
 from kvplan.plan.engine_args import EngineArgs
+from kvplan.workload.datasets.random_dataset import RandomDataset
+from kvplan.workload.prefix_cache import with_hit_rate
 
 FITTED = (
     "hbm_efficiency",
@@ -98,10 +99,10 @@ def prepare(case: Case, coefficients: Coefficients | None = None) -> Prepared | 
         config = scheduler_config(
             plan, case.kv_cache_tokens // plan.block_size_tokens if case.kv_cache_tokens else None
         )
-        requests = Workload(case.input_len, case.output_len, 0.0, case.num_prompts, case.request_rate,
+        requests = RandomDataset(case.input_len, case.output_len, 0.0, case.num_prompts, case.request_rate,
                             max_concurrency=case.max_concurrency).requests()
         if case.prefix_hit_rate:
-            requests = with_prefix_hits(requests, case.prefix_hit_rate, plan.block_size_tokens)
+            requests = with_hit_rate(requests, case.prefix_hit_rate, plan.block_size_tokens)
         check_requests(requests, plan, config.num_gpu_blocks)
         model = step_cost(spec, args, coefficients)
     except KvplanError as exc:

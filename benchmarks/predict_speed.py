@@ -20,18 +20,19 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from kvplan.perf.capacity import DEFAULT_GPUS, Slo, search  # noqa: E402
+from kvplan.perf.capacity import DEFAULT_GPUS, search  # noqa: E402
 from kvplan.perf.kernel_tables import kernels_available  # noqa: E402
 from kvplan.perf.predict import predict  # noqa: E402
-from kvplan.perf.random_dataset import Workload  # noqa: E402
 from kvplan.plan.engine_args import EngineArgs  # noqa: E402
+from kvplan.results.slo import Slo  # noqa: E402
 from kvplan.spec.gpu import load_gpu  # noqa: E402
 from kvplan.spec.profiles import load_model  # noqa: E402
+from kvplan.workload.datasets.random_dataset import RandomDataset
 
-CASES = (("llama-3.1-8b-instruct", "h100-sxm-80gb", Workload(2000, 200, 0.0, 1000, 20.0), "0.11.0"),
-         ("llama-3.1-8b-instruct", "h100-sxm-80gb", Workload(2000, 200, 0.0, 1000, math.inf), "0.11.0"),
-         ("qwen3-30b-a3b", "h100-sxm-80gb", Workload(1000, 1000, 0.0, 1000, 10.0), "0.11.0"),
-         ("qwen3-30b-a3b", "h100-sxm-80gb", Workload(1000, 1000, 0.0, 1000, 10.0), None))
+CASES = (("llama-3.1-8b-instruct", "h100-sxm-80gb", RandomDataset(2000, 200, 0.0, 1000, 20.0), "0.11.0"),
+         ("llama-3.1-8b-instruct", "h100-sxm-80gb", RandomDataset(2000, 200, 0.0, 1000, math.inf), "0.11.0"),
+         ("qwen3-30b-a3b", "h100-sxm-80gb", RandomDataset(1000, 1000, 0.0, 1000, 10.0), "0.11.0"),
+         ("qwen3-30b-a3b", "h100-sxm-80gb", RandomDataset(1000, 1000, 0.0, 1000, 10.0), None))
 DP_CASES = (
     2,
     4,
@@ -79,8 +80,8 @@ def main() -> int:
                 lambda: search(
                     spec,
                     EngineArgs(vllm_version="0.11.0"),
-                    Workload(2000, 200, 0.0, prompts, 20.0),
-                    Slo(2000, 50),
+                    RandomDataset(2000, 200, 0.0, prompts, 20.0),
+                    Slo(ttft_ms=2000, tpot_ms=50),
                     gpus,
                     kv_dtypes=["auto", "fp8"],
                     quantizations=[None],

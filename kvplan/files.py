@@ -203,7 +203,10 @@ def _undo(temps: Iterable[str], created: list[Path]) -> None:
             pass
 
 
-def write_files(contents: Mapping[str | Path, str | bytes], remove: Iterable[str | Path] = ()) -> list[Path]:
+def write_files(
+    contents: Mapping[str, str | bytes] | Mapping[Path, str | bytes] | Mapping[str | Path, str | bytes],
+    remove: Iterable[str | Path] = (),
+) -> list[Path]:
     """Write every file of `contents` (text is UTF-8) or none of them, then delete `remove` (files
     of an earlier run that the new ones supersede). Raises one-line `KvplanError`s."""
     items = [(Path(p), d.encode("utf-8") if isinstance(d, str) else d) for p, d in contents.items()]

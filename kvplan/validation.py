@@ -10,7 +10,16 @@ import reprlib
 import typing
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+
+class StrictModel(BaseModel):
+    """A file's section: unknown keys refused, no coercion, immutable.
+
+    strict: YAML `"5"` is not silently an int, and `true` is not 1; no inf/nan: `.inf` in YAML is a
+    float, and an infinite ramp or duration never ends."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
 class FieldIssue(ValueError):

@@ -1,13 +1,13 @@
 """The typer apps the commands attach to (the commands: the other modules of kvplan.cli)."""
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 import typer.core
 
 
-def _flag_type(self: typer.core.TyperOption, ctx: object) -> str | None:
+def _flag_type(self: typer.core.TyperOption, ctx: Any) -> str | None:
     """No `<bool>` after a flag in --help (--help's own included): a flag takes no value."""
     return None if self.is_flag else _option_type(self, ctx)
 

@@ -47,7 +47,7 @@ def gate(
     from kvplan.gate.checks import run_gate
     from kvplan.gate.junit import junit_xml
     from kvplan.report.gate_view import gate_html, render_gate
-    from kvplan.stress.result import load_result
+    from kvplan.results.result import load_result
 
     outputs = {"junit": junit, "html": html}
     if junit is not None and html is not None and junit.absolute() == html.absolute():

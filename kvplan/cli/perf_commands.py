@@ -45,9 +45,9 @@ from kvplan.errors import KvplanError
 
 
 def _rate(text: str) -> float:
-    from kvplan.perf.random_dataset import parse_request_rate
+    from kvplan.workload.datasets.random_dataset import parse_request_rate
 
-    return parse_request_rate(text)  # its range: Workload's check
+    return parse_request_rate(text)  # its range: RandomDataset's check
 
 
 def _server(model: str, gpu: str, *, dtype: str, strict: bool, **flags):
@@ -66,25 +66,18 @@ def _scenario_requests(path: str, block_size: int, prefix_caching: bool):
     """A kvplan scenario's requests (lengths, arrivals, concurrency) as `vllm bench serve` would send
     them; with prefix caching (vLLM's default), the prompt blocks an earlier request already had
     (shared prefixes, repeated prompts) are hits."""
-    from kvplan.perf.random_dataset import Request, prefix_cache_hits
     from kvplan.stress.scenario_loader import load_scenario
-    from kvplan.stress.workload import generate_requests
+    from kvplan.workload.arrivals import ClosedLoop
+    from kvplan.workload.workload import as_sent
 
     scenario = load_scenario(path)
-    specs = generate_requests(scenario)
-    order = sorted(range(len(specs)), key=lambda i: specs[i].arrival_s or 0.0)  # the cache fills in sending order
-    hits = [0] * len(specs)
-    if prefix_caching:
-        for i, h in zip(order, prefix_cache_hits([specs[i].prompt_token_ids for i in order], block_size)):
-            hits[i] = h
-    reqs = [Request(r.arrival_s or 0.0, r.prompt_tokens, r.output_tokens, h) for r, h in zip(specs, hits)
-            if not r.is_warmup]
-    closed = scenario.arrival.type == "concurrency"
-    return reqs, (scenario.arrival.concurrency if closed else None)
+    arrival = scenario.arrival
+    return as_sent(scenario.requests(), block_size, prefix_caching), (
+        arrival.concurrency if isinstance(arrival, ClosedLoop) else None)
 
 
-@app.command()
-def predict(
+@app.command("predict")
+def predict_command(
     model: Model,
     gpu: Annotated[str, typer.Option(help="GPU from the catalog (see `kvplan gpus`).")],
     tp: Tp = 1,
@@ -134,7 +127,7 @@ def predict(
 ) -> None:
     """What `vllm bench serve` would print for this server and workload, predicted (no GPU needed)."""
     from kvplan.perf.predict import predict as run_predict
-    from kvplan.perf.random_dataset import Workload
+    from kvplan.workload.datasets.random_dataset import RandomDataset
 
     spec, args = _server(model, gpu, dtype=dtype, strict=strict, tensor_parallel_size=tp, pipeline_parallel_size=pp,
                          data_parallel_size=dp, enable_expert_parallel=enable_expert_parallel,
@@ -153,12 +146,20 @@ def predict(
     elif scenario:
         requests, max_concurrency = _scenario_requests(scenario, args.block_size, enable_prefix_caching)
     else:
-        requests = Workload(random_input_len, random_output_len, random_range_ratio, num_prompts, _rate(request_rate),
-                            burstiness, max_concurrency, seed).requests()
+        requests = RandomDataset(
+            random_input_len,
+            random_output_len,
+            random_range_ratio,
+            num_prompts,
+            _rate(request_rate),
+            burstiness,
+            max_concurrency,
+            seed,
+        ).requests()
     result = run_predict(spec, args, requests, max_concurrency=max_concurrency, perf_model=perf_model)
     figures = {**result.figures, "client_max_concurrency": max_concurrency}
     title = f"{spec.name} on {args.tensor_parallel_size} x {gpu}, vLLM {args.vllm_version}"
-    if bench is not None:
+    if bench is not None and vllm_result is not None:
         _compare_with_run(figures, bench, vllm_result, title, as_json)
         return
     if as_json:
@@ -259,13 +260,14 @@ def plan_command(
     """The GPU x TP x KV dtype x quantization configurations that meet TTFT/TPOT SLOs at a request
     rate, cheapest per hour first (GPUs without a price after, fewest GPUs first), with their
     `vllm serve` lines; exit 1 if none does."""
-    from kvplan.perf.capacity import DEFAULT_GPUS, Slo, search, why_unmet
-    from kvplan.perf.random_dataset import Workload
+    from kvplan.perf.capacity import DEFAULT_GPUS, search, why_unmet
+    from kvplan.results.slo import plan_slo
     from kvplan.spec.gpu import load_gpu
+    from kvplan.workload.datasets.random_dataset import RandomDataset
 
     gpus, kv_cache_dtypes = gpus or gpu, kv_cache_dtypes or kv_cache_dtype
     quantizations = quantizations or quantization
-    slo = Slo(slo_ttft_ms, slo_tpot_ms, slo_percentile)
+    slo = plan_slo(slo_ttft_ms, slo_tpot_ms, slo_percentile)
     # the GPU is each candidate's: the base arguments are planned on H100 only to check the flags
     spec, args = _server(model, "h100-sxm-80gb", dtype=dtype, strict=strict, max_model_len=max_model_len,
                          vllm_version=vllm_version, async_scheduling=async_scheduling,
@@ -277,8 +279,9 @@ def plan_command(
     for q in quants:
         if q not in (None, "fp8"):
             raise KvplanError(f"--quantization: {q!r} is not a runtime quantization kvplan plans; choices: none, fp8")
-    workload = Workload(random_input_len, random_output_len, random_range_ratio, num_prompts, request_rate, burstiness,
-                        None, seed)
+    workload = RandomDataset(
+        random_input_len, random_output_len, random_range_ratio, num_prompts, request_rate, burstiness, None, seed
+    )
     answer = search(
         spec,
         args,

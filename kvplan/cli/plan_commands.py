@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -33,12 +33,15 @@ from kvplan.cli.options import (
 from kvplan.cli.server_flags import load_device, load_served_model, mm_limits
 from kvplan.errors import KvplanError
 
+if TYPE_CHECKING:
+    from kvplan.plan.fixes import Fix
+
 MAX_SWEEP_TOKENS = 2**31  # contexts and concurrencies: vLLM's own int32 limits
 MAX_SWEEP_BLOCK_SIZE = 2**16
 
 
-@app.command()
-def estimate(
+@app.command("estimate")
+def estimate_command(
     model: Model,
     ctx: Annotated[
         int | None, typer.Option(help="Tokens per request (prompt + output); default: --max-model-len, else 4096.")
@@ -124,8 +127,9 @@ def estimate(
     args = _multimodal_args(args, limits, skip_mm_profiling, mm_processor_kwargs)
     est = run_estimate(spec, args, ctx_tokens=ctx, concurrency=concurrency, prefix_tokens=prefix_tokens)
     capacity = est.fit.capacity if est.fit else None
-    fixes, rec = (), None
-    if capacity is not None:
+    fixes: tuple[Fix, ...] = ()
+    rec = None
+    if est.fit is not None and capacity is not None:
         from kvplan.plan.fixes import fixes_for, recommend
 
         args = replace(args, max_model_len=est.max_model_len)  # as planned: --ctx when not given
@@ -197,8 +201,8 @@ def short_text(text: str) -> str:
     return short_repr(text)
 
 
-@app.command()
-def sweep(
+@app.command("sweep")
+def sweep_command(
     model: Annotated[
         str, typer.Option("--model", "-m", help="Profile name or alias, a config.json, or a model directory.")
     ],

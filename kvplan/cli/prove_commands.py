@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -13,8 +13,8 @@ from kvplan.cli.options import AsJson, Threads
 from kvplan.errors import KvplanError
 
 
-@app.command()
-def serve(
+@app.command("serve")
+def serve_command(
     model: Annotated[
         str, typer.Option("--model", "-m", help="Profile name (random weights) or a local model directory.")
     ],
@@ -128,7 +128,7 @@ def scenarios(
         else:
             typer.echo(scenario_file(name).read_text().rstrip("\n"))
         return
-    rows = []
+    rows: list[dict[str, Any]] = []
     for scenario_name in bundled_scenarios():
         s = load_scenario(scenario_name)
         rows.append({"name": scenario_name, "model": s.model.name, "num_requests": s.num_requests,
@@ -149,8 +149,8 @@ def scenarios(
     make_console().print(t)
 
 
-@app.command()
-def calibrate(
+@app.command("calibrate")
+def calibrate_command(
     scenario: Annotated[
         Path | None, typer.Option("--scenario", "-s", help="Calibrate with this scenario's model and engine settings.")
     ] = None,
@@ -246,7 +246,7 @@ def report(
     """Self-contained HTML report: prediction vs measurement, KV memory, load, latency CDFs, goodput."""
     from kvplan.files import check_output_path
     from kvplan.report.html import write_report
-    from kvplan.stress.result import load_result
+    from kvplan.results.result import load_result
 
     target = check_output_path(out or results[0].parent / "report.html")
     for source in results:  # never write the report over one of its own inputs

@@ -1,4 +1,4 @@
-"""`kvplan stress`: the use case, from flags to files. Run the scenario (`kvplan.stress.command`),
+"""`kvplan stress`: the use case, from flags to files. Run the scenario (`kvplan.stress.stress_run`),
 print the comparison (`kvplan.report.stress_view`), then write the result files and report.html
 together (all or none). Heavy imports stay inside the functions: `--help` loads none of them.
 """
@@ -18,14 +18,14 @@ from kvplan.errors import KvplanError
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from kvplan.stress.command import StressOptions, StressRun
+    from kvplan.stress.stress_run import StressOptions, StressRun
 
 
 LOAD = "Load (vllm bench serve's flags)"
 
 
 def _rate(text: str | None) -> float | None:
-    from kvplan.perf.random_dataset import parse_request_rate
+    from kvplan.workload.datasets.random_dataset import parse_request_rate
 
     return None if text is None else parse_request_rate(text)
 
@@ -184,7 +184,7 @@ def stress(
     The load is a scenario file, or `vllm bench serve`'s flags: `kvplan stress --target URL --model M
     --dataset-name sharegpt --dataset-path f.json --request-rate 4 --num-prompts 500`."""
     from kvplan.stress.bench_flags import BenchFlags
-    from kvplan.stress.command import StressOptions
+    from kvplan.stress.stress_run import StressOptions
 
     if out is not None and not out.strip():
         raise KvplanError("--out is empty: name a folder (or leave --out out for a new reports/<scenario>/<time>)")
@@ -253,7 +253,7 @@ def _save_elsewhere(run: StressRun, report_text: str, problem: KvplanError) -> K
     """The run could not be written where asked: write it to a new temp folder instead, and say both."""
     import tempfile
 
-    from kvplan.stress.command import save_run
+    from kvplan.stress.stress_run import save_run
 
     try:
         folder = Path(tempfile.mkdtemp(prefix=f"kvplan-{run.scenario.name}-unsaved-"))
@@ -270,13 +270,13 @@ def stress_and_report(opts: StressOptions, console: Console | None = None) -> St
     that cannot be written where asked is saved to a temp folder and reported as an error."""
     from kvplan.files import sigint_deferred
     from kvplan.report.html import render_report
-    from kvplan.report.stress_view import render_allocators, render_comparison, render_failure
-    from kvplan.stress.command import run_stress, save_run
+    from kvplan.report.stress_view import render_agreement, render_allocators, render_failure
+    from kvplan.stress.stress_run import run_stress, save_run
 
     console = console or make_console()
     run = run_stress(opts, console)
     for result in run.results:
-        render_comparison(console, result)
+        render_agreement(console, result)
     if len(run.results) == 2:
         render_allocators(console, *run.results)
     # the run is over: a (second) Ctrl-C now waits until its result and report are saved

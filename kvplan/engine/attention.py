@@ -26,7 +26,7 @@ try:  # the fused CUDA path is optional; CPU never needs Triton
     from kvplan.engine.triton_attention import supports as triton_supports
     from kvplan.engine.triton_attention import triton_paged_attention
 except Exception:  # ImportError, or a Triton without a usable backend
-    triton_paged_attention = triton_supports = None
+    triton_paged_attention = triton_supports = None  # type: ignore[assignment]
 
 
 DECODE_GROUP_FILL = 0.75  # a decode joins a group if it fills >= 75% of the group's padded length
@@ -78,18 +78,17 @@ class AttentionMetadata:
                 groups[-1].append(b)
             else:
                 groups.append([b])
-        dev = dict(device=device)
         return cls(
-            slot_mapping=torch.tensor(slots, dtype=torch.int64, **dev),
+            slot_mapping=torch.tensor(slots, dtype=torch.int64, device=device),
             block_tables=bt.to(device),
-            context_lens=torch.tensor(context_lens, dtype=torch.int32, **dev),
-            cu_seqlens_q=torch.tensor(cu, dtype=torch.int32, **dev),
+            context_lens=torch.tensor(context_lens, dtype=torch.int32, device=device),
+            cu_seqlens_q=torch.tensor(cu, dtype=torch.int32, device=device),
             query_lens_host=tuple(query_lens), query_starts_host=tuple(cu[:-1]), context_lens_host=tuple(context_lens),
             max_query_len=max(query_lens), block_size=block_size,
             decode_groups=tuple(DecodeGroup(
-                rows=torch.tensor([cu[b] for b in g], dtype=torch.int64, **dev),
+                rows=torch.tensor([cu[b] for b in g], dtype=torch.int64, device=device),
                 block_ids=bt[g, :nblocks[g[0]]].to(torch.int64).flatten().to(device),
-                context_lens=torch.tensor([context_lens[b] for b in g], dtype=torch.int64, **dev),
+                context_lens=torch.tensor([context_lens[b] for b in g], dtype=torch.int64, device=device),
                 num_blocks=nblocks[g[0]]) for g in groups),
             prefill_seqs=tuple(b for b, n in enumerate(query_lens) if n > 1),
         )
@@ -113,9 +112,9 @@ def torch_paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cac
         keys, values = cache.gather(layer, group.block_ids)  # [Bg * nb, bs, kvh, D]
         keys = keys.view(bg, -1, kvh, dim).transpose(1, 2)  # [Bg, kvh, S, D]
         values = values.view(bg, -1, kvh, dim).transpose(1, 2)
-        ctx = group.context_lens.unsqueeze(1)  # [Bg, 1]
+        ctx_lens = group.context_lens.unsqueeze(1)  # [Bg, 1]
         k_pos = torch.arange(keys.shape[2], device=q.device).unsqueeze(0)
-        mask = _window_mask(ctx - 1, k_pos, window).view(bg, 1, 1, -1)  # the query sits at position ctx-1
+        mask = _window_mask(ctx_lens - 1, k_pos, window).view(bg, 1, 1, -1)  # the query sits at position ctx-1
         # GQA packed: the G query heads of a KV head become G query rows (head h uses KV head h // G),
         # about 2x faster on CPU than enable_gqa for one-token queries.
         qg = q[group.rows].view(bg, kvh, -1, dim)  # [Bg, kvh, G, D]
@@ -150,7 +149,7 @@ def paged_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: t
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )
-    layer = module.layer_idx
+    layer = int(module.layer_idx)  # type: ignore[arg-type]  # set on every decoder attention module
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
     q, k, v = query[0].transpose(0, 1), key[0].transpose(0, 1), value[0].transpose(0, 1)  # [T, heads, D]
     kv_cache.write(layer, attn_metadata.slot_mapping, k, v)

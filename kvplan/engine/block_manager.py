@@ -115,7 +115,8 @@ class BlockManager:
         else:  # evict the least recently freed cached block
             block_id, _ = self._cached.popitem(last=False)
             block = self.blocks[block_id]
-            del self._hash_to_block[block.hash]
+            if block.hash is not None:  # a cached block always has one
+                del self._hash_to_block[block.hash]
             block.hash, block.token_ids = None, ()
         self.blocks[block_id].ref_count = 1
         return block_id

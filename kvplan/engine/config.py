@@ -36,6 +36,9 @@ def parse_bytes(value: Any) -> Any:
     return value
 
 
+Allocator = Literal["paged", "contiguous"]  # paged blocks, or one max_model_len slab per sequence
+
+
 # strict: YAML `"5"` is not silently an int, and `true` is not 1
 @dataclass(frozen=True, config=ConfigDict(strict=True, extra="forbid", allow_inf_nan=False))
 class EngineConfig:
@@ -46,22 +49,22 @@ class EngineConfig:
     `CPU_DEFAULT_KV_CACHE_MEMORY_BYTES`. `num_gpu_blocks_override` wins over both (vLLM's flag).
     """
 
-    block_size: int = Field(16, gt=0)
-    max_num_seqs: int = Field(256, gt=0)
-    max_num_batched_tokens: int = Field(2048, gt=0)
-    max_model_len: int | None = Field(None, gt=0)  # None: the model's max_position_embeddings
+    block_size: int = Field(default=16, gt=0)
+    max_num_seqs: int = Field(default=256, gt=0)
+    max_num_batched_tokens: int = Field(default=2048, gt=0)
+    max_model_len: int | None = Field(default=None, gt=0)  # None: the model's max_position_embeddings
     kv_cache_dtype: str = "auto"  # auto = the model's dtype; fp8 (e4m3) or int8 quantize the pool
-    kv_cache_memory_bytes: int | None = Field(None, gt=0)
-    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    kv_cache_memory_bytes: int | None = Field(default=None, gt=0)
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
     enable_prefix_caching: bool = False
-    allocator: Literal["paged", "contiguous"] = "paged"
-    swap_space_bytes: int = Field(0, ge=0)  # CPU pool for swap preemption; 0 = preempt by recompute
+    allocator: Allocator = "paged"
+    swap_space_bytes: int = Field(default=0, ge=0)  # CPU pool for swap preemption; 0 = preempt by recompute
     device: str = "cpu"
     dtype: str = "auto"  # model dtype: see compute_dtype()
-    num_gpu_blocks_override: int | None = Field(None, gt=0)
+    num_gpu_blocks_override: int | None = Field(default=None, gt=0)
     seed: int = 0  # sampling generator seed (requests may carry their own)
     # intra-op CPU threads; None: chosen at start-up from the free cores (engine/threads.py)
-    num_threads: int | None = Field(None, gt=0)
+    num_threads: int | None = Field(default=None, gt=0)
 
     @field_validator("kv_cache_memory_bytes", "swap_space_bytes", mode="before")
     @classmethod

@@ -60,7 +60,10 @@ class KVCache:
         self.device = torch.device(device)
         self.kv, self.scales = self._allocate(num_blocks, self.device)
         pin = self.device.type == "cuda"  # pinned host memory makes swap copies asynchronous
-        self.cpu_kv, self.cpu_scales = self._allocate(num_cpu_blocks, "cpu", pin) if num_cpu_blocks else (None, None)
+        self.cpu_kv: torch.Tensor | None = None
+        self.cpu_scales: torch.Tensor | None = None
+        if num_cpu_blocks:
+            self.cpu_kv, self.cpu_scales = self._allocate(num_cpu_blocks, "cpu", pin)
         self.num_cpu_blocks = num_cpu_blocks
         if self.nbytes != num_blocks * self.bytes_per_block:
             raise KvplanError(f"KV pool layout ({self.nbytes} bytes) disagrees with plan.kv.bytes_per_block "
@@ -101,7 +104,7 @@ class KVCache:
             if self.storage_dtype.itemsize == 1 and self.storage_dtype is not torch.int8:
                 dest, q = dest.view(torch.uint8), q.view(torch.uint8)  # index_copy_ has no float8 kernel on CPU
             dest.index_copy_(0, slot_mapping, q)
-            if scale is not None:
+            if scale is not None and self.scales is not None:
                 self.scales[layer, i].view(-1, self.num_kv_heads).index_copy_(0, slot_mapping, scale)
 
     def gather(self, layer: int, block_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -138,10 +141,12 @@ class KVCache:
         if not pairs:
             return
         src_ids, dst_ids = (list(ids) for ids in zip(*pairs))
-        kv, scales = (self._raw(self.kv), self._raw(self.cpu_kv)), (self.scales, self.cpu_scales)
+        assert self.cpu_kv is not None, "swap needs the CPU pool (swap_space_bytes > 0)"
+        kv = (self._raw(self.kv), self._raw(self.cpu_kv))
         order = (0, 1) if to_cpu else (1, 0)
         self._copy(kv[order[0]], kv[order[1]], src_ids, dst_ids)
-        if self.scales is not None:
+        if self.scales is not None and self.cpu_scales is not None:
+            scales = (self.scales, self.cpu_scales)
             self._copy(scales[order[0]], scales[order[1]], src_ids, dst_ids)
 
     @staticmethod

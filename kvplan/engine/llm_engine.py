@@ -75,7 +75,7 @@ class LLMEngine:
             raise KvplanError(f"EngineConfig.device={config.device!r} but CUDA is not available; use device='cpu'")
         self.device = torch.device(config.device)
         self._profiled = False  # the warm-up forward (_profile_forward) has run
-        self.model = model.to(self.device).eval()
+        self.model = model.to(self.device).eval()  # type: ignore[arg-type]  # transformers types .to() narrowly
         self.spec = spec or spec_from_config(model.config.to_dict(), str(getattr(model.config, MODEL_TYPE, "model")))
         max_pos = self.spec.max_position_embeddings
         self.max_model_len = config.max_model_len or max_pos

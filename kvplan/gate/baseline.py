@@ -15,7 +15,7 @@ from pathlib import Path
 from kvplan.errors import KvplanError
 from kvplan.files import write_text_atomic
 from kvplan.gate.checks import run_gate
-from kvplan.stress.result import RunResult, load_result
+from kvplan.results.result import RunResult, load_result
 
 BASELINES_DIR = Path("reports") / "baselines"
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a scenario name is user text: no paths

@@ -30,9 +30,10 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from kvplan.errors import KvplanError
-from kvplan.stress.figures import default_gate, figure, figure_value, unit_of
-from kvplan.stress.result import RunResult
-from kvplan.stress.scenario import Gate, Scenario, Tolerance, known_gate_keys
+from kvplan.gate.gate_block import Gate, known_gate_keys
+from kvplan.gate.tolerance import Tolerance
+from kvplan.results.figures import default_gate, figure, figure_value, unit_of
+from kvplan.results.result import RunResult
 from kvplan.validation import format_validation_error
 
 CheckKind = Literal["exact", "normalized", "raw", "relative", "prediction", "health"]
@@ -179,13 +180,14 @@ def check_prediction(metric: str, tol: Tolerance, predicted: float | None, measu
 
 
 # --- tolerances -------------------------------------------------------------------------------
-def scenario_of(result: RunResult, where: str) -> Scenario:
-    """The stored scenario, schema-checked only: the gate needs its `gate:` and `slo:` blocks, not
-    the model, which may be a local path that this machine does not have."""
+def gate_of(result: RunResult, where: str) -> Gate:
+    """The stored scenario's `gate:` block, schema-checked (the rest of the scenario, a model that
+    may be a local path this machine does not have, is not the gate's to read)."""
+    block = result.scenario.get("gate", {})
     try:
-        return Scenario.model_validate(result.scenario)
+        return Gate.model_validate(block)
     except ValidationError as exc:
-        raise KvplanError(format_validation_error(f"{where}: scenario", exc)) from None
+        raise KvplanError(format_validation_error(f"{where}: scenario.gate", exc, Gate)) from None
 
 
 def _known(name: str, flag: str) -> str:
@@ -330,7 +332,7 @@ def run_gate(baseline: RunResult, current: RunResult, *, tolerance: Sequence[str
              result_where: str = "result") -> GateVerdict:
     """Every check of the gate; raises `KvplanError` for inputs that cannot be compared."""
     warnings = check_comparable(baseline, current, baseline_where, result_where)
-    plan = gate_plan(scenario_of(current, result_where).gate, tolerance, prediction_tolerance)
+    plan = gate_plan(gate_of(current, result_where), tolerance, prediction_tolerance)
     checks: list[GateCheck] = []
     for name in plan.exact:
         checks.append(check_exact(name, figure_value(baseline.metrics, name), figure_value(current.metrics, name)))

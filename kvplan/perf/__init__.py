@@ -1,7 +1,7 @@
 """Time prediction for GPUs that are not present: vLLM's scheduler on a simulated clock, each step
 timed by a physical GPU cost model with a few global fitted coefficients.
 
-Modules: schedule.py (the scheduler simulation), decode_stretch.py (its pure-decode
+Modules: schedule.py (the scheduler simulation), scheduler_config.py (its settings), decode_stretch.py (its pure-decode
 shortcut), request_state.py (a request's state in it), lockstep.py
 (data-parallel MoE replicas stepping together), trace.py
 (what a simulation did; replicas merged), cache_kinds.py (the cache kinds the step times, and
@@ -12,9 +12,10 @@ ops was timed from), kernel_grids.py
 (its lookups per op, from the tables), kernel_tables.py (aiconfigurator-core's timing tables as
 log-space grids), step_cost.py (the one step-cost interface: `StepShape` in, seconds and their
 named parts out, shared with `kvplan stress`), cost_models.py (its one factory, by --perf-model),
-random_dataset.py (`vllm bench serve`'s random requests), bench_result.py (a result file it wrote,
+bench_result.py (a result file it wrote,
 read back as its workload and figures), bench_metrics.py (its figures), predict.py (`kvplan
 predict`), capacity.py (`kvplan plan`: the configurations that meet SLOs). The coefficients are
-fitted offline by benchmarks/gpu_cost_fit.py. Pure Python + numpy: may import plan and below, never
+fitted offline by benchmarks/gpu_cost_fit.py. Requests come from kvplan.workload. Pure Python + numpy:
+may import workload, plan and below, never
 engine, server, stress, gate, report or cli.
 """

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanError, read_user_file
-from kvplan.perf.random_dataset import MAX_PROMPTS, MAX_TOKENS, Request
+from kvplan.workload.limits import MAX_REQUESTS, MAX_TOKENS
+from kvplan.workload.request import Request
 
 MAX_RESULT_BYTES = 512 * 2**20
 REQUIRED = ("input_lens", "output_lens", "start_times")
@@ -74,19 +75,21 @@ def load_vllm_bench_result(path: str | Path) -> BenchRun:
         raise KvplanError(f"{p}: no {', '.join(missing)}: the per-request arrays come with `vllm bench serve "
                           "--save-result --save-detailed`")
     n = len(data["input_lens"]) if isinstance(data["input_lens"], list) else -1
-    if not 0 < n <= MAX_PROMPTS:
-        raise KvplanError(f"{p}: input_lens must list 1..{MAX_PROMPTS:,} requests")
+    if not 0 < n <= MAX_REQUESTS:
+        raise KvplanError(f"{p}: input_lens must list 1..{MAX_REQUESTS:,} requests")
     ins, outs = _ints(p, "input_lens", data["input_lens"], n), _ints(p, "output_lens", data["output_lens"], n)
     starts = _floats(p, "start_times", data["start_times"], n)
     queues = _floats(p, "queue_times", data["queue_times"], n) if data.get("queue_times") is not None else [0.0] * n
-    errors = data.get("errors") if isinstance(data.get("errors"), list) and len(data["errors"]) == n else [""] * n
+    errors: list[Any] = (
+        data["errors"] if isinstance(data.get("errors"), list) and len(data["errors"]) == n else [""] * n
+    )
     ok = [not e and o > 0 and i > 0 for e, i, o in zip(errors, ins, outs)]
     if not any(ok):
         raise KvplanError(f"{p}: no request succeeded in that run: nothing to predict")
     due = [s - q for s, q in zip(starts, queues)]
     t0 = min(d for d, good in zip(due, ok) if good)
     requests = sorted(
-        (Request(d - t0, i, o) for d, i, o, good in zip(due, ins, outs, ok) if good), key=lambda r: r.arrival_s
+        (Request(d - t0, i, o) for d, i, o, good in zip(due, ins, outs, ok) if good), key=lambda r: r.arrival_s or 0.0
     )
     cap = data.get("max_concurrency")
     if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap <= 0):

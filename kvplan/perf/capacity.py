@@ -17,12 +17,13 @@ from kvplan.perf.bench_metrics import Timings
 from kvplan.perf.cost_models import step_cost
 from kvplan.perf.gpu_cost import Coefficients
 from kvplan.perf.predict import check_requests, scheduler_config, simulate_replicas
-from kvplan.perf.random_dataset import Workload
 from kvplan.plan.budget import plan_capacity
 from kvplan.plan.engine_args import EngineArgs
+from kvplan.results.slo import Slo
 from kvplan.spec.gpu import GpuSpec
 from kvplan.spec.model import ModelSpec
 from kvplan.spec.prices import GpuPrice
+from kvplan.workload.datasets.random_dataset import RandomDataset
 
 DEFAULT_GPUS = ("h100-sxm-80gb", "h200-sxm-141gb", "a100-sxm4-80gb", "l40s", "l4", "b200-sxm-180gb")
 TP_CHOICES = (1, 2, 4, 8)
@@ -34,28 +35,13 @@ TRICKLE_RATE = 0.05  # req/s: nearly idle, the best latency a configuration can 
 
 
 @dataclass(frozen=True)
-class Slo:
-    ttft_ms: float
-    tpot_ms: float
-    percentile: float = 99.0
-
-    def validate(self) -> None:
-        if not self.ttft_ms > 0 or not self.tpot_ms > 0:
-            raise KvplanError(
-                f"SLOs must be positive, got --slo-ttft-ms {self.ttft_ms} and --slo-tpot-ms {self.tpot_ms}"
-            )
-        if not 0 < self.percentile <= 100:
-            raise KvplanError(f"--slo-percentile must be in (0, 100], got {self.percentile}")
-
-
-@dataclass(frozen=True)
 class Probe:
     ttft_ms: float
     tpot_ms: float
     output_tok_s: float
 
     def meets(self, slo: Slo) -> bool:
-        return self.ttft_ms <= slo.ttft_ms and self.tpot_ms <= slo.tpot_ms
+        return self.ttft_ms <= (slo.ttft_ms or math.inf) and self.tpot_ms <= (slo.tpot_ms or math.inf)
 
 
 @dataclass
@@ -79,12 +65,12 @@ class SloWatch:
         return cls(slo, latency_s, allowed(len(requests)), allowed(sum(1 for r in requests if r.output_tokens > 1)))
 
     def first_token(self, send_s: float, first_s: float) -> bool:
-        if (first_s + self.latency_s - send_s) * 1e3 > self.slo.ttft_ms:
+        if (first_s + self.latency_s - send_s) * 1e3 > (self.slo.ttft_ms or math.inf):
             self.ttft_over += 1
         return self.ttft_over > self.ttft_allowed
 
     def finished(self, first_s: float, last_s: float, output_tokens: int) -> bool:
-        if (last_s - first_s) / (output_tokens - 1) * 1e3 > self.slo.tpot_ms:
+        if (last_s - first_s) / (output_tokens - 1) * 1e3 > (self.slo.tpot_ms or math.inf):
             self.tpot_over += 1
         return self.tpot_over > self.tpot_allowed
 
@@ -101,7 +87,7 @@ class Candidate:
     dp: int = 1  # > 1: --data-parallel-size with --enable-expert-parallel (MoE models)
 
 
-def workload_max_model_len(workload: Workload) -> int:
+def workload_max_model_len(workload: RandomDataset) -> int:
     """The smallest power of two (>= 2048) that holds the longest request the workload can draw."""
     longest = math.ceil(workload.random_input_len * (1 + workload.random_range_ratio)) + math.ceil(
         workload.random_output_len * (1 + workload.random_range_ratio))
@@ -111,7 +97,7 @@ def workload_max_model_len(workload: Workload) -> int:
 class _Runner:
     """Simulations of one candidate at chosen request rates."""
 
-    def __init__(self, spec: ModelSpec, args: EngineArgs, workload: Workload, coefficients: Coefficients | None):
+    def __init__(self, spec: ModelSpec, args: EngineArgs, workload: RandomDataset, coefficients: Coefficients | None):
         self.plan = plan_capacity(spec, args)
         self.config = scheduler_config(self.plan)
         self.model = step_cost(spec, args, coefficients)
@@ -226,7 +212,7 @@ def _started(spec: ModelSpec, base: EngineArgs, gpus: list[GpuSpec], kv_dtypes: 
     return out
 
 
-def _evaluate(spec: ModelSpec, args: EngineArgs, workload: Workload, slo: Slo, coefficients: Coefficients | None,
+def _evaluate(spec: ModelSpec, args: EngineArgs, workload: RandomDataset, slo: Slo, coefficients: Coefficients | None,
               price: float | None) -> tuple[bool, dict[str, Any]]:
     """(meets the SLO, row) for one candidate: goodput, then the fewest replicas that meet the SLO
     at the requested rate, probed with the workload's own number of prompts."""
@@ -291,14 +277,13 @@ def _map(jobs: list[tuple[Any, ...]], workers: int | None) -> list[tuple[bool, d
         return pool.map(_evaluate_star, jobs, chunksize=1)
 
 
-def search(spec: ModelSpec, base: EngineArgs, workload: Workload, slo: Slo, gpus: list[GpuSpec], *,
+def search(spec: ModelSpec, base: EngineArgs, workload: RandomDataset, slo: Slo, gpus: list[GpuSpec], *,
            kv_dtypes: list[str], quantizations: list[str | None], prices: dict[str, GpuPrice] | None = None,
            coefficients: Coefficients | None = None, workers: int | None = None) -> dict[str, Any]:
     """Every candidate that starts: its goodput, replicas for the requested rate and predicted
     figures there; the answer lists those meeting the SLO, cheapest first ($/h of all its GPUs;
     GPUs without a price after, by fewest GPUs). `prices`: per GPU name, one GPU-hour.
     `workers`: processes to spread the candidates over (default: the usable cores)."""
-    slo.validate()
     workload.validate()
     prices = prices or {}
     rate = workload.request_rate
@@ -320,7 +305,8 @@ def search(spec: ModelSpec, base: EngineArgs, workload: Workload, slo: Slo, gpus
         )
         for args in started
     ]
-    met, missed = [], []
+    met: list[dict[str, Any]] = []
+    missed: list[dict[str, Any]] = []
     for ok, row in _map(jobs, workers):
         price = prices.get(row["gpu"])  # one GPU-hour, how it was priced and from which data
         row.update({"usd_per_gpu_hour": price and price.usd_per_hour, "usd_per_hour_source": price and price.basis,

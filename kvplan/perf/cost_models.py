@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 from kvplan.errors import KvplanError
 from kvplan.perf.gpu_cost import Coefficients, GpuStepModel
 from kvplan.perf.kernel_tables import kernels_available
-from kvplan.perf.step_cost import StepCost
 
 if TYPE_CHECKING:
+    from kvplan.perf.kernel_cost import KernelStepModel
     from kvplan.plan.engine_args import EngineArgs
     from kvplan.spec.model import ModelSpec
 
@@ -18,7 +18,7 @@ PERF_MODELS = ("roofline", "kernels", "auto")
 
 
 def step_cost(spec: ModelSpec, args: EngineArgs, coefficients: Coefficients | None = None,
-              perf_model: str = "roofline") -> StepCost:
+              perf_model: str = "roofline") -> GpuStepModel | KernelStepModel:
     """The GPU step cost of `spec` served with `args`: the datasheet roofline, the measured kernels
     (aiconfigurator-core's vLLM tables), or "auto": the kernels when the GPU has them, else the roofline."""
     if args.gpu is None:

@@ -5,10 +5,14 @@ samples, block counts and finishes as stepping one at a time. A mixin of `schedu
 state it reads and advances; `lockstep` runs the stretches data-parallel replicas share."""
 from __future__ import annotations
 
+from collections import deque
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from kvplan.perf.request_state import RequestState
-from kvplan.perf.step_cost import StepShape
+from kvplan.perf.scheduler_config import SchedulerConfig
+from kvplan.perf.step_cost import StepCost, StepShape
 
 
 def stretch_clocks(costs: np.ndarray, clock: float, due: float) -> np.ndarray:
@@ -25,6 +29,31 @@ class DecodeStretches:
     requests, block pool, clock and recorded columns)."""
 
     _stretch_memo: tuple[int, int, np.ndarray] | None = None  # (n, ctx0, costs) of the last stretch timed ahead
+    # the engine's state this mixin reads and advances (schedule.Engine sets each in __init__)
+    config: SchedulerConfig
+    cost: StepCost
+    record: bool
+    pending: deque[RequestState]
+    waiting: deque[RequestState]
+    held: deque[RequestState]
+    running: list[RequestState]
+    cols: list[list[float]]
+    itl: list[float]
+    clock: float
+    free: int
+    steps: int
+    in_flight: int
+    peak: int
+    max_running: int
+    fast_steps: int
+    cap: int
+
+    if TYPE_CHECKING:
+        def next_event_s(self) -> float: ...
+
+        def _hand_over(self, r: RequestState, send_s: float, send_step: int) -> None: ...
+
+        def _finish(self, r: RequestState) -> None: ...
 
     def fast_decode(self) -> bool:
         """Run a stretch of pure-decode steps (nothing waiting and no arrival due, or a waiting queue
@@ -38,7 +67,7 @@ class DecodeStretches:
         # a blocked queue stays blocked however many requests join it: run through their arrivals
         due = float("inf") if self.waiting else self.next_event_s()
         done, clocks = self._time_stretch(len(self.running), steps, ctx0, due) if self.clock < due else (0, None)
-        if self.waiting and done > 1:
+        if self.waiting and done > 1 and clocks is not None:
             self._send_during(clocks[:done - 1])
         self.run_stretch(done, steps, clocks)
         return True
@@ -85,7 +114,7 @@ class DecodeStretches:
             r.last_step, r.last_s = last_step, clock
         self.peak = max(self.peak, self.config.num_gpu_blocks - free)
         self.free = free
-        if first is not None:
+        if first is not None and clocks is not None:
             self.itl.extend(first_gaps)
             self.itl.extend((clocks[1:] - clocks[:-1]).repeat(n).tolist())  # as the step-by-step path computes a gap
         if done == steps:

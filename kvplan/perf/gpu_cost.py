@@ -157,7 +157,7 @@ class GpuStepModel:
                sampled: Any) -> tuple[Any, Any, Any, Any, Any]:
         """(linear layers, attention, TP/MoE communication, eager launches, host) seconds of a step."""
         c = self.coefficients
-        touched = 1.0
+        touched: Any = 1.0
         if self.experts:  # the MoE group's tokens (dp replicas' batches) pick which local experts are read
             touched = 1.0 - (1.0 - self.experts_per_token / self.experts) ** (np.asarray(tokens, dtype=float) * self.dp)
         read = self.dense_read_bytes + self.expert_bytes * touched
@@ -212,7 +212,7 @@ class GpuStepModel:
         dbytes = oh.MODEL_DTYPE_BYTES[oh.model_dtype(spec, dtype)]
         p = spec.params
         asked = quantization and quantization != "none" and spec.quant.method == "none"
-        quant = make_quant(quantization) if asked else spec.quant
+        quant = make_quant(quantization) if asked and quantization else spec.quant
         total = oh.model_weights_bytes(spec, dtype, quantization)
         head = (p.lm_head or p.embedding) * dbytes  # tied embeddings: the LM head reads the embedding matrix
         layers_bytes = max(0.0, total - (p.embedding + p.lm_head) * dbytes)

@@ -46,7 +46,7 @@ from kvplan.perf.gpu_cost import (
 from kvplan.perf.kernel_dtypes import kernel_dtypes, partly_kept_note, unquantized_tables
 from kvplan.perf.kernel_grids import MeasuredGemm, attention_grids, collective_grids, gemm_grid, moe_grid
 from kvplan.perf.kernel_sources import annotate_sources
-from kvplan.perf.kernel_tables import AIC_SYSTEMS, data_root, system_tables
+from kvplan.perf.kernel_tables import AIC_SYSTEMS, LogGrid, data_root, system_tables
 from kvplan.perf.step_cost import StepShape
 from kvplan.plan import overheads as oh
 from kvplan.spec.gpu import GpuSpec
@@ -81,7 +81,7 @@ class KernelStepModel:
     roofline: GpuStepModel  # the physical model: fallback ops and the host overheads
     gemm: MeasuredGemm | None
     context_attention: Callable[[float, float], float] | None
-    generation_attention: Callable[[float, float], float] | None
+    generation_attention: LogGrid | None
     moe: Callable[[float], float] | None
     allreduce: Callable[[float], float] | None
     sources: dict[str, str] = field(default_factory=dict)
@@ -292,7 +292,7 @@ class KernelStepModel:
         mean = np.maximum(1.0, np.asarray(decode_context, dtype=float) / decode_seqs)
         return self.generation_attention.batch(np.full(mean.shape, float(decode_seqs)), mean)
 
-    def _decode_attention_all_ms(self, decode_seqs: Any, decode_context: np.ndarray) -> Any:
+    def _decode_attention_all_ms(self, decode_seqs: Any, decode_context: Any) -> Any:
         """Every attending layer's generation attention (windowed layers read their window at most)."""
         total: Any = 0.0
         for count, window in self.attention_groups:
@@ -344,8 +344,10 @@ class KernelStepModel:
                 return self._decode_stretch_s(int(tokens), int(sampled), np.asarray(context_tokens, dtype=float))
             arrays = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in
                                            (tokens, seqs, prefill_tokens, context_tokens, attention_pairs, sampled)))
-            return np.array([self._seconds(*(float(a[i]) for a in arrays), prefill_seqs=prefill_seqs,
-                                           prefill_pairs=prefill_pairs) for i in range(arrays[0].size)])
+            return np.array([self._seconds(float(arrays[0][i]), float(arrays[1][i]), float(arrays[2][i]),
+                                           float(arrays[3][i]), float(arrays[4][i]), float(arrays[5][i]),
+                                           prefill_seqs=prefill_seqs, prefill_pairs=prefill_pairs)
+                             for i in range(arrays[0].size)])
         tokens, seqs, prefill_tokens = int(tokens), int(seqs), int(prefill_tokens)
         if prefill_pairs is None:  # a caller without the split: chunks are what is not one-token decodes
             prefill_pairs = max(0.0, float(attention_pairs) - (float(context_tokens) if not prefill_tokens else 0.0))

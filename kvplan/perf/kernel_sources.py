@@ -55,9 +55,9 @@ def annotate_sources(model: Any, tables: dict, group: int, standard_kinds: tuple
         if op in sources and gpus > NODE_GPUS:  # not measured there, and the roofline knows one link only
             sources[op] += (f"; {gpus} GPUs are more than one {NODE_GPUS}-GPU node: timed as if all were on "
                             f"one NVLink domain (an inter-node network is slower; not modeled)")
-    used = {tables[op].vllm_version for op, text in sources.items()
+    builds: set[str] = {tables[op].vllm_version for op, text in sources.items()
             if op in tables and tables[op].vllm_version and not text.startswith(ROOFLINE)}
-    if vllm_version and (note := older_build_note(used, vllm_version, bool(model.spec.moe_shape[0]))):
+    if vllm_version and (note := older_build_note(builds, vllm_version, bool(model.spec.moe_shape[0]))):
         sources["kernel_build"] = note
 
 

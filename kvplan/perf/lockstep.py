@@ -12,10 +12,11 @@ from typing import Any
 import numpy as np
 
 from kvplan.perf.decode_stretch import stretch_clocks
-from kvplan.perf.random_dataset import Request
-from kvplan.perf.schedule import Engine, SchedulerConfig
+from kvplan.perf.schedule import Engine
+from kvplan.perf.scheduler_config import SchedulerConfig
 from kvplan.perf.step_cost import StepCost
 from kvplan.perf.trace import Trace
+from kvplan.workload.request import Request
 
 
 def _busy(e: Engine) -> bool:

@@ -11,13 +11,14 @@ from kvplan.perf.cache_kinds import untimed_kinds
 from kvplan.perf.cost_models import step_cost
 from kvplan.perf.gpu_cost import Coefficients
 from kvplan.perf.lockstep import simulate_lockstep
-from kvplan.perf.random_dataset import Request
-from kvplan.perf.schedule import SchedulerConfig, simulate
+from kvplan.perf.schedule import simulate
+from kvplan.perf.scheduler_config import SchedulerConfig
 from kvplan.perf.trace import Trace, merge_traces
 from kvplan.plan import overheads as oh
 from kvplan.plan.budget import CapacityPlan, plan_capacity
 from kvplan.plan.engine_args import EngineArgs
 from kvplan.spec.model import ModelSpec
+from kvplan.workload.request import Request
 
 if TYPE_CHECKING:
     pass

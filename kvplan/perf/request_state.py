@@ -1,7 +1,7 @@
 """A request as the scheduler simulation (`schedule`) tracks it: token counts, blocks and times."""
 from __future__ import annotations
 
-from kvplan.perf.random_dataset import Request
+from kvplan.workload.request import Request
 
 
 class RequestState:
@@ -25,7 +25,9 @@ class RequestState:
     )
 
     def __init__(self, req: Request) -> None:
-        self.arrival_s, self.prompt, self.out = req.arrival_s, req.prompt_tokens, req.output_tokens
+        # a closed loop's requests are all due at 0: the client's concurrency sends them
+        self.arrival_s: float = req.arrival_s or 0.0
+        self.prompt, self.out = req.prompt_tokens, req.output_tokens
         self.ready_s = 0.0  # when the API server hands it to the engine
         self.known = req.prompt_tokens  # tokens whose KV must exist before the next sample
         self.computed = req.cached_tokens  # prefix-cache hits: computed without being scheduled

@@ -11,28 +11,16 @@ instead of re-simulating it.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from kvplan.perf.decode_stretch import DecodeStretches
-from kvplan.perf.random_dataset import Request
 from kvplan.perf.request_state import RequestState
+from kvplan.perf.scheduler_config import SchedulerConfig
 from kvplan.perf.step_cost import StepCost, StepShape
 from kvplan.perf.trace import Trace
-
-
-@dataclass(frozen=True)
-class SchedulerConfig:
-    num_gpu_blocks: int
-    block_size: int
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    chunked_prefill: bool = True  # V1 always; V0 only above 32K max_model_len
-    # vLLM >= 0.14 (async scheduling by default): step N+1 is scheduled when step N starts, so a
-    # request reaching a busy engine during step N waits for N+1 too and first runs in N+2
-    async_scheduling: bool = False
+from kvplan.workload.request import Request
 
 
 class Engine(DecodeStretches):
@@ -131,7 +119,8 @@ class Engine(DecodeStretches):
 
     def _continuous(self) -> list[tuple[RequestState, int]]:
         """Running requests first (decodes and prefill chunks), then waiting ones in the budget left."""
-        bs, scheduled = self.config.block_size, []
+        bs = self.config.block_size
+        scheduled: list[tuple[RequestState, int]] = []
         budget = self.config.max_num_batched_tokens
         preempted_before = self.preemptions
         append, free, running = scheduled.append, self.free, self.running
@@ -249,7 +238,8 @@ class Engine(DecodeStretches):
 
     def trace(self) -> Trace:
         reqs = self.reqs
-        return Trace(*(np.asarray(c, dtype=float) for c in self.cols),  # type: ignore[arg-type]
+        tok, seqs, pre, ctx, pairs, sampled, end = (np.asarray(c, dtype=float) for c in self.cols)
+        return Trace(tok, seqs, pre, ctx, pairs, sampled, end,
                      send_step=np.array([r.send_step for r in reqs]), send_s=np.array([r.send_s for r in reqs]),
                      first_step=np.array([r.first_step for r in reqs]), last_step=np.array([r.last_step for r in reqs]),
                      prompt_tokens=np.array([r.prompt for r in reqs]), output_tokens=np.array([r.out for r in reqs]),

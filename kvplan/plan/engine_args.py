@@ -14,6 +14,7 @@ from kvplan.errors import KvplanError
 from kvplan.plan import overheads as oh
 from kvplan.plan.groups import MAMBA_CACHE_MODES
 from kvplan.plan.kv import validate_parallel
+from kvplan.spec.config_section import section
 from kvplan.spec.gpu import GpuSpec
 from kvplan.spec.model import ModelSpec
 from kvplan.spec.quant import QUANTIZATION_CHOICES
@@ -148,8 +149,7 @@ class EngineArgs:
                 f"--quantization {self.quantization} needs a checkpoint quantized with it; {spec.name} is "
                 f"not (vLLM refuses it); at load time vLLM applies only: {', '.join(RUNTIME_QUANTIZATIONS)}"
             )
-        text = spec.config.get("text_config") if isinstance(spec.config.get("text_config"), dict) else {}
-        qc = spec.config.get("quantization_config") or text.get("quantization_config") or {}
+        qc = spec.config.get("quantization_config") or section(spec.config, "text_config").get("quantization_config")
         stored = str(qc.get("quant_method") or "").lower().replace("_", "-") if isinstance(qc, dict) else ""
         wanted = VLLM_QUANTIZATION_METHODS.get(method, "").replace("_", "-")
         if stored and wanted and spec.quant.method != "none" and wanted != stored and not (

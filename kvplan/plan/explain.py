@@ -85,7 +85,7 @@ def _window_reason(plan: CapacityPlan, ctx_tokens: int) -> str | None:
     sliding = [g for g in plan.groups if g.kind == "sliding" and g.window_tokens]
     if not sliding:
         return None
-    w = sliding[0].window_tokens
+    w = int(sliding[0].window_tokens or 0)
     if min(w - 1 + plan.max_num_batched_tokens, plan.max_model_len) <= min(w, ctx_tokens):
         return None  # vLLM reserves no more than kvplan counts
     return (f"vLLM reserves min(window {w:,} - 1 + {plan.max_num_batched_tokens:,} batched tokens, max_model_len) "

@@ -104,7 +104,7 @@ def _fix_utilization(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, targ
         "more of the GPU for vLLM",
         f"--gpu-memory-utilization {util:.2f}",
         f"{args.gpu_memory_utilization:g} -> {util:.2f} "
-        f"(+{(util - args.gpu_memory_utilization) * plan.gpu_memory_bytes / GIB:.2f} GiB): {tokens_text(p)}",
+        f"(+{(util - args.gpu_memory_utilization) * (plan.gpu_memory_bytes or 0) / GIB:.2f} GiB): {tokens_text(p)}",
         p,
         target,
         risk if util > safe else f"safe: stays below ~{safe:.2f}",
@@ -125,9 +125,9 @@ def _fix_max_num_seqs(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, tar
             best = (n, p)
             break
     if best is None and candidates:
-        n = candidates[-1]
-        best = (n, try_plan(spec, args, max_num_seqs=n))
-    if not (best and best[1]):
+        last = try_plan(spec, args, max_num_seqs=candidates[-1])
+        best = (candidates[-1], last) if last is not None else None
+    if best is None:
         return None
     n, p = best
     freed = plan.activation_bytes - p.activation_bytes
@@ -165,7 +165,7 @@ def _fix_weight_quant(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, tar
     """fp8 weights (vLLM quantizes them at load); when that is not enough, a 4-bit checkpoint."""
     if spec.quant.method != "none" or args.quantization:
         return []
-    out = []
+    out: list[Fix] = []
     for method, title, score, risk in (
             ("fp8", "quantize the weights", SCORE_FP8_WEIGHTS, "quantized at load: small accuracy loss"),
             ("awq", "a 4-bit weight checkpoint", SCORE_INT4_WEIGHTS,
@@ -219,7 +219,7 @@ def _fix_parallel(spec: ModelSpec, args: EngineArgs, target: int | None, pipelin
 def _fix_bigger_gpu(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, target: int | None) -> Fix | None:
     """The smallest catalog GPU larger than this one that serves the goal."""
     for gpu in sorted((g for g in gpu_catalog().values() if g.cuda_total_bytes), key=lambda g: g.memory_bytes):
-        if gpu.memory_bytes <= plan.gpu_memory_bytes:
+        if gpu.memory_bytes <= (plan.gpu_memory_bytes or 0):
             continue
         p = try_plan(spec, args, gpu=gpu)
         if p is not None and ok(p, target):

@@ -174,7 +174,7 @@ def weights_bytes_per_gpu(spec: ModelSpec, *, dtype: str = "auto", quantization:
     )
     out = (layers_total - experts) * stage_layers // spec.num_layers // tp
     if experts:
-        out += experts * stage_layers // spec.num_layers // expert_shards
+        out += experts * stage_layers // spec.num_layers // (expert_shards or tp)  # experts > 0: shards set
     if pp_rank == 0:
         out += (emb + pad_rows * spec.hidden_size * dbytes) // tp
     if pp_rank == pp - 1:

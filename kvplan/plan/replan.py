@@ -4,6 +4,7 @@ re-planned capacity."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from kvplan.errors import KvplanError
 from kvplan.plan.budget import CapacityPlan, plan_capacity
@@ -66,7 +67,7 @@ def ok(plan: CapacityPlan, target: int | None) -> bool:
     return plan.fits and (target is None or plan.max_concurrency >= target)
 
 
-def try_plan(spec: ModelSpec, args: EngineArgs, **changes: object) -> CapacityPlan | None:
+def try_plan(spec: ModelSpec, args: EngineArgs, **changes: Any) -> CapacityPlan | None:
     """`plan_capacity` with `changes`, or None when the change is invalid for this model."""
     try:
         return plan_capacity(spec, replace(args, **changes))

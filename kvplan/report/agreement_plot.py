@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 
-from kvplan.report.agreement import Agreement
+from kvplan.gate.agreement import Agreement
 from kvplan.report.plots import RC, InlineFigure, inline_figure
 
 PASS, MISS, BAND = "#1b7f3b", "#b42318", "#d9dde5"

@@ -71,7 +71,7 @@ def render_capacity(console: Console, plan: CapacityPlan, wide: bool = True) -> 
             f"{plan.max_concurrency:.2f}x[/green]"
         )
     else:
-        console.print(Text(plan.error, style="bold red"), soft_wrap=True)  # vLLM's words: never markup
+        console.print(Text(plan.error or "", style="bold red"), soft_wrap=True)  # vLLM's words: never markup
     for w in plan.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}", soft_wrap=True)
 

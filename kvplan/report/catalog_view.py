@@ -47,7 +47,7 @@ def render_gpus(console: Console, gpus: list[GpuSpec], prices: dict[str, GpuPric
         t.add_row(g.name, ", ".join(g.aliases), _n(g.memory_marketed_gb, "{:g}"),
                   _n(g.cuda_total_bytes / GIB if g.cuda_total_bytes else None, "{:.2f}"),
                   _n(g.memory_bandwidth_gbps), _n(g.bf16_dense_tflops, "{:g}"), _n(g.fp8_dense_tflops, "{:g}"),
-                  _n(price and price.usd_per_hour, "{:.2f}"), g.interconnect[:40])
+                  _n(price.usd_per_hour if price else None, "{:.2f}"), g.interconnect[:40])
     console.print(t)
     datasets = sorted({p.dataset for p in prices.values()})
     if datasets:

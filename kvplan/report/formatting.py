@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-MIB = 2**20
+from kvplan.units import MIB
 
 
 def fmt(value: Any, unit: str = "") -> str:
@@ -36,23 +36,11 @@ def fmt_pct(value: float | None) -> str:
     return f"{round(value, 1) + 0.0:+.1f}%"  # + 0.0: a -1e-14 rounding residue reads +0.0%, not -0.0%
 
 
-def error_pct(predicted: float | None, measured: float | None) -> float | None:
-    """The prediction's error, (predicted - measured) / measured in percent, as `kvplan stress`
-    prints it; None when undefined (0 of 0 is 0%)."""
-    if predicted is None or measured is None:
-        return None
-    if measured == 0:
-        return 0.0 if predicted == 0 else None
-    if not (math.isfinite(predicted) and math.isfinite(measured)):
-        return None
-    return 100.0 * (predicted - measured) / abs(measured)
-
-
 def fmt_named(key: str, value: Any) -> str:
     """A figure named with its unit (`intercept_s`, `reference_kernel_ms`, `residual_p90_pct`,
     `cpu_wait_share`, `kv_pool_bytes`): its value in that unit, three significant digits."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return describe(value) if isinstance(value, (Mapping, list)) else fmt(value)
+        return describe_value(value) if isinstance(value, (Mapping, list)) else fmt(value)
     if not math.isfinite(float(value)):
         return fmt(value)
     if key.endswith("_bytes"):
@@ -75,13 +63,13 @@ def fmt_named(key: str, value: Any) -> str:
 def setting_text(key: str, value: Any) -> str:
     if key.endswith("_bytes") and isinstance(value, int) and not isinstance(value, bool) and value:
         return f"{fmt(value, 'bytes')} ({value:,} B)"
-    return describe(value)
+    return describe_value(value)
 
 
-def describe(value: Any) -> str:
+def describe_value(value: Any) -> str:
     """Compact text for scenario sub-mappings: `{dist: uniform, min: 32, max: 160}`."""
     if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{k}: {describe(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{k}: {describe_value(v)}" for k, v in value.items()) + "}"
     if isinstance(value, list):
-        return "[" + ", ".join(describe(v) for v in value) + "]"
+        return "[" + ", ".join(describe_value(v) for v in value) + "]"
     return str(value)

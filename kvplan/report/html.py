@@ -17,11 +17,11 @@ from pydantic import ValidationError
 
 from kvplan.errors import KvplanError
 from kvplan.files import write_text_atomic
-from kvplan.report.agreement import Agreement, agreements
-from kvplan.report.formatting import describe, fmt, fmt_named, fmt_pct, setting_text
+from kvplan.gate.agreement import Agreement, agreements
+from kvplan.report.formatting import describe_value, fmt, fmt_named, fmt_pct, setting_text
 from kvplan.report.jinja import render_template
 from kvplan.report.verdict import Verdict, build_verdict
-from kvplan.stress.figures import (
+from kvplan.results.figures import (
     FIGURES,
     LATENCIES,
     LATENCY_TITLES,
@@ -31,10 +31,10 @@ from kvplan.stress.figures import (
     prediction_key,
     unit_of,
 )
-from kvplan.stress.result import RunResult
+from kvplan.results.result import RunResult
 from kvplan.stress.scenario import Scenario
+from kvplan.units import MIB
 
-MIB = 2**20
 ALLOCATOR_ROWS: tuple[str, ...] = tuple(f.name for f in FIGURES.values() if f.in_allocator_table)
 THROUGHPUT_KEYS: tuple[str, ...] = tuple(f.name for f in FIGURES.values() if f.group in ("throughput", "requests"))
 
@@ -134,7 +134,7 @@ def _prediction_table(result: RunResult, rows: Sequence[Agreement]) -> tuple[Tab
 
 
 def _latency_tables(result: RunResult, scenario: Scenario | None) -> tuple[Table, ...]:
-    pcts = [50, 90, 95, 99]
+    pcts: list[float] = [50, 90, 95, 99]
     if scenario is not None and scenario.slo.percentile not in pcts:
         pcts.append(scenario.slo.percentile)
     groups = {"all": result.metrics, **result.per_class}
@@ -226,17 +226,17 @@ def _settings_tables(result: RunResult, scenario: Scenario | None) -> dict[str, 
             Row(
                 (
                     str(c.get("name", "")),
-                    describe(c.get("weight", "")),
-                    describe(c.get("prompt_tokens", "")),
-                    describe(c.get("output_tokens", "")),
-                    describe(c.get("shared_prefix", "—")),
+                    describe_value(c.get("weight", "")),
+                    describe_value(c.get("prompt_tokens", "")),
+                    describe_value(c.get("output_tokens", "")),
+                    describe_value(c.get("shared_prefix", "—")),
                 )
             )
             for c in classes
             if isinstance(c, Mapping)
         ),
         " · ".join(
-            f"{k}: {describe(sc[k])}"
+            f"{k}: {describe_value(sc[k])}"
             for k in ("arrival", "num_requests", "duration_s", "warmup_requests", "seed", "slo")
             if k in sc
         ),
@@ -253,7 +253,7 @@ def _settings_tables(result: RunResult, scenario: Scenario | None) -> dict[str, 
         )
     if result.server_info:
         tables["server"] = Table(
-            "Server", ("", ""), tuple(Row((str(k), describe(v))) for k, v in result.server_info.items())
+            "Server", ("", ""), tuple(Row((str(k), describe_value(v))) for k, v in result.server_info.items())
         )
     return tables
 
@@ -262,7 +262,7 @@ def _model_text(result: RunResult) -> str:
     model = result.scenario.get("model")
     if isinstance(model, Mapping):
         name = str(model.get("name", ""))
-        return name + (f" (overrides: {describe(model['overrides'])})" if model.get("overrides") else "")
+        return name + (f" (overrides: {describe_value(model['overrides'])})" if model.get("overrides") else "")
     return str(model or "")
 
 
@@ -355,7 +355,9 @@ def _group(results: Sequence[RunResult]) -> list[tuple[str, dict[str, RunResult]
 def render_report(results: Sequence[RunResult]) -> str:
     if not results:
         raise KvplanError("no results to report")
-    sections, comparisons, n = [], [], 0
+    sections: list[Any] = []
+    comparisons: list[Any] = []
+    n = 0
     for _scenario, by_alloc in _group(results):
         if {"paged", "contiguous"} <= set(by_alloc):
             comparisons.append(build_comparison(by_alloc["paged"], by_alloc["contiguous"], f"cmp{len(comparisons)}"))

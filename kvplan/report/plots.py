@@ -20,17 +20,27 @@ import numpy as np
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 
-from kvplan.stress.record import RequestRecord
-from kvplan.stress.result import RunResult
+from kvplan.results.record import RequestRecord
+from kvplan.results.result import RunResult
+from kvplan.units import MIB
 
 MAX_POINTS = 1200  # per line; min+max bucketing keeps the peaks
 CDF_POINTS = 300
-MIB = 2**20
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
-OUTSIDE = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0)}  # legends beside the axes, never over the curves
-PREDICTED_STYLE = {"linestyle": "--", "linewidth": 1.4}
-RC = {"svg.fonttype": "none", "svg.hashsalt": "kvplan", "font.size": 9, "axes.grid": True, "grid.alpha": 0.3,
-      "axes.spines.top": False, "axes.spines.right": False, "legend.fontsize": 8, "legend.frameon": False}
+# legends beside the axes, never over the curves
+OUTSIDE: dict[str, Any] = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0)}
+PREDICTED_STYLE: dict[str, Any] = {"linestyle": "--", "linewidth": 1.4}
+RC: dict[Any, Any] = {
+    "svg.fonttype": "none",
+    "svg.hashsalt": "kvplan",
+    "font.size": 9,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "legend.fontsize": 8,
+    "legend.frameon": False,
+}
 
 
 @dataclass(frozen=True)
@@ -52,7 +62,9 @@ def inline_figure(fig: Figure, key: str, alt: str, caption: str = "", wide: bool
     return InlineFigure(key, uri, alt, caption, wide)
 
 
-def time_buckets(t_s: Sequence[float], values: Sequence[float], max_points: int = MAX_POINTS) -> list[int]:
+def time_buckets(
+    t_s: Sequence[float] | np.ndarray, values: Sequence[float] | np.ndarray, max_points: int = MAX_POINTS
+) -> list[int]:
     """Indices of at most ~max_points samples: the time axis cut into equal buckets, each keeping
     its lowest and highest sample (in time order), so no peak, dip or queue burst is lost however
     unevenly the samples fall in time (an engine samples every step, and steps vary 100x)."""
@@ -116,7 +128,7 @@ def clock_map(result: RunResult) -> ClockMap:
     the server's samples); x1 when either is missing."""
     predicted = [float(t) for t in _series(result.prediction.get("timeline") or [], "t_s")[0]]
     measured = [s.t_s for s in result.timeline] or [
-        float(d["t_s"]) for d in result.server_telemetry if d.get("t_s") is not None
+        float(t) for d in result.server_telemetry if (t := d.get("t_s")) is not None
     ]
     if not predicted or not measured or max(predicted) <= 0 or max(measured) <= 0:
         return ClockMap(1.0)
@@ -203,7 +215,7 @@ def engine_load_figure(result: RunResult) -> InlineFigure | None:
     if not any(v[0].size for v in (*lines.values(), *preempt.values())):
         return None
     colors = {"running": COLORS[0], "waiting": COLORS[3]}
-    styles = {
+    styles: dict[str, dict[str, Any]] = {
         "measured": {"linewidth": 1.2},
         "predicted": PREDICTED_STYLE,
         "server": {"linewidth": 1.0, "linestyle": ":"},

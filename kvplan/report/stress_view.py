@@ -6,13 +6,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from kvplan.report.agreement import Agreement, agreements
+from kvplan.gate.agreement import Agreement, agreements
 from kvplan.report.formatting import fmt, fmt_pct
 from kvplan.report.verdict import build_verdict
-from kvplan.stress.result import RunResult
+from kvplan.results.result import RunResult
 
 
-def render_comparison(console: Console, result: RunResult) -> None:
+def render_agreement(console: Console, result: RunResult) -> None:
     """Every predicted figure, predicted vs measured, with the error raw and at the measured machine
     speed, each judged against the row's tolerance as the HTML report does (agreement.py), then
     the notes and the verdict."""
@@ -28,7 +28,8 @@ def render_comparison(console: Console, result: RunResult) -> None:
     for r in rows:
         if r.kind == "timing at measured speed":
             continue
-        cells = [r.key, fmt(r.predicted, r.unit), "not measured" if r.measured is None else fmt(r.measured, r.unit),
+        cells: list[str | Text] = [r.key, fmt(r.predicted, r.unit), "not "
+            "measured" if r.measured is None else fmt(r.measured, r.unit),
                  _judged(r), f"±{r.tolerance_pct:g}%"]
         if at_speed:
             scaled = at_speed.get(r.key)

@@ -13,11 +13,11 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from kvplan.report.agreement import Agreement, agreements, summary
+from kvplan.gate.agreement import Agreement, agreements, summary
 from kvplan.report.formatting import fmt
-from kvplan.stress.figures import LATENCY_TITLES, figure_value
+from kvplan.results.figures import LATENCY_TITLES, figure_value
+from kvplan.results.result import RunResult
 from kvplan.stress.machine_speed import slower_or_faster
-from kvplan.stress.result import RunResult
 
 SLOW, FAST = 1.3, 0.7  # machine_speed_ratio beyond these: the machine, not noise (the acceptance band)
 CONTENDED_WAIT_SHARE = 0.10  # of step time waiting for a CPU: another process had the cores

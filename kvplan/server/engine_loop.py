@@ -22,6 +22,7 @@ import asyncio
 import queue
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,7 +74,7 @@ class _Stop:
     pass
 
 
-def _deliver(batch: list[tuple[asyncio.Queue, Event]]) -> None:
+def _deliver(batch: Sequence[tuple[asyncio.Queue, Event]]) -> None:
     for events, event in batch:
         events.put_nowait(event)
 
@@ -159,6 +160,8 @@ class EngineLoop:
         """Queue and block gauges between steps: an abort frees blocks, and an idle engine takes
         no further step that would report it (read-only looks at the engine, on its own thread)."""
         engine, m = self._engine, self._metrics
+        if m is None:
+            return
         sched, blocks = engine.scheduler, engine.block_manager
         m.num_requests_running.set(len(sched.running))
         m.num_requests_waiting.set(len(sched.waiting))

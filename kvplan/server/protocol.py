@@ -115,6 +115,25 @@ class GenerationRequest:
     include_usage: bool
 
 
+# each sampling field at its no-op values: anything else changes which tokens come out
+_NEUTRAL: tuple[tuple[str, tuple[Any, ...]], ...] = (
+    ("stop", (None, "", [])),
+    ("presence_penalty", (None, 0, 0.0)),
+    ("frequency_penalty", (None, 0, 0.0)),
+    ("repetition_penalty", (None, 1, 1.0)),
+    ("logit_bias", (None, {})),
+    ("bad_words", (None, [])),
+    ("allowed_token_ids", (None,)),
+    ("guided_json", (None,)),
+    ("guided_regex", (None,)),
+    ("guided_choice", (None,)),
+    ("guided_grammar", (None,)),
+    ("structured_outputs", (None,)),
+    ("tools", (None, [])),
+    ("functions", (None, [])),
+)
+
+
 def unsupported_parameters(body: dict[str, Any], api: Api) -> list[str]:
     """The parameters set to something this server does not do (their defaults pass)."""
     bad = []
@@ -132,12 +151,7 @@ def unsupported_parameters(body: dict[str, Any], api: Api) -> list[str]:
             bad.append(key)
     # what changes which tokens come out: refused unless at its no-op value, so a client never gets
     # text it did not ask for (stop strings, penalties, biases, structured output, tools)
-    for key, neutral in (("stop", (None, "", [])), ("presence_penalty", (None, 0, 0.0)),
-                         ("frequency_penalty", (None, 0, 0.0)), ("repetition_penalty", (None, 1, 1.0)),
-                         ("logit_bias", (None, {})), ("bad_words", (None, [])), ("allowed_token_ids", (None,)),
-                         ("guided_json", (None,)), ("guided_regex", (None,)), ("guided_choice", (None,)),
-                         ("guided_grammar", (None,)), ("structured_outputs", (None,)), ("tools", (None, [])),
-                         ("functions", (None, []))):
+    for key, neutral in _NEUTRAL:
         value = body.get(key)
         if not any(value == n and type(value) is type(n) for n in neutral):
             bad.append(key)
@@ -195,8 +209,13 @@ def _number(body: dict[str, Any], key: str, default: float, lo: float, hi: float
     value = body.get(key, default)
     if value is None:
         return default
-    in_range = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
-        and (lo < value if lo_open else lo <= value) and value <= hi
+    in_range = (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and (lo < value if lo_open else lo <= value)
+        and value <= hi
+    )
     if not in_range:
         raise ProtocolError(
             400, f"{key} must be a number in {'(' if lo_open else '['}{lo:g}, {hi:g}], got {reprlib.repr(value)}", key
@@ -220,8 +239,12 @@ def _top_k(body: dict[str, Any], vocab_size: int) -> int:
     if value is None:
         return 0
     if isinstance(value, bool) or not isinstance(value, int) or value < -1 or value > vocab_size:
-        raise ProtocolError(400, f"top_k must be 0 (disable), -1 (disable) or an integer in [1, {vocab_size}] "
-                                 f"(the vocabulary size), got {reprlib.repr(value)}", "top_k")
+        raise ProtocolError(
+            400,
+            f"top_k must be 0 (disable), -1 (disable) or an integer in [1, {vocab_size}] "
+            f"(the vocabulary size), got {reprlib.repr(value)}",
+            "top_k",
+        )
     return max(value, 0)
 
 
@@ -233,8 +256,9 @@ def _token_ids(value: Any, vocab_size: int) -> tuple[int, ...]:
     return tuple(value)
 
 
-def _prompt_ids(body: dict[str, Any], api: Api, tokenizer: TextTokenizer, vocab_size: int,
-                max_tokens: int | None = None) -> tuple[int, ...]:
+def _prompt_ids(
+    body: dict[str, Any], api: Api, tokenizer: TextTokenizer, vocab_size: int, max_tokens: int | None = None
+) -> tuple[int, ...]:
     """The prompt's token ids; PromptTooLong when the tokenizer stops counting past `max_tokens`."""
     if api == "chat":
         messages = body.get("messages")
@@ -258,8 +282,9 @@ def _prompt_ids(body: dict[str, Any], api: Api, tokenizer: TextTokenizer, vocab_
     raise ProtocolError(400, "prompt must be a string or a list of token ids", "prompt")
 
 
-def parse_request(body: Any, api: Api, *, served_model_name: str, tokenizer: TextTokenizer, vocab_size: int,
-                  max_model_len: int) -> GenerationRequest:
+def parse_request(
+    body: Any, api: Api, *, served_model_name: str, tokenizer: TextTokenizer, vocab_size: int, max_model_len: int
+) -> GenerationRequest:
     if not isinstance(body, dict):
         raise ProtocolError(400, "the request body must be a JSON object")
     model = body.get("model")
@@ -323,8 +348,11 @@ def parse_request(body: Any, api: Api, *, served_model_name: str, tokenizer: Tex
 
 # --- responses ---------------------------------------------------------------------------------
 def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens}
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
 
 
 def sse(obj: dict[str, Any] | str) -> bytes:
@@ -362,8 +390,10 @@ class ChunkMaker:
                 **self._head("chat.completion.chunk"),
                 "choices": [{"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": finish_reason}],
             }
-        return {**self._head("text_completion"),
-                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}]}
+        return {
+            **self._head("text_completion"),
+            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}],
+        }
 
     def usage_chunk(self, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
         obj = "chat.completion.chunk" if self.api == "chat" else "text_completion"
@@ -371,13 +401,19 @@ class ChunkMaker:
 
     def full(self, text: str, finish_reason: str | None, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
         if self.api == "chat":
-            choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
-                                      "finish_reason": finish_reason}
+            choice: dict[str, Any] = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": None,
+                "finish_reason": finish_reason,
+            }
             return {
                 **self._head("chat.completion"),
                 "choices": [choice],
                 "usage": usage(prompt_tokens, completion_tokens),
             }
-        return {**self._head("text_completion"),
-                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}],
-                "usage": usage(prompt_tokens, completion_tokens)}
+        return {
+            **self._head("text_completion"),
+            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}],
+            "usage": usage(prompt_tokens, completion_tokens),
+        }

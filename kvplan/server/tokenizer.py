@@ -73,7 +73,7 @@ class WordTokenizer:
     """One word, one token (see the module docstring)."""
 
     name = "word"
-    max_token_bytes = None
+    max_token_bytes: int | None = None
 
     def __init__(self, vocab_size: int) -> None:
         if vocab_size <= FIRST_ORDINARY_ID:
@@ -113,7 +113,7 @@ class HFTokenizer:
     def __init__(self, tokenizer: Any) -> None:
         self._tok = tokenizer
         longest = max((len(str(t).encode("utf-8")) for t in tokenizer.get_vocab()), default=0)
-        self.max_token_bytes = max(longest, MIN_TOKEN_BYTES_BOUND)
+        self.max_token_bytes: int | None = max(longest, MIN_TOKEN_BYTES_BOUND)
 
     def encode(self, text: str, max_tokens: int | None = None) -> list[int]:
         """`max_tokens` is not used: the byte bound (max_token_bytes) refuses long texts before this."""

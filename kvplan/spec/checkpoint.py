@@ -29,7 +29,7 @@ class _Tensor(BaseModel):
     """One header entry: `{"dtype": "F16", "shape": [..], "data_offsets": [start, end]}`."""
 
     model_config = ConfigDict(extra="allow")
-    data_offsets: tuple[_WHOLE_BYTES, _WHOLE_BYTES]  # type: ignore[valid-type]
+    data_offsets: tuple[_WHOLE_BYTES, _WHOLE_BYTES]
 
     @model_validator(mode="after")
     def _ordered(self) -> _Tensor:
@@ -40,7 +40,7 @@ class _Tensor(BaseModel):
 
 class _IndexMetadata(BaseModel):
     model_config = ConfigDict(extra="allow")
-    total_size: _WHOLE_BYTES | None = None  # type: ignore[valid-type]
+    total_size: _WHOLE_BYTES | None = None
 
     @field_validator("total_size", mode="before")
     @classmethod

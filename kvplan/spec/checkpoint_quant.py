@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from kvplan.spec.config_section import section
 from kvplan.spec.modelopt_quant import modelopt_quant
 from kvplan.spec.quant import LINEAR_GROUPS, WeightQuant, make_quant
 from kvplan.spec.quant_exclusions import modules_by_group, share_pct
@@ -13,7 +14,7 @@ from kvplan.spec.quant_exclusions import modules_by_group, share_pct
 def weight_quant_from_config(config: dict[str, Any], layers_per_group: dict[str, int] | None = None) -> WeightQuant:
     """A checkpoint's weight scheme and the modules it leaves unconverted; `layers_per_group`: how
     many decoder layers hold each ParamCount group (hybrids: fewer attention layers)."""
-    q = config.get("quantization_config") or (config.get("text_config") or {}).get("quantization_config")
+    q: Any = config.get("quantization_config") or section(config, "text_config").get("quantization_config")
     quant = _scheme(config, layers_per_group or {})
     if not isinstance(q, dict) or quant.method == "none" or quant.experts_only or quant.groups:
         return quant
@@ -27,7 +28,7 @@ def _with_exclusions(quant: WeightQuant, q: dict[str, Any], config: dict[str, An
     excluded = modules_by_group([str(n) for n in names]) if isinstance(names, list) else {}
     if not excluded:
         return quant
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    text = section(config, "text_config", config)
     all_layers = int(text.get("num_hidden_layers") or 1)
     groups = tuple((g, quant.linear_bits_x100,
                     100 - share_pct(excluded[g], layers_per_group.get(g) or all_layers) if g in excluded else 100)
@@ -38,21 +39,23 @@ def _with_exclusions(quant: WeightQuant, q: dict[str, Any], config: dict[str, An
 def _scheme(config: dict[str, Any], layers_per_group: dict[str, int]) -> WeightQuant:
     """Read `quantization_config` (also nested in `text_config`) of a checkpoint; a model
     directory's `hf_quant_config.json` arrives here as a modelopt `quantization_config`."""
-    q = config.get("quantization_config") or (config.get("text_config") or {}).get("quantization_config")
+    q: Any = config.get("quantization_config") or section(config, "text_config").get("quantization_config")
     if not isinstance(q, dict):
         return WeightQuant()
     method = str(q.get("quant_method", "")).lower()
     if method == "modelopt" or (q.get("quant_algo") and method in ("", "fp8")):
         return modelopt_quant(q, config, layers_per_group)
     if method == "compressed-tensors":
-        groups = q.get("config_groups") or {}
-        weights = (next(iter(groups.values()), {}).get("weights") or {}) if groups else {}
+        groups: dict[str, Any] = q.get("config_groups") or {}
+        first: dict[str, Any] = next(iter(groups.values()), {})
+        weights: dict[str, Any] = first.get("weights") or {}
         bits = int(weights.get("num_bits", 8))
         if bits == 4:
             return make_quant("w4a16", group_size=int(weights.get("group_size") or 128))
         return make_quant("fp8" if weights.get("type") == "float" else "int8")
     if method in ("gptq", "awq"):
-        if int(q.get("bits", q.get("w_bit", 4))) == 8:
+        bits_field: Any = q.get("bits", q.get("w_bit", 4))
+        if int(bits_field) == 8:
             return make_quant("int8")
         return make_quant(method, group_size=int(q.get("group_size", q.get("q_group_size", 128)) or 128))
     if method in ("fp8", "fbgemm_fp8", "mxfp4", "bitsandbytes"):

@@ -375,7 +375,7 @@ SCHEMA_KEYS = frozenset(_FIELDS)  # every config key the schema checks (and the 
 _Keys = create_model("_Keys", __config__=_OPEN, **{k: (t, None) for k, t in _FIELDS.items()})  # type: ignore[call-overload]
 
 
-class HfConfig(_Keys):  # type: ignore[misc, valid-type]
+class HfConfig(_Keys):
     """A config.json as far as the planner reads it; the decoder's own config may be nested."""
 
     text_config: HfConfig | None = None

@@ -93,8 +93,7 @@ class Layer:
 
     def with_kv_heads(self, num_kv_heads: int) -> Layer:
         """A what-if copy whose K/V-head caches keep `num_kv_heads` heads (GQA variant)."""
-        caches = tuple(c.with_kv_heads(num_kv_heads) if hasattr(c, "with_kv_heads") else c  # type: ignore[attr-defined]
-                       for c in self.caches)
+        caches = tuple(c.with_kv_heads(num_kv_heads) for c in self.caches)
         return replace(self, caches=caches)
 
     def how(self, tp: int, kv_dtype: KvDtype) -> str:

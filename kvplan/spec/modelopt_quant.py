@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from kvplan.spec.config_section import section
 from kvplan.spec.quant import LINEAR_GROUPS, WeightQuant
 from kvplan.spec.quant_exclusions import modules_by_group, share_pct
 
@@ -34,7 +35,7 @@ def _kv_dtype(q: dict[str, Any]) -> str | None:
 
 def modelopt_quant(q: dict[str, Any], config: dict[str, Any], layers_per_group: dict[str, int]) -> WeightQuant:
     """The weights and KV cache of a ModelOpt checkpoint (see the module doc)."""
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    text = section(config, "text_config", config)
     all_layers = int(text.get("num_hidden_layers") or config.get("num_hidden_layers") or 1)
     n_layers = {g: layers_per_group.get(g) or all_layers for g in LINEAR_GROUPS}
     algo = str(q.get("quant_algo") or "").upper()

@@ -141,7 +141,7 @@ def _mlp_params(cfg: dict[str, Any], family: Family, n_layers: int, hidden: int,
     router = hidden * n_exp + (n_exp if biased else 0)
     shared_inter = cfg.get("shared_expert_intermediate_size") or cfg.get("moe_shared_expert_intermediate_size")
     own_width = traits.own_shared_width and shared_inter
-    shared = n_shared * (_expert_params(hidden, int(shared_inter), traits) if own_width else expert)
+    shared = n_shared * (_expert_params(hidden, int(shared_inter or 0), traits) if own_width else expert)
     if cfg.get("share_expert_dim"):  # Step-3.x: the shared expert's own width
         shared = n_shared * _expert_params(hidden, int(cfg["share_expert_dim"]), traits)
     elif latent and not cfg.get("moe_latent_size"):

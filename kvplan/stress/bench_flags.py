@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanError
-from kvplan.perf.random_dataset import check_range_ratio
-from kvplan.stress.scenario import DATASET_NAMES
+from kvplan.workload.datasets.random_dataset import check_range_ratio
+from kvplan.workload.datasets.ref import DATASET_NAMES
 
 DATASETS = ("random", *DATASET_NAMES)
 VLLM_NUM_PROMPTS = 1000  # vllm bench serve's defaults
@@ -84,6 +84,7 @@ class BenchFlags:
 
     def _workload(self, name: str, tokenizer: str | None) -> dict[str, Any]:
         if name != "random":
+            assert self.dataset_path is not None, "checked with the flags"
             dataset: dict[str, Any] = {"name": name, "path": str(Path(self.dataset_path).expanduser().absolute())}
             output = self.sharegpt_output_len or self.custom_output_len
             if output is not None:

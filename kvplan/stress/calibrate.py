@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kvplan.files import child_path
+from kvplan.results.machine_facts import machine_facts
 from kvplan.spec.catalog_files import bundled_dir, user_dir
 from kvplan.stress.cpu_cost import LinearCostModel
-from kvplan.stress.machine_facts import machine_facts
 from kvplan.stress.machine_speed import ReferenceSampler, ReferenceTiming
 from kvplan.stress.run_queue import RunQueueClock
 
@@ -95,11 +95,13 @@ class _Timer:
         wait1 = self.queue.wait_s()
         waited = (wait1 - wait0) if wait0 is not None and wait1 is not None else 0.0
         self.wait_s += waited
-        self.shapes.append(self.probe.last)
+        shape, stats = self.probe.last, self.engine.stats
+        assert shape is not None and stats is not None, "the probe and the engine record every step"
+        self.shapes.append(shape)
         # the step as it would have run with a CPU to itself: the model predicts the engine, and a
         # stress run measures its own machine's waits (machine_speed.reference_slowdown)
-        self.seconds.append(max(1e-6, self.engine.stats.step_time_s - waited))
-        self.reference.after_step(self.engine.stats.step_time_s)
+        self.seconds.append(max(1e-6, stats.step_time_s - waited))
+        self.reference.after_step(stats.step_time_s)
 
     def machine(self) -> dict[str, object]:
         """What a stress run compares itself with: the reference kernel, CPU waits, facts."""
@@ -185,12 +187,10 @@ def calibrate_scenario(scenario: Scenario, on_progress: Callable[[int, int], Non
     from dataclasses import replace
 
     from kvplan.stress.targets.engine_target import build_engine
-    from kvplan.stress.workload import generate_requests
 
     if threads is not None:
         scenario = scenario.model_copy(update={"engine": replace(scenario.engine, num_threads=threads)})
     engine = build_engine(scenario)
     cap = min(scenario.num_requests or 96, 96)
-    mix = [(list(r.prompt_token_ids), r.output_tokens)
-           for r in generate_requests(scenario, vocab_size=engine.vocab_size, max_requests=cap)]
+    mix = [(list(r.token_ids), r.output_tokens) for r in scenario.requests(engine.vocab_size, max_requests=cap)]
     return calibrate(scenario.model.name, engine=engine, mix=mix, on_progress=on_progress)

@@ -47,6 +47,14 @@ class LinearCostModel:
         return (self.intercept_s + self.per_token_s * t + self.per_seq_s * s + self.per_context_token_s * c
                 + self.per_attention_pair_s * a)
 
+    def components_s(self, shape: StepShape) -> dict[str, float]:
+        """The fitted terms: intercept, per token, per sequence, per context token, per attention pair."""
+        if shape.num_seqs == 0:
+            return dict.fromkeys(("intercept", "tokens", "seqs", "context", "attention"), 0.0)
+        t, s, c, a = shape.features()
+        return {"intercept": self.intercept_s, "tokens": self.per_token_s * t, "seqs": self.per_seq_s * s,
+                "context": self.per_context_token_s * c, "attention": self.per_attention_pair_s * a}
+
     @classmethod
     def fit(cls, shapes: list[StepShape], seconds: list[float], **meta: object) -> LinearCostModel:
         """Non-negative least squares on relative errors: a negative cost per token would predict
@@ -75,14 +83,14 @@ class LinearCostModel:
         ss_res = float(((y - pred) ** 2).sum())
         ss_tot = float(((y - y.mean()) ** 2).sum()) or 1.0
         rel = 100.0 * (y - pred) / np.maximum(pred, 1e-9)
-        return cls(
-            *map(float, coef),
-            num_samples=len(y),
-            r2=1.0 - ss_res / ss_tot,  # type: ignore[arg-type]
-            residual_p10_pct=float(np.percentile(rel, 10)),
-            residual_p90_pct=float(np.percentile(rel, 90)),
-            **meta,
-        )
+        fields: dict[str, Any] = dict(zip(_COEFFICIENTS, map(float, coef), strict=True))
+        fields |= {
+            "num_samples": len(y),
+            "r2": 1.0 - ss_res / ss_tot,
+            "residual_p10_pct": float(np.percentile(rel, 10)),
+            "residual_p90_pct": float(np.percentile(rel, 90)),
+        }
+        return cls(**fields, **meta)  # type: ignore[arg-type]
 
     def save(self, path: Path) -> None:
         import yaml
@@ -125,22 +133,22 @@ def _calibration_schema() -> Any:
 
     class Machine(BaseModel):
         model_config = strict
-        cpu_model: text | None = None  # type: ignore[valid-type]
+        cpu_model: text | None = None
         cores: Annotated[int, Field(ge=1, le=2 ** 20)] | None = None
-        torch: text | None = None  # type: ignore[valid-type]
-        host: text | None = None  # type: ignore[valid-type]
+        torch: text | None = None
+        host: text | None = None
 
     class CalibrationFile(BaseModel):
         model_config = strict
         kind: Literal["linear"] = "linear"
-        intercept_s: seconds  # type: ignore[valid-type]
-        per_token_s: seconds  # type: ignore[valid-type]
-        per_seq_s: seconds  # type: ignore[valid-type]
-        per_context_token_s: seconds  # type: ignore[valid-type]
-        per_attention_pair_s: seconds  # type: ignore[valid-type]
-        model: text = ""  # type: ignore[valid-type]
-        device: text = "cpu"  # type: ignore[valid-type]
-        host: text = ""  # type: ignore[valid-type]
+        intercept_s: seconds
+        per_token_s: seconds
+        per_seq_s: seconds
+        per_context_token_s: seconds
+        per_attention_pair_s: seconds
+        model: text = ""
+        device: text = "cpu"
+        host: text = ""
         num_samples: Annotated[int, Field(ge=0, le=2**53)] = 0
         r2: Annotated[float, Field(ge=-1e9, le=1)] = 0.0
         residual_p10_pct: Annotated[float, Field(ge=-1000000000.0, le=1000000000.0)] | None = None
@@ -154,7 +162,7 @@ def _calibration_schema() -> Any:
     return CalibrationFile
 
 
-def _checked_fields(data: object, path: Path) -> dict[str, object]:
+def _checked_fields(data: object, path: Path) -> dict[str, Any]:
     """The fields of a calibration mapping, each of the type and range `LinearCostModel` needs
     (integral numbers are accepted where a float is meant: YAML writes 0.0 as 0.0 but users write 0)."""
     from pydantic import ValidationError

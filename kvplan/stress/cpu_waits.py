@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import overload
 
 import numpy as np
 
-from kvplan.stress.record import RequestRecord
+from kvplan.results.record import RequestRecord
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,12 @@ class CpuWaits:
     @property
     def total_s(self) -> float:
         return self.waited_s[-1] if self.waited_s else 0.0
+
+    @overload
+    def wait_free(self, t_s: float) -> float: ...
+
+    @overload
+    def wait_free(self, t_s: None) -> None: ...
 
     def wait_free(self, t_s: float | None) -> float | None:
         """`t_s` with the waits before it taken out."""

@@ -1,7 +1,7 @@
 """One stress run, whatever the target: predict first, run, then measure against the prediction.
 
     pool  = target.pool()                         # blocks x bytes the prediction is made for
-    prediction = predict(scenario, requests, pool) # before anything runs (no model forward)
+    prediction = predict_run(scenario, requests, pool) # before anything runs (no model forward)
     run   = target.run(scenario, requests)         # TargetRun: records, timeline, memory figures
     metrics = compute_metrics(run.records) + run.memory
     speed = sum(measured step times) / sum(modelled)  # how fast this machine ran today
@@ -16,25 +16,32 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from kvplan.perf.step_cost import StepCost
+from kvplan.results.machine_facts import machine_facts
+from kvplan.results.metrics import compute_metrics, compute_per_class_metrics
+from kvplan.results.result import RunResult
 from kvplan.stress.cpu_cost import LinearCostModel
-from kvplan.stress.machine_facts import machine_facts
 from kvplan.stress.machine_speed import SpeedResampled, machine_speed, normalized_errors
-from kvplan.stress.metrics import compute_metrics, compute_per_class_metrics
-from kvplan.stress.prediction import load_cost_model, predict, rescaled_timing
-from kvplan.stress.result import RunResult
+from kvplan.stress.prediction import load_cost_model, predict_run, rescaled_timing
 from kvplan.stress.scenario import Scenario
 from kvplan.stress.target import Target, TargetRun
-from kvplan.stress.workload import RequestSpec
+from kvplan.workload.request import Request
 
 
-def prediction_before_run(scenario: Scenario, requests: list[RequestSpec], target: Target,
+def prediction_before_run(scenario: Scenario, requests: list[Request], target: Target,
                 calibration: Path | None) -> tuple[dict[str, Any], StepCost | None, list[str]]:
     pool = target.pool()
     if pool.num_gpu_blocks is None:
         return {}, None, ["no prediction: the scenario does not fix the server's KV pool (kv_cache_memory_bytes)"]
     cost_model, source = load_cost_model(scenario, calibration, target.device_name)
-    prediction = predict(scenario, requests, num_gpu_blocks=pool.num_gpu_blocks, bytes_per_block=pool.bytes_per_block,
-                         cost_model=cost_model, cost_source=source, allocator=target.allocator)
+    prediction = predict_run(
+        scenario,
+        requests,
+        num_gpu_blocks=pool.num_gpu_blocks,
+        bytes_per_block=pool.bytes_per_block,
+        cost_model=cost_model,
+        cost_source=source,
+        allocator=target.allocator,
+    )
     return prediction, cost_model, [f"cost model: {source}"]
 
 
@@ -66,7 +73,7 @@ def _log_progress(scenario: Scenario, target: Target, total: int, console: Conso
     return update
 
 
-def _measure(scenario: Scenario, target: Target, requests: list[RequestSpec], console: Console,
+def _measure(scenario: Scenario, target: Target, requests: list[Request], console: Console,
              progress: bool) -> TargetRun:
     if progress and not console.is_terminal:
         return target.run(scenario, requests, _log_progress(scenario, target, len(requests), console))
@@ -86,8 +93,14 @@ def _verdict(scenario: Scenario, run: TargetRun, metrics: dict[str, Any]) -> tup
     return ("failed" if failed else "ok"), distinct
 
 
-def _normalized(scenario: Scenario, requests: list[RequestSpec], prediction: dict[str, Any], cost_model: StepCost,
-                speed: Any, metrics: dict[str, Any]) -> dict[str, float]:
+def _normalized(
+    scenario: Scenario,
+    requests: list[Request],
+    prediction: dict[str, Any],
+    cost_model: StepCost | None,
+    speed: Any,
+    metrics: dict[str, Any],
+) -> dict[str, float]:
     """The prediction's error once re-simulated at the step speeds this run measured; one scalar
     rescaling where the prediction has no step count to resample over."""
     if not speed.step_ratios or prediction.get("num_gpu_blocks") is None:
@@ -98,12 +111,12 @@ def _normalized(scenario: Scenario, requests: list[RequestSpec], prediction: dic
     return normalized_errors(rescaled, metrics)
 
 
-def run_target(scenario: Scenario, requests: list[RequestSpec], target: Target, *, calibration: Path | None = None,
+def run_target(scenario: Scenario, requests: list[Request], target: Target, *, calibration: Path | None = None,
                console: Console | None = None, progress: bool = True, notes: tuple[str, ...] = ()) -> RunResult:
     """Predict, run `requests` on `target`, measure; the result of one allocator / server.
     `notes`: what the caller knows about the requests (a dataset's skipped rows, estimated counts)."""
     prediction, cost_model, before = prediction_before_run(scenario, requests, target, calibration)
-    notes = [*notes, *before]
+    all_notes = [*notes, *before]
     run = _measure(scenario, target, requests, console or Console(), progress)
     metrics = {**compute_metrics(run.records, scenario.slo), **run.memory}
     if run.reference is not None:
@@ -117,17 +130,17 @@ def run_target(scenario: Scenario, requests: list[RequestSpec], target: Target, 
     mismatch = calibration_mismatch(cost_model)
     if mismatch:
         run.environment.calibration_mismatch = mismatch
-        notes.append("calibration from another machine or torch: " + "; ".join(mismatch)
+        all_notes.append("calibration from another machine or torch: " + "; ".join(mismatch)
                      + " (run `kvplan calibrate` here, or `kvplan stress --calibrate`)")
     if speed is not None:
         metrics.update(speed.figures())
         normalized = _normalized(scenario, requests, prediction, cost_model, speed, metrics)
-        notes.append(speed.sentence())
+        all_notes.append(speed.sentence())
     if not run.complete:
-        notes.append("interrupted: partial result")
+        all_notes.append("interrupted: partial result")
     verdict, errors = _verdict(scenario, run, metrics)
     if verdict == "failed":
-        notes.insert(0, f"FAILED: {metrics.get('failed')} of {metrics.get('num_requests')} requests failed "
+        all_notes.insert(0, f"FAILED: {metrics.get('failed')} of {metrics.get('num_requests')} requests failed "
                         f"(max_error_rate {scenario.max_error_rate:g})")
     settings = scenario.to_dict()
     if target.allocator in ("paged", "contiguous") and isinstance(settings.get("engine"), dict):
@@ -136,5 +149,5 @@ def run_target(scenario: Scenario, requests: list[RequestSpec], target: Target, 
         scenario=settings, allocator=target.allocator, environment=run.environment,
         prediction=prediction, requests=[r.to_dict() for r in run.records], metrics=metrics,
         per_class=compute_per_class_metrics(run.records, scenario.slo), timeline=run.timeline,
-        complete=run.complete, notes=[*run.notes, *notes], server_telemetry=run.server_telemetry,
+        complete=run.complete, notes=[*run.notes, *all_notes], server_telemetry=run.server_telemetry,
         server_info=run.server_info, normalized_error_pct=normalized, verdict=verdict, errors=errors)

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from kvplan.stress.figures import FIGURES, NORMALIZED_FROM, figure_value, prediction_key
+from kvplan.results.figures import FIGURES, NORMALIZED_FROM, figure_value, prediction_key
 
 MIN_STEPS = 10  # fewer timed steps say nothing about the machine
 REFERENCE_SHARE = 0.04  # of the engine's step time spent timing the reference kernel
@@ -227,11 +227,19 @@ class SpeedResampled:
 
     def step_s(self, shape: Any) -> float:
         modelled = float(self.base.step_s(shape))
-        b = int(np.searchsorted(self.edges, modelled))
+        return modelled * self._ratio(modelled)
+
+    def components_s(self, shape: Any) -> dict[str, float]:
+        """The base model's parts, each x the ratio drawn for the whole step."""
+        ratio = self._ratio(float(self.base.step_s(shape)))
+        return {k: v * ratio for k, v in self.base.components_s(shape).items()}
+
+    def _ratio(self, modelled_s: float) -> float:
+        b = int(np.searchsorted(self.edges, modelled_s))
         ratios = self.bins[b]
         ratio = ratios[self._next[b] % len(ratios)]
         self._next[b] += 1
-        return modelled * float(ratio)
+        return float(ratio)
 
 
 def normalized_errors(

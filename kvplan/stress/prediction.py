@@ -7,7 +7,7 @@ line up key for key.
 """
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +16,16 @@ from kvplan.perf.cost_models import step_cost
 from kvplan.perf.step_cost import StepCost
 from kvplan.plan.engine_args import EngineArgs
 from kvplan.plan.kv import blocks_in_budget
+from kvplan.results.figures import FIGURES
+from kvplan.results.metrics import compute_metrics
+from kvplan.results.record import RequestRecord
 from kvplan.spec.gpu import load_gpu
 from kvplan.stress.calibrate import find_calibration
 from kvplan.stress.cpu_cost import LinearCostModel
-from kvplan.stress.figures import FIGURES
-from kvplan.stress.metrics import compute_metrics
-from kvplan.stress.record import RequestRecord
 from kvplan.stress.scenario import Scenario
-from kvplan.stress.simulate import SimRequest, SimResult, simulate
-from kvplan.stress.workload import RequestSpec
+from kvplan.stress.simulate import SimResult, simulate_engine
+from kvplan.workload.arrivals import ClosedLoop
+from kvplan.workload.request import Request
 
 # predicted figures that come out of the simulated requests' records (the rest: from the simulation)
 CLOCK_DEPENDENT = ("peak_kv_bytes", "peak_kv_blocks", "peak_running_requests", "num_preemptions",
@@ -66,14 +67,7 @@ def _gpu_cost(scenario: Scenario, device_name: str | None, perf_model: str) -> t
     return model, f"GPU step cost (kvplan predict's, --perf-model {perf_model}): {gpu.name}"
 
 
-def _sim_requests(requests: list[RequestSpec]) -> list[SimRequest]:
-    return [
-        SimRequest(r.request_id, tuple(r.prompt_token_ids), r.output_tokens, r.arrival_s, r.class_name)
-        for r in requests
-    ]
-
-
-def _records(sim: SimResult, requests: list[RequestSpec]) -> list[RequestRecord]:
+def _records(sim: SimResult, requests: list[Request]) -> list[RequestRecord]:
     warm = {r.request_id for r in requests if r.is_warmup}
     return [RequestRecord(request_id=r.request_id, class_name=r.class_name, arrival_s=r.arrival_s,
                           first_token_s=r.first_token_s, token_times_s=r.token_times_s, finish_s=r.token_times_s[-1],
@@ -81,7 +75,7 @@ def _records(sim: SimResult, requests: list[RequestSpec]) -> list[RequestRecord]
             for r in sim.records]
 
 
-def predict(scenario: Scenario, requests: list[RequestSpec], *, num_gpu_blocks: int, bytes_per_block: int,
+def predict_run(scenario: Scenario, requests: list[Request], *, num_gpu_blocks: int, bytes_per_block: int,
             cost_model: StepCost | None, cost_source: str, allocator: str) -> dict[str, Any]:
     """The stored prediction: memory figures always; latency figures when a cost model exists."""
     # memory and preemption do not depend on the clock for closed loops or bursts; a unit cost
@@ -95,7 +89,7 @@ def predict(scenario: Scenario, requests: list[RequestSpec], *, num_gpu_blocks: 
         "num_preemptions": sim.num_preemptions, "preemption_onset_step": sim.first_preemption_step,
         "prefix_hit_tokens": sim.timeline[-1].prefix_hit_tokens if sim.timeline else 0,
         "num_steps": sim.num_steps, "cost_model_source": cost_source,
-        "cost_model": ({"kind": type(cost_model).__name__, **asdict(cost_model)} if cost_model is not None else None),
+        "cost_model": ({"kind": type(cost_model).__name__, **asdict(cost_model)} if is_dataclass(cost_model) else None),
     }
     if cost_model is None and scenario.arrival.type != "concurrency" and any(r.arrival_s for r in requests):
         # open-loop arrivals without a cost model: which requests overlap depends on the step time,
@@ -107,7 +101,7 @@ def predict(scenario: Scenario, requests: list[RequestSpec], *, num_gpu_blocks: 
     return out
 
 
-def rescaled_timing(scenario: Scenario, requests: list[RequestSpec], prediction: dict[str, Any],
+def rescaled_timing(scenario: Scenario, requests: list[Request], prediction: dict[str, Any],
                     cost_model: StepCost) -> dict[str, Any]:
     """The prediction's time figures again, on the pool `prediction` was made for, with another
     cost model (machine_speed.SpeedResampled: the calibrated model at the speed this run measured)."""
@@ -116,12 +110,12 @@ def rescaled_timing(scenario: Scenario, requests: list[RequestSpec], prediction:
     return _timing(scenario, requests, sim)
 
 
-def _simulate(scenario: Scenario, requests: list[RequestSpec], num_gpu_blocks: int, bytes_per_block: int,
+def _simulate(scenario: Scenario, requests: list[Request], num_gpu_blocks: int, bytes_per_block: int,
               cost_model: StepCost, allocator: str) -> SimResult:
     engine = scenario.engine
-    closed = scenario.arrival.type == "concurrency"
-    return simulate(
-        _sim_requests(requests),
+    arrival = scenario.arrival
+    return simulate_engine(
+        requests,
         num_gpu_blocks=num_gpu_blocks,
         bytes_per_block=bytes_per_block,
         block_size=engine.block_size,
@@ -131,13 +125,13 @@ def _simulate(scenario: Scenario, requests: list[RequestSpec], num_gpu_blocks: i
         cost_model=cost_model,
         allocator=allocator,
         enable_prefix_caching=engine.enable_prefix_caching,
-        concurrency=scenario.arrival.concurrency if closed else None,
-        max_in_flight=scenario.arrival.max_concurrency,
+        concurrency=arrival.concurrency if isinstance(arrival, ClosedLoop) else None,
+        max_in_flight=None if isinstance(arrival, ClosedLoop) else arrival.max_concurrency,
         num_cpu_blocks=blocks_in_budget(engine.swap_space_bytes, bytes_per_block),
     )
 
 
-def _timing(scenario: Scenario, requests: list[RequestSpec], sim: SimResult) -> dict[str, Any]:
+def _timing(scenario: Scenario, requests: list[Request], sim: SimResult) -> dict[str, Any]:
     metrics = compute_metrics(_records(sim, requests), scenario.slo)
     return {**{k: metrics.get(k) for k in PREDICTED_FROM_RECORDS},
             "preemption_onset_s": sim.first_preemption_s, "duration_s": sim.duration_s}

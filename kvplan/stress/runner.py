@@ -14,14 +14,15 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kvplan.results.record import RequestRecord
+from kvplan.results.result import TimelineSample
 from kvplan.stress.cpu_waits import CpuWaits
 from kvplan.stress.machine_speed import ReferenceSampler, ReferenceTiming
 from kvplan.stress.memory import NvmlSampler, cuda_bytes, rss_bytes
-from kvplan.stress.record import RequestRecord
-from kvplan.stress.result import TimelineSample
 from kvplan.stress.run_queue import RunQueueClock
 from kvplan.stress.scenario import Scenario
-from kvplan.stress.workload import RequestSpec, concurrency_limit
+from kvplan.workload.arrivals import ClosedLoop
+from kvplan.workload.request import Request
 
 if TYPE_CHECKING:
     from kvplan.engine.llm_engine import LLMEngine
@@ -54,6 +55,7 @@ class EngineRun:
 
 def _sample(engine: LLMEngine, t_s: float, shape: StepShape, nvml: NvmlSampler | None) -> TimelineSample:
     stats = engine.stats
+    assert stats is not None, "sampled after a step"
     allocated, peak = cuda_bytes()
     return TimelineSample(
         t_s=t_s, kv_bytes_used=stats.kv_bytes_in_use, kv_pool_bytes=stats.kv_cache_bytes,
@@ -82,25 +84,26 @@ def _warm_up(engine: LLMEngine) -> None:
 class _Session:
     """One run's bookkeeping: which request is next, which are live, what finished."""
 
-    def __init__(self, engine: Any, scenario: Scenario, requests: Iterable[RequestSpec],
+    def __init__(self, engine: Any, scenario: Scenario, requests: Iterable[Request],
                  on_progress: Callable[[int], None] | None, t0: float) -> None:
         self.engine, self.scenario, self.on_progress, self.t0 = engine, scenario, on_progress, t0
-        self.closed = scenario.arrival.type == "concurrency"
-        self.stream: Iterator[RequestSpec] = iter(requests)
-        self.upcoming: RequestSpec | None = next(self.stream, None)
-        self.live: dict[str, tuple[RequestSpec, float]] = {}  # request id -> (spec, arrival on the run clock)
-        self.cap = scenario.arrival.max_concurrency  # open loop: requests in flight at most (None: no cap)
+        arrival = scenario.arrival
+        self.closed_loop = arrival if isinstance(arrival, ClosedLoop) else None
+        self.stream: Iterator[Request] = iter(requests)
+        self.upcoming: Request | None = next(self.stream, None)
+        self.live: dict[str, tuple[Request, float]] = {}  # request id -> (spec, arrival on the run clock)
+        self.cap = arrival.in_flight_cap  # requests in flight at most (None: no cap)
         self.last_full_s = -1.0  # when a due request last found every slot taken: it is sent when one frees
         self.done = 0
 
     def now(self) -> float:
         return time.perf_counter() - self.t0
 
-    def _submit(self, spec: RequestSpec, arrival_s: float) -> None:
+    def _submit(self, spec: Request, arrival_s: float) -> None:
         from kvplan.engine.sampling_params import SamplingParams
 
         self.engine.add_request(
-            list(spec.prompt_token_ids),
+            list(spec.token_ids),
             SamplingParams(max_tokens=spec.output_tokens, ignore_eos=True, temperature=0.0, seed=spec.index),
             request_id=spec.request_id,
             arrival_time_s=self.t0 + arrival_s,
@@ -113,9 +116,9 @@ class _Session:
         if stop_arrivals:
             self.upcoming = None
         while self.upcoming is not None:
-            if self.closed and len(self.live) < concurrency_limit(self.scenario.arrival, t):
+            if self.closed_loop is not None and len(self.live) < self.closed_loop.limit(t):
                 self._submit(self.upcoming, t)
-            elif not self.closed and (self.upcoming.arrival_s or 0.0) <= t:
+            elif self.closed_loop is None and (self.upcoming.arrival_s or 0.0) <= t:
                 if self.cap is not None and len(self.live) >= self.cap:
                     self.last_full_s = t
                     break
@@ -174,7 +177,7 @@ def _step(engine: Any, session: _Session, run: EngineRun, probe: Any, nvml: Nvml
     reference.after_step(stats.step_time_s)  # after the bookkeeping: it delays the next step, as a step would
 
 
-def run_engine(engine: Any, scenario: Scenario, requests: Iterable[RequestSpec], *,
+def run_engine(engine: Any, scenario: Scenario, requests: Iterable[Request], *,
                on_progress: Callable[[int], None] | None = None, max_duration_s: float | None = None) -> EngineRun:
     """Run `requests` through `engine` by the wall clock; see the module doc."""
     from kvplan.engine.reference_kernel import ReferenceKernel
@@ -196,7 +199,7 @@ def run_engine(engine: Any, scenario: Scenario, requests: Iterable[RequestSpec],
             session.admit(t, stop_arrivals=duration is not None and t >= duration)
             if engine.has_unfinished_requests():
                 _step(engine, session, run, probe, nvml, reference, queue)
-            elif session.upcoming is not None and not session.closed:
+            elif session.upcoming is not None and session.closed_loop is None:
                 run.last_step_start_s = None
                 time.sleep(max(0.0, min((session.upcoming.arrival_s or 0.0) - session.now(), 0.05)))
     except KeyboardInterrupt:

@@ -17,15 +17,7 @@ from kvplan.engine.sampling_params import SamplingParams
 from kvplan.engine.scheduler import Scheduler
 from kvplan.engine.sequence import Sequence
 from kvplan.perf.step_cost import StepCost, StepShape
-
-
-@dataclass(frozen=True)
-class SimRequest:
-    request_id: str
-    prompt_token_ids: tuple[int, ...]
-    output_tokens: int
-    arrival_s: float | None  # None: closed loop (arrives when a slot frees)
-    class_name: str = ""
+from kvplan.workload.request import Request
 
 
 @dataclass(frozen=True)
@@ -80,12 +72,12 @@ class _Simulation:
                  max_model_len: int) -> None:
         self.sched, self.bm, self.result, self.cost_model = sched, bm, result, cost_model
         self.max_model_len = max_model_len
-        self.seqs: dict[int, tuple[Sequence, SimRequest]] = {}
+        self.seqs: dict[int, tuple[Sequence, Request]] = {}
         self.clock = 0.0
         self.admitted = self.in_flight = self.preemptions = self.hits = 0
 
-    def admit(self, req: SimRequest, at_s: float) -> None:
-        seq = Sequence(self.admitted, req.request_id, list(req.prompt_token_ids),
+    def admit(self, req: Request, at_s: float) -> None:
+        seq = Sequence(self.admitted, req.request_id, list(req.token_ids),
                        SamplingParams(max_tokens=req.output_tokens, ignore_eos=True, temperature=0.0), at_s)
         self.seqs[seq.seq_id] = (seq, req)
         self.sched.add(seq)
@@ -134,7 +126,7 @@ class _Simulation:
             )
 
 
-def simulate(requests: list[SimRequest], *, num_gpu_blocks: int, bytes_per_block: int, block_size: int,
+def simulate_engine(requests: list[Request], *, num_gpu_blocks: int, bytes_per_block: int, block_size: int,
              max_model_len: int, max_num_seqs: int, max_num_batched_tokens: int, cost_model: StepCost,
              allocator: str = "paged", enable_prefix_caching: bool = False, concurrency: int | None = None,
              num_cpu_blocks: int = 0, max_steps: int = 10_000_000, max_in_flight: int | None = None) -> SimResult:
@@ -153,7 +145,7 @@ def simulate(requests: list[SimRequest], *, num_gpu_blocks: int, bytes_per_block
     pending = deque(sorted(requests, key=lambda r: r.arrival_s or 0.0) if not closed else requests)
     while pending or sched.has_unfinished():
         if closed:
-            while pending and sim.in_flight < concurrency:
+            while pending and concurrency is not None and sim.in_flight < concurrency:
                 sim.admit(pending.popleft(), sim.clock)
         else:
             while pending and (pending[0].arrival_s or 0.0) <= sim.clock:

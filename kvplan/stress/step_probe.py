@@ -28,7 +28,7 @@ class StepProbe:
                                                      list(batch.num_new_tokens)))
             return batch
 
-        scheduler.schedule = schedule
+        setattr(scheduler, "schedule", schedule)  # noqa: B010 - an instance attribute shadows the method
 
     @property
     def last(self) -> StepShape | None:

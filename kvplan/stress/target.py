@@ -10,10 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kvplan.stress.record import RequestRecord
-from kvplan.stress.result import Environment, TimelineSample
+from kvplan.engine.config import Allocator
+from kvplan.results.record import RequestRecord
+from kvplan.results.result import Environment, TimelineSample
 from kvplan.stress.scenario import Scenario
-from kvplan.stress.workload import RequestSpec
+from kvplan.workload.request import Request
 
 
 @dataclass(frozen=True)
@@ -48,10 +49,10 @@ class TargetRun:
 
 
 class Target(Protocol):
-    allocator: str  # "paged" or "contiguous": what the result is labelled with
+    allocator: Allocator  # what the result is labelled with
     label: str  # shown on the progress bar
     device_name: str | None  # the GPU's name when the target runs on one this process can see
 
     def pool(self) -> Pool: ...
 
-    def run(self, scenario: Scenario, requests: list[RequestSpec], on_progress: Callable[[int], None]) -> TargetRun: ...
+    def run(self, scenario: Scenario, requests: list[Request], on_progress: Callable[[int], None]) -> TargetRun: ...

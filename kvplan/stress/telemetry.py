@@ -19,7 +19,7 @@ from kvplan.stress.redact import redact
 
 SCRAPE_INTERVAL_S = 0.5  # about twice a second, as the issue asks
 SCRAPE_TIMEOUT_S = 2.0
-MAX_ERROR_CHARS = 200  # of `last_error`; cut after masking
+MAX_LAST_ERROR_CHARS = 200  # of `last_error`; cut after masking
 
 # sample key -> accepted sample names, newest first.
 GAUGES: dict[str, tuple[str, ...]] = {
@@ -123,7 +123,7 @@ class MetricsScraper:
         except (httpx.HTTPError, ValueError) as exc:
             self.num_errors += 1
             text = " ".join(f"{type(exc).__name__}: {exc}".split())  # uncut: masked first, then cut
-            self.last_error = redact(text, self._secrets, max_chars=MAX_ERROR_CHARS)
+            self.last_error = redact(text, self._secrets, max_chars=MAX_LAST_ERROR_CHARS)
             return None
         self.available = True
         if labels is not None and self.cache_labels is None:

@@ -58,13 +58,14 @@ def engine_stops(monkeypatch) -> None:
     """Patch every door to the engine (and to a server) so fuzzed commands stop before it; request
     streams are cut to 64 requests (their validation and sampling still run)."""
     import kvplan.stress.calibrate as calibrate
-    import kvplan.stress.command as command
+    import kvplan.stress.scenario as scenario
+    import kvplan.stress.stress_run as command
 
     monkeypatch.setattr(command, "_make_target", _reached)
     monkeypatch.setattr(calibrate, "calibrate", _reached)
     monkeypatch.setattr(calibrate, "calibrate_scenario", _reached)
-    original = command.iter_requests
-    monkeypatch.setattr(command, "iter_requests", lambda *a, **k: islice(original(*a, **k), 64))
+    original = scenario.iter_requests
+    monkeypatch.setattr(scenario, "iter_requests", lambda *a, **k: islice(original(*a, **k), 64))
     # `kvplan serve` checks its flags, then imports the server (and torch) and starts it: a stand-in
     # module stops it there without paying the torch import
     stand_in = types.ModuleType("kvplan.server.serve")

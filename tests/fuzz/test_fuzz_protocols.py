@@ -16,7 +16,7 @@ from kvplan.server.protocol import ProtocolError, parse_json_body, parse_request
 from kvplan.server.tokenizer import WordTokenizer
 from kvplan.stress.targets.http1 import HttpProtocolError
 from kvplan.stress.targets.openai_stream import MAX_REPORTED_TOKENS, Progress, ServerError, StreamClient
-from kvplan.stress.workload import RequestSpec
+from kvplan.workload.request import Request
 
 NUMBERS = st.one_of(st.integers(-2**70, 2**70), st.floats(allow_nan=True, allow_infinity=True), st.just(1e-320),
                     st.just(10**400), st.booleans())
@@ -65,7 +65,7 @@ EVENTS = st.one_of(st.just(b"[DONE]"), st.binary(max_size=30),
 def test_a_target_stream_fails_the_request_as_data(events: list[bytes], cut: int) -> None:
     CASES["target"] += 1
     client = StreamClient(None, "", "completions", "tiny", clock_s=lambda: 0.0, start_s=0.0, secret=None)  # type: ignore[arg-type]
-    progress = Progress(RequestSpec(0, "r0", "fuzz", 0.0, (11, 12), 4, None, 0, False), arrival_s=0.0)
+    progress = Progress(Request.of_ids((11, 12), 4, 0.0, request_id="r0", class_name="fuzz"), arrival_s=0.0)
     sink = client._sse_sink(progress)
     stream = b"".join(b"data: " + e + b"\n\n" for e in events)
     try:

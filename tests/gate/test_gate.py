@@ -11,8 +11,8 @@ from kvplan.errors import KvplanError
 from kvplan.gate.baseline import update_baseline
 from kvplan.gate.checks import GateCheck, run_gate
 from kvplan.gate.junit import junit_xml
-from kvplan.stress.figures import figure_value as metric_value
-from kvplan.stress.result import RunResult
+from kvplan.results.figures import figure_value as metric_value
+from kvplan.results.result import RunResult
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

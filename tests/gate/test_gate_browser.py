@@ -10,7 +10,7 @@ from browser import CHROMIUM, chromium, screenshot
 
 from kvplan.gate.checks import run_gate
 from kvplan.report.gate_view import gate_html
-from kvplan.stress.result import RunResult
+from kvplan.results.result import RunResult
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")

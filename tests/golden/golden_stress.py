@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvplan.stress.command import scenario_requests
 from kvplan.stress.driver import prediction_before_run
 from kvplan.stress.scenario_loader import load_scenario
+from kvplan.stress.stress_run import scenario_requests
 from kvplan.stress.targets.engine_target import EngineTarget
 
 

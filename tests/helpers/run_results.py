@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kvplan.stress.metrics import compute_metrics, compute_per_class_metrics
-from kvplan.stress.record import RequestRecord
-from kvplan.stress.result import Environment, RunResult, TimelineSample
+from kvplan.results.metrics import compute_metrics, compute_per_class_metrics
+from kvplan.results.record import RequestRecord
+from kvplan.results.result import Environment, RunResult, TimelineSample
 from kvplan.stress.scenario_loader import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,7 +84,7 @@ def make_result(*, scenario_file: str = "ci-smoke.yaml", n_requests: int = 36, a
     scenario = load_scenario(ROOT / "scenarios" / scenario_file)
     pool_blocks = scenario.num_gpu_blocks() or 128
     rng = np.random.default_rng(seed)
-    conc = concurrency or (scenario.arrival.concurrency or 16)
+    conc = concurrency or (scenario.arrival.in_flight_cap or 16)
     if allocator == "contiguous":  # preallocation: max_model_len reserved per request
         conc = max(1, min(conc, pool_blocks * BLOCK_SIZE // scenario.max_model_len))
     records = _records(scenario, n_requests, conc, rng)

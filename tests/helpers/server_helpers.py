@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from kvplan.stress.workload import RequestSpec
+from kvplan.workload.request import Request as WorkloadRequest
 
 ROOT = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT_S = 90.0  # torch import + model build on a loaded 2-core box
@@ -44,13 +44,13 @@ def free_port() -> int:
 
 
 def specs(n: int, *, prompt_tokens: int = 8, output_tokens: int = 4, gap_s: float | None = 0.02,
-          ids: list[str] | None = None, first_token: int = 10) -> list[RequestSpec]:
+          ids: list[str] | None = None, first_token: int = 10) -> list[WorkloadRequest]:
     """`n` requests with distinct prompts; open loop `gap_s` apart, or closed loop when None."""
     out = []
     for i in range(n):
         prompt = tuple(first_token + (i * 7 + j) % 500 for j in range(prompt_tokens))
         out.append(
-            RequestSpec(
+            WorkloadRequest.of_ids(
                 index=i,
                 request_id=ids[i] if ids else f"req-{i:06d}",
                 class_name="short" if i % 2 else "long",

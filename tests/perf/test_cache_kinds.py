@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from kvplan.perf.cache_kinds import untimed_kinds
 from kvplan.perf.predict import predict
-from kvplan.perf.random_dataset import Workload
 from kvplan.plan.engine_args import EngineArgs
 from kvplan.spec.gpu import load_gpu
 from kvplan.spec.profiles import load_model
+from kvplan.workload.datasets.random_dataset import RandomDataset
 
 
 def test_plain_decoder_is_fully_timed() -> None:
@@ -21,7 +21,7 @@ def test_untimed_kinds_are_named() -> None:
 
 def test_the_prediction_says_so() -> None:
     spec = load_model("qwen3.5-35b-a3b")
-    reqs = Workload(random_input_len=200, random_output_len=20, num_prompts=5, request_rate=1.0).requests()
+    reqs = RandomDataset(random_input_len=200, random_output_len=20, num_prompts=5, request_rate=1.0).requests()
     args = EngineArgs.from_flags(gpu=load_gpu("h200"), max_model_len=4096)
     sources = predict(spec, args, reqs).figures["step_cost_sources"]
     assert "RecurrentState" in sources["cache_kinds"]

@@ -7,16 +7,16 @@ import pytest
 from kvplan.errors import KvplanError
 from kvplan.perf.kernel_tables import AIC_SYSTEMS
 from kvplan.perf.predict import predict
-from kvplan.perf.random_dataset import Workload
 from kvplan.plan.engine_args import EngineArgs
 from kvplan.spec.gpu import gpu_catalog, load_gpu
 from kvplan.spec.profiles import load_model
+from kvplan.workload.datasets.random_dataset import RandomDataset
 
 
 @pytest.mark.parametrize("name", sorted(gpu_catalog()))
 def test_each_catalog_gpu_predicts_or_says_why(name: str) -> None:
     spec = load_model("llama-3.2-1b")
-    requests = Workload(256, 32, 0.0, 20, float("inf"), 1.0, None, 0).requests()
+    requests = RandomDataset(256, 32, 0.0, 20, float("inf"), 1.0, None, 0).requests()
     try:
         args = EngineArgs.from_flags(gpu=load_gpu(name), max_model_len=2048)
         figures = predict(spec, args, requests).figures

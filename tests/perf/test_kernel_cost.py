@@ -17,6 +17,7 @@ from kvplan.perf.kernel_cost import KernelStepModel
 from kvplan.perf.kernel_tables import DATA_ENV, LogGrid, system_tables
 from kvplan.spec.gpu import load_gpu
 from kvplan.spec.profiles import load_model
+from kvplan.workload.datasets.random_dataset import RandomDataset
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "aiconfigurator" / "kernels"
 
@@ -136,8 +137,8 @@ def test_an_unmeasured_gpu_is_one_line(monkeypatch) -> None:
 
 def test_predict_uses_and_reports_the_kernels(monkeypatch) -> None:
     from kvplan.perf.predict import predict
-    from kvplan.perf.random_dataset import Request
     from kvplan.plan.engine_args import EngineArgs
+    from kvplan.workload.request import Request
 
     monkeypatch.setenv(DATA_ENV, str(DATA))
     system_tables.cache_clear()
@@ -169,7 +170,6 @@ def test_fast_decode_with_measured_kernels_is_bit_identical(monkeypatch, tp: int
     import numpy as np
 
     from kvplan.perf.predict import scheduler_config, server_plan
-    from kvplan.perf.random_dataset import Workload
     from kvplan.perf.schedule import simulate
     from kvplan.plan.engine_args import EngineArgs
 
@@ -179,7 +179,7 @@ def test_fast_decode_with_measured_kernels_is_bit_identical(monkeypatch, tp: int
     model = KernelStepModel.build(spec, gpu, tp=tp)
     config = scheduler_config(server_plan(spec, EngineArgs(gpu=gpu, tensor_parallel_size=tp, vllm_version="0.11.0")))
     for rate in (20.0, math.inf):
-        reqs = Workload(500, 120, 0.5, 120, rate, seed=5).requests()
+        reqs = RandomDataset(500, 120, 0.5, 120, rate, seed=5).requests()
         slow = simulate(reqs, config, model, fast=False)
         fast = simulate(reqs, config, model)
         for name in ("step_context_tokens", "step_end_s", "send_s", "first_token_s", "last_token_s", "itl_s"):

@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 
 from kvplan.perf.lockstep import simulate_lockstep
-from kvplan.perf.random_dataset import Request, Workload
-from kvplan.perf.schedule import SchedulerConfig, simulate
+from kvplan.perf.schedule import simulate
+from kvplan.perf.scheduler_config import SchedulerConfig
 from kvplan.perf.step_cost import StepShape
+from kvplan.workload.datasets.random_dataset import RandomDataset
+from kvplan.workload.request import Request
 
 
 class _ByTokens:
@@ -46,13 +48,25 @@ def test_a_prefill_on_one_rank_stalls_the_other_ranks_decodes() -> None:
 
 
 @pytest.mark.parametrize("cost", [by_tokens, by_context])
-@pytest.mark.parametrize(("workload", "config", "concurrency"), [
-    (Workload(200, 60, 0.5, 200, 5.0, seed=1), SchedulerConfig(400, 16, 32, 512), None),
-    (Workload(200, 300, 0.5, 100, math.inf, seed=2), SchedulerConfig(300, 16, 32, 512), 16),  # preempts, closed loop
-    (Workload(150, 200, 0.5, 200, 40.0, seed=4), SchedulerConfig(150, 16, 64, 512, async_scheduling=True), None),
-])
-def test_shared_decode_stretches_change_nothing(workload: Workload, config: SchedulerConfig, concurrency: int | None,
-                                               cost) -> None:
+@pytest.mark.parametrize(
+    ("workload", "config", "concurrency"),
+    [
+        (RandomDataset(200, 60, 0.5, 200, 5.0, seed=1), SchedulerConfig(400, 16, 32, 512), None),
+        (
+            RandomDataset(200, 300, 0.5, 100, math.inf, seed=2),
+            SchedulerConfig(300, 16, 32, 512),
+            16,
+        ),  # preempts, closed loop
+        (
+            RandomDataset(150, 200, 0.5, 200, 40.0, seed=4),
+            SchedulerConfig(150, 16, 64, 512, async_scheduling=True),
+            None,
+        ),
+    ],
+)
+def test_shared_decode_stretches_change_nothing(
+    workload: RandomDataset, config: SchedulerConfig, concurrency: int | None, cost
+) -> None:
     """Stretches every rank only decodes run at once (each step the slowest rank's; a rank's costs
     timed ahead and sliced when another rank cuts the stretch): every figure equals stepping one at
     a time."""
@@ -69,7 +83,7 @@ def test_shared_decode_stretches_change_nothing(workload: Workload, config: Sche
 
 def test_identical_ranks_run_as_one() -> None:
     """Ranks with the same requests step alike: lockstep changes nothing then."""
-    reqs = Workload(100, 120, 0.5, 80, 4.0, seed=7).requests()
+    reqs = RandomDataset(100, 120, 0.5, 80, 4.0, seed=7).requests()
     cfg = SchedulerConfig(2000, 16, 32, 512)
     alone = simulate(reqs, cfg, by_tokens)
     for t in simulate_lockstep([(reqs, None), (reqs, None)], cfg, by_tokens):
@@ -87,7 +101,7 @@ def test_predict_runs_moe_replicas_in_lockstep_and_dense_ones_apart() -> None:
 
     spec = load_model("qwen3-30b-a3b")
     args = EngineArgs.from_flags(gpu=load_gpu("h100"), data_parallel_size=2, enable_expert_parallel=True)
-    reqs = Workload(120, 1000, 0.5, 200, 8.0, seed=3).requests()
+    reqs = RandomDataset(120, 1000, 0.5, 200, 8.0, seed=3).requests()
     config, model = scheduler_config(server_plan(spec, args)), step_cost(spec, args)
     apart = simulate_replicas(reqs, config, model, 2, None)
     together = simulate_replicas(reqs, config, model, 2, None, lockstep=True)

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from kvplan.cli import main
+from kvplan.workload.datasets.random_dataset import RandomDataset
 
 VLLM_KEYS = ("duration", "completed", "request_throughput", "output_throughput", "total_token_throughput",
              "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
@@ -181,9 +182,8 @@ def test_plan_model_fitting_no_candidate_is_exit_2(capsys: pytest.CaptureFixture
 
 def test_predict_takes_a_kvplan_scenario(capsys: pytest.CaptureFixture[str]) -> None:
     from kvplan.stress.scenario_loader import load_scenario
-    from kvplan.stress.workload import generate_requests
 
-    expected = [r for r in generate_requests(load_scenario("short-chat")) if not r.is_warmup]
+    expected = [r for r in load_scenario("short-chat").requests() if not r.is_warmup]
     rc, out, _ = run(capsys, "predict", "--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--scenario", "short-chat",
                      "--json")
     assert rc == 0
@@ -196,14 +196,14 @@ def test_plan_spread_over_processes_gives_the_same_answer() -> None:
     single process gives, row for row, and every row's replica count is the fewest that meets the
     SLO (one fewer misses it, checked here by a probe of its own, of that many replicas' share of
     the prompts)."""
-    from kvplan.perf.capacity import Slo, _Runner, replica_prompts, search
-    from kvplan.perf.random_dataset import Workload
+    from kvplan.perf.capacity import _Runner, replica_prompts, search
     from kvplan.plan.engine_args import EngineArgs
+    from kvplan.results.slo import Slo
     from kvplan.spec.gpu import load_gpu
     from kvplan.spec.profiles import load_model
 
-    spec, slo = load_model("llama-3.1-8b-instruct"), Slo(2000, 50)
-    workload = Workload(2000, 200, 0.0, 200, 20.0)
+    spec, slo = load_model("llama-3.1-8b-instruct"), Slo(ttft_ms=2000, tpot_ms=50)
+    workload = RandomDataset(2000, 200, 0.0, 200, 20.0)
     kwargs = dict(kv_dtypes=["auto", "fp8"], quantizations=[None])
     one = search(spec, EngineArgs(vllm_version="0.11.0"), workload, slo, [load_gpu("l40s")], workers=1, **kwargs)
     two = search(spec, EngineArgs(vllm_version="0.11.0"), workload, slo, [load_gpu("l40s")], workers=2, **kwargs)
@@ -226,14 +226,14 @@ def test_probes_stopped_at_a_certain_miss_change_no_answer(monkeypatch: pytest.M
     import math
 
     from kvplan.perf import capacity
-    from kvplan.perf.capacity import Slo, SloWatch, _Runner, search
-    from kvplan.perf.random_dataset import Workload
+    from kvplan.perf.capacity import SloWatch, _Runner, search
     from kvplan.plan.engine_args import EngineArgs
+    from kvplan.results.slo import Slo
     from kvplan.spec.gpu import load_gpu
     from kvplan.spec.profiles import load_model
 
-    spec, slo = load_model("llama-3.1-8b-instruct"), Slo(1500, 40)
-    workload = Workload(2000, 200, 0.0, 300, 12.0)
+    spec, slo = load_model("llama-3.1-8b-instruct"), Slo(ttft_ms=1500, tpot_ms=40)
+    workload = RandomDataset(2000, 200, 0.0, 300, 12.0)
     kwargs = dict(kv_dtypes=["auto", "fp8"], quantizations=[None], workers=1)
     stopping = search(
         spec, EngineArgs(vllm_version="0.11.0"), workload, slo, [load_gpu("l40s"), load_gpu("a100")], **kwargs
@@ -263,13 +263,14 @@ def test_data_parallel_probes_stop_at_a_certain_miss_too() -> None:
     import math
 
     from kvplan.perf import capacity
-    from kvplan.perf.capacity import Slo, _Runner
-    from kvplan.perf.random_dataset import Workload
+    from kvplan.perf.capacity import _Runner
     from kvplan.plan.engine_args import EngineArgs
+    from kvplan.results.slo import Slo
     from kvplan.spec.gpu import load_gpu
     from kvplan.spec.profiles import load_model
 
-    slo, workload = Slo(200, 22), Workload(1000, 200, 0.0, 200, 12.0)  # met at 30 req/s, missed from ~80
+    # met at 30 req/s, missed from ~80
+    slo, workload = Slo(ttft_ms=200, tpot_ms=22), RandomDataset(1000, 200, 0.0, 200, 12.0)
     args = EngineArgs(gpu=load_gpu("h100"), max_model_len=2048, data_parallel_size=2, enable_expert_parallel=True)
     runner = _Runner(load_model("qwen3-30b-a3b"), args, workload, None)
     stopped = 0
@@ -288,7 +289,8 @@ def test_goodput_below_a_64th_of_saturation_is_searched_not_assumed() -> None:
     reported is a rate that met the SLO."""
     import math
 
-    from kvplan.perf.capacity import Probe, Slo, goodput
+    from kvplan.perf.capacity import Probe, goodput
+    from kvplan.results.slo import Slo
 
     class Fake:
         def __init__(self, limit: float) -> None:
@@ -301,7 +303,7 @@ def test_goodput_below_a_64th_of_saturation_is_searched_not_assumed() -> None:
                 return Probe(5000.0, 60.0, 6400.0)  # saturated: 64 req/s of 100 tokens
             return Probe(100.0, 10.0, 0.0) if rate <= self.limit else Probe(9000.0, 90.0, 0.0)
 
-    slo = Slo(2000, 50)
+    slo = Slo(ttft_ms=2000, tpot_ms=50)
     for limit in (0.3, 20.0):  # far below hi / 64 = 1 req/s, and well inside the first bracket
         runner = Fake(limit)
         lo, hi, light = goodput(runner, slo)  # type: ignore[arg-type]

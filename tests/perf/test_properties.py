@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 
 from kvplan.errors import KvplanError
 from kvplan.perf.predict import predict, server_plan
-from kvplan.perf.random_dataset import Workload
 from kvplan.plan.budget import plan_capacity
 from kvplan.plan.engine_args import EngineArgs
 from kvplan.spec.gpu import load_gpu
 from kvplan.spec.profiles import load_model
+from kvplan.workload.datasets.random_dataset import RandomDataset
 
 MODELS = ("llama-3.1-8b-instruct", "qwen3-8b", "qwen3-30b-a3b", "mistral-7b-v0.3", "qwen2.5-14b")
 # each GPU at least as fast as the previous in every datasheet figure the cost model reads
@@ -26,12 +26,12 @@ VERSIONS = ("0.5.4", "0.10.1", "0.11.0")
 SETTINGS = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow],
                     derandomize=os.environ.get("KVPLAN_FUZZ_SEED") != "random", database=None)
 
-workloads = st.builds(Workload, random_input_len=st.integers(32, 3000), random_output_len=st.integers(8, 400),
+workloads = st.builds(RandomDataset, random_input_len=st.integers(32, 3000), random_output_len=st.integers(8, 400),
                       random_range_ratio=st.sampled_from([0.0, 0.5]), num_prompts=st.integers(64, 160),
                       seed=st.integers(0, 3))
 
 
-def saturated_tok_s(model: str, gpu: str, tp: int, version: str, workload: Workload) -> float | None:
+def saturated_tok_s(model: str, gpu: str, tp: int, version: str, workload: RandomDataset) -> float | None:
     spec = load_model(model)
     args = EngineArgs(gpu=load_gpu(gpu), tensor_parallel_size=tp, vllm_version=version, max_model_len=8192)
     try:
@@ -45,7 +45,7 @@ def saturated_tok_s(model: str, gpu: str, tp: int, version: str, workload: Workl
     model=st.sampled_from(MODELS), pair=st.sampled_from(FASTER), version=st.sampled_from(VERSIONS), workload=workloads
 )
 def test_faster_gpu_never_lowers_saturated_throughput(
-    model: str, pair: tuple[str, str], version: str, workload: Workload
+    model: str, pair: tuple[str, str], version: str, workload: RandomDataset
 ) -> None:
     slow = saturated_tok_s(model, pair[0], 1, version, workload)
     fast = saturated_tok_s(model, pair[1], 1, version, workload)
@@ -54,7 +54,7 @@ def test_faster_gpu_never_lowers_saturated_throughput(
 
 
 # saturation: more requests than the batch holds (256 sequences on A100 and L40S), long enough to batch
-saturating = st.builds(Workload, random_input_len=st.integers(256, 3000), random_output_len=st.integers(64, 400),
+saturating = st.builds(RandomDataset, random_input_len=st.integers(256, 3000), random_output_len=st.integers(64, 400),
                        random_range_ratio=st.sampled_from([0.0, 0.5]), num_prompts=st.integers(300, 360),
                        seed=st.integers(0, 3))
 
@@ -62,7 +62,9 @@ saturating = st.builds(Workload, random_input_len=st.integers(256, 3000), random
 @SETTINGS
 @given(model=st.sampled_from(MODELS), gpu=st.sampled_from(("a100-sxm4-80gb", "h100-sxm-80gb")),
        version=st.sampled_from(VERSIONS), workload=saturating)
-def test_more_gpus_never_lower_saturated_throughput(model: str, gpu: str, version: str, workload: Workload) -> None:
+def test_more_gpus_never_lower_saturated_throughput(
+    model: str, gpu: str, version: str, workload: RandomDataset
+) -> None:
     """Tensor parallelism over NVLink. Over PCIe (L40S, L4) the all-reduce traffic can make TP=2
     slower than one GPU, as it is in practice; there more GPUs means more replicas (`kvplan plan`)."""
     one = saturated_tok_s(model, gpu, 1, version, workload)
@@ -74,7 +76,9 @@ def test_more_gpus_never_lower_saturated_throughput(model: str, gpu: str, versio
 @SETTINGS
 @given(model=st.sampled_from(MODELS[:3]), gpu=st.sampled_from(("h100-sxm-80gb", "l40s")),
        rates=st.tuples(st.floats(0.5, 40), st.floats(1.05, 4.0)), workload=workloads)
-def test_higher_rate_never_lowers_ttft(model: str, gpu: str, rates: tuple[float, float], workload: Workload) -> None:
+def test_higher_rate_never_lowers_ttft(
+    model: str, gpu: str, rates: tuple[float, float], workload: RandomDataset
+) -> None:
     """The same arrivals compressed in time. The scheduler sees an arrival at the next step
     boundary (as vLLM's engine loop does), so TTFT is resolved to one decode step: a higher rate
     may shift an arrival to an earlier point inside a step, never by more than that step."""

@@ -8,9 +8,12 @@ import numpy as np
 import pytest
 
 from kvplan.perf.bench_metrics import Timings, bench_figures
-from kvplan.perf.random_dataset import Request, Workload, with_prefix_hits
-from kvplan.perf.schedule import SchedulerConfig, simulate
+from kvplan.perf.schedule import simulate
+from kvplan.perf.scheduler_config import SchedulerConfig
 from kvplan.perf.step_cost import StepShape
+from kvplan.workload.datasets.random_dataset import RandomDataset
+from kvplan.workload.prefix_cache import with_hit_rate
+from kvplan.workload.request import Request
 
 
 class _Unit:
@@ -79,7 +82,7 @@ def test_max_concurrency_one_serializes_requests() -> None:
 def test_prefix_hits_skip_prefill_tokens() -> None:
     cfg = SchedulerConfig(100, 16, 8, 1024)
     cold = simulate([Request(0.0, 100, 2)], cfg, unit)
-    warm = simulate(with_prefix_hits([Request(0.0, 100, 2)], 0.5, 16), cfg, unit)
+    warm = simulate(with_hit_rate([Request(0.0, 100, 2)], 0.5, 16), cfg, unit)
     assert cold.step_tokens[0] == 100 and warm.step_tokens[0] == 100 - 48  # 50 tokens -> 3 whole blocks
 
 
@@ -88,7 +91,7 @@ def test_prefix_hits_skip_prefill_tokens() -> None:
 def test_retimed_trace_equals_simulated_clock(concurrency: int | None, async_scheduling: bool) -> None:
     """Without timed arrivals the step sequence does not depend on step durations: re-timing a
     trace recorded with unit steps gives exactly the clock of a simulation with the real costs."""
-    reqs = Workload(300, 40, 0.5, 30, math.inf, seed=3).requests()
+    reqs = RandomDataset(300, 40, 0.5, 30, math.inf, seed=3).requests()
     cfg = SchedulerConfig(60, 16, 8, 256, async_scheduling=async_scheduling)
     shape = simulate(reqs, cfg, unit, max_concurrency=concurrency)
     real = simulate(reqs, cfg, by_tokens, max_concurrency=concurrency)
@@ -108,20 +111,20 @@ def test_bench_figures_keys_and_definitions() -> None:
 
 
 @pytest.mark.parametrize(("workload", "config", "concurrency"), [
-    (Workload(300, 60, 0.5, 200, 5.0, seed=1), SchedulerConfig(400, 16, 32, 512), None),
-    (Workload(300, 60, 0.5, 200, math.inf, seed=2), SchedulerConfig(200, 16, 32, 512), None),  # preempts
-    (Workload(100, 300, 0.9, 100, 2.0, burstiness=0.3, seed=3), SchedulerConfig(5000, 16, 8, 256), 3),
-    (Workload(100, 50, 0.0, 50, 1.0, seed=3), SchedulerConfig(5000, 16, 8, 256, chunked_prefill=False), None),
+    (RandomDataset(300, 60, 0.5, 200, 5.0, seed=1), SchedulerConfig(400, 16, 32, 512), None),
+    (RandomDataset(300, 60, 0.5, 200, math.inf, seed=2), SchedulerConfig(200, 16, 32, 512), None),  # preempts
+    (RandomDataset(100, 300, 0.9, 100, 2.0, burstiness=0.3, seed=3), SchedulerConfig(5000, 16, 8, 256), 3),
+    (RandomDataset(100, 50, 0.0, 50, 1.0, seed=3), SchedulerConfig(5000, 16, 8, 256, chunked_prefill=False), None),
     # a queue held by the pool (and, below, by the seat limit) while requests keep arriving
-    (Workload(200, 300, 0.5, 200, 40.0, seed=4), SchedulerConfig(150, 16, 64, 512), None),
-    (Workload(100, 200, 0.5, 200, 40.0, seed=5), SchedulerConfig(5000, 16, 4, 512), 50),
+    (RandomDataset(200, 300, 0.5, 200, 40.0, seed=4), SchedulerConfig(150, 16, 64, 512), None),
+    (RandomDataset(100, 200, 0.5, 200, 40.0, seed=5), SchedulerConfig(5000, 16, 4, 512), 50),
     # async scheduling (vLLM >= 0.14): arrivals at a busy engine sit out one step
-    (Workload(300, 60, 0.5, 200, 5.0, seed=1), SchedulerConfig(400, 16, 32, 512, async_scheduling=True), None),
-    (Workload(200, 300, 0.5, 200, 40.0, seed=4), SchedulerConfig(150, 16, 64, 512, async_scheduling=True), None),
-    (Workload(100, 200, 0.5, 200, math.inf, seed=5), SchedulerConfig(5000, 16, 4, 512, async_scheduling=True), 8),
+    (RandomDataset(300, 60, 0.5, 200, 5.0, seed=1), SchedulerConfig(400, 16, 32, 512, async_scheduling=True), None),
+    (RandomDataset(200, 300, 0.5, 200, 40.0, seed=4), SchedulerConfig(150, 16, 64, 512, async_scheduling=True), None),
+    (RandomDataset(100, 200, 0.5, 200, math.inf, seed=5), SchedulerConfig(5000, 16, 4, 512, async_scheduling=True), 8),
 ])
 def test_fast_decode_stretches_change_nothing(
-    workload: Workload, config: SchedulerConfig, concurrency: int | None
+    workload: RandomDataset, config: SchedulerConfig, concurrency: int | None
 ) -> None:
     """Pure-decode stretches run without the per-request loop: every recorded figure is identical."""
     reqs = workload.requests()
@@ -148,7 +151,7 @@ def test_fast_decode_with_the_gpu_cost_model_is_bit_identical(model: str, rate: 
 
     spec, args = load_model(model), EngineArgs(gpu=load_gpu("h100"), vllm_version="0.11.0")
     config, cost = scheduler_config(server_plan(spec, args)), step_cost(spec, args)
-    reqs = Workload(500, 120, 0.5, 120, rate, seed=5).requests()
+    reqs = RandomDataset(500, 120, 0.5, 120, rate, seed=5).requests()
     slow = simulate(reqs, config, cost, fast=False)
     fast = simulate(reqs, config, cost)
     for name in ("step_context_tokens", "step_end_s", "first_token_s", "last_token_s", "itl_s"):
@@ -162,7 +165,7 @@ def test_unrecorded_run_gives_the_same_request_times(fast: bool, rate: float) ->
     """Search probes skip the per-step columns and ITL samples (`record=False`): each request's
     send, first- and last-token times and the pool figures are those of a recorded run, and a
     stretch that ends in finishes (the fast path's last step) frees the same blocks."""
-    workload = Workload(300, 60, 0.5, 200, rate, seed=2)
+    workload = RandomDataset(300, 60, 0.5, 200, rate, seed=2)
     config = SchedulerConfig(200, 16, 32, 512)  # small pool: all at once preempts
     reqs = workload.requests()
     full = simulate(reqs, config, by_tokens, fast=fast)

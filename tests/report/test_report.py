@@ -11,10 +11,11 @@ from browser import CHROMIUM, chromium
 
 from kvplan.cli import main
 from kvplan.errors import KvplanError
-from kvplan.report.formatting import error_pct, fmt
+from kvplan.gate.agreement import error_pct
+from kvplan.report.formatting import fmt
 from kvplan.report.html import render_report, write_report
 from kvplan.report.plots import decimate
-from kvplan.stress.result import RunResult
+from kvplan.results.result import RunResult
 
 IMG_SRC = re.compile(r'<img src="([^"]*)"')
 

@@ -10,12 +10,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from kvplan.gate.agreement import agreements
 from kvplan.report import agreement_plot, plots
-from kvplan.report.agreement import agreements
 from kvplan.report.html import render_report
 from kvplan.report.verdict import build_verdict, pretty
+from kvplan.results.result import RunResult, TimelineSample
 from kvplan.stress.machine_speed import normalized_errors
-from kvplan.stress.result import RunResult, TimelineSample
 
 TIMING = (
     "mean_ttft_ms",
@@ -89,11 +89,11 @@ def test_a_deliberate_latency_miss_is_named_and_coloured(result_factory) -> None
 def test_console_table_and_verdict_agree_with_the_report(result_factory) -> None:
     from rich.console import Console
 
-    from kvplan.report.stress_view import render_comparison
+    from kvplan.report.stress_view import render_agreement
 
     r = _slowed(result_factory, speed=3.0, itl_model_error=3.0)
     console = Console(record=True, width=160, color_system="truecolor")
-    render_comparison(console, r)
+    render_agreement(console, r)
     text = console.export_text(clear=False)
     assert (
         "at measured speed (±25%)" in text and "verdict: missed" in text and build_verdict(r).text.split(".")[0] in text

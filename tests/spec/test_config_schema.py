@@ -83,8 +83,8 @@ def test_unread_keys_pass_untouched() -> None:
 
 def test_request_schema_matches_request_record() -> None:
     """The result-file schema of a request has exactly RequestRecord's fields."""
-    from kvplan.stress.record import RequestRecord
-    from kvplan.stress.result_checks import _Request
+    from kvplan.results.record import RequestRecord
+    from kvplan.results.result_checks import _Request
 
     assert set(_Request.model_fields) == {f.name for f in fields(RequestRecord)}
 
@@ -120,7 +120,7 @@ def test_a_results_scenario_copy_has_mapping_sections(tmp_path: Path, scenario: 
     """Reports read the result's copy of its scenario section by section (the fuzz suite found
     `workload: 3` reaching the HTML report as an AttributeError)."""
     from kvplan.errors import KvplanError
-    from kvplan.stress.result import load_result
+    from kvplan.results.result import load_result
 
     data = json.loads((ROOT / "kvplan" / "data" / "baselines" / "ci-smoke.json").read_text())
     data["scenario"].update(scenario)
@@ -146,8 +146,8 @@ def test_request_schema_requires_what_request_record_requires() -> None:
     request lacks `finish_s` is one line, not a TypeError in the report (found by the fuzz suite)."""
     from dataclasses import MISSING
 
-    from kvplan.stress.record import RequestRecord
-    from kvplan.stress.result_checks import _Request
+    from kvplan.results.record import RequestRecord
+    from kvplan.results.result_checks import _Request
 
     needed = {f.name for f in fields(RequestRecord) if f.default is MISSING and f.default_factory is MISSING}
     assert {name for name, f in _Request.model_fields.items() if f.is_required()} == needed

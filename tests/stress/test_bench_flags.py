@@ -13,10 +13,10 @@ from kvplan.cli import app
 from kvplan.errors import KvplanError
 from kvplan.perf.step_cost import StepCost, StepShape
 from kvplan.stress.bench_flags import BenchFlags
-from kvplan.stress.command import StressOptions, stress_scenario
 from kvplan.stress.scenario_loader import parse_scenario
-from kvplan.stress.simulate import SimRequest, simulate
-from kvplan.stress.workload import generate_requests
+from kvplan.stress.simulate import simulate_engine
+from kvplan.stress.stress_run import StressOptions, stress_scenario
+from kvplan.workload.request import Request
 
 
 def _scenario(**flags):
@@ -33,7 +33,7 @@ def test_random_dataset_lengths_prefix_and_defaults() -> None:
     assert (cls.prompt_tokens.min, cls.prompt_tokens.max) == (16 + 50, 16 + 150)
     assert (cls.output_tokens.min, cls.output_tokens.max) == (10, 30)
     assert cls.shared_prefix.tokens == 16 and s.num_requests == 50
-    reqs = generate_requests(s)
+    reqs = s.requests()
     assert len({r.prompt_token_ids[:16] for r in reqs}) == 1  # one shared prefix
     assert all(66 <= r.prompt_tokens <= 166 and 10 <= r.output_tokens <= 30 for r in reqs)
     d = _scenario()
@@ -90,11 +90,11 @@ class _Fixed(StepCost):
 
 
 def test_max_concurrency_caps_an_open_loop_and_ttft_counts_from_sending() -> None:
-    reqs = [SimRequest(f"r{i}", tuple(range(3, 35)), 20, 0.0) for i in range(12)]  # all due at 0
+    reqs = [Request.of_ids(tuple(range(3, 35)), 20, 0.0, request_id=f"r{i}") for i in range(12)]  # all due at 0
     common = dict(num_gpu_blocks=1000, bytes_per_block=1, block_size=16, max_model_len=512, max_num_seqs=64,
                   max_num_batched_tokens=4096, cost_model=_Fixed())
-    free = simulate(reqs, **common)
-    capped = simulate(reqs, **common, max_in_flight=4)
+    free = simulate_engine(reqs, **common)
+    capped = simulate_engine(reqs, **common, max_in_flight=4)
     assert free.max_running == 12 and capped.max_running == 4
     # three waves of four; each request's first token comes one prefill step after it was sent
     ttfts = sorted(r.first_token_s - r.arrival_s for r in capped.records)

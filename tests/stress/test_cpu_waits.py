@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvplan.results.metrics import compute_metrics
+from kvplan.results.record import RequestRecord
 from kvplan.stress.cpu_waits import CpuWaits
-from kvplan.stress.metrics import compute_metrics
-from kvplan.stress.record import RequestRecord
 
 
 def _record(rid: str, arrival: float, tokens: tuple[float, ...]) -> RequestRecord:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kvplan.stress.result import load_result
+from kvplan.results.result import load_result
 from kvplan.stress.scenario_loader import load_scenario
 
 HELPER = Path(__file__).with_name("crash_helper.py")
@@ -130,7 +130,7 @@ def test_a_run_that_cannot_be_saved_goes_to_a_temp_folder(tiny: Path, tmp_path: 
     to a new temp folder, and the one error line (exit 2) says where."""
     import re
 
-    import kvplan.stress.command as view
+    import kvplan.stress.stress_run as view
     from kvplan.cli import main
     from kvplan.errors import KvplanError
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from kvplan.engine.threads import busy_elsewhere, choose_threads
+from kvplan.results.machine_facts import MachineFacts, cpu_model
 from kvplan.stress.cpu_cost import LinearCostModel
-from kvplan.stress.machine_facts import MachineFacts, cpu_model
 from kvplan.stress.machine_speed import ReferenceSampler, ReferenceTiming, reference_slowdown
 from kvplan.stress.run_queue import RunQueueClock
 

@@ -75,7 +75,7 @@ def test_two_runs_into_one_out_folder_do_not_overwrite(tiny: Path, tmp_path: Pat
     """A run finishing after another one wrote into the same --out is not saved over it: it goes to
     a temp folder, with one line saying so (issue 29: both used to exit 0, one lost)."""
     from kvplan.errors import KvplanError
-    from kvplan.stress.command import StressOptions, run_stress, save_run
+    from kvplan.stress.stress_run import StressOptions, run_stress, save_run
 
     out = tmp_path / "shared-out"
     first = run_stress(StressOptions(tiny, out_dir=out, progress=False))
@@ -87,7 +87,7 @@ def test_two_runs_into_one_out_folder_do_not_overwrite(tiny: Path, tmp_path: Pat
 
 
 def test_runs_started_together_get_their_own_folders(tiny: Path, tmp_path: Path, monkeypatch) -> None:
-    from kvplan.stress.command import StressOptions, run_stress
+    from kvplan.stress.stress_run import StressOptions, run_stress
 
     monkeypatch.chdir(tmp_path)
     runs = [run_stress(StressOptions(tiny, progress=False)) for _ in range(3)]  # well within one second

@@ -15,9 +15,10 @@ import yaml
 
 from kvplan.engine.config import EngineConfig
 from kvplan.errors import KvplanError
+from kvplan.gate.tolerance import Tolerance
 from kvplan.plan.kv import bytes_per_block
 from kvplan.spec.profiles import load_model
-from kvplan.stress.scenario import Scenario, Tolerance
+from kvplan.stress.scenario import Scenario
 from kvplan.stress.scenario_loader import load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[2]

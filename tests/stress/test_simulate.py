@@ -10,22 +10,23 @@ from kvplan.spec.gpu import load_gpu
 from kvplan.stress.cpu_cost import LinearCostModel
 from kvplan.stress.prediction import load_cost_model
 from kvplan.stress.scenario_loader import load_scenario
-from kvplan.stress.simulate import SimRequest, simulate
+from kvplan.stress.simulate import simulate_engine
+from kvplan.workload.request import Request
 
 UNIT = LinearCostModel(1e-3, 0.0, 0.0, 0.0, 0.0)
 
 
 def _requests(n, prompt=(16, 300), output=(8, 64), gap_s=None, seed=0):
     rng = random.Random(seed)
-    return [SimRequest(str(i), tuple(rng.randrange(3, 2000) for _ in range(rng.randint(*prompt))), rng.randint(*output),
-                       None if gap_s is None else i * gap_s) for i in range(n)]
+    return [Request.of_ids(tuple(rng.randrange(3, 2000) for _ in range(rng.randint(*prompt))), rng.randint(*output),
+                           None if gap_s is None else i * gap_s, request_id=str(i)) for i in range(n)]
 
 
 def _run(reqs, **kw):
     args = dict(num_gpu_blocks=256, bytes_per_block=32768, block_size=16, max_model_len=1024, max_num_seqs=64,
                 max_num_batched_tokens=512, cost_model=UNIT)
     args.update(kw)
-    return simulate(reqs, **args)
+    return simulate_engine(reqs, **args)
 
 
 def test_fit_recovers_known_coefficients():

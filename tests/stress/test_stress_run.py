@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from kvplan.cli import main
-from kvplan.stress.result import load_result
+from kvplan.results.result import load_result
 from kvplan.stress.scenario_loader import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,7 +104,7 @@ def test_interrupt_writes_partial_result(tmp_path, monkeypatch):
 def test_paged_vs_contiguous_onset_of_preemption_matches(tmp_path):
     """A reduced paged-vs-contiguous scenario (same pool, fewer requests): the step at which
     preemption starts and the number of preemptions are predicted exactly."""
-    from kvplan.stress.command import StressOptions, run_stress, save_run
+    from kvplan.stress.stress_run import StressOptions, run_stress, save_run
 
     data = load_scenario(ROOT / "scenarios/paged-vs-contiguous.yaml").to_dict()
     data["num_requests"] = 16

@@ -22,7 +22,10 @@ class CompressedEntries(CacheKind):
     pool_modelled = False
     ratio: int
     compressed_entry_bytes: int
-    fixed_layout = True
+
+    @property
+    def fixed_layout(self) -> bool:
+        return True
 
     @property
     def window(self) -> int | None:

@@ -20,10 +20,10 @@ class CrossAttention(HeadsCache):
         return self.encoder_tokens
 
     def kept_tokens(self, tokens: Tokens, chunk: int = 1) -> Tokens:
-        return tokens * 0 + self.encoder_tokens  # type: ignore[operator,return-value]
+        return tokens * 0 + self.encoder_tokens
 
     def pool_blocks(self, max_model_len: Tokens, max_num_batched_tokens: int, block_size: int) -> Tokens:
-        return max_model_len * 0 + ceil_div(self.encoder_tokens, block_size)  # type: ignore[operator,return-value]
+        return max_model_len * 0 + ceil_div(self.encoder_tokens, block_size)
 
     def describe(self, count: int, tokens: int, model_dtype: str) -> str:
         return (f"{count} cross-attention layers: {self.encoder_tokens:,} encoder tokens per request, "

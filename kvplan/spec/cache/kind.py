@@ -11,17 +11,20 @@ arithmetic, `min` through `_cap`, and ceil division written as `-(-a // b)`.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
     from kvplan.spec.dtypes import KvDtype
 
-Tokens = TypeVar("Tokens")  # an int, or a numpy integer array
+Tokens = TypeVar("Tokens", int, "NDArray[Any]")  # an int, or a numpy integer array
 
 
 def cap(tokens: Tokens, limit: int) -> Tokens:
     """min(tokens, limit), elementwise on numpy arrays without importing numpy."""
-    return tokens.clip(max=limit) if hasattr(tokens, "clip") else min(tokens, limit)  # type: ignore[attr-defined,type-var]
+    clip = getattr(tokens, "clip", None)
+    return cast(Tokens, clip(max=limit) if clip is not None else min(cast(int, tokens), limit))
 
 
 def ceil_div(a: Any, b: int) -> Any:
@@ -37,8 +40,16 @@ class CacheKind:
     attention: ClassVar[bool] = True  # an attention cache (the layer attends over it); False: state, compressed
     paged: ClassVar[bool] = True  # in blocks of the pool (a recurrent state's page is the pool's hybrid rule)
     pool_modelled: ClassVar[bool] = True  # vLLM's pool layout for it is modelled (DeepSeek-V4's is not)
-    fixed_layout: bool = False  # a byte layout of its own whatever --kv-cache-dtype says
     sparse_mla: bool = False  # DeepSeek-V3.2's sparse MLA: vLLM's fp8_ds_mla cache and 64-token blocks
+
+    @property
+    def fixed_layout(self) -> bool:
+        """A byte layout of its own whatever --kv-cache-dtype says."""
+        return False
+
+    def with_kv_heads(self, num_kv_heads: int) -> CacheKind:
+        """A what-if copy keeping `num_kv_heads` K/V heads (GQA variant); a kind without heads is itself."""
+        return self
 
     @property
     def block_multiple(self) -> int:

@@ -84,13 +84,13 @@ class RecurrentState(CacheKind):
         return 0  # nothing per token: `bytes_per_request` is the whole of it
 
     def kept_tokens(self, tokens: Tokens, chunk: int = 1) -> Tokens:
-        return tokens * 0  # type: ignore[operator,return-value]
+        return tokens * 0
 
     def request_bytes(self, tokens: int, block_size: int, kv_dtype: KvDtype, tp: int, *, paged: bool = True) -> int:
         return 0  # charged per request by the pool's rule (unpadded or padded pages, copies)
 
     def pool_blocks(self, max_model_len: Tokens, max_num_batched_tokens: int, block_size: int) -> Tokens:
-        return max_model_len * 0 + 1  # type: ignore[operator,return-value]
+        return max_model_len * 0 + 1
 
     def describe(self, count: int, tokens: int, model_dtype: str) -> str:
         return (

@@ -16,6 +16,7 @@ import pkgutil
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from kvplan.spec.config_section import section
 from kvplan.spec.families.family import Family, Geometry, Traits
 
 if TYPE_CHECKING:
@@ -93,7 +94,7 @@ def family_of(cfg: dict[str, Any]) -> Family:
 def tower_of(outer: dict[str, Any]) -> Tower | None:
     """The vision tower of a multimodal config: the one that owns `vision_config`'s model type, else
     the one the decoder's checkpoints carry; None when neither is known (the generic ViT count)."""
-    vision = outer.get("vision_config") if isinstance(outer.get("vision_config"), dict) else {}
+    vision = section(outer, "vision_config")
     vt, mt = type_of(vision), type_of(outer)
     towers = all_towers()
     found = next((t for t in towers if t.owns_vision_type(vt)), None)

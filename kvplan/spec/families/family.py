@@ -97,7 +97,7 @@ class Family:
     defaults: Mapping[str, Any] = field(default_factory=dict)
     normalize: Callable[[Config, str], Config] | None = None
     geometry: Callable[[Config, int, str], Geometry | None] | None = None
-    layer_words: Callable[[Config, int, str], list[str]] | None = None
+    layer_words: Callable[[Config, int, str], list[str] | None] | None = None  # None: the generic layout
     windows: Callable[[Config, int, int], list[int | None]] | None = None
     layer_geometry: Callable[[Config, int, bool, int, int], tuple[int, int]] | None = None
     layers: LayersRule | None = None

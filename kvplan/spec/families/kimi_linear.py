@@ -9,6 +9,7 @@ from typing import Any
 
 from kvplan.errors import ConfigError
 from kvplan.spec.cache.state import RecurrentState
+from kvplan.spec.config_section import section
 from kvplan.spec.families.family import Family
 from kvplan.spec.state import config_int
 
@@ -39,7 +40,7 @@ def kimi_words(cfg: dict[str, Any], n_layers: int, where: str) -> list[str]:
 def kda_state(word: str, cfg: dict[str, Any], head_dim: int, where: str) -> RecurrentState | None:
     if word != "kda":
         return None
-    lin = cfg.get("linear_attn_config") if isinstance(cfg.get("linear_attn_config"), dict) else {}
+    lin = section(cfg, "linear_attn_config")
     merged = {"linear_num_heads": lin.get("num_heads"), "linear_head_dim": lin.get("head_dim"),
               "linear_conv_kernel_dim": lin.get("short_conv_kernel_size")}
     merged = {k: v if v is not None else cfg.get(k) for k, v in merged.items()}

@@ -34,7 +34,8 @@ def _sparse(cfg: dict[str, Any], n_layers: int, where: str) -> tuple[list[int], 
         raise ConfigError(f"{where}: sparse_attention_config must be an object")
     if not sac.get("use_sparse_attention", True) or not sac:
         return [0] * n_layers, [1] * n_layers, 0
-    flags, no_value = sac.get("sparse_attention_freq"), sac.get("sparse_disable_index_value", [1] * n_layers)
+    flags: Any = sac.get("sparse_attention_freq")
+    no_value: Any = sac.get("sparse_disable_index_value", [1] * n_layers)
     for key, value in (("sparse_attention_freq", flags), ("sparse_disable_index_value", no_value)):
         if not isinstance(value, list) or len(value) != n_layers or any(v not in (0, 1) for v in value):
             raise ConfigError(

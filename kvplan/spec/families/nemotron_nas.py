@@ -18,6 +18,7 @@ from typing import Any
 
 from kvplan.errors import ConfigError
 from kvplan.spec.cache import FullAttention, SlidingWindow
+from kvplan.spec.config_section import section
 from kvplan.spec.families.family import Family
 from kvplan.spec.layer import Layer
 
@@ -30,11 +31,11 @@ def _blocks(cfg: dict[str, Any], n_layers: int, where: str) -> list[dict[str, An
 
 
 def _attention_of(block: dict[str, Any]) -> dict[str, Any]:
-    return block.get("attention") if isinstance(block.get("attention"), dict) else {}
+    return section(block, "attention")
 
 
 def _ffn_of(block: dict[str, Any]) -> dict[str, Any]:
-    return block.get("ffn") if isinstance(block.get("ffn"), dict) else {}
+    return section(block, "ffn")
 
 
 def _kv_heads(att: dict[str, Any], n_heads: int, where: str) -> int:

@@ -9,14 +9,15 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from kvplan.stress.result import collect_environment
+from kvplan.engine.config import Allocator
+from kvplan.results.result import collect_environment
 from kvplan.stress.runner import EngineRun, run_engine
 from kvplan.stress.scenario import Scenario
 from kvplan.stress.target import Pool, TargetRun
-from kvplan.stress.workload import RequestSpec
+from kvplan.workload.request import Request
 
 
-def build_engine(scenario: Scenario, allocator: str | None = None) -> Any:
+def build_engine(scenario: Scenario, allocator: Allocator | None = None) -> Any:
     """An `LLMEngine` for the scenario's model (with its overrides) and engine settings."""
     from kvplan.engine.llm_engine import LLMEngine
 
@@ -52,7 +53,7 @@ def measured_memory(run: EngineRun, engine: Any) -> dict[str, Any]:
 class EngineTarget:
     """The bundled engine with one allocator (paged or contiguous)."""
 
-    def __init__(self, scenario: Scenario, allocator: str = "paged") -> None:
+    def __init__(self, scenario: Scenario, allocator: Allocator = "paged") -> None:
         self.allocator = allocator
         self.label = f"({allocator})"
         self.engine = build_engine(scenario, allocator)
@@ -65,7 +66,7 @@ class EngineTarget:
     def pool(self) -> Pool:
         return Pool(self.engine.num_gpu_blocks, self.engine.bytes_per_block)
 
-    def run(self, scenario: Scenario, requests: list[RequestSpec], on_progress: Callable[[int], None]) -> TargetRun:
+    def run(self, scenario: Scenario, requests: list[Request], on_progress: Callable[[int], None]) -> TargetRun:
         run = run_engine(self.engine, scenario, requests, on_progress=on_progress)
         config = self.engine.config
         return TargetRun(records=run.records, timeline=run.timeline, memory=measured_memory(run, self.engine),

@@ -11,12 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kvplan.stress.metrics import max_in_flight
+from kvplan.engine.config import Allocator
+from kvplan.results.metrics import max_in_flight
+from kvplan.results.result import TimelineSample, collect_environment
 from kvplan.stress.redact import redact, without_userinfo
-from kvplan.stress.result import TimelineSample, collect_environment
 from kvplan.stress.scenario import Scenario
 from kvplan.stress.target import Pool, TargetRun
-from kvplan.stress.workload import RequestSpec
+from kvplan.workload.request import Request
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ def _feature_notes(info: dict[str, Any], o: HttpOptions) -> list[str]:
 
 
 class HttpTarget:
-    allocator = "paged"  # the server's own; kvplan cannot choose it
+    allocator: Allocator = "paged"  # the server's own; kvplan cannot choose it
     def __init__(self, scenario: Scenario, options: HttpOptions) -> None:
         self.options = options
         self.device_name = options.gpu  # the server's GPU is not visible from the client: --gpu names it
@@ -88,15 +89,15 @@ class HttpTarget:
         """Exact-length text prompts from --tokenizer (loaded before the run), else None."""
         if self.options.tokenizer is None:
             return None
-        from kvplan.stress.targets.prompt_text import ExactPrompts, load_prompt_tokenizer
+        from kvplan.stress.targets.prompt_text import ExactPrompts
+        from kvplan.workload.datasets.text import load_prompt_tokenizer
 
         return ExactPrompts(load_prompt_tokenizer(self.options.tokenizer), self.options.api)
 
-    def run(self, scenario: Scenario, requests: list[RequestSpec], on_progress: Callable[[int], None]) -> TargetRun:
+    def run(self, scenario: Scenario, requests: list[Request], on_progress: Callable[[int], None]) -> TargetRun:
         from kvplan.stress.targets.openai_http import api_key, run_http
 
         o = self.options
-        closed = scenario.arrival.type == "concurrency"
         out = run_http(
             requests,
             url=o.url,
@@ -104,7 +105,7 @@ class HttpTarget:
             served_model_name=o.served_model_name,
             api_key_env=o.api_key_env,
             timeout_s=o.timeout_s,
-            concurrency=scenario.arrival.concurrency if closed else scenario.arrival.max_concurrency,
+            concurrency=scenario.arrival.in_flight_cap,
             warmup_request_ids=frozenset(r.request_id for r in requests if r.is_warmup),
             on_progress=on_progress,
             prompts=self._exact_prompts,

@@ -58,16 +58,16 @@ from kvplan.errors import KvplanError
 try:  # httpcore asks `import sniffio` on every pool operation; absent (anyio 4 dropped it), each
     import sniffio  # noqa: F401  failed import walks sys.path (~0.2 ms, 13 per request). A None
 except ImportError:  # entry makes the import fail at once, and httpcore then assumes asyncio.
-    sys.modules.setdefault("sniffio", None)  # type: ignore[assignment]
+    sys.modules.setdefault("sniffio", None)  # type: ignore[arg-type]
+from kvplan.results.record import RequestRecord
 from kvplan.stress.bounded_http import MAX_PROBE_BYTES, bounded_request
-from kvplan.stress.record import RequestRecord
 from kvplan.stress.redact import redact_values, without_userinfo
 from kvplan.stress.targets.http1 import Http1Pool
 from kvplan.stress.targets.openai_stream import ApiKind, Progress, StreamClient, make_record, one_line
 from kvplan.stress.targets.prompt_text import ExactPrompts
 from kvplan.stress.targets.server_features import KNOWN_KINDS, ServerFeatures, check_server_kind, probe_features
 from kvplan.stress.telemetry import SCRAPE_TIMEOUT_S, MetricsScraper, cache_config
-from kvplan.stress.workload import RequestSpec
+from kvplan.workload.request import Request
 
 PROBE_TIMEOUT_S = 10.0
 PROBE_GENERATE_TIMEOUT_S = 120.0  # a one-token request on a loaded or cold server (transformers serve loads lazily)
@@ -93,7 +93,7 @@ def _public_url(url: str) -> str:
         usable = parts.scheme in ("http", "https") and bool(parts.hostname)
     except ValueError:  # an unclosed IPv6 bracket, a port out of range
         usable = False
-    if not usable:
+    if not usable or parts.hostname is None:
         raise KvplanError(f"--target must be an http(s) URL like http://HOST:PORT, got {without_userinfo(url)!r}")
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname  # IPv6 literals keep their brackets
     netloc = host if parts.port is None else f"{host}:{parts.port}"
@@ -137,7 +137,7 @@ async def _probe(http: httpx.AsyncClient, base: str, served_model_name: str | No
 
 
 async def run_http_target(
-    requests: list[RequestSpec], *, url: str, api: ApiKind = "completions", served_model_name: str | None = None,
+    requests: list[Request], *, url: str, api: ApiKind = "completions", served_model_name: str | None = None,
     api_key_env: str | None = None, timeout_s: float = 60.0, concurrency: int | None = None,
     warmup_request_ids: set[str] | frozenset[str] = frozenset(), on_progress: Callable[[int], None] | None = None,
     prompts: ExactPrompts | None = None, server_kind: str = "auto", scrape_interval_s: float = 0.5,
@@ -214,7 +214,7 @@ async def _features(http: httpx.AsyncClient, base: str, path: str, api: str, mod
     )
 
 
-def _check_args(requests: list[RequestSpec], api: str, timeout_s: float, concurrency: int | None) -> bool:
+def _check_args(requests: list[Request], api: str, timeout_s: float, concurrency: int | None) -> bool:
     """Refuse arguments that cannot make a run; True for a closed loop (no arrival times)."""
     if api not in ("completions", "chat"):
         raise KvplanError(f"--api must be 'completions' or 'chat', got {api!r}")
@@ -240,7 +240,7 @@ def api_key(api_key_env: str | None) -> str | None:
     return secret
 
 
-def _count_mismatches(records: list[RequestRecord], requests: list[RequestSpec]) -> list[str]:
+def _count_mismatches(records: list[RequestRecord], requests: list[Request]) -> list[str]:
     """Requests whose output (or the server's prompt count) is more than 2% off the scenario's."""
     specs = {r.request_id: r for r in requests}
     out = []
@@ -260,7 +260,7 @@ def _count_mismatches(records: list[RequestRecord], requests: list[RequestSpec])
     return out
 
 
-def _output(records: list[RequestRecord], requests: list[RequestSpec], complete: bool, scraper: MetricsScraper,
+def _output(records: list[RequestRecord], requests: list[Request], complete: bool, scraper: MetricsScraper,
             info: dict[str, Any], secret: str | None = None) -> HttpRunOutput:
     errors = Counter((r.error or "").split(":", 1)[0] for r in records if r.status == "error")
     counted = [r for r in records if r.server_input_tokens is not None]
@@ -276,14 +276,14 @@ def _output(records: list[RequestRecord], requests: list[RequestSpec], complete:
                          token_mismatches=_count_mismatches(records, requests), errors=dict(errors), complete=complete)
 
 
-async def _drive(client: StreamClient, requests: list[RequestSpec], concurrency: int | None, warmup: Iterable[str],
+async def _drive(client: StreamClient, requests: list[Request], concurrency: int | None, warmup: Iterable[str],
                  on_progress: Callable[[int], None] | None) -> tuple[list[RequestRecord], bool]:
     """Send everything; returns (records in request order, complete)."""
     warmup_ids = set(warmup)
     results: dict[str, RequestRecord] = {}
     in_flight: dict[str, Progress] = {}
 
-    async def one(spec: RequestSpec) -> None:
+    async def one(spec: Request) -> None:
         p = Progress(spec, client.clock_s())
         in_flight[spec.request_id] = p
         error = await client.send(p)
@@ -308,7 +308,7 @@ async def _drive(client: StreamClient, requests: list[RequestSpec], concurrency:
         else:  # open loop: send each at its arrival time; `concurrency` (if any) caps requests in flight
             slots = asyncio.Semaphore(concurrency) if concurrency else None
 
-            async def guarded(spec: RequestSpec) -> None:
+            async def guarded(spec: Request) -> None:
                 try:
                     await one(spec)
                 finally:
@@ -336,7 +336,7 @@ async def _drive(client: StreamClient, requests: list[RequestSpec], concurrency:
     return sorted(results.values(), key=lambda r: order[r.request_id]), complete
 
 
-def run_http(requests: list[RequestSpec], **kwargs: Any) -> HttpRunOutput:
+def run_http(requests: list[Request], **kwargs: Any) -> HttpRunOutput:
     """Synchronous `run_http_target` (same keyword arguments). Raises the open-file limit first:
     thousands of concurrent streams need as many sockets."""
     try:

@@ -12,16 +12,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from kvplan.results.record import RequestRecord
 from kvplan.spec.words import ids_to_words
-from kvplan.stress.record import RequestRecord
 from kvplan.stress.redact import redact
 from kvplan.stress.targets.http1 import Http1Pool, HttpConnectError, HttpDisconnected, HttpProtocolError, HttpTimeout
 from kvplan.stress.targets.prompt_text import ExactPrompts
 from kvplan.stress.targets.server_features import KNOWN_KINDS, ServerFeatures
-from kvplan.stress.workload import RequestSpec
+from kvplan.workload.request import Request
 
 ApiKind = Literal["completions", "chat"]
-MAX_ERROR_CHARS = 300  # of a record's error text, kind included; cut after masking
+MAX_RECORD_ERROR_CHARS = 300  # of a record's error text, kind included; cut after masking
 MAX_ERROR_BODY_BYTES = 64 * 1024  # of an error page, kept for the record's text (masked, then cut to 300 chars)
 MAX_SSE_LINE_BYTES = 4 * 2**20  # one `data:` event; vLLM's with logprobs of a long prompt stay far below
 
@@ -30,7 +30,7 @@ MAX_SSE_LINE_BYTES = 4 * 2**20  # one `data:` event; vLLM's with logprobs of a l
 class Progress:
     """What one request has seen so far (mutable, private: becomes a frozen RequestRecord)."""
 
-    spec: RequestSpec
+    spec: Request
     arrival_s: float
     token_times_s: list[float] = field(default_factory=list)
     usage_tokens: int | None = None
@@ -40,7 +40,9 @@ class Progress:
     progress_read_s: float = 0.0  # perf_counter of the head or of the last whole SSE line (0: neither yet)
 
 
-def one_line(exc: BaseException | str, secrets: Iterable[str | None] = (), max_chars: int = MAX_ERROR_CHARS) -> str:
+def one_line(
+    exc: BaseException | str, secrets: Iterable[str | None] = (), max_chars: int = MAX_RECORD_ERROR_CHARS
+) -> str:
     """An exception's (or a server's) text on one line, secrets masked, then cut to `max_chars`."""
     text = exc if isinstance(exc, str) else (str(exc) or type(exc).__name__)
     return redact(" ".join(text.split()), secrets, max_chars=max_chars)
@@ -76,13 +78,13 @@ class StreamClient:
         self.features = features
         self._texts: dict[str, str] = {}
 
-    def prepare(self, requests: Iterable[RequestSpec]) -> None:
+    def prepare(self, requests: Iterable[Request]) -> None:
         """Build every text prompt before the clock starts (a tokenizer takes a while per prompt)."""
         for spec in requests:
             if spec.prompt_text is not None:  # a dataset's own text: sent as it is, the server counts it
                 self._texts[spec.request_id] = spec.prompt_text
             elif self.api == "chat" or not self.features.token_id_prompts:
-                ids = spec.prompt_token_ids
+                ids = spec.token_ids
                 self._texts[spec.request_id] = self.prompts.text(ids) if self.prompts is not None else ids_to_words(ids)
 
     def __repr__(self) -> str:
@@ -92,21 +94,21 @@ class StreamClient:
         """An error text as a record keeps it: one line, the key and credentials masked, then cut."""
         return one_line(text, self._secrets)
 
-    def body(self, spec: RequestSpec) -> dict[str, Any]:
+    def body(self, spec: Request) -> dict[str, Any]:
         body: dict[str, Any] = {"max_tokens": spec.output_tokens, "temperature": 0.0, "stream": True,
                                 "stream_options": {"include_usage": True}, **self.features.extras(spec.output_tokens)}
         if self.model is not None:
             body["model"] = self.model
         text = self._texts.get(spec.request_id, spec.prompt_text)
         if text is None and (self.api == "chat" or not self.features.token_id_prompts):
-            ids = spec.prompt_token_ids
+            ids = spec.token_ids
             text = self.prompts.text(ids) if self.prompts is not None else ids_to_words(ids)
         if self.api == "chat":
             body["messages"] = [{"role": "user", "content": text}]
         elif text is not None:
             body["prompt"] = text
         else:
-            ids = spec.prompt_token_ids
+            ids = spec.token_ids
             body["prompt"] = self.prompts.token_ids(ids) if self.prompts is not None else list(ids)
         return body
 

@@ -13,23 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kvplan.errors import KvplanError
-
 MAX_ROUNDS = 8  # decode/encode rounds to reach the exact length; the last text is kept after that
-
-
-def load_prompt_tokenizer(name: str) -> Any:
-    """A transformers tokenizer from a local path or the HF cache, offline; one line on failure."""
-    try:
-        from transformers import AutoTokenizer
-
-        return AutoTokenizer.from_pretrained(name, local_files_only=True)
-    except Exception as exc:  # noqa: BLE001 - any loader failure is the user's path or cache
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        raise KvplanError(
-            f"--tokenizer {name!r}: cannot load it offline (give a local tokenizer directory or a repo id "
-            f"already in the Hugging Face cache): {first}"
-        ) from None
 
 
 class ExactPrompts:

@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from kvplan.cli import main
-from kvplan.stress.result import load_result
+from kvplan.results.result import load_result
 from kvplan.stress.scenario_loader import load_scenario
 
 

@@ -8,7 +8,8 @@ import pytest
 from model_dir import build_tokenizer
 
 from kvplan.errors import KvplanError
-from kvplan.stress.targets.prompt_text import ExactPrompts, load_prompt_tokenizer
+from kvplan.stress.targets.prompt_text import ExactPrompts
+from kvplan.workload.datasets.text import load_prompt_tokenizer
 
 
 @pytest.fixture(scope="module")

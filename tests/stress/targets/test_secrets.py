@@ -24,8 +24,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Route
 
 from kvplan.cli import main
+from kvplan.results.result import load_result
 from kvplan.stress.redact import SECRET_MARK, VALUE_MARK, redact
-from kvplan.stress.result import load_result
 from kvplan.stress.scenario_loader import load_scenario
 from kvplan.stress.telemetry import MetricsScraper
 

@@ -10,9 +10,9 @@ import pytest
 from server_helpers import ROOT, ServeProcess
 
 from kvplan.cli.stress_command import stress_and_report
-from kvplan.stress.command import StressOptions
-from kvplan.stress.result import load_result
+from kvplan.results.result import load_result
 from kvplan.stress.scenario_loader import load_scenario
+from kvplan.stress.stress_run import StressOptions
 
 SMOKE = ROOT / "scenarios" / "ci-smoke.yaml"
 SECRET = "sk-kvplan-test-8c1f0e"

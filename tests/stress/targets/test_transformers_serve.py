@@ -18,7 +18,7 @@ from model_dir import build_model_dir
 from server_helpers import free_port
 
 from kvplan.cli import main
-from kvplan.stress.result import load_result
+from kvplan.results.result import load_result
 from kvplan.stress.scenario_loader import load_scenario
 
 pytest.importorskip("fastapi", reason="transformers serve needs transformers[serving] (the dev extra)")

@@ -57,5 +57,5 @@ def machine_facts() -> MachineFacts:
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        cores = os.cpu_count()
+        cores = os.cpu_count() or 1
     return MachineFacts(cpu_model(), cores, _torch_version(), platform.node())

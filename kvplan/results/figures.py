@@ -179,7 +179,7 @@ def default_gate() -> tuple[tuple[str, ...], dict[str, str]]:
     """(exact figures, {figure: tolerance}): the gate's checks for a scenario whose gate block names none."""
     exact = tuple(f.name for f in FIGURES.values() if f.default_gate == "exact")
     relative = {f.name: f.default_gate for f in FIGURES.values() if f.default_gate not in (None, "exact")}
-    return exact, relative  # type: ignore[return-value]
+    return exact, relative
 
 
 def figure_value(source: Mapping[str, Any], name: str) -> float | None:

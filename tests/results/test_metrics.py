@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kvplan.stress.figures import metric_names
-from kvplan.stress.metrics import compute_metrics, compute_per_class_metrics, meets_slo, summarize_ms
-from kvplan.stress.record import RequestRecord
-from kvplan.stress.scenario import Slo
+from kvplan.results.figures import metric_names
+from kvplan.results.metrics import compute_metrics, compute_per_class_metrics, meets_slo, summarize_ms
+from kvplan.results.record import RequestRecord
+from kvplan.results.slo import Slo
 
 
 def rec(rid: str, cls: str, arrival: float, tokens: list[float], finish: float | None, prompt: int,

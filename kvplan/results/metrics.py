@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kvplan.stress.figures import LATENCIES, PERCENTILES, SLO_TO_METRIC, percentile_word
-from kvplan.stress.record import RequestRecord
+from kvplan.results.figures import LATENCIES, PERCENTILES, SLO_TO_METRIC, percentile_word
+from kvplan.results.record import RequestRecord
 
 if TYPE_CHECKING:
 
-    from kvplan.stress.scenario import Slo
+    from kvplan.results.slo import Slo
 
 
 def _percentiles(slo: Slo | None, percentiles: Sequence[float]) -> tuple[float, ...]:

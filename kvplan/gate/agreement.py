@@ -17,9 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from kvplan.report.formatting import error_pct
-from kvplan.stress.figures import FIGURES, figure_value, prediction_key, unit_of
-from kvplan.stress.result import RunResult
+from kvplan.results.figures import FIGURES, figure_value, prediction_key, unit_of
+from kvplan.results.result import RunResult
 
 Kind = Literal["memory", "schedule", "timing", "timing at measured speed"]
 Status = Literal["pass", "miss", "not measured", "incomplete", "not predicted"]
@@ -61,6 +60,18 @@ class Agreement:
 
 def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
+
+
+def error_pct(predicted: float | None, measured: float | None) -> float | None:
+    """The prediction's error, (predicted - measured) / measured in percent, as `kvplan stress`
+    prints it; None when undefined (0 of 0 is 0%)."""
+    if predicted is None or measured is None:
+        return None
+    if measured == 0:
+        return 0.0 if predicted == 0 else None
+    if not (math.isfinite(predicted) and math.isfinite(measured)):
+        return None
+    return 100.0 * (predicted - measured) / abs(measured)
 
 
 def kind_of(key: str) -> Kind:

@@ -9,9 +9,9 @@ import pydantic_core
 import pytest
 
 from kvplan.errors import KvplanError
-from kvplan.stress.metrics import compute_metrics, compute_per_class_metrics
-from kvplan.stress.record import RequestRecord
-from kvplan.stress.result import RunResult, TimelineSample, collect_environment, git_commit, load_result
+from kvplan.results.metrics import compute_metrics, compute_per_class_metrics
+from kvplan.results.record import RequestRecord
+from kvplan.results.result import RunResult, TimelineSample, collect_environment, git_commit, load_result
 from kvplan.stress.scenario_loader import load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from kvplan.stress.record import RequestRecord
-from kvplan.stress.result import RunResult
+from kvplan.results.record import RequestRecord
+from kvplan.results.result import RunResult
 
 SETUP_KEYS = ("date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts", "request_rate",
               "burstiness", "max_concurrency")

@@ -15,20 +15,21 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from itertools import islice
 from pathlib import Path
-from typing import Literal
 
 from rich.console import Console
 
+from kvplan.engine.config import Allocator
 from kvplan.errors import Interrupted, KvplanError
 from kvplan.files import check_output_dir, check_output_path, child_path, write_files
+from kvplan.results.result import RunResult
 from kvplan.stress.bench_flags import BenchFlags
 from kvplan.stress.driver import run_target
-from kvplan.stress.result import RunResult
 from kvplan.stress.scenario import Scenario
 from kvplan.stress.scenario_loader import load_scenario, parse_scenario
 from kvplan.stress.target import Target
-from kvplan.stress.workload import RequestSpec, dataset_stream, iter_requests
 from kvplan.validation import short_repr
+from kvplan.workload.arrivals import ClosedLoop
+from kvplan.workload.request import Request
 
 # what a run writes into its folder, by name: --force removes these and nothing else of the user's
 RUN_FILES = ("result.json", "result.vllm.json", "result-paged.json", "result-contiguous.json",
@@ -46,7 +47,7 @@ MAX_TIMEOUT_S = 86_400.0  # a day per request: beyond it a timeout is no bound
 class StressOptions:
     scenario_path: Path | None  # None: the scenario is built from `bench` (vllm bench serve's flags)
     out_dir: Path | None = None
-    allocator: Literal["paged", "contiguous", "both"] = "paged"
+    allocator: str = "paged"  # one of ALLOCATOR_CHOICES (checked below)
     progress: bool = True
     calibration: Path | None = None
     recalibrate: bool = False  # calibrate just before the run: this machine's speed drifts between runs
@@ -98,24 +99,26 @@ class StressRun:
         return any(not r.complete for r in self.results)
 
 
-def scenario_requests(scenario: Scenario, notes: list[str] | None = None) -> list[RequestSpec]:
+def scenario_requests(scenario: Scenario, notes: list[str] | None = None) -> list[Request]:
     """The scenario's request stream, refused up front when it is too big to hold: an open-loop
     `duration_s` at a high rate (1e6 req/s for a week) would otherwise generate until memory runs out.
     A dataset's notes (rows skipped, counts estimated) are appended to `notes`."""
-    closed = scenario.arrival.type == "concurrency"
+    arrival = scenario.arrival
+    closed = isinstance(arrival, ClosedLoop)
     expected = scenario.num_requests
     if expected is None:
-        rate = scenario.arrival.rate_per_s or 0.0
+        rate = 0.0 if isinstance(arrival, ClosedLoop) else arrival.rate_per_s
         expected = CLOSED_LOOP_DURATION_CAP if closed else int(min(rate * (scenario.duration_s or 0.0), 1e18)) + 1
     if expected > MAX_GENERATED_REQUESTS:
         raise KvplanError(f"scenario {scenario.name!r} asks for about {expected:,} requests "
                           f"(rate_per_s x duration_s); at most {MAX_GENERATED_REQUESTS:,} per run")
-    requests, total = [], 0
+    requests: list[Request] = []
+    total = 0
     cap = CLOSED_LOOP_DURATION_CAP if closed and scenario.num_requests is None else None  # that stream has no end
-    stream = dataset_stream(scenario) if scenario.workload.dataset is not None else None
+    stream = scenario.dataset_stream() if scenario.workload.dataset is not None else None
     if stream is not None and notes is not None:
         notes.extend(stream.notes)
-    for spec in islice(iter_requests(scenario, scenario.model_spec().vocab_size, stream), cap):
+    for spec in islice(scenario.request_stream(stream=stream), cap):
         total += spec.prompt_tokens
         if total > MAX_PROMPT_TOKENS or len(requests) >= MAX_GENERATED_REQUESTS:
             raise KvplanError(f"scenario {scenario.name!r} has more than {MAX_PROMPT_TOKENS:,} prompt tokens or "
@@ -207,7 +210,7 @@ def _recalibrate(opts: StressOptions, scenario: Scenario, console: Console) -> S
     return replace(opts, calibration=path)
 
 
-def _make_target(allocator: str, opts: StressOptions, scenario: Scenario) -> Target:
+def _make_target(allocator: Allocator, opts: StressOptions, scenario: Scenario) -> Target:
     if opts.target:
         from kvplan.stress.targets.http_target import HttpOptions, HttpTarget
 
@@ -231,7 +234,7 @@ def _finite(value: object) -> object:
 
 def _vllm_file(result_path: Path, result: RunResult) -> tuple[Path, str]:
     """result.vllm.json beside result.json: the keys of `vllm bench serve --save-result --save-detailed`."""
-    from kvplan.stress.vllm_result import vllm_bench_result
+    from kvplan.results.vllm_result import vllm_bench_result
 
     path = result_path.with_name(result_path.name.removesuffix(".json") + ".vllm.json")
     return path, json.dumps(_finite(vllm_bench_result(result)), allow_nan=False)
@@ -245,11 +248,16 @@ def stress_scenario(opts: StressOptions) -> Scenario:
         raise KvplanError("give --scenario (a file or a bundled name), or --model with vllm bench serve's load flags "
                           "(--dataset-name, --num-prompts, --request-rate, ...)")
     base = load_scenario(opts.scenario_path) if opts.scenario_path is not None else None
-    data = bench.scenario(base.to_dict() if base is not None else None, opts.tokenizer) if bench else base.to_dict()
+    if bench is None:
+        assert base is not None, "one of the two, checked above"
+        data = base.to_dict()
+    else:
+        data = bench.scenario(base.to_dict() if base is not None else None, opts.tokenizer)
     dataset = (data.get("workload") or {}).get("dataset")
     if opts.tokenizer is not None and not opts.target and not isinstance(dataset, dict):
         raise KvplanError("--tokenizer applies to a --target server or to a dataset's text prompts")
-    if bench is None and (opts.tokenizer is None or not isinstance(dataset, dict) or dataset.get("tokenizer")):
+    if base is not None and bench is None and (
+            opts.tokenizer is None or not isinstance(dataset, dict) or dataset.get("tokenizer")):
         return base
     if isinstance(dataset, dict) and opts.tokenizer is not None:
         dataset.setdefault("tokenizer", opts.tokenizer)
@@ -263,6 +271,7 @@ def _with_server_settings(opts: StressOptions, scenario: Scenario, notes: list[s
     from kvplan.stress.targets.openai_http import api_key
     from kvplan.stress.targets.server_settings import adopt, read_server_settings
 
+    assert opts.target is not None, "called for a --target run"
     key = api_key(opts.api_key_env)
     settings = read_server_settings(
         opts.target, {"Authorization": f"Bearer {key}"} if key else {}, opts.served_model_name
@@ -304,12 +313,13 @@ def run_stress(opts: StressOptions, console: Console | None = None) -> StressRun
         raise
 
 
-def _run_all(opts: StressOptions, scenario: Scenario, requests: list[RequestSpec], out_dir: Path,
+def _run_all(opts: StressOptions, scenario: Scenario, requests: list[Request], out_dir: Path,
              earlier: tuple[Path, ...], console: Console, notes: tuple[str, ...] = ()) -> StressRun:
     if opts.recalibrate:
         opts = _recalibrate(opts, scenario, console)
     results: list[RunResult] = []
-    for allocator in ["paged", "contiguous"] if opts.allocator == "both" else [opts.allocator]:
+    allocators: list[Allocator] = ["paged", "contiguous"]
+    for allocator in allocators if opts.allocator == "both" else [a for a in allocators if a == opts.allocator]:
         try:  # built one at a time, so two engines' KV pools never coexist
             results.append(run_target(scenario, requests, _make_target(allocator, opts, scenario),
                                       calibration=opts.calibration, console=console, progress=opts.progress,

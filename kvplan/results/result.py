@@ -12,18 +12,18 @@ import sys
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from kvplan.errors import KvplanError, read_user_file
 from kvplan.files import write_text_atomic
-from kvplan.stress.figures import RENAMED_FIGURES
-from kvplan.stress.record import RequestRecord
-from kvplan.stress.result_checks import check_result_data
+from kvplan.results.figures import RENAMED_FIGURES
+from kvplan.results.record import RequestRecord
+from kvplan.results.result_checks import check_result_data
 from kvplan.validation import FieldIssue, format_validation_error, number_problem, path_text
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 MAX_RESULT_BYTES = 1 << 30  # a million-request run is a few hundred MB
 
 
@@ -83,7 +83,7 @@ class RunResult(BaseModel):
     environment: Environment
     prediction: dict[str, Any] = Field(default_factory=dict)
     requests: list[dict[str, Any]] = Field(default_factory=list)  # RequestRecord.to_dict()
-    metrics: dict[str, Any] = Field(default_factory=dict)  # stress.metrics.compute_metrics + memory figures
+    metrics: dict[str, Any] = Field(default_factory=dict)  # results.metrics.compute_metrics + memory figures
     # the prediction's error after rescaling it by the measured machine speed (machine_speed.py)
     normalized_error_pct: dict[str, float] = Field(default_factory=dict)
     per_class: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -220,7 +220,7 @@ def collect_environment(device: str = "cpu", device_name: str | None = None, thr
     """Versions and machine facts; reads package metadata only (imports neither torch nor
     transformers). The runner passes `device_name` (torch.cuda.get_device_name) on CUDA and the
     engine's `ThreadChoice`."""
-    from kvplan.stress.machine_facts import cpu_model
+    from kvplan.results.machine_facts import cpu_model
 
     return Environment(
         python=sys.version.split()[0], platform=platform.platform(), cpu_count=os.cpu_count(),

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from kvplan.errors import KvplanError
-from kvplan.stress.dataset import load_dataset
-from kvplan.stress.scenario import DatasetRef
+from kvplan.workload.datasets import load_dataset
+from kvplan.workload.datasets.ref import DatasetRef
 
 VOCAB = 32_000
 

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from kvplan.stress.figures import figure, prediction_key
+from kvplan.results.figures import figure, prediction_key
 from kvplan.validation import FieldIssue, first_error, short_repr
 
 MAX_NUMBER = 2**53
@@ -91,7 +91,7 @@ class _ScenarioCopy(BaseModel):
     schema must still load."""
 
     model_config = ConfigDict(extra="allow", strict=True)
-    name: str = Field("", max_length=200)
+    name: str = Field(default="", max_length=200)
     model: Any = None  # a profile name, or a mapping {name, overrides}
     engine: dict[str, Any] = Field(default_factory=dict)
     workload: _Workload = Field(default_factory=_Workload)
@@ -115,7 +115,7 @@ def check_scenario_copy(scenario: Any) -> None:
         raise FieldIssue(("scenario", *loc), text) from None
 
 
-def check_requests(requests: list[dict[str, Any]]) -> None:
+def check_request_rows(requests: list[dict[str, Any]]) -> None:
     for i, entry in enumerate(requests):
         try:
             _Request.model_validate(entry)
@@ -157,4 +157,4 @@ def check_result_data(data: Mapping[str, Any]) -> None:
     requests = data.get("requests", [])
     if not isinstance(requests, list):
         raise FieldIssue(("requests",), f"must be a list, got {short_repr(requests)}")
-    check_requests(requests)
+    check_request_rows(requests)

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from kvplan.errors import KvplanError
-from kvplan.perf.random_dataset import Workload
+from kvplan.workload.datasets.random_dataset import RandomDataset
 
 
 def test_random_lengths_within_range_ratio() -> None:
-    reqs = Workload(1000, 100, 0.25, 500, seed=1).requests()
+    reqs = RandomDataset(1000, 100, 0.25, 500, seed=1).requests()
     ins = np.array([r.prompt_tokens for r in reqs])
     outs = np.array([r.output_tokens for r in reqs])
     assert ins.min() >= 750 and ins.max() <= 1250 and outs.min() >= 75 and outs.max() <= 125
@@ -18,15 +18,15 @@ def test_random_lengths_within_range_ratio() -> None:
 
 
 def test_rate_inf_sends_all_at_once_and_finite_rate_spaces_them() -> None:
-    assert all(r.arrival_s == 0.0 for r in Workload(num_prompts=10).requests())
-    reqs = Workload(num_prompts=2001, request_rate=20.0, seed=2).requests()
+    assert all(r.arrival_s == 0.0 for r in RandomDataset(num_prompts=10).requests())
+    reqs = RandomDataset(num_prompts=2001, request_rate=20.0, seed=2).requests()
     gaps = np.diff([r.arrival_s for r in reqs])
     assert (gaps >= 0).all() and 0.045 < gaps.mean() < 0.055  # 1/20 s, 2000 exponential gaps
 
 
 def test_higher_rate_compresses_the_same_arrivals() -> None:
-    slow = Workload(num_prompts=50, request_rate=5.0, burstiness=0.5).requests()
-    fast = Workload(num_prompts=50, request_rate=10.0, burstiness=0.5).requests()
+    slow = RandomDataset(num_prompts=50, request_rate=5.0, burstiness=0.5).requests()
+    fast = RandomDataset(num_prompts=50, request_rate=10.0, burstiness=0.5).requests()
     assert [f.arrival_s * 2 for f in fast] == pytest.approx([s.arrival_s for s in slow])
 
 
@@ -34,5 +34,5 @@ def test_higher_rate_compresses_the_same_arrivals() -> None:
                                     {"burstiness": -1.0}, {"max_concurrency": 0}])
 def test_bad_workload_is_one_error(kwargs: dict) -> None:
     with pytest.raises(KvplanError):
-        Workload(**kwargs).requests()
-    assert math.isinf(Workload().request_rate)
+        RandomDataset(**kwargs).requests()
+    assert math.isinf(RandomDataset().request_rate)

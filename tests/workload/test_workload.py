@@ -9,9 +9,7 @@ import numpy as np
 import pytest
 
 from kvplan.errors import KvplanError
-from kvplan.stress.scenario import Arrival, LengthSpec
 from kvplan.stress.scenario_loader import load_scenario, parse_scenario
-from kvplan.stress.workload import arrival_times, concurrency_limit, generate_requests, iter_requests, sample_length
 
 ROOT = Path(__file__).resolve().parents[2]
 VOCAB = 2048
@@ -58,22 +56,22 @@ def _scenario(**changes: Any):
 
 
 def test_same_seed_same_stream() -> None:
-    a = generate_requests(_scenario(), VOCAB)
-    b = generate_requests(_scenario(), VOCAB)
+    a = _scenario().requests(VOCAB)
+    b = _scenario().requests(VOCAB)
     assert a == b
 
 
 def test_different_seed_different_stream() -> None:
-    a = generate_requests(_scenario(), VOCAB)
-    b = generate_requests(_scenario(seed=124), VOCAB)
+    a = _scenario().requests(VOCAB)
+    b = _scenario(seed=124).requests(VOCAB)
     assert [r.prompt_token_ids for r in a] != [r.prompt_token_ids for r in b]
     assert [r.arrival_s for r in a] != [r.arrival_s for r in b]
 
 
 def test_arrival_process_does_not_change_contents() -> None:
-    poisson = generate_requests(_scenario(), VOCAB)
-    constant = generate_requests(_scenario(arrival={"type": "constant", "rate_per_s": 3.0}), VOCAB)
-    closed = generate_requests(_scenario(arrival={"type": "concurrency", "concurrency": 8}), VOCAB)
+    poisson = _scenario().requests(VOCAB)
+    constant = _scenario(arrival={"type": "constant", "rate_per_s": 3.0}).requests(VOCAB)
+    closed = _scenario(arrival={"type": "concurrency", "concurrency": 8}).requests(VOCAB)
     key = [(r.class_name, r.prompt_token_ids, r.output_tokens) for r in poisson]
     assert key == [(r.class_name, r.prompt_token_ids, r.output_tokens) for r in constant]
     assert key == [(r.class_name, r.prompt_token_ids, r.output_tokens) for r in closed]
@@ -81,7 +79,7 @@ def test_arrival_process_does_not_change_contents() -> None:
 
 
 def test_class_mix_frequencies() -> None:
-    reqs = generate_requests(_scenario(), VOCAB)
+    reqs = _scenario().requests(VOCAB)
     names = [r.class_name for r in reqs]
     n = len(names)
     for name, p in (("a", 0.6), ("b", 0.3), ("c", 0.1)):
@@ -91,7 +89,7 @@ def test_class_mix_frequencies() -> None:
 
 def test_lengths_within_bounds_and_model_len() -> None:
     s = _scenario()
-    for r in generate_requests(s, VOCAB):
+    for r in s.requests(VOCAB):
         assert r.prompt_tokens + r.output_tokens <= s.max_model_len
         if r.class_name == "a":
             assert 20 <= r.prompt_tokens <= 200 and r.output_tokens == 16
@@ -102,14 +100,14 @@ def test_lengths_within_bounds_and_model_len() -> None:
 
 
 def test_token_ids_in_vocab_and_not_special() -> None:
-    reqs = generate_requests(_scenario(), 64)
+    reqs = _scenario().requests(64)
     ids = np.concatenate([np.asarray(r.prompt_token_ids) for r in reqs])
     assert ids.min() >= 3 and ids.max() < 64
     assert set(np.unique(ids)) == set(range(3, 64))  # uniform over the ordinary ids
 
 
 def test_shared_prefix_identity() -> None:
-    reqs = [r for r in generate_requests(_scenario(), VOCAB) if r.shared_prefix_id == "sys"]
+    reqs = [r for r in _scenario().requests(VOCAB) if r.shared_prefix_id == "sys"]
     assert {r.class_name for r in reqs} == {"b", "c"}  # two classes, one prefix
     prefixes = {r.prompt_token_ids[:128] for r in reqs}
     assert len(prefixes) == 1 and all(r.shared_prefix_tokens == 128 for r in reqs)
@@ -118,13 +116,13 @@ def test_shared_prefix_identity() -> None:
 
 
 def test_warmup_flags() -> None:
-    reqs = generate_requests(_scenario(), VOCAB)
+    reqs = _scenario().requests(VOCAB)
     assert [r.is_warmup for r in reqs[:6]] == [True] * 5 + [False]
     assert len({r.request_id for r in reqs}) == len(reqs)
 
 
 def test_poisson_mean_rate() -> None:
-    reqs = generate_requests(_scenario(), VOCAB)
+    reqs = _scenario().requests(VOCAB)
     gaps = np.diff([r.arrival_s for r in reqs])
     n = gaps.size
     assert reqs[0].arrival_s == 0.0
@@ -136,19 +134,19 @@ def test_poisson_mean_rate() -> None:
 @pytest.mark.parametrize("burstiness", [0.25, 4.0])
 def test_gamma_burstiness_cv(burstiness: float) -> None:
     s = _scenario(arrival={"type": "poisson", "rate_per_s": 5.0, "burstiness": burstiness}, num_requests=4000)
-    gaps = np.diff([r.arrival_s for r in generate_requests(s, VOCAB)])
+    gaps = np.diff([r.arrival_s for r in s.requests(VOCAB)])
     assert abs(gaps.mean() - 0.2) < 0.2 * 6 / np.sqrt(burstiness * gaps.size)  # the rate is kept
     assert abs(gaps.std() / gaps.mean() - 1 / np.sqrt(burstiness)) < 0.1 / np.sqrt(burstiness)  # CV = 1/sqrt(shape)
 
 
 def test_constant_arrivals() -> None:
-    reqs = generate_requests(_scenario(arrival={"type": "constant", "rate_per_s": 4.0}, num_requests=9), VOCAB)
+    reqs = _scenario(arrival={"type": "constant", "rate_per_s": 4.0}, num_requests=9).requests(VOCAB)
     assert np.allclose([r.arrival_s for r in reqs], np.arange(9) * 0.25)
 
 
 def test_ramp_grows_the_rate() -> None:
     s = _scenario(arrival={"type": "constant", "rate_per_s": 10.0, "ramp_s": 20.0}, num_requests=400)
-    t = np.array([r.arrival_s for r in generate_requests(s, VOCAB)])
+    t = np.array([r.arrival_s for r in s.requests(VOCAB)])
     # cumulative intensity 10 * t^2 / 40 during the ramp: 10 requests by t=6.32 s, 100 by t=20 s
     assert np.sum(t < 20.0) == pytest.approx(100, abs=1)
     assert np.sum(t < 10.0) == pytest.approx(25, abs=1)
@@ -158,7 +156,7 @@ def test_ramp_grows_the_rate() -> None:
 
 def test_duration_open_loop() -> None:
     s = _scenario(num_requests=None, duration_s=10.0, warmup_requests=0)
-    reqs = generate_requests(s, VOCAB)
+    reqs = s.requests(VOCAB)
     assert all(r.arrival_s < 10.0 for r in reqs)
     assert abs(len(reqs) - 100) < 4 * 10
 
@@ -168,33 +166,15 @@ def test_duration_closed_loop_needs_a_cap() -> None:
         num_requests=None, duration_s=10.0, warmup_requests=0, arrival={"type": "concurrency", "concurrency": 4}
     )
     with pytest.raises(KvplanError, match="max_requests"):
-        generate_requests(s, VOCAB)
-    assert len(generate_requests(s, VOCAB, max_requests=50)) == 50
-    stream = iter_requests(s, VOCAB)
+        s.requests(VOCAB)
+    assert len(s.requests(VOCAB, max_requests=50)) == 50
+    stream = s.request_stream(VOCAB)
     assert [next(stream).index for _ in range(3)] == [0, 1, 2]
-
-
-def test_concurrency_ramp() -> None:
-    arrival = Arrival(type="concurrency", concurrency=16, ramp_s=8.0)
-    assert [concurrency_limit(arrival, t) for t in (0.0, 1.0, 4.0, 8.0, 100.0)] == [1, 2, 8, 16, 16]
-    assert concurrency_limit(Arrival(type="concurrency", concurrency=5), 0.0) == 5
-
-
-def test_arrival_times_refuse_closed_loop() -> None:
-    with pytest.raises(KvplanError):
-        next(arrival_times(Arrival(type="concurrency", concurrency=2), np.random.default_rng(0)))
-
-
-def test_lognormal_mean_and_std_are_of_the_length() -> None:
-    spec = LengthSpec(dist="lognormal", mean=500, std=200)
-    rng = np.random.Generator(np.random.PCG64(0))
-    draws = np.array([sample_length(spec, rng) for _ in range(20000)])
-    assert draws.mean() == pytest.approx(500, rel=0.02) and draws.std() == pytest.approx(200, rel=0.05)
 
 
 def test_mixed_scenario_matches_the_article() -> None:
     s = load_scenario(ROOT / "scenarios" / "mixed.yaml")
-    reqs = generate_requests(s)
+    reqs = s.requests()
     prompt = np.mean([r.prompt_tokens for r in reqs])
     output = np.mean([r.output_tokens for r in reqs])
     assert 450 <= prompt <= 550 and 135 <= output <= 165  # ~500 in, ~150 out (seed 4.4)

@@ -7,12 +7,13 @@ from types import SimpleNamespace
 import pytest
 
 from kvplan.errors import KvplanError
-from kvplan.stress.figures import FIGURES, default_gate, figure, metric_names, names, unit_of
-from kvplan.stress.metrics import compute_metrics
-from kvplan.stress.record import RequestRecord
-from kvplan.stress.result import TimelineSample
+from kvplan.gate.gate_block import Gate, known_gate_keys
+from kvplan.results.figures import FIGURES, default_gate, figure, metric_names, names, unit_of
+from kvplan.results.metrics import compute_metrics
+from kvplan.results.record import RequestRecord
+from kvplan.results.result import TimelineSample
+from kvplan.results.slo import Slo
 from kvplan.stress.runner import EngineRun
-from kvplan.stress.scenario import Gate, Slo, known_gate_keys
 
 
 def _record(i: int) -> RequestRecord:
@@ -56,13 +57,12 @@ def test_every_predicted_figure_is_in_the_prediction() -> None:
     from pathlib import Path
 
     from kvplan.stress.cpu_cost import LinearCostModel
-    from kvplan.stress.prediction import predict
+    from kvplan.stress.prediction import predict_run
     from kvplan.stress.scenario_loader import load_scenario
-    from kvplan.stress.workload import generate_requests
 
     scenario = load_scenario(Path(__file__).resolve().parents[2] / "scenarios" / "ci-smoke.yaml")
-    requests = generate_requests(scenario, vocab_size=scenario.model_spec().vocab_size)
-    out = predict(
+    requests = scenario.requests()
+    out = predict_run(
         scenario,
         requests,
         num_gpu_blocks=scenario.num_gpu_blocks(),

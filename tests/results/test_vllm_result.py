@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.stress.metrics import compute_metrics
-from kvplan.stress.record import RequestRecord
-from kvplan.stress.result import RunResult, collect_environment, load_result
+from kvplan.results.metrics import compute_metrics
+from kvplan.results.record import RequestRecord
+from kvplan.results.result import RunResult, collect_environment, load_result
+from kvplan.results.vllm_result import max_output_tokens_per_s, vllm_bench_result
 from kvplan.stress.scenario_loader import load_scenario
-from kvplan.stress.vllm_result import max_output_tokens_per_s, vllm_bench_result
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,7 @@ def test_a_timeline_sample_of_the_wrong_type_is_bad_input(tmp_path, field: str, 
     import json
 
     from kvplan.errors import KvplanError
-    from kvplan.stress.result import load_result
+    from kvplan.results.result import load_result
 
     data = json.loads(
         (Path(__file__).resolve().parents[2] / "kvplan" / "data" / "baselines" / "ci-smoke.json").read_text()

@@ -1,0 +1,16 @@
+"""The engine settings the simulated scheduler runs with (vLLM's pool, budgets and modes)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    num_gpu_blocks: int
+    block_size: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    chunked_prefill: bool = True  # V1 always; V0 only above 32K max_model_len
+    # vLLM >= 0.14 (async scheduling by default): step N+1 is scheduled when step N starts, so a
+    # request reaching a busy engine during step N waits for N+1 too and first runs in N+2
+    async_scheduling: bool = False
