@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the slow lane (pytest -m slow): .ci/run runs it after the default lane
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

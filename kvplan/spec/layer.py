@@ -9,6 +9,7 @@ MLP-only block (Nemotron-H) neither attends nor caches.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from kvplan.spec.cache.kind import CacheKind
@@ -40,16 +41,16 @@ class Layer:
     def kv_shared(cls) -> Layer:
         return cls((), attends=True)
 
-    @property
+    @cached_property
     def attention(self) -> CacheKind | None:
         """The cache the layer attends over (None: attention-free, or KV-shared)."""
         return next((c for c in self.caches if c.attention), None)
 
-    @property
+    @cached_property
     def state(self) -> RecurrentState | None:
         return next((c for c in self.caches if isinstance(c, RecurrentState)), None)
 
-    @property
+    @cached_property
     def paged(self) -> tuple[CacheKind, ...]:
         """The caches kept in the pool's blocks (all but a recurrent state)."""
         return tuple(c for c in self.caches if c.paged)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +103,7 @@ class ModelSpec:
     def kv_dtype(self, kv_cache_dtype: str, model_dtype: str | None = None) -> KvDtype:
         """What `--kv-cache-dtype` caches for this model, served in `model_dtype` (default: its own):
         the one place `auto`, the checkpoint's KV quantization and sparse MLA are decided."""
-        if any(c.fixed_layout for layer in self.layers for c in layer.caches):  # DeepSeek-V4: its fp8 layout
+        if self.has_fixed_layout:  # DeepSeek-V4: its fp8 layout
             key = str(kv_cache_dtype).lower()
             if key != "auto" and not key.startswith("fp8"):
                 raise ConfigError(f"{self.name} caches DeepSeek-V4's fixed fp8 layout only (vLLM serves it so): "
@@ -112,10 +113,15 @@ class ModelSpec:
                                 checkpoint=self.quant.kv_cache_dtype,
                                 auto_fp8_ds_mla=self.architecture in SPARSE_MLA_FP8_BY_DEFAULT)
 
-    @property
+    @cached_property
     def has_sparse_indexer(self) -> bool:
         """DeepSeek-V3.2 sparse MLA: vLLM serves it with the fp8_ds_mla cache and 64-token blocks."""
         return any(c.sparse_mla for layer in self.layers for c in layer.caches)
+
+    @cached_property
+    def has_fixed_layout(self) -> bool:
+        """A cache with a byte layout of its own whatever --kv-cache-dtype says (DeepSeek-V4)."""
+        return any(c.fixed_layout for layer in self.layers for c in layer.caches)
 
     @property
     def has_state(self) -> bool:

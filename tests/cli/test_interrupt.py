@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the slow lane (pytest -m slow): .ci/run runs it after the default lane
+
 # what the `kvplan` script does (import the entry point, call it), saying when run() begins: the interpreter's
 # start-up and that one import are Python's; everything from run()'s first line is kvplan's
 STARTED = ("import sys; sys.argv = ['kvplan', *sys.argv[1:]]; from kvplan.__main__ import run; "

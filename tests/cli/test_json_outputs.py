@@ -34,6 +34,7 @@ def test_profiles_json_lists_every_profile(capsys) -> None:
     assert all(p["kv_bytes_per_token"] >= 0 and p["params"] > 0 for p in out)  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 def test_stress_json_is_stdout_alone(tmp_path: Path) -> None:
     """`kvplan stress --json`: one JSON object on stdout (files, verdict, metrics); the tables on stderr."""
     import subprocess

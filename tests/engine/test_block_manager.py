@@ -66,6 +66,23 @@ def test_prefix_cache_hit_and_lru_eviction() -> None:
     bm.check_invariants([d])
 
 
+def test_eviction_takes_the_least_recently_freed_cached_block() -> None:
+    """vLLM's free queue: a cached block freed earlier is evicted before one freed later, so the
+    prompt used most recently keeps its prefix."""
+    bm = BlockManager(3, BS, enable_prefix_caching=True)
+    for i, first in enumerate((0, 10)):  # A = 0..4 then B = 10..14: one full block each is cached
+        seq = make_seq(i, list(range(first, first + 5)))
+        bm.allocate(seq, bm.match_prefix(seq), 5)
+        seq.num_computed_tokens = 5
+        bm.cache_full_blocks(seq)
+        bm.free(seq)
+    assert bm.num_cached_blocks == 2
+    c = make_seq(2, [7] * 8)  # two new blocks: the one uncached free block, then one eviction
+    bm.allocate(c, bm.match_prefix(c), 8)
+    assert bm.match_prefix(make_seq(3, list(range(5)))) == []  # A, freed first, was evicted
+    assert len(bm.match_prefix(make_seq(4, list(range(10, 15))))) == 1  # B kept
+
+
 class BlockManagerMachine(RuleBasedStateMachine):
     """Random lifecycles over a small pool. `shadow` holds, per device block slot, the token id
     whose K/V would sit there; a running sequence must always find its own tokens in its blocks."""

@@ -8,6 +8,8 @@ from harness import FUZZ, examples, invoke, workspace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+pytestmark = pytest.mark.slow  # the slow lane (pytest -m slow): .ci/run runs it after the default lane
+
 BAD_INTS = ["0", "-1", "-5", "1.5", "18446744073709551616", "abc", "", "nan", "inf", "1e308", "9" * 400, " 7", "0x10"]
 BAD_FLOATS = ["0", "-1", "nan", "inf", "-inf", "1e-300", "1e308", "abc", "", "1e400", "-0"]
 WORDS = ["", "x" * 5000, "ü", "../../etc/passwd", "a,b,,c", "\t", "-", "--", "NaN", "null", "{}", "[]", "%s%n"]

@@ -9,10 +9,13 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from harness import BASELINE, CASES, FUZZ, examples, invoke, workspace
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+pytestmark = pytest.mark.slow  # the slow lane (pytest -m slow): .ci/run runs it after the default lane
 
 HOSTILE = st.sampled_from(
     [

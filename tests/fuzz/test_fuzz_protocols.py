@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from harness import CASES, FUZZ, examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,6 +18,8 @@ from kvplan.server.tokenizer import WordTokenizer
 from kvplan.stress.targets.http1 import HttpProtocolError
 from kvplan.stress.targets.openai_stream import MAX_REPORTED_TOKENS, Progress, ServerError, StreamClient
 from kvplan.workload.request import Request
+
+pytestmark = pytest.mark.slow  # the slow lane (pytest -m slow): .ci/run runs it after the default lane
 
 NUMBERS = st.one_of(st.integers(-2**70, 2**70), st.floats(allow_nan=True, allow_infinity=True), st.just(1e-320),
                     st.just(10**400), st.booleans())

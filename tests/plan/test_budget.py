@@ -82,6 +82,16 @@ def test_components_track_the_logged_components(rows):
         assert not plan.cudagraph_subtracted  # 0.19.0: estimate logged but not subtracted
 
 
+def test_available_kv_memory_is_the_logged_budget(rows):
+    """vLLM's "Available KV cache memory" is what is left of util x total after weights, the
+    profiled activation, non-torch memory (NCCL buffers: ~2 GiB from TP 2) and, since 0.21, CUDA
+    graphs. Every calibration row within 0.1 GiB of the logged figure (logged to 0.01 GiB): leaving
+    out any one term moves it by 0.24 GiB or more."""
+    for row in _usable(rows):
+        logged = row.f("available_kv_gib")
+        assert abs(row.plan().available_kv_cache_bytes / GIB - logged) < 0.1, (row.index, logged)
+
+
 def _llama31_8b_h100(**changes):
     """vLLM 0.19.0's worked example: Llama-3.1-8B-Instruct bf16, total 79.19 GiB, util 0.90, with the
     measured components (weights 14.99, activation 1.89, non-torch 0.25 GiB)."""

@@ -42,6 +42,7 @@ def test_every_test_config_loads(capsys, path):
     _assert_clean(*_run(capsys, "estimate", "--model", str(path), "--json"), str(path))
 
 
+@pytest.mark.slow
 def test_every_profile_loads(capsys):
     for name in model_names():
         _assert_clean(*_run(capsys, "estimate", "--model", name, "--json"), name)

@@ -101,6 +101,7 @@ def test_interrupt_writes_partial_result(tmp_path, monkeypatch):
     assert "aborted" in statuses and "ok" in statuses
 
 
+@pytest.mark.slow
 def test_paged_vs_contiguous_onset_of_preemption_matches(tmp_path):
     """A reduced paged-vs-contiguous scenario (same pool, fewer requests): the step at which
     preemption starts and the number of preemptions are predicted exactly."""

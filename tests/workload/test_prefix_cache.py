@@ -20,6 +20,14 @@ def test_hits_are_whole_blocks_after_the_same_parents() -> None:
     assert prefix_cache_hits([a, b, same, moved, exact, exact], 16) == [0, 48, 64, 0, 0, 16]
 
 
+def test_a_block_hits_only_after_the_same_parents() -> None:
+    """vLLM hashes a block with its parent's hash: block Y after X is not block Y at the start, so a
+    prompt starting with another prompt's second block finds nothing cached."""
+    x, y, z = tuple(range(100, 116)), tuple(range(200, 216)), tuple(range(300, 317))
+    assert prefix_cache_hits([x + y + (1,), y + z], 16) == [0, 0]
+    assert prefix_cache_hits([x + y + (1,), x + z], 16) == [0, 16]
+
+
 def test_predict_scenario_with_shared_prefixes_hits_the_cache() -> None:
     def ttft(flag: str) -> float:
         r = CliRunner().invoke(
