@@ -62,6 +62,20 @@ def _server(model: str, gpu: str, *, dtype: str, strict: bool, **flags):
     return spec, args
 
 
+def _warn_on_fallback(perf_model: str, gpu: str) -> None:
+    """`auto` on a GPU the installed kernel tables do not hold: the roofline, named in a warning
+    (without the kernels extra installed the output's perf-model line says so; no warning)."""
+    from kvplan.perf.kernel_tables import data_root, kernels_missing
+
+    device = load_device(gpu)
+    if device is None or perf_model != "auto" or data_root() is None:
+        return
+    name = device.name
+    why = kernels_missing(name)
+    if why is not None:
+        typer.echo(f"kvplan: warning: --perf-model auto times {name} by the roofline: {why}", err=True)
+
+
 def _scenario_requests(path: str, block_size: int, prefix_caching: bool):
     """A kvplan scenario's requests (lengths, arrivals, concurrency) as `vllm bench serve` would send
     them; with prefix caching (vLLM's default), the prompt blocks an earlier request already had
@@ -119,11 +133,12 @@ def predict_command(
     perf_model: Annotated[
         str,
         typer.Option(
-            help="GPU step cost: roofline (datasheet and kvplan's global coefficients), kernels (measured vLLM kernels "
-            "from aiconfigurator-core: pip install 'kvplan[kernels]'), or auto (kernels where the GPU has them).",
-            metavar="roofline|kernels|auto",
+            help="GPU step cost: auto (the measured kernels where they hold the GPU, else the roofline; the output "
+            "says which), kernels (measured vLLM kernels from aiconfigurator-core: pip install 'kvplan[kernels]'), "
+            "or roofline (datasheet and kvplan's global coefficients).",
+            metavar="auto|kernels|roofline",
         ),
-    ] = "roofline",
+    ] = "auto",
 ) -> None:
     """What `vllm bench serve` would print for this server and workload, predicted (no GPU needed)."""
     from kvplan.perf.predict import predict as run_predict
@@ -157,6 +172,7 @@ def predict_command(
             seed,
         ).requests()
     result = run_predict(spec, args, requests, max_concurrency=max_concurrency, perf_model=perf_model)
+    _warn_on_fallback(perf_model, gpu)
     figures = {**result.figures, "client_max_concurrency": max_concurrency}
     title = f"{spec.name} on {args.tensor_parallel_size} x {gpu}, vLLM {args.vllm_version}"
     if bench is not None and vllm_result is not None:

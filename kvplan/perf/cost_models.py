@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from kvplan.errors import KvplanError
 from kvplan.perf.gpu_cost import Coefficients, GpuStepModel
-from kvplan.perf.kernel_tables import kernels_available
+from kvplan.perf.kernel_tables import kernels_missing
 
 if TYPE_CHECKING:
     from kvplan.perf.kernel_cost import KernelStepModel
@@ -15,6 +15,20 @@ if TYPE_CHECKING:
     from kvplan.spec.model import ModelSpec
 
 PERF_MODELS = ("roofline", "kernels", "auto")
+
+
+def resolve_perf_model(perf_model: str, gpu_name: str) -> tuple[str, str]:
+    """(the perf model that times `gpu_name`, why): `auto` is the measured kernels where they hold
+    the GPU, else the roofline, and says which and why; `kernels` on a GPU they do not hold is
+    refused by the kernel model itself (one line, never a silent fallback)."""
+    if perf_model == "roofline":
+        return "roofline", "roofline (--perf-model roofline: datasheet and kvplan's global coefficients)"
+    if perf_model == "kernels":
+        return "kernels", "kernels (--perf-model kernels: aiconfigurator-core's measured vLLM kernels)"
+    why = kernels_missing(gpu_name)
+    if why is None:
+        return "kernels", "kernels (--perf-model auto: aiconfigurator-core's measured vLLM kernels hold this GPU)"
+    return "roofline", f"roofline (--perf-model auto: {why})"
 
 
 def step_cost(spec: ModelSpec, args: EngineArgs, coefficients: Coefficients | None = None,
@@ -28,7 +42,7 @@ def step_cost(spec: ModelSpec, args: EngineArgs, coefficients: Coefficients | No
     kw = dict(tp=args.tensor_parallel_size, pp=args.pipeline_parallel_size, dtype=args.dtype,
               quantization=args.quantization, kv_cache_dtype=args.kv_cache_dtype, vllm_version=args.vllm_version,
               enforce_eager=args.enforce_eager, coefficients=coefficients, dp=args.data_parallel_size)
-    if perf_model == "roofline" or (perf_model == "auto" and not kernels_available(args.gpu.name)):
+    if resolve_perf_model(perf_model, args.gpu.name)[0] == "roofline":
         return GpuStepModel.build(spec, args.gpu, **kw)  # type: ignore[arg-type]
     from kvplan.perf.kernel_cost import KernelStepModel
 

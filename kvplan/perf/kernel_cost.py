@@ -46,7 +46,7 @@ from kvplan.perf.gpu_cost import (
 from kvplan.perf.kernel_dtypes import kernel_dtypes, partly_kept_note, unquantized_tables
 from kvplan.perf.kernel_grids import MeasuredGemm, attention_grids, collective_grids, gemm_grid, moe_grid
 from kvplan.perf.kernel_sources import annotate_sources
-from kvplan.perf.kernel_tables import AIC_SYSTEMS, LogGrid, data_root, system_tables
+from kvplan.perf.kernel_tables import AIC_SYSTEMS, LogGrid, data_root, kernels_missing, system_tables
 from kvplan.perf.step_cost import StepShape
 from kvplan.plan import overheads as oh
 from kvplan.spec.gpu import GpuSpec
@@ -63,13 +63,11 @@ UNTIMED_PER_MOE_LAYER = 8
 
 def measured_system(gpu: GpuSpec) -> tuple[str, Any]:
     """AIConfigurator's system name for the GPU and its tables' root, or a clear refusal."""
-    system, root = AIC_SYSTEMS.get(gpu.name), data_root()
-    if system is None or root is None:
-        raise KvplanError(f"no measured kernels for {gpu.name}: "
-                          + ("install them with pip install 'kvplan[kernels]' (aiconfigurator-core's vLLM tables)"
-                             if root is None else f"measured GPUs: {', '.join(sorted(AIC_SYSTEMS))}")
-                          + "; --perf-model roofline times it from the datasheet")
-    return system, root
+    why = kernels_missing(gpu.name)
+    if why is not None:
+        raise KvplanError(f"--perf-model kernels cannot time {gpu.name}: {why}; --perf-model roofline (or auto) "
+                          "times it from the datasheet")
+    return AIC_SYSTEMS[gpu.name], data_root()
 
 
 @dataclass

@@ -61,8 +61,10 @@ def attention_grids(tables: dict, heads: int, kv_heads: int, head_dim: int, kv_d
         grid = None
         if ref is not None:
             f = ref.frame
+            # older collections (a100_sxm, vLLM 0.14) have no window_size column: full attention only
+            full = (f["window_size"] == 0) if "window_size" in f.columns else True
             rows = f[(f["num_heads"] == heads) & (f["num_key_value_heads"] == kv_heads) & (f["head_dim"] == head_dim)
-                     & (f["kv_cache_dtype"] == kv_dtype) & (f["window_size"] == 0)]
+                     & (f["kv_cache_dtype"] == kv_dtype) & full]
             if not rows.empty:
                 grid = LogGrid(rows, axes)
                 sources[name] = f"{ref.source} heads={heads}/{kv_heads}x{head_dim} kv={kv_dtype}"

@@ -195,6 +195,29 @@ def system_tables(system: str, root: str) -> dict[str, TableRef]:
     return out
 
 
+def kernels_missing(gpu_name: str) -> str | None:
+    """Why the measured kernels cannot time `gpu_name` (None: they can): the tables are not
+    installed, AIConfigurator never measured the GPU, or its folder holds no vLLM GEMM table
+    (aiconfigurator-core 0.12 ships empty a100_pcie, h100_pcie and l4 folders)."""
+    root = data_root()
+    if root is None:
+        return "the measured kernels are not installed (pip install 'kvplan[kernels]')"
+    system = AIC_SYSTEMS.get(gpu_name)
+    if system is None:
+        return f"AIConfigurator measured no {gpu_name}; measured: {', '.join(measured_gpus())}"
+    if "gemm" not in system_tables(system, str(root)):
+        return f"the installed kernel tables hold no vLLM GEMM table for {gpu_name} (its folder {system} is empty)"
+    return None
+
+
+def measured_gpus() -> list[str]:
+    """The catalog GPUs whose vLLM kernel tables are installed."""
+    root = data_root()
+    if root is None:
+        return []
+    return sorted(g for g, system in AIC_SYSTEMS.items() if "gemm" in system_tables(system, str(root)))
+
+
 def kernels_available(gpu_name: str) -> bool:
-    """Whether aiconfigurator-core's tables are installed and hold this GPU."""
-    return gpu_name in AIC_SYSTEMS and data_root() is not None
+    """Whether aiconfigurator-core's tables are installed and hold this GPU's vLLM kernels."""
+    return kernels_missing(gpu_name) is None

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from kvplan.errors import KvplanError
 from kvplan.perf.bench_metrics import bench_figures
 from kvplan.perf.cache_kinds import untimed_kinds
-from kvplan.perf.cost_models import step_cost
+from kvplan.perf.cost_models import resolve_perf_model, step_cost
 from kvplan.perf.gpu_cost import Coefficients
 from kvplan.perf.lockstep import simulate_lockstep
 from kvplan.perf.schedule import simulate
@@ -107,6 +107,7 @@ def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_c
         "peak_kv_usage": trace.peak_used_blocks / max(config.num_gpu_blocks, 1),
         "peak_running_requests": trace.max_running, "num_preemptions": trace.num_preemptions,
         "num_steps": int(len(trace.step_tokens)),
+        "perf_model": resolve_perf_model(perf_model, args.gpu.name)[1] if args.gpu is not None else perf_model,
         "step_cost_sources": step_sources(model, spec, args),
         "scheduling": scheduling_note(args, config.async_scheduling),
     })

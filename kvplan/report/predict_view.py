@@ -83,6 +83,8 @@ def render_prediction(console: Console, figures: dict[str, Any], title: str) -> 
         for label, key, spec in rows:
             table.add_row(label, _fmt(figures.get(key), spec))
     console.print(table)
+    if figures.get("perf_model"):
+        console.print(f"[dim]perf model: {figures['perf_model']}[/dim]", soft_wrap=True, highlight=False)
     for op, source in (figures.get("step_cost_sources") or {}).items():  # what each op was timed from
         console.print(f"[dim]step cost, {op}: {source}[/dim]", soft_wrap=True, highlight=False)
     if figures.get("scheduling"):

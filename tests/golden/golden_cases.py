@@ -29,14 +29,19 @@ ESTIMATE = {
                               "--kv-cache-memory-bytes", "4294967296"],
 }
 
+# Pinned to the roofline: the default (auto) times with the kernel tables where the extra is installed.
 PREDICT = {
     "llama-3.1-8b-h100": ["--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--num-prompts", "200",
-                          "--request-rate", "8"],
+                          "--request-rate", "8",
+        "--perf-model", "roofline"],
     "llama-3.1-70b-a100-tp4": ["--model", "llama-3.1-70b", "--gpu", "a100-80gb", "--tp", "4", "--num-prompts", "200",
-                               "--random-input-len", "2000", "--random-output-len", "200", "--max-concurrency", "32"],
+                               "--random-input-len", "2000", "--random-output-len", "200", "--max-concurrency", "32",
+        "--perf-model", "roofline"],
     "qwen3-30b-a3b-h200-fp8kv": ["--model", "qwen3-30b-a3b", "--gpu", "h200", "--kv-cache-dtype", "fp8",
-                                 "--num-prompts", "300", "--request-rate", "inf", "--random-range-ratio", "0.5"],
-    "llama-3.1-8b-scenario-mixed": ["--model", "llama-3.1-8b-instruct", "--gpu", "l40s", "--scenario", "mixed"],
+                                 "--num-prompts", "300", "--request-rate", "inf", "--random-range-ratio", "0.5",
+        "--perf-model", "roofline"],
+    "llama-3.1-8b-scenario-mixed": ["--model", "llama-3.1-8b-instruct", "--gpu", "l40s", "--scenario", "mixed",
+        "--perf-model", "roofline"],
 }
 
 PLAN = {
