@@ -63,9 +63,15 @@ def _probe_folder(folder: Path, target: Path) -> None:
         raise KvplanError(f"cannot write {target}: {folder} is not writable ({_reason(exc)})") from None
 
 
-def check_output_path(path: str | Path) -> Path:
-    """Refuse, before any work, an output file that cannot be written (see the module doc)."""
+def check_output_path(path: str | Path, inputs: Iterable[str | Path | None] = (), flag: str = "--out") -> Path:
+    """Refuse, before any work, an output file that cannot be written (see the module doc), or one
+    that is any of `inputs` once both are resolved as the kernel will (links followed, `..` taken
+    after the folders a write would create: `newdir/../r.json` is `r.json`)."""
     target = Path(path)
+    real = os.path.realpath(target)
+    for source in inputs:
+        if source is not None and os.path.realpath(source) == real:
+            raise KvplanError(f"{flag} {target} is {source}, an input of this command: choose another file")
     mode = _mode(target)
     if mode is not None and stat.S_ISDIR(mode):
         raise KvplanError(f"cannot write {target}: it is a directory")

@@ -52,9 +52,9 @@ def gate(
     outputs = {"junit": junit, "html": html}
     if junit is not None and html is not None and junit.absolute() == html.absolute():
         raise KvplanError(f"--junit and --html name the same file {junit}")
-    for path in outputs.values():
+    for flag, path in outputs.items():
         if path is not None:
-            check_output_path(path)
+            check_output_path(path, inputs=(result, baseline), flag=f"--{flag}")
     current = load_result(result)
     if baseline is None:
         baseline = baseline_path(current)

@@ -248,10 +248,7 @@ def report(
     from kvplan.report.html import write_report
     from kvplan.results.result import load_result
 
-    target = check_output_path(out or results[0].parent / "report.html")
-    for source in results:  # never write the report over one of its own inputs
-        if source.exists() and target.exists() and source.resolve() == target.resolve():
-            raise KvplanError(f"--out {target} is one of the results it reports on; choose another file")
+    target = check_output_path(out or results[0].parent / "report.html", inputs=results)  # never over an input
     loaded = [load_result(p) for p in results]
     path = write_report(loaded, target)
     typer.echo(f"kvplan: wrote {path} ({path.stat().st_size / 1e6:.2f} MB)", err=True)

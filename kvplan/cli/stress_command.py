@@ -72,7 +72,9 @@ def stress(
     api_key_env: Annotated[
         str | None, typer.Option(help="With --target: environment variable holding the API key.")
     ] = None,
-    timeout_s: Annotated[float, typer.Option("--timeout-s", help="With --target: per-request timeout.")] = 120.0,
+    timeout_s: Annotated[float, typer.Option(
+        "--timeout-s", help="With --target: the longest a request may wait for its first or next content token; "
+                            "the whole request gets (max_tokens + 2) x this, every probe min(this, 10 s).")] = 120.0,
     threads: Threads = None,
     server_kind: Annotated[
         str,

@@ -76,6 +76,10 @@ class StressOptions:
             raise KvplanError(f"--allocator must be paged, contiguous or both, got {short_repr(self.allocator)}")
         if self.target is not None and not self.target.strip():
             raise KvplanError("--target is empty: give the server's URL, e.g. http://127.0.0.1:8000")
+        if self.target is not None:
+            from kvplan.stress.targets.target_url import public_url
+
+            public_url(self.target)  # before anything reads from it
 
 
 @dataclass(frozen=True)

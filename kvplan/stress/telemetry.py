@@ -8,6 +8,7 @@ and whichever figures the server exports; absent ones are left out, never report
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -42,12 +43,22 @@ CACHE_CONFIG_INFO = "vllm:cache_config_info"
 _WANTED = {name: key for key, names in {**GAUGES, **COUNTERS}.items() for name in names}
 
 
-def label_int(text: str | None) -> int | None:
-    """A Prometheus label value as an int (None: absent, 'None' or not a number)."""
+# what a server may report before a figure sizes anything: 2^31 blocks of 2^20 tokens is past any
+# GPU's memory (a block holds at least one token's K and V); beyond it the label is refused
+MAX_REPORTED_BLOCKS = 2**31
+MAX_REPORTED_BLOCK_TOKENS = 2**20
+
+
+def label_int(text: str | None, max_value: int = MAX_REPORTED_BLOCKS) -> int | None:
+    """A Prometheus label value as an int in [0, max_value] (None: absent, 'None', not a whole
+    number, or out of that range: a hostile server's 1e308 never sizes a pool)."""
     try:
-        return int(float(text)) if text not in (None, "", "None") else None
-    except (ValueError, OverflowError):  # "inf" from a hostile server
+        value = float(text) if text not in (None, "", "None") else None
+    except ValueError:
         return None
+    if value is None or not 0 <= value <= max_value or value != int(value):  # NaN fails the range check
+        return None
+    return int(value)
 
 
 def parse_metrics(text: str) -> tuple[dict[str, float], dict[str, str] | None]:
@@ -59,8 +70,11 @@ def parse_metrics(text: str) -> tuple[dict[str, float], dict[str, str] | None]:
             if s.name == CACHE_CONFIG_INFO and cache_labels is None:
                 cache_labels = dict(s.labels)
             key = _WANTED.get(s.name)
-            if key is not None:
-                found.setdefault(key, {}).setdefault(s.name, []).append(float(s.value))
+            value = float(s.value)
+            # a figure outside what it can physically be (NaN, inf, negative, a fraction above 1)
+            # is the server's error, not a measurement: dropped before it sizes anything
+            if key is not None and math.isfinite(value) and value >= 0 and (key not in AVERAGED or value <= 1):
+                found.setdefault(key, {}).setdefault(s.name, []).append(value)
     figures: dict[str, float] = {}
     for key, by_name in found.items():
         names = GAUGES.get(key) or COUNTERS[key]
@@ -73,8 +87,8 @@ def cache_config(labels: dict[str, str] | None) -> dict[str, Any]:
     """`num_gpu_blocks` and `block_size` as ints (None when absent), plus every raw label."""
     labels = labels or {}
     return {
-        "num_gpu_blocks": label_int(labels.get("num_gpu_blocks")),
-        "block_size": label_int(labels.get("block_size")),
+        "num_gpu_blocks": label_int(labels.get("num_gpu_blocks"), MAX_REPORTED_BLOCKS),
+        "block_size": label_int(labels.get("block_size"), MAX_REPORTED_BLOCK_TOKENS),
         "labels": dict(labels),
     }
 

@@ -29,6 +29,12 @@ CASES = [
     (["sweep", "-m", "tiny-llama", "--csv", "ok.csv", "--plot", "/dev/full"], "/dev/full"),
     (["sweep", "-m", "tiny-llama", "--plot", "/proc/kvplan/x.png"], "/proc/kvplan"),
     (["report", "result.json", "-o", "adir"], "adir"),
+    # writing onto an input, however spelt: once `newdir/../result.json` replaced the result with HTML
+    (["report", "result.json", "-o", "newdir/../result.json"], "an input of this command"),
+    (["report", "result.json", "-o", "./adir/../result.json"], "an input of this command"),
+    (["report", "result.json", "-o", "link.html"], "an input of this command"),
+    (["gate", "-r", "result.json", "-b", "result.json", "--html", "newdir/../result.json"], "an input of this command"),
+    (["gate", "-r", "result.json", "-b", "result.json", "--junit", "link.html"], "an input of this command"),
     (["gate", "-r", "result.json", "-b", "result.json", "--junit", "adir"], "adir"),
     (["gate", "-r", "result.json", "-b", "result.json", "--html", "adir"], "adir"),
     (["gate", "-r", "result.json", "-b", "result.json", "--junit", "ok.xml", "--html", "adir"], "adir"),
@@ -58,6 +64,7 @@ def test_bad_output_or_number_is_one_line_exit_2_nothing_written(args: list[str]
     (tmp_path / "afile.txt").write_text("x\n")
     os.mkfifo(tmp_path / "fifo")  # nobody reads it
     shutil.copy(BASELINE, tmp_path / "result.json")
+    (tmp_path / "link.html").symlink_to("result.json")
     before = _tree(tmp_path)
     with pytest.raises(SystemExit) as info:
         main(args)

@@ -111,5 +111,5 @@ def test_report_never_overwrites_its_input(tmp_path: Path, capsys) -> None:
     copy.write_bytes(src.read_bytes())
     with pytest.raises(SystemExit) as info:
         main(["report", str(copy), "-o", str(copy)])
-    assert info.value.code == 2 and "one of the results" in capsys.readouterr().err
+    assert info.value.code == 2 and "an input of this command" in capsys.readouterr().err
     assert copy.read_bytes() == src.read_bytes()

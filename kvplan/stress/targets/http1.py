@@ -1,22 +1,28 @@
-"""A minimal HTTP/1.1 client for the load generator's hot path: streamed POSTs over keep-alive
-connections, with the response body handed to a callback straight from `data_received`.
+"""The load generator's HTTP/1.1 client: streamed POSTs over keep-alive connections, asyncio's
+transport for the sockets and llhttp (through httptools, the parser uvicorn uses) for the framing,
+with the response body handed to a callback straight from `data_received`.
 
 Why not httpx here: with httpx every socket read wakes the request's task and walks anyio, httpcore
 and h11 (~20 us of CPU per streamed chunk), so one process saturates a core near 250 streams and
-the queueing shows up as latency the server never caused. Here a read costs one callback, one
-chunked-framing step and the caller's own parsing; the request's task sleeps until the response
-ends. httpx still does the cold paths (probe, /metrics).
+the queueing shows up as latency the server never caused. Here a read costs one llhttp call, its
+callbacks and the caller's own parsing; the request's task sleeps until the response ends. httpx
+still does the cold paths (probe, /metrics).
 
 Supported: `Transfer-Encoding: chunked`, `Content-Length` and read-until-close bodies, keep-alive
-(a connection is reused only after a cleanly framed response with no `Connection: close`), TLS
-through asyncio's SSL transport, 1xx interim responses. No proxies (the old client ignored the
-environment too), no compression (we ask for `identity` and refuse anything else).
+(a connection is reused only after a cleanly framed response llhttp says may be kept alive), TLS
+through asyncio's SSL transport, 1xx interim responses. No proxies, no compression (we ask for
+`identity` and refuse anything else).
+
+Bounds, whatever the server sends: a head of at most 64 KiB (interim heads included), an answer of
+at most `max_response_bytes`, `read_timeout_s` without progress (the caller's `progress`, else any
+byte), `total_timeout_s` for the whole answer, `connect_timeout_s` for the connect.
 
 Failures are exceptions, one class per error kind the HTTP target records: `HttpConnectError`,
-`HttpTimeout` (no byte for `read_timeout_s`, or a connect slower than `connect_timeout_s`),
-`HttpDisconnected` (the peer closed or reset the connection before the response ended) and
-`HttpProtocolError` (a response that is not valid HTTP/1.1). An exception raised by the body
-callback ends the request with that exception and discards the connection.
+`HttpTimeout` (no progress for `read_timeout_s`, past `total_timeout_s`, or a connect slower than
+`connect_timeout_s`), `HttpDisconnected` (the peer closed or reset the connection before the
+response ended) and `HttpProtocolError` (a response llhttp refuses, or one past a bound). An
+exception raised by the body callback ends the request with that exception and discards the
+connection.
 """
 from __future__ import annotations
 
@@ -24,6 +30,8 @@ import asyncio
 import ssl
 import time
 from collections.abc import Callable
+
+import httptools
 
 BodySink = Callable[[bytes, float], None]  # (body bytes, perf_counter() when they were read)
 HeadCallback = Callable[[int, str, dict[str, str]], None]  # (status, reason phrase, headers by lower-case name)
@@ -51,31 +59,41 @@ class HttpProtocolError(HttpError):
     pass
 
 
-# parser states of one response
-_HEAD, _SIZE, _DATA, _CRLF, _TRAILER, _LENGTH, _UNTIL_CLOSE, _DONE = range(8)
+class _Stop(Exception):
+    """Raised inside a parser callback to stop llhttp where the exchange already knows its fate."""
 
 
 class _Exchange:
-    """One request/response on one connection: framing state, read timeout, completion future."""
+    """One request/response on one connection: llhttp's callbacks, timers, the completion future.
 
-    __slots__ = ("conn", "sink", "on_status", "on_head", "future", "state", "buf", "remaining", "status", "keep_alive",
-                 "last_read_s", "timeout_s", "timer", "deadline", "received", "max_bytes", "progress")
+    The bytes go to llhttp (`httptools.HttpResponseParser`, the parser uvicorn uses): it owns the
+    framing (chunk sizes, Content-Length, interim 1xx responses, trailers) and refuses what is not
+    HTTP/1.1. What is kvplan's: the bounds (head size, answer size), the timers, and what counts
+    as progress."""
+
+    __slots__ = ("conn", "sink", "status_callback", "head_callback", "future", "parser", "status", "keep_alive",
+                 "last_read_s", "timeout_s", "timer", "deadline", "received", "max_bytes", "progress", "now_s",
+                 "headers", "reason", "head_bytes", "in_body", "until_close", "done", "error", "sent_s", "head_size")
 
     def __init__(self, conn: _Connection, sink: BodySink, on_status: Callable[[int], None] | None, timeout_s: float,
                  on_head: HeadCallback | None = None, total_timeout_s: float | None = None,
                  max_bytes: int = MAX_RESPONSE_BYTES, progress: Callable[[], float] | None = None) -> None:
         self.conn = conn
         self.sink = sink
-        self.on_status = on_status
-        self.on_head = on_head
+        self.status_callback = on_status
+        self.head_callback = on_head
         self.future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self.state = _HEAD
-        self.buf = b""
-        self.remaining = 0
+        self.parser = httptools.HttpResponseParser(self)
         self.status = 0
         self.keep_alive = True
+        self.headers: dict[str, str] = {}
+        self.reason = ""
+        self.head_bytes = 0  # bytes read before the final head ended: bounded by MAX_HEAD_BYTES
+        self.head_size = 0  # the current head's header bytes, as llhttp hands them over
+        self.in_body = self.until_close = self.done = False
+        self.error: BaseException | None = None  # the sink's verdict, raised past llhttp
         self.timeout_s = timeout_s
-        self.last_read_s = time.perf_counter()
+        self.now_s = self.last_read_s = self.sent_s = time.perf_counter()
         # one timer per request, re-armed only when it fires (not on every read): cheap at any rate
         self.timer: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(timeout_s, self._check_timeout)
         # the whole answer's time, whatever the gaps: a server that drips or streams forever ends here
@@ -83,16 +101,18 @@ class _Exchange:
             asyncio.get_running_loop().call_later(total_timeout_s, self.fail, HttpTimeout(
                 f"TotalTimeout (the answer did not end within {total_timeout_s:g} s)"))
         self.received, self.max_bytes = 0, max_bytes
-        # when the answer last made progress (perf_counter; 0: not yet): the caller's notion (a whole
-        # SSE event), so bytes that never complete one do not keep the request alive
+        # when the answer last made progress (perf_counter; 0: not yet): the caller's notion (a
+        # content token), so bytes that carry none (pings, empty events, 1xx heads) do not keep
+        # the request alive; without it, any byte does
         self.progress = progress
 
     def _check_timeout(self) -> None:
-        last = self.progress() if self.progress is not None else 0.0
-        idle_s = time.perf_counter() - (last or self.last_read_s)
+        last = self.progress() if self.progress is not None else self.last_read_s
+        idle_s = time.perf_counter() - (last or self.sent_s)
         if idle_s >= self.timeout_s * 0.999:
             self.timer = None
-            self.fail(HttpTimeout(f"ReadTimeout (no {'progress' if last else 'data'} for {self.timeout_s:g} s)"))
+            what = "data" if self.progress is None else ("progress" if last else "answer")
+            self.fail(HttpTimeout(f"ReadTimeout (no {what} for {self.timeout_s:g} s)"))
         else:
             self.timer = asyncio.get_running_loop().call_later(self.timeout_s - idle_s, self._check_timeout)
 
@@ -102,138 +122,101 @@ class _Exchange:
         self.conn.discard()
 
     def finish(self) -> None:
-        self.state = _DONE
+        self.done = True
         if not self.future.done():
             self.future.set_result(self.status)
 
     def feed(self, data: bytes) -> None:
-        now_s = self.last_read_s = time.perf_counter()  # the stamp of every event in these bytes
+        self.now_s = self.last_read_s = time.perf_counter()  # the stamp of every event in these bytes
         self.received += len(data)
         if self.received > self.max_bytes:
             self.fail(HttpProtocolError(f"answer larger than {self.max_bytes:,} bytes"))
             return
-        buf = self.buf + data if self.buf else data
+        if not self.in_body:  # llhttp sets no bound on a head (nor on endless 1xx heads): this does
+            self.head_bytes += len(data)
         try:
-            pos = self._parse(buf, now_s)
-        except Exception as exc:  # noqa: BLE001 - bad framing, or the sink's verdict (bad JSON, error event)
-            self.fail(exc)
+            self.parser.feed_data(data)
+        except httptools.HttpParserCallbackError as exc:  # a callback stopped llhttp (_Stop): its reason is set
+            if self.error is None and not self.done:  # anything else a callback raised is a bug: say it
+                self.error = HttpProtocolError(f"the answer could not be read: {exc.__context__!r}")
+        except httptools.HttpParserUpgrade:
+            self.fail(HttpProtocolError(
+                f"the server switched protocols (HTTP {self.parser.get_status_code()}) instead of answering"))
             return
-        self.buf = buf[pos:] if pos < len(buf) else b""
-        if self.state == _DONE and self.buf:  # bytes after the response: not a connection to reuse
+        except httptools.HttpParserError as exc:
+            if self.error is None and not self.done:
+                self.fail(HttpProtocolError(f"not valid HTTP/1.1: {_llhttp_reason(exc)}"))
+                return
             self.keep_alive = False
+        if self.error is not None:
+            self.fail(self.error)
+        elif not self.in_body and self.head_bytes > MAX_HEAD_BYTES:
+            self.fail(HttpProtocolError("response head too long"))
 
-    def _parse(self, buf: bytes, now_s: float) -> int:
-        """Consume what `buf` holds; returns how far it got (the rest waits for more bytes)."""
-        pos, end = 0, len(buf)
-        while pos < end or self.state == _DONE:
-            state = self.state
-            if state == _DATA:  # the hot path: a chunk's payload
-                take = min(self.remaining, end - pos)
-                self.sink(buf[pos:pos + take] if (pos or take != end) else buf, now_s)
-                pos += take
-                self.remaining -= take
-                if self.remaining:
-                    return pos
-                self.state = _CRLF
-            elif state == _CRLF:
-                if end - pos < 2:
-                    return pos
-                if buf[pos:pos + 2] != b"\r\n":
-                    raise HttpProtocolError("malformed chunked body (no CRLF after a chunk)")
-                pos += 2
-                self.state = _SIZE
-            elif state == _SIZE:
-                nl = buf.find(b"\r\n", pos)
-                if nl < 0:
-                    if end - pos > 1024:
-                        raise HttpProtocolError("malformed chunked body (chunk size line too long)")
-                    return pos
-                try:
-                    size = int(buf[pos:nl].split(b";", 1)[0].strip(), 16)
-                except ValueError:
-                    raise HttpProtocolError("malformed chunked body (bad chunk size)") from None
-                pos = nl + 2
-                self.remaining = size
-                self.state = _DATA if size else _TRAILER
-            elif state == _TRAILER:
-                nl = buf.find(b"\r\n", pos)
-                if nl < 0:
-                    return pos
-                self.state = _DONE if nl == pos else _TRAILER  # an empty line ends the trailers
-                pos = nl + 2
-            elif state == _LENGTH:
-                take = min(self.remaining, end - pos)
-                self.sink(buf[pos:pos + take], now_s)
-                pos += take
-                self.remaining -= take
-                if self.remaining:
-                    return pos
-                self.state = _DONE
-            elif state == _UNTIL_CLOSE:
-                self.sink(buf[pos:], now_s)
-                return end
-            elif state == _HEAD:
-                head_end = self._head(buf, pos)
-                if head_end == pos:  # the head is not all here yet
-                    return pos
-                pos = head_end  # a final head, or an interim (1xx) one: parse on either way
-            else:  # _DONE
-                self.finish()
-                return pos
-        return pos
+    # llhttp's callbacks (names fixed by httptools)
 
-    def _head(self, buf: bytes, pos: int) -> int:
-        cut = buf.find(b"\r\n\r\n", pos)
-        if cut < 0:
-            if len(buf) - pos > MAX_HEAD_BYTES:
-                raise HttpProtocolError("response head too long")
-            return pos
-        lines = buf[pos:cut].decode("latin-1").split("\r\n")
-        version, _, rest = lines[0].partition(" ")
-        code = rest[:3]
-        if not version.startswith("HTTP/1.") or not code.isdigit():
-            raise HttpProtocolError(f"not an HTTP/1.x response: {lines[0]!r}")  # uncut: the caller masks, then cuts
-        status = int(code)
+    def on_message_begin(self) -> None:
+        if self.done:  # bytes after the response: not a connection to reuse, and not ours to parse
+            self.keep_alive = False
+            raise _Stop
+        self.headers, self.head_size = {}, 0
+
+    def on_status(self, reason: bytes) -> None:
+        self.reason = reason.decode("latin-1")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self.in_body:  # a trailer (after a chunked body): not part of the head
+            return
+        self.head_size += len(name) + len(value) + 4  # one read may hold a whole oversized head
+        if self.head_size > MAX_HEAD_BYTES:
+            self._stop(HttpProtocolError("response head too long"))
+        key, text = name.decode("latin-1").strip().lower(), value.decode("latin-1").strip()
+        self.headers[key] = f"{self.headers[key]}, {text}" if key in self.headers else text
+
+    def on_headers_complete(self) -> None:
+        status = self.parser.get_status_code()
         if 100 <= status < 200:  # an interim response (100 Continue): the real one follows
-            return cut + 4
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, sep, value = line.partition(":")
-            if not sep:
-                raise HttpProtocolError("malformed response header line")
-            name = name.strip().lower()
-            headers[name] = f"{headers[name]}, {value.strip()}" if name in headers else value.strip()
-        self.status = status
-        if self.on_status is not None:
-            self.on_status(status)
-        if self.on_head is not None:
-            self.on_head(status, rest[3:].strip(), headers)
-        connection = headers.get("connection", "").lower()
-        self.keep_alive = "close" not in connection and (version != "HTTP/1.0" or "keep-alive" in connection)
+            return
+        self.status, self.in_body = status, True
+        headers = self.headers
+        self.keep_alive = self.parser.should_keep_alive()
         encoding = headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("identity", ""):
-            raise HttpProtocolError(f"unsupported content-encoding {encoding!r} (identity was asked for)")
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            self.state = _SIZE
-        elif status in (204, 304):
-            self.state = _DONE
-        elif "content-length" in headers:
-            try:
-                self.remaining = int(headers["content-length"])
-            except ValueError:
-                raise HttpProtocolError("bad content-length") from None
-            self.state = _LENGTH if self.remaining else _DONE
-        else:
-            self.state = _UNTIL_CLOSE
-            self.keep_alive = False
-        return cut + 4
+            self._stop(HttpProtocolError(f"unsupported content-encoding {encoding!r} (identity was asked for)"))
+        self.until_close = "chunked" not in headers.get("transfer-encoding", "").lower() \
+            and "content-length" not in headers and status not in (204, 304)
+        try:
+            if self.status_callback is not None:
+                self.status_callback(status)
+            if self.head_callback is not None:
+                self.head_callback(status, self.reason, headers)
+        except Exception as exc:  # noqa: BLE001 - the caller's verdict on the head
+            self._stop(exc)
+
+    def on_body(self, body: bytes) -> None:
+        try:
+            self.sink(body, self.now_s)
+        except Exception as exc:  # noqa: BLE001 - bad JSON, an error event: the sink's verdict
+            self._stop(exc)
+
+    def on_message_complete(self) -> None:
+        if not self.in_body:  # the end of an interim response
+            return
+        self.finish()
+
+    def _stop(self, exc: BaseException) -> None:
+        self.error = exc
+        raise _Stop
 
     def lost(self, exc: BaseException | None) -> None:
-        if self.state == _UNTIL_CLOSE:  # the close is what ends such a body
+        if self.done:
+            return
+        if self.until_close and self.error is None:  # the close is what ends such a body
+            self.keep_alive = False
             self.finish()
-        elif self.state == _HEAD:
+        elif not self.in_body:
             self.fail(HttpDisconnected(_reason(exc, "server disconnected without sending a response")))
-        elif self.state != _DONE:
+        else:
             self.fail(HttpDisconnected(_reason(exc, "peer closed connection without sending complete message body")))
 
     def close(self) -> None:
@@ -241,6 +224,10 @@ class _Exchange:
             if timer is not None:
                 timer.cancel()
         self.timer = self.deadline = None
+
+
+def _llhttp_reason(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:120] or type(exc).__name__
 
 
 def _reason(exc: BaseException | None, default: str) -> str:
@@ -332,7 +319,7 @@ class Http1Pool:
                 lambda: _Connection(self), self._host, self._port, ssl=self._tls,
                 server_hostname=self._host if self._tls else None), self.connect_timeout_s)
         except asyncio.TimeoutError:
-            raise HttpTimeout(f"ConnectTimeout (no data for {self.read_timeout_s:g} s)") from None
+            raise HttpTimeout(f"ConnectTimeout (no connection within {self.connect_timeout_s:g} s)") from None
         except (OSError, ssl.SSLError) as exc:
             raise HttpConnectError(str(exc) or type(exc).__name__) from None
         return conn

@@ -125,7 +125,11 @@ class HttpTarget:
         pool_blocks = int(server_blocks) if server_blocks is not None else None
         per_block = self._pool.bytes_per_block if pool_blocks is not None else None
         pool_bytes = pool_blocks * per_block if pool_blocks is not None and per_block else None
-        if pool_blocks is None:
+        raw_blocks = (info.get("cache_config") or {}).get("num_gpu_blocks")
+        if pool_blocks is None and raw_blocks not in (None, "", "None"):
+            notes.append(f"the server's num_gpu_blocks label {str(raw_blocks)[:40]!r} is not a block count: "
+                         "ignored, memory not measured")
+        elif pool_blocks is None:
             notes.append("the server reports no KV pool (no vllm:cache_config_info in /metrics): memory not measured")
         timeline = _timeline(out.telemetry, pool_bytes)
         memory = {

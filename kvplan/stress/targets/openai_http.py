@@ -24,10 +24,10 @@ that `kvplan serve` maps back to exactly those ids (other servers see ~2-3 token
 `usage` counts (`server_input_tokens`, `server_output_tokens`); requests whose counts differ from
 the scenario's by more than 2% are listed in `token_mismatches`.
 
-Failures never raise: an HTTP error status, a timeout (`timeout_s` without a byte), a connection
-dropped mid-stream or a stream that ends with neither `[DONE]`, a finish_reason nor usage (some
-servers never send `[DONE]`) becomes a record with status "error" and
-an error text starting with its kind (`http 500`, `timeout`, `disconnected`, `incomplete`,
+Failures never raise: an HTTP error status, a timeout (no content token for `timeout_s`, or past
+the whole request's deadline), a connection dropped mid-stream or a stream that ends with neither
+`[DONE]`, a finish_reason nor usage (some servers never send `[DONE]`) becomes a record with status
+"error" and an error text starting with its kind (`http 500`, `timeout`, `disconnected`, `incomplete`,
 `server error`, `connect`, `protocol`: bad JSON or HTTP framing). Only an unreachable server at the start raises
 `KvplanError`.
 
@@ -49,7 +49,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -61,11 +61,12 @@ except ImportError:  # entry makes the import fail at once, and httpcore then as
     sys.modules.setdefault("sniffio", None)  # type: ignore[arg-type]
 from kvplan.results.record import RequestRecord
 from kvplan.stress.bounded_http import MAX_PROBE_BYTES, bounded_request
-from kvplan.stress.redact import redact_values, without_userinfo
+from kvplan.stress.redact import redact_values
 from kvplan.stress.targets.http1 import Http1Pool
 from kvplan.stress.targets.openai_stream import ApiKind, Progress, StreamClient, make_record, one_line
 from kvplan.stress.targets.prompt_text import ExactPrompts
 from kvplan.stress.targets.server_features import KNOWN_KINDS, ServerFeatures, check_server_kind, probe_features
+from kvplan.stress.targets.target_url import public_url
 from kvplan.stress.telemetry import SCRAPE_TIMEOUT_S, MetricsScraper, cache_config
 from kvplan.workload.request import Request
 
@@ -85,35 +86,19 @@ class HttpRunOutput:
     complete: bool = True  # False when interrupted (Ctrl-C): unsent requests are missing, open ones "aborted"
 
 
-def _public_url(url: str) -> str:
-    """`url` without credentials or a trailing `/v1`: what may appear in output and errors."""
-    try:
-        parts = urlsplit(url.strip())
-        parts.port  # noqa: B018 - parsing the port raises on a bad one
-        usable = parts.scheme in ("http", "https") and bool(parts.hostname)
-    except ValueError:  # an unclosed IPv6 bracket, a port out of range
-        usable = False
-    if not usable or parts.hostname is None:
-        raise KvplanError(f"--target must be an http(s) URL like http://HOST:PORT, got {without_userinfo(url)!r}")
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname  # IPv6 literals keep their brackets
-    netloc = host if parts.port is None else f"{host}:{parts.port}"
-    path = parts.path.rstrip("/").removesuffix("/v1")
-    return urlunsplit((parts.scheme, netloc, path, "", ""))
-
-
 def _refusal(message: str, secret: str | None) -> KvplanError:
     """A probe error: printed to the console, so masked like everything else from the server."""
     return KvplanError(one_line(message, (secret,), max_chars=MAX_PROBE_ERROR_CHARS))
 
 
 async def _probe(http: httpx.AsyncClient, base: str, served_model_name: str | None, api_key_env: str | None,
-                 secret: str | None = None) -> str | None:
+                 secret: str | None = None, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
     """Check the server answers; return the model name to send (None: let the server choose)."""
     try:
         health = await bounded_request(http, "GET", f"{base}/health", max_bytes=MAX_PROBE_BYTES,
-                                       total_s=PROBE_TIMEOUT_S, timeout=PROBE_TIMEOUT_S)
+                                       total_s=timeout_s, timeout=timeout_s)
         models = await bounded_request(http, "GET", f"{base}/v1/models", max_bytes=MAX_PROBE_BYTES,
-                                       total_s=PROBE_TIMEOUT_S, timeout=PROBE_TIMEOUT_S)
+                                       total_s=timeout_s, timeout=timeout_s)
     except httpx.HTTPError as exc:
         raise _refusal(f"cannot reach {base}: {type(exc).__name__}: {exc}", secret) from None
     if models.status_code in (401, 403):
@@ -146,8 +131,11 @@ async def run_http_target(
 
     url: `http(s)://HOST:PORT` (a trailing `/v1` is fine). api: which OpenAI route. served_model_name:
     the `model` field (default: the first of /v1/models). api_key_env: the environment variable
-    holding the API key. timeout_s: seconds without a byte before a request fails (not a total
-    deadline: long generations are fine). concurrency: closed loop (all `arrival_s` None) keeps this
+    holding the API key. timeout_s: the bounds of a request: its connect within min(timeout_s,
+    10 s), its first content token within timeout_s of sending and each next one within timeout_s
+    of the last (pings, empty events and interim heads are not progress), the whole answer within
+    timeout_s x (max_tokens + 2); the probe, /health, /models and /metrics reads within
+    min(timeout_s, their own bound) each. concurrency: closed loop (all `arrival_s` None) keeps this
     many open; open loop, if given, caps requests in flight. prompts: text prompts of exact token
     length (from --tokenizer). server_kind: auto (probe) or vllm, sglang, tgi, openai.
     Raises `KvplanError` only before the run (bad arguments, unreachable server, refused key).
@@ -155,21 +143,23 @@ async def run_http_target(
     closed = _check_args(requests, api, timeout_s, concurrency)
     check_server_kind(server_kind)
     secret = api_key(api_key_env)
-    base = _public_url(url)
+    base = public_url(url)
     headers = {"Authorization": f"Bearer {secret}"} if secret else {}
-    timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, PROBE_TIMEOUT_S))
+    cold_s = min(timeout_s, PROBE_TIMEOUT_S)  # every read besides the streams: within the same bound
+    timeout = httpx.Timeout(timeout_s, connect=cold_s)
     tls = ssl.create_default_context()  # built once: each client would load the CA bundle again
     parts = urlsplit(base)
     # the streamed requests go through http1 (cheap per chunk); httpx keeps the cold paths
     pool = Http1Pool(parts.scheme, parts.hostname or "", parts.port, headers=headers, tls=tls,
-                     connect_timeout_s=min(timeout_s, PROBE_TIMEOUT_S), read_timeout_s=timeout_s)
+                     connect_timeout_s=cold_s, read_timeout_s=timeout_s)
     async with contextlib.AsyncExitStack() as stack:
         stack.callback(pool.close)
         http = await stack.enter_async_context(
             httpx.AsyncClient(headers=headers, timeout=timeout, trust_env=False, verify=tls)
         )
-        model = await _probe(http, base, served_model_name, api_key_env, secret)
-        features = await _features(http, base, parts.path, api, model, server_kind, secret)
+        model = await _probe(http, base, served_model_name, api_key_env, secret, cold_s)
+        features = await _features(http, base, parts.path, api, model, server_kind, secret,
+                                   min(timeout_s, PROBE_GENERATE_TIMEOUT_S))
         if closed:  # closed loop: each of the N users holds a connection from the start, so
             # the first wave's TTFT is the server's, not N simultaneous TCP handshakes (~0.1-0.2 ms
             # of CPU each, client and server, serialized: +25-45 ms at 256 streams on 2 cores)
@@ -181,13 +171,14 @@ async def run_http_target(
 
         client = StreamClient(pool, parts.path, api, model, clock_s, start_s, secret, prompts, features)
         client.prepare(requests)
-        scraper = MetricsScraper(http, f"{base}/metrics", clock_s, interval_s=scrape_interval_s, secrets=(secret,))
+        scraper = MetricsScraper(http, f"{base}/metrics", clock_s, interval_s=scrape_interval_s, secrets=(secret,),
+                                 timeout_s=min(timeout_s, SCRAPE_TIMEOUT_S))
         stop = asyncio.Event()
         scrape_task = asyncio.create_task(scraper.run(stop))
         records, complete = await _drive(client, requests, concurrency, warmup_request_ids, on_progress)
         stop.set()
         try:  # the final scrape: bounded, so a hung /metrics cannot hold the run
-            await asyncio.wait_for(scrape_task, timeout=2 * SCRAPE_TIMEOUT_S)
+            await asyncio.wait_for(scrape_task, timeout=2 * min(timeout_s, SCRAPE_TIMEOUT_S))
         except (asyncio.TimeoutError, asyncio.CancelledError):
             scrape_task.cancel()
     return _output(records, requests, complete, scraper, {"url": base, "api": api, "model": model, **features.info()},
@@ -195,7 +186,7 @@ async def run_http_target(
 
 
 async def _features(http: httpx.AsyncClient, base: str, path: str, api: str, model: str | None, server_kind: str,
-                    secret: str | None) -> ServerFeatures:
+                    secret: str | None, timeout_s: float = PROBE_GENERATE_TIMEOUT_S) -> ServerFeatures:
     """What to send: the named kind's features, or the server's answers to a few one-token requests."""
     if server_kind != "auto":
         return KNOWN_KINDS[server_kind]
@@ -203,8 +194,8 @@ async def _features(http: httpx.AsyncClient, base: str, path: str, api: str, mod
 
     async def post(body: dict[str, Any]) -> tuple[int, str]:
         try:
-            r = await bounded_request(http, "POST", url, max_bytes=MAX_PROBE_BYTES, total_s=PROBE_GENERATE_TIMEOUT_S,
-                                      json=body, timeout=PROBE_GENERATE_TIMEOUT_S)
+            r = await bounded_request(http, "POST", url, max_bytes=MAX_PROBE_BYTES, total_s=timeout_s,
+                                      json=body, timeout=timeout_s)
         except httpx.HTTPError as exc:
             return 0, f"{type(exc).__name__}: {exc}"
         return r.status_code, r.text

@@ -7,7 +7,6 @@ stamp is taken once per read, before any parsing, so parsing cost never shifts a
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -37,7 +36,7 @@ class Progress:
     usage_prompt_tokens: int | None = None
     finish_reason: str | None = None
     done: bool = False
-    progress_read_s: float = 0.0  # perf_counter of the head or of the last whole SSE line (0: neither yet)
+    progress_read_s: float = 0.0  # perf_counter of the read that brought the last content token (0: none yet)
 
 
 def one_line(
@@ -131,8 +130,9 @@ class StreamClient:
                 p.usage_prompt_tokens = _token_count(usage["prompt_tokens"], "prompt_tokens")
         for choice in obj.get("choices") or ():
             piece = choice.get("delta", {}).get("content") if self.api == "chat" else choice.get("text")
-            if piece:
+            if piece:  # content: the only thing that counts as the answer moving
                 p.token_times_s.append(t_s)
+                p.progress_read_s = t_s + self.start_s
                 if len(p.token_times_s) > 2 * p.spec.output_tokens + 16:  # max_tokens is output_tokens
                     raise ValueError(f"more than {2 * p.spec.output_tokens + 16} tokens streamed for a request "
                                      f"of max_tokens {p.spec.output_tokens}")
@@ -154,7 +154,6 @@ class StreamClient:
                     raise HttpProtocolError(f"an SSE line longer than {MAX_SSE_LINE_BYTES:,} bytes")
                 return
             *lines, buffer = buffer.split(b"\n")
-            p.progress_read_s = read_s  # a whole line: the answer moved (bytes alone do not count)
             for line in lines:
                 if line.startswith(b"data:"):
                     event(p, line[5:].strip(), t_s)
@@ -179,7 +178,6 @@ class StreamClient:
         def on_head(code: int, reason: str, headers: dict[str, str]) -> None:
             nonlocal status, head
             status, head = code, (reason, headers)
-            p.progress_read_s = time.perf_counter()
 
         def on_sent() -> None:  # after building: the request's own encoding is not server latency
             p.arrival_s = self.clock_s()
@@ -211,6 +209,8 @@ class StreamClient:
             return f"server error: {_text(exc)}"
         except (ValueError, TypeError, AttributeError) as exc:  # malformed JSON or event shape
             return f"protocol: {_text(exc)}"
+        except RecursionError:  # JSON nested past the interpreter's depth: refused, not a lost run
+            return "protocol: an SSE event nested too deep to read"
 
 
 MAX_REPORTED_TOKENS = 2**31  # a count past it is no request's: the server's number is refused, not stored

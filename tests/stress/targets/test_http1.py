@@ -135,8 +135,19 @@ def test_body_until_close() -> None:
 
 @pytest.mark.parametrize("wire, error, text", [
     (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", HttpProtocolError, "chunk size"),
-    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcXY", HttpProtocolError, "CRLF"),
-    (b"SMTP ready\r\n\r\n", HttpProtocolError, "not an HTTP"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcXY", HttpProtocolError, "after chunk data"),
+    (b"SMTP ready\r\n\r\n", HttpProtocolError, "not valid HTTP/1.1: Expected HTTP/"),
+    # a negative chunk size once looped forever in a hand-written parser; llhttp refuses it
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-6\r\nX", HttpProtocolError, "chunk size"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"f" * 20 + b"\r\n", HttpProtocolError, "overflow"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n",
+     HttpProtocolError, "can't be present with"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nhi", HttpProtocolError, "Duplicate"),
+    (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: upgrade\r\n\r\n", HttpProtocolError,
+     "switched protocols"),
+    # interim heads without end: bounded like one head (64 KiB), not a stream that never ends
+    (b"HTTP/1.1 100 Continue\r\n\r\n" * 5000, HttpProtocolError, "head too long"),
+    (b"HTTP/1.1 200 OK\r\nX: " + b"a" * 70000 + b"\r\n\r\n", HttpProtocolError, "head too long"),
     (b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 1\r\n\r\nx", HttpProtocolError, "gzip"),
     (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n", HttpDisconnected, "complete message body"),
     (b"", HttpDisconnected, "without sending a response"),
@@ -152,6 +163,37 @@ def test_broken_responses(wire: bytes, error: type[Exception], text: str) -> Non
             await _post(server.pool())
 
     _run(script, body)
+
+
+def test_bytes_after_the_response_end_the_connection_not_the_answer() -> None:
+    async def script(_r, writer, _h) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhiGARBAGE")
+
+    async def body(server: RawServer) -> None:
+        pool = server.pool()
+        for _ in range(2):
+            assert (await _post(pool))[:2] == (200, b"hi")
+        pool.close()
+
+    assert _run(script, body).connections == 2  # never reused: its next answer would start with GARBAGE
+
+
+def test_trailers_are_not_headers() -> None:
+    heads: list[dict[str, str]] = []
+
+    async def script(_r, writer, _h) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-A: 1\r\n\r\n"
+                     b"2\r\nhi\r\n0\r\nX-A: 2\r\nX-B: 3\r\n\r\n")
+
+    async def body(server: RawServer) -> None:
+        pool = server.pool()
+        status = await pool.post_stream("/x", b"", {}, lambda _d, _t: None,
+                                        on_head=lambda _c, _r, headers: heads.append(headers))
+        assert status == 200
+        pool.close()
+
+    assert _run(script, body).connections == 1
+    assert heads == [{"transfer-encoding": "chunked", "x-a": "1"}]
 
 
 def test_stall_is_a_timeout_after_the_read_timeout() -> None:
@@ -231,8 +273,28 @@ def test_closed_loop_holds_one_connection_per_user() -> None:
     assert server.connections <= 4 + 2  # 4 pooled for the streams, plus httpx's probe and /metrics
 
 
-def test_public_url_keeps_ipv6_brackets_and_drops_credentials() -> None:
-    from kvplan.stress.targets.openai_http import _public_url
 
-    assert _public_url("http://[::1]:8000/v1/") == "http://[::1]:8000"
-    assert _public_url("http://user:secret@127.0.0.1:8000") == "http://127.0.0.1:8000"
+@pytest.mark.timeout(60)  # before: interim heads counted as progress, so this ran to (tokens + 2) x timeout
+def test_endless_interim_heads_and_a_silent_probe_obey_the_timeout() -> None:
+    """A server that answers /v1/completions with `100 Continue` forever: the feature probe
+    (--server-kind auto) and every request end within --timeout-s each, not 120 s per probe read."""
+    async def script(_r, writer, headers) -> None:
+        if headers[":path"] == "/v1/models":
+            data = b'{"data":[{"id":"m"}]}'
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(data) + data)
+            return
+        if headers[":path"] != "/v1/completions":
+            writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+            return
+        while True:
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            await writer.drain()
+            await asyncio.sleep(0.01)
+
+    async def body(server: RawServer) -> None:
+        out = await asyncio.to_thread(run_http, specs(3, output_tokens=100, gap_s=None), concurrency=3,
+                                      url=f"http://127.0.0.1:{server.port}", timeout_s=0.5, scrape_interval_s=3600.0)
+        assert [r.error for r in out.records] == ["timeout: ReadTimeout (no answer for 0.5 s)"] * 3
+        assert out.server_info["server_kind"].startswith("auto (unprobed")  # the probe gave up at the bound
+
+    _run(script, body)

@@ -258,8 +258,9 @@ def test_status_lines_holding_the_key_are_masked(
     assert not _leaks(texts)
     result = load_result(out / "result.json")
     errors = {r["error"].split(":", 1)[0]: r["error"] for r in result.requests if r["status"] == "error"}
-    assert set(errors) == {"http 500", "protocol"} and all(SECRET_MARK in e for e in errors.values()), errors
-    assert "not an HTTP/1.x response" in errors["protocol"]
+    assert set(errors) == {"http 500", "protocol"} and SECRET_MARK in errors["http 500"], errors
+    # llhttp names what is wrong without quoting the line: nothing of the server's to mask there
+    assert errors["protocol"] == "protocol: not valid HTTP/1.1: Invalid status code"
     assert result.server_info["metrics_last_error"] == "ValueError: HTTP 500"  # httpx: the reason phrase is not kept
 
 

@@ -44,3 +44,24 @@ def test_absent_figures_are_absent() -> None:
 def test_garbage_raises_value_error() -> None:
     with pytest.raises(ValueError):
         parse_metrics("vllm:kv_cache_usage_perc{ not prometheus\n")
+
+
+@pytest.mark.parametrize("blocks, block_size, expected", [
+    ("1e308", "16", (None, 16)),  # once sized a pool of 10^308 blocks: MemoryError after a minute
+    ("inf", "16", (None, 16)), ("nan", "16", (None, 16)), ("-5", "16", (None, 16)), ("12.5", "16", (None, 16)),
+    (str(2**31 + 1), "16", (None, 16)), ("30000", str(2**21), (30000, None)), ("30000", "16", (30000, 16)),
+    ("3e4", "16", (30000, 16)),  # a float spelling of a whole number is that number
+])
+def test_cache_config_labels_outside_physical_bounds_are_refused(blocks: str, block_size: str,
+                                                                 expected: tuple[int | None, int | None]) -> None:
+    text = f'vllm:cache_config_info{{block_size="{block_size}",num_gpu_blocks="{blocks}"}} 1\n'
+    config = cache_config(parse_metrics(text)[1])
+    assert (config["num_gpu_blocks"], config["block_size"]) == expected
+    assert config["labels"]["num_gpu_blocks"] == blocks  # the raw text is kept for the note
+
+
+def test_figures_that_cannot_be_measurements_are_dropped() -> None:
+    text = ("vllm:kv_cache_usage_perc 1.5\n" "vllm:num_requests_running NaN\n" "vllm:num_requests_waiting +Inf\n"
+            "vllm:num_preemptions_total -3\n" "vllm:prefix_cache_hits_total 7\n")
+    figures, _ = parse_metrics(text)
+    assert figures == {"prefix_cache_hits_total": 7.0}
