@@ -79,7 +79,8 @@ def gate(
         typer.echo(json.dumps(json_safe({
             "scenario": verdict.scenario, "allocator": verdict.allocator, "passed": verdict.passed,
             "baseline": str(baseline), "result": str(result), "notes": list(verdict.notes),
-            "checks": [{**dataclasses.asdict(c), "delta_pct": c.delta_pct} for c in verdict.checks]})))
+            "checks": [{**dataclasses.asdict(c), "delta_pct": c.delta_pct, "delta_formula": c.delta_formula}
+                       for c in verdict.checks]})))
     else:
         render_gate(make_console(), verdict, baseline_where=str(baseline), result_where=str(result))
     files: dict[Path, str] = {}  # both or neither

@@ -48,8 +48,12 @@ def serve_command(
             envvar="KVPLAN_API_KEY",
             show_default=False,
             help="Require `Authorization: Bearer <key>` on every route but /health and /metrics (the flag wins over "
-                "the env var; prefer the env var: flags show in `ps`).",
+                "the env var; prefer the env var or --api-key-file: flags show in `ps`).",
         ),
+    ] = None,
+    api_key_file: Annotated[
+        Path | None,
+        typer.Option(help="Read the API key from this file's first line (not shown in `ps`, unlike --api-key)."),
     ] = None,
     header_timeout_s: Annotated[
         float, typer.Option(help="Seconds a client has to send a request's line and headers (then 408 and close).")
@@ -68,7 +72,10 @@ def serve_command(
     if not 0 < port < 65536:
         raise KvplanError(f"--port must be in 1..65535, got {port}")
     # kvplan.server.limits is import-light: the door's flags are checked before the torch import
-    from kvplan.server.limits import ServeLimits
+    from kvplan.server.limits import ServeLimits, read_api_key_file
+
+    if api_key_file is not None:
+        api_key = read_api_key_file(api_key_file)
 
     limits = ServeLimits(api_key=api_key, header_timeout_s=header_timeout_s, body_timeout_s=body_timeout_s,
                          max_request_bytes=max_request_bytes, max_connections=max_connections)

@@ -54,6 +54,11 @@ class GateCheck:
     note: str = ""
 
     @property
+    def delta_formula(self) -> str:
+        """How `delta_pct` is signed, in words: one convention for every command and file."""
+        return "(predicted - measured) / measured" if self.kind == "prediction" else "(current - baseline) / baseline"
+
+    @property
     def delta_pct(self) -> float | None:
         """% of the reference; a prediction check's is the prediction's error, (predicted - measured) /
         measured, signed as the stress table, the report's plot and `predict --vllm-result` sign it."""

@@ -24,7 +24,9 @@ def _delta(c: GateCheck) -> str:
 
 def render_gate(console: Console, verdict: GateVerdict, *, baseline_where: str = "", result_where: str = "") -> None:
     title = f"kvplan gate: {verdict.scenario} ({verdict.allocator})"
-    t = Table(title=title, header_style="bold", caption=f"baseline {baseline_where}" if baseline_where else None)
+    sign = "delta: current - baseline (% of baseline); a prediction's: predicted - measured (% of measured)"
+    t = Table(title=title, header_style="bold",
+              caption=f"baseline {baseline_where}; {sign}" if baseline_where else sign)
     t.add_column("check", style="dim")
     t.add_column("metric")
     t.add_column("baseline / predicted", justify="right")

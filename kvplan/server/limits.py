@@ -12,8 +12,9 @@ from __future__ import annotations
 import ipaddress
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, read_user_file
 
 API_KEY_ENV = "KVPLAN_API_KEY"
 DEFAULT_HEADER_TIMEOUT_S = 10.0  # a request line and headers are a few hundred bytes: seconds are plenty
@@ -40,6 +41,16 @@ def check_api_key(key: str) -> None:
     if not all(0x21 <= ord(c) <= 0x7E for c in key):
         raise KvplanError(f"--api-key / {API_KEY_ENV} must be printable ASCII without spaces "
                           "(it travels in an HTTP header)")
+
+
+def read_api_key_file(path: str | Path) -> str:
+    """The key on the first line of `path` (--api-key-file: it never shows in `ps`), checked as a key."""
+    text = read_user_file(path, "API key", max_bytes=64 * 1024)
+    key = (text.splitlines() or [""])[0].strip()
+    if not key:
+        raise KvplanError(f"{path}: the API key file's first line is empty")
+    check_api_key(key)
+    return key
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,9 @@
 which way a signed one points."""
 from __future__ import annotations
 
-from kvplan.gate.checks import check_prediction, check_relative
+import pytest
+
+from kvplan.gate.checks import check_exact, check_prediction, check_relative
 from kvplan.gate.tolerance import Tolerance
 
 
@@ -28,3 +30,16 @@ def test_a_signed_relative_tolerance_allows_only_its_direction() -> None:
     assert check_relative("output_throughput", down, baseline=100.0, current=90.0).passed
     assert not check_relative("output_throughput", down, baseline=100.0, current=89.0).passed
     assert check_relative("output_throughput", down, baseline=100.0, current=150.0).passed
+
+
+def test_one_sign_convention_for_deltas_and_errors() -> None:
+    """The same pair (reference 100, other 130): a baseline check's delta is (current - baseline) /
+    baseline = +30%; a prediction check's error is (predicted - measured) / measured with the
+    prediction 100 and the measurement 130: -23.1% (the prediction read low)."""
+
+    exact = check_exact("m", 100.0, 130.0)
+    assert exact.delta == 30.0 and exact.delta_pct == pytest.approx(30.0)
+    assert exact.delta_formula == "(current - baseline) / baseline"
+    predicted = check_prediction("m", Tolerance.model_validate("10%"), predicted=100.0, measured=130.0)
+    assert predicted.delta == -30.0 and predicted.delta_pct == pytest.approx(-23.08, abs=0.01)
+    assert predicted.delta_formula == "(predicted - measured) / measured"

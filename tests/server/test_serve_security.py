@@ -159,6 +159,22 @@ def test_a_body_over_the_limit_is_a_413(secured_servers) -> None:
     assert httpx.get(f"{url}/health", timeout=WAIT_S).status_code == 200
 
 
+@pytest.mark.parametrize("declared", [True, False])
+def test_a_100_mb_body_is_a_413_not_a_reset(kvplan_server, declared: bool) -> None:
+    """The client is still sending when the server knows the answer: the server reads the rest
+    (within --body-timeout-s) before it answers and closes, so the client reads a 413, not a
+    connection reset (as nginx's lingering close)."""
+    url, auth = kvplan_server.url, {}
+    piece = b"x" * 2**20
+
+    def chunks() -> Iterator[bytes]:
+        for _ in range(100):
+            yield piece
+
+    body = piece * 100 if declared else chunks()
+    _assert_error(httpx.post(f"{url}/v1/completions", content=body, headers=auth, timeout=WAIT_S), 413)
+
+
 def test_a_lying_content_length_is_a_408(secured_servers) -> None:
     """Declares 1000 bytes, sends 10, then waits: answered 408 by --body-timeout-s, then closed."""
     head = (f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {secured_servers.flag_key}\r\n"
@@ -280,6 +296,7 @@ def test_serve_flags_and_their_defaults() -> None:
     (["--api-key", "has a space"], "printable ASCII"),
     (["--body-timeout-s", "0"], "--body-timeout-s"),
     (["--max-connections", "0"], "--max-connections"),
+    (["--api-key-file", "/nonexistent/key"], "no such API key file"),
 ])
 def test_bad_door_flags_exit_2_in_one_line(args: list[str], word: str) -> None:
     proc = subprocess.run([sys.executable, "-m", "kvplan", "serve", "--model", "tiny-llama", *args],
@@ -287,6 +304,21 @@ def test_bad_door_flags_exit_2_in_one_line(args: list[str], word: str) -> None:
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and word in lines[0] and "has a space" not in lines[0]
+
+
+def test_api_key_file_reads_the_first_line_and_checks_it(tmp_path) -> None:
+    from kvplan.server.limits import read_api_key_file
+
+    good = tmp_path / "key"
+    good.write_text(f"{KEY}\nsecond line ignored\n")
+    assert read_api_key_file(good) == KEY
+    for text, word in (("\n", "first line is empty"), ("has a space\n", "printable ASCII")):
+        good.write_text(text)
+        with pytest.raises(KvplanError, match=word) as info:
+            read_api_key_file(good)
+        assert "has a space" not in str(info.value)
+    with pytest.raises(KvplanError, match="no such API key file"):
+        read_api_key_file(tmp_path / "missing")
 
 
 @pytest.mark.parametrize("host, loopback", [("127.0.0.1", True), ("127.8.9.10", True), ("::1", True), ("[::1]", True),
