@@ -30,8 +30,20 @@ def _rate(text: str | None) -> float | None:
     return None if text is None else parse_request_rate(text)
 
 
-@app.command()
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+             epilog="Every other flag of vLLM 0.19's `vllm bench serve` is taken too, with vLLM's meaning: --base-url, "
+                    "--host, --port, --endpoint, --backend, --header, --input-len, --output-len, --temperature, "
+                    "--top-p, --top-k, --min-p, --frequency-penalty, --presence-penalty, --repetition-penalty, "
+                    "--logprobs, --extra-body, --ignore-eos, --lora-modules, --lora-assignment, --request-id-prefix, "
+                    "--num-warmups, --ramp-up-strategy, --ramp-up-start-rps, --ramp-up-end-rps, "
+                    "--ready-check-timeout-sec, --insecure, --disable-tqdm, --label, --metadata, --result-dir, "
+                    "--result-filename, --append-result, --save-detailed, --percentile-metrics, "
+                    "--metric-percentiles, --goodput, --prefix-repetition-*, --disable-shuffle, --no-oversample, "
+                    "--tokenizer-mode, --trust-remote-code, --skip-tokenizer-init, --skip-chat-template; those for "
+                    "audio, images, reranking, profiling, beam search and vLLM's plots are refused in one line "
+                    "saying why.")
 def stress(
+    ctx: typer.Context,
     scenario: Annotated[
         Path | None,
         typer.Option(
@@ -186,8 +198,12 @@ def stress(
     The load is a scenario file, or `vllm bench serve`'s flags: `kvplan stress --target URL --model M
     --dataset-name sharegpt --dataset-path f.json --request-rate 4 --num-prompts 500`."""
     from kvplan.stress.bench_flags import BenchFlags
+    from kvplan.stress.bench_serve_flags import parse_bench_extras
     from kvplan.stress.stress_run import StressOptions
 
+    extras = parse_bench_extras(list(ctx.args))
+    if extras.target is not None and target is not None:
+        raise KvplanError("give the server once: --target, or vllm bench serve's --base-url / --host and --port")
     if out is not None and not out.strip():
         raise KvplanError("--out is empty: name a folder (or leave --out out for a new reports/<scenario>/<time>)")
     outcome = stress_and_report(
@@ -195,36 +211,28 @@ def stress(
             scenario,
             out_dir=Path(out) if out is not None else None,
             allocator=allocator,
-            progress=not no_progress,
+            progress=not no_progress and extras.progress,
             calibration=calibration,
             recalibrate=recalibrate,
-            target=target,
-            api=api,
+            target=target if target is not None else extras.target,
+            api=extras.api or api,
             served_model_name=served_model_name,
             api_key_env=api_key_env,
             timeout_s=timeout_s,
             force=force,
             server_kind=server_kind,
             tokenizer=tokenizer,
-            output_format="vllm" if save_result else output_format,
+            output_format="vllm" if save_result or extras.wants_vllm_result else output_format,
             threads=threads,
             gpu=gpu,
-            bench=BenchFlags(
-                model,
-                dataset_name,
-                dataset_path,
-                num_prompts,
-                _rate(request_rate),
-                burstiness,
-                max_concurrency,
-                random_input_len,
-                random_output_len,
-                random_range_ratio,
-                random_prefix_len,
-                sharegpt_output_len,
-                custom_output_len,
-                seed,
-            ),
+            bench=BenchFlags(model, dataset_name, dataset_path, num_prompts, _rate(request_rate), burstiness,
+                             max_concurrency, random_input_len, random_output_len, random_range_ratio,
+                             random_prefix_len, sharegpt_output_len, custom_output_len, seed,
+                             input_len=extras.input_len, output_len=extras.output_len,
+                             num_warmups=extras.num_warmups or None, ramp=extras.ramp,
+                             prefix_repetition=extras.prefix_repetition or None,
+                             disable_shuffle=extras.disable_shuffle),
+            **_extras_options(extras),
         ),
         console=make_console(stderr=True) if as_json else None,
     )
@@ -235,6 +243,31 @@ def stress(
         raise typer.Exit(130)  # as a shell reports SIGINT: an interrupted run never reads as a success
     if outcome.failed:
         raise typer.Exit(1)  # written, but failed: CI must see it
+
+
+def _extras_options(extras) -> dict:
+    """vllm bench serve's per-request, TLS, readiness and result-file flags as StressOptions fields."""
+    from kvplan.results.vllm_result import VllmResultSettings
+    from kvplan.stress.targets.openai_stream import RequestSettings
+
+    given = set(extras.given)
+    statistics = bool({"--percentile-metrics", "--metric-percentiles"} & given)
+    result_file = None
+    if extras.result_dir is not None or extras.result_filename is not None:
+        result_file = Path(extras.result_dir or ".") / (extras.result_filename or "result.vllm.json")
+    return {
+        "request": RequestSettings(body=dict(extras.body), headers=dict(extras.headers),
+                                   request_id_prefix=extras.request_id_prefix or "", ignore_eos=extras.ignore_eos,
+                                   lora_modules=extras.lora_modules, lora_assignment=extras.lora_assignment),
+        "insecure": extras.insecure,
+        "ready_check_timeout_s": extras.ready_check_timeout_s,
+        "vllm_result": VllmResultSettings(label=extras.label, metadata=dict(extras.metadata),
+                                          percentile_metrics=extras.percentile_metrics if statistics else None,
+                                          metric_percentiles=extras.metric_percentiles,
+                                          goodput_ms=dict(extras.goodput_ms), detailed=True),
+        "vllm_result_file": result_file,
+        "append_result": extras.append_result,
+    }
 
 
 @dataclass(frozen=True)

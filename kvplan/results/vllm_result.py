@@ -16,6 +16,7 @@ perf_counter() values), `generated_texts` are empty (kvplan does not keep the te
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -59,7 +60,7 @@ def _setup(result: RunResult, num_prompts: int) -> dict[str, Any]:
         "model_id": model_id,
         "tokenizer_id": info.get("tokenizer") or model_id,
         "num_prompts": num_prompts,
-        "request_rate": "inf" if closed else arrival.get("rate_per_s"),
+        "request_rate": "inf" if closed or arrival.get("type") == "ramp" else arrival.get("rate_per_s"),
         "burstiness": arrival.get("burstiness") or 1.0,
         "max_concurrency": arrival.get("concurrency") if closed else arrival.get("max_concurrency"),
     }
@@ -90,15 +91,84 @@ def max_output_tokens_per_s(records: list[RequestRecord]) -> float:
     return float(np.bincount(np.floor(times - times.min()).astype(np.int64)).max())
 
 
-def vllm_bench_result(result: RunResult) -> dict[str, Any]:
+@dataclass(frozen=True)
+class VllmResultSettings:
+    """What `vllm bench serve`'s result flags change in the file: --label, --metadata (top-level
+    keys), --percentile-metrics and --metric-percentiles (which pNN_ statistics), --goodput (SLOs
+    in ms behind request_goodput), --save-detailed (the per-request arrays). None of the statistics
+    flags given: kvplan's own set (every metric, its standard percentiles)."""
+
+    label: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    percentile_metrics: tuple[str, ...] | None = None  # None: kvplan's set
+    metric_percentiles: tuple[float, ...] = (99.0,)
+    goodput_ms: dict[str, float] = field(default_factory=dict)  # ttft / tpot / e2el -> ms
+    detailed: bool = True
+
+
+def _tpot_ms(r: RequestRecord) -> float:
+    """vLLM's: (latency - ttft) / (output_len - 1), the last token to the answer's end included."""
+    return 1e3 * (float(r.e2e_s or 0.0) - float(r.ttft_s or 0.0)) / (r.output_tokens - 1)
+
+
+def _samples_ms(records: list[RequestRecord]) -> dict[str, list[float]]:
+    """vLLM's samples per metric (calculate_metrics): successful requests only; tpot of requests
+    with more than one output token; itl flattened."""
+    ok = [r for r in records if r.status == "ok"]
+    return {
+        "ttft": [1e3 * float(r.ttft_s or 0.0) for r in ok],
+        "tpot": [_tpot_ms(r) for r in ok if r.output_tokens > 1],
+        "itl": [1e3 * float(x) for r in ok for x in r.itl_s],
+        "e2el": [1e3 * float(r.e2e_s or 0.0) for r in ok],
+    }
+
+
+def _statistics(samples: dict[str, list[float]], metrics: tuple[str, ...],
+                percentiles: tuple[float, ...]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for metric in metrics:
+        values = np.asarray(samples[metric] or [0.0], dtype=float)  # vLLM: `or 0` on an empty list
+        out[f"mean_{metric}_ms"] = float(values.mean())
+        out[f"median_{metric}_ms"] = float(np.median(values))
+        out[f"std_{metric}_ms"] = float(values.std())
+        for p in percentiles:
+            out[f"p{p:g}_{metric}_ms"] = float(np.percentile(values, p))
+    return out
+
+
+def _goodput(records: list[RequestRecord], slo_ms: dict[str, float], duration_s: float | None) -> float | None:
+    """Requests meeting every SLO per second (vLLM: ttft, tpot and e2el against --goodput, in ms)."""
+    if not duration_s:
+        return None
+    good = 0
+    for r in records:
+        if r.status != "ok":
+            continue
+        got = {"ttft": 1e3 * float(r.ttft_s or 0.0), "e2el": 1e3 * float(r.e2e_s or 0.0),
+               "tpot": _tpot_ms(r) if r.output_tokens > 1 else 0.0}
+        good += all(got[k] <= v for k, v in slo_ms.items())
+    return good / duration_s
+
+
+def vllm_bench_result(result: RunResult, settings: VllmResultSettings | None = None) -> dict[str, Any]:
     """`result` in the shape of `vllm bench serve --save-result --save-detailed`."""
+    settings = settings or VllmResultSettings()
     records = [r for r in result.records() if not r.is_warmup]
     m = result.metrics
     out = _setup(result, len(records))
+    if settings.label is not None:
+        out["label"] = settings.label
     out.update({key: m.get(key) for key in TOTAL_KEYS})
-    out.update(_arrays(records))
+    if settings.goodput_ms:
+        out["request_goodput"] = _goodput(records, settings.goodput_ms, m.get("duration"))
+    if settings.detailed:
+        out.update(_arrays(records))
     out["max_output_tokens_per_s"] = max_output_tokens_per_s(records)
     out["max_concurrent_requests"] = m.get("max_concurrent_requests")
     out["rtfx"] = 0.0  # audio's real-time factor: 0 for text, as vLLM writes it
-    out.update({key: value for key, value in m.items() if _STATISTIC.match(key)})
+    if settings.percentile_metrics is None:
+        out.update({key: value for key, value in m.items() if _STATISTIC.match(key)})
+    else:
+        out.update(_statistics(_samples_ms(records), settings.percentile_metrics, settings.metric_percentiles))
+    out.update(settings.metadata)  # vLLM: each --metadata KEY=VALUE a top-level key
     return out

@@ -3,7 +3,8 @@ against the prediction made first. What is sent is kvplan.workload's, what is ke
 kvplan.results', how it is judged kvplan.gate's.
 
 Modules: scenario.py and scenario_loader.py (scenario files), overrides.py (a scenario's model
-overrides), bench_flags.py (`vllm bench serve`'s load flags as a scenario), stress_run.py (one
+overrides), bench_flags.py (`vllm bench serve`'s load flags as a scenario), bench_serve_flags.py (its other
+flags: taken with vLLM's meaning or refused with why), stress_run.py (one
 `kvplan stress`: check, predict, run, result files), driver.py (one target's run), target.py (the
 target interface; targets/ holds the engine and HTTP targets), runner.py and step_probe.py (driving
 the engine), prediction.py and simulate.py (the prediction on the engine's own scheduler),

@@ -24,7 +24,8 @@ from kvplan.errors import KvplanError
 from kvplan.workload.datasets.random_dataset import check_range_ratio
 from kvplan.workload.datasets.ref import DATASET_NAMES
 
-DATASETS = ("random", *DATASET_NAMES)
+DATASETS = ("random", *DATASET_NAMES, "prefix_repetition")
+SYNTHETIC = ("random", "prefix_repetition")  # no --dataset-path
 VLLM_NUM_PROMPTS = 1000  # vllm bench serve's defaults
 VLLM_RANDOM_INPUT_LEN, VLLM_RANDOM_OUTPUT_LEN = 1024, 128
 RANDOM_FLAGS = ("random_input_len", "random_output_len", "random_range_ratio", "random_prefix_len")
@@ -51,10 +52,17 @@ class BenchFlags:
     sharegpt_output_len: int | None = None
     custom_output_len: int | None = None
     seed: int | None = None
+    # the rest of vllm bench serve's load flags (bench_serve_flags.BenchExtras)
+    input_len: int | None = None  # wins over --random-input-len (vLLM maps it onto each dataset's)
+    output_len: int | None = None  # wins over each dataset's output length
+    num_warmups: int | None = None
+    ramp: tuple[str, int, int] | None = None  # (linear|exponential, start rps, end rps)
+    prefix_repetition: dict[str, int] | None = None  # prefix_len, suffix_len, num_prefixes, output_len
+    disable_shuffle: bool = False
 
     def given(self) -> list[str]:
         """The flags set, as the user typed them."""
-        return [_flag(f.name) for f in fields(self) if getattr(self, f.name) is not None]
+        return [_flag(f.name) for f in fields(self) if getattr(self, f.name) not in (None, False, {})]
 
     def _check(self, has_scenario: bool) -> str | None:
         """The dataset these flags choose (None: the scenario's own workload stays)."""
@@ -62,15 +70,17 @@ class BenchFlags:
         if name is not None and name not in DATASETS:
             raise KvplanError(f"--dataset-name {name!r}: choose one of {', '.join(DATASETS)}")
         randoms = [_flag(f) for f in RANDOM_FLAGS if getattr(self, f) is not None]
+        if self.prefix_repetition and name != "prefix_repetition":
+            raise KvplanError("--prefix-repetition-* apply to --dataset-name prefix_repetition")
         if name is None and (randoms or self.dataset_path is not None or not has_scenario):
             name = "random" if self.dataset_path is None else None
             if name is None:
                 raise KvplanError(f"--dataset-path needs --dataset-name ({', '.join(DATASET_NAMES)})")
-        if name == "random" and self.dataset_path is not None:
-            raise KvplanError("--dataset-path applies to --dataset-name sharegpt, custom or burstgpt, not random")
+        if name in SYNTHETIC and self.dataset_path is not None:
+            raise KvplanError(f"--dataset-path applies to --dataset-name sharegpt, custom or burstgpt, not {name}")
         if name not in (None, "random") and randoms:
             raise KvplanError(f"{', '.join(randoms)} apply to --dataset-name random, not {name}")
-        if name not in (None, "random") and self.dataset_path is None:
+        if name not in (None, *SYNTHETIC) and self.dataset_path is None:
             raise KvplanError(f"--dataset-name {name} needs --dataset-path (the {name} file)")
         if self.sharegpt_output_len is not None and name != "sharegpt":
             raise KvplanError("--sharegpt-output-len applies to --dataset-name sharegpt")
@@ -83,10 +93,20 @@ class BenchFlags:
         return name
 
     def _workload(self, name: str, tokenizer: str | None) -> dict[str, Any]:
+        if name == "prefix_repetition":
+            given = self.prefix_repetition or {}
+            repetition: dict[str, Any] = {key: given[flag] for key, flag in (
+                ("prefix_tokens", "prefix_len"), ("suffix_tokens", "suffix_len"), ("num_prefixes", "num_prefixes"),
+                ("output_tokens", "output_len")) if flag in given}
+            if self.output_len is not None:
+                repetition["output_tokens"] = self.output_len
+            if self.disable_shuffle:
+                repetition["shuffle"] = False
+            return {"prefix_repetition": repetition}
         if name != "random":
             assert self.dataset_path is not None, "checked with the flags"
             dataset: dict[str, Any] = {"name": name, "path": str(Path(self.dataset_path).expanduser().absolute())}
-            output = self.sharegpt_output_len or self.custom_output_len
+            output = self.output_len or self.sharegpt_output_len or self.custom_output_len
             if output is not None:
                 dataset["output_tokens"] = output
             if tokenizer is not None:
@@ -104,8 +124,8 @@ class BenchFlags:
 
         cls: dict[str, Any] = {
             "name": "random",
-            "prompt_tokens": length(self.random_input_len or VLLM_RANDOM_INPUT_LEN, prefix),
-            "output_tokens": length(self.random_output_len or VLLM_RANDOM_OUTPUT_LEN),
+            "prompt_tokens": length(self.input_len or self.random_input_len or VLLM_RANDOM_INPUT_LEN, prefix),
+            "output_tokens": length(self.output_len or self.random_output_len or VLLM_RANDOM_OUTPUT_LEN),
         }
         if prefix:
             cls["shared_prefix"] = {"id": "random-prefix", "tokens": prefix}
@@ -113,6 +133,17 @@ class BenchFlags:
 
     def _arrival(self, num_requests: int | None) -> dict[str, Any]:
         rate = self.request_rate if self.request_rate is not None else math.inf
+        if self.ramp is not None:
+            if not math.isinf(rate):  # vLLM's words: the ramp controls the rate
+                raise KvplanError("with --ramp-up-strategy do not give --request-rate: the ramp sets the rate")
+            strategy, start, end = self.ramp
+            ramp: dict[str, Any] = {"type": "ramp", "strategy": strategy, "start_rate_per_s": start,
+                                    "end_rate_per_s": end}
+            if self.burstiness is not None:
+                ramp["burstiness"] = self.burstiness
+            if self.max_concurrency is not None:
+                ramp["max_concurrency"] = self.max_concurrency
+            return ramp
         if math.isinf(rate):
             if self.burstiness is not None:
                 raise KvplanError("--burstiness shapes the gaps of a finite --request-rate; with rate inf every "
@@ -148,7 +179,11 @@ class BenchFlags:
             data.pop("duration_s", None)
             if data.get("warmup_requests", 0) >= data["num_requests"]:
                 data.pop("warmup_requests")
-        if base is None or any(getattr(self, f) is not None for f in ARRIVAL_FLAGS):
+        if self.num_warmups:  # vLLM sends them before its --num-prompts and counts none of them
+            data["warmup_requests"] = self.num_warmups
+            if "num_requests" in data:
+                data["num_requests"] += self.num_warmups
+        if base is None or self.ramp is not None or any(getattr(self, f) is not None for f in ARRIVAL_FLAGS):
             data["arrival"] = self._arrival(data.get("num_requests"))
         if self.seed is not None:
             data["seed"] = self.seed

@@ -178,6 +178,12 @@ def check_against_model(scenario: Scenario) -> None:
                 f"impossible length: at least {prompt_min} prompt + "
                 f"{c.output_tokens.lower_tokens} output tokens exceed max_model_len {limit}",
             )
+    repetition = scenario.workload.prefix_repetition
+    if repetition is not None and \
+            repetition.prefix_tokens + repetition.suffix_tokens + repetition.output_tokens > limit:
+        raise FieldIssue(("workload", "prefix_repetition"), f"impossible length: {repetition.prefix_tokens} prefix + "
+                         f"{repetition.suffix_tokens} suffix + {repetition.output_tokens} output tokens exceed "
+                         f"max_model_len {limit}")
     blocks = scenario.num_gpu_blocks()
     if blocks is not None and blocks * engine.block_size < limit:
         field = "num_gpu_blocks_override" if engine.num_gpu_blocks_override is not None else "kv_cache_memory_bytes"

@@ -15,11 +15,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from itertools import islice
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from kvplan.engine.config import Allocator
-from kvplan.errors import Interrupted, KvplanError
+from kvplan.errors import Interrupted, KvplanError, read_user_file
 from kvplan.files import check_output_dir, check_output_path, child_path, write_files
 from kvplan.results.result import RunResult
 from kvplan.stress.bench_flags import BenchFlags
@@ -28,8 +29,12 @@ from kvplan.stress.scenario import Scenario
 from kvplan.stress.scenario_loader import load_scenario, parse_scenario
 from kvplan.stress.target import Target
 from kvplan.validation import short_repr
-from kvplan.workload.arrivals import ClosedLoop
+from kvplan.workload.arrivals import ClosedLoop, RampArrival
 from kvplan.workload.request import Request
+
+if TYPE_CHECKING:
+    from kvplan.results.vllm_result import VllmResultSettings
+    from kvplan.stress.targets.openai_stream import RequestSettings
 
 # what a run writes into its folder, by name: --force removes these and nothing else of the user's
 RUN_FILES = ("result.json", "result.vllm.json", "result-paged.json", "result-contiguous.json",
@@ -63,6 +68,14 @@ class StressOptions:
     threads: int | None = None  # the engine's intra-op threads (scenario's engine.num_threads wins otherwise)
     bench: BenchFlags | None = None  # vllm bench serve's load flags: the scenario, or changes to it
     gpu: str | None = None  # with --target: the server's GPU (catalog name), for the GPU step-cost model
+    # vllm bench serve's other flags (bench_serve_flags.BenchExtras): what each request carries, the
+    # server's TLS and readiness, and the result file's shape, place and mode
+    request: RequestSettings | None = None
+    insecure: bool = False
+    ready_check_timeout_s: float = 0.0
+    vllm_result: VllmResultSettings | None = None
+    vllm_result_file: Path | None = None  # --result-dir / --result-filename (default: result.vllm.json in --out)
+    append_result: bool = False
 
     def __post_init__(self) -> None:
         """Each flag checked once, whether or not the run uses it (a bad value is never ignored)."""
@@ -92,6 +105,9 @@ class StressRun:
     stale: tuple[Path, ...] = ()  # --force: files of the earlier run in out_dir, removed once the new ones are in
     default_out: bool = True  # a new reports/<scenario>/<time> folder: point `latest` at it once written
     output_format: str = "kvplan"  # "vllm": result.vllm.json beside each result file
+    vllm_result: VllmResultSettings | None = None
+    vllm_result_file: Path | None = None
+    append_result: bool = False
 
     @property
     def result_paths(self) -> tuple[Path, ...]:
@@ -111,7 +127,7 @@ def scenario_requests(scenario: Scenario, notes: list[str] | None = None) -> lis
     closed = isinstance(arrival, ClosedLoop)
     expected = scenario.num_requests
     if expected is None:
-        rate = 0.0 if isinstance(arrival, ClosedLoop) else arrival.rate_per_s
+        rate = 0.0 if isinstance(arrival, (ClosedLoop, RampArrival)) else arrival.rate_per_s  # a ramp has a count
         expected = CLOSED_LOOP_DURATION_CAP if closed else int(min(rate * (scenario.duration_s or 0.0), 1e18)) + 1
     if expected > MAX_GENERATED_REQUESTS:
         raise KvplanError(f"scenario {scenario.name!r} asks for about {expected:,} requests "
@@ -198,6 +214,17 @@ def _check(opts: StressOptions) -> None:
         load_gpu(opts.gpu)  # an unknown GPU is one line now, not after the run
     if opts.output_format not in OUTPUT_FORMATS:
         raise KvplanError(f"--format {opts.output_format!r}: choose one of {', '.join(OUTPUT_FORMATS)}")
+    if opts.vllm_result_file is not None:
+        check_output_path(opts.vllm_result_file, flag="--result-filename")
+    request = opts.request
+    server_only = [name for name, given in (
+        ("--temperature/--top-p/--logprobs/--extra-body/...", bool(request and request.body)),
+        ("--header", bool(request and request.headers)), ("--lora-modules", bool(request and request.lora_modules)),
+        ("--request-id-prefix", bool(request and request.request_id_prefix)),
+        ("--insecure", opts.insecure), ("--ready-check-timeout-sec", opts.ready_check_timeout_s > 0)) if given]
+    if server_only and not opts.target:
+        raise KvplanError(f"{server_only[0]} applies to a server (--target, or --base-url / --host and --port); "
+                          "the bundled engine runs greedy requests in this process")
 
 
 def _recalibrate(opts: StressOptions, scenario: Scenario, console: Console) -> StressOptions:
@@ -217,9 +244,13 @@ def _recalibrate(opts: StressOptions, scenario: Scenario, console: Console) -> S
 def _make_target(allocator: Allocator, opts: StressOptions, scenario: Scenario) -> Target:
     if opts.target:
         from kvplan.stress.targets.http_target import HttpOptions, HttpTarget
+        from kvplan.stress.targets.openai_stream import RequestSettings
 
+        request = opts.request or RequestSettings()
         return HttpTarget(scenario, HttpOptions(opts.target, opts.api, opts.served_model_name, opts.api_key_env,
-                                                opts.timeout_s, opts.server_kind, opts.tokenizer, opts.gpu))
+                                                opts.timeout_s, opts.server_kind, opts.tokenizer, opts.gpu,
+                                                replace(request, seed=scenario.seed), opts.insecure,
+                                                opts.ready_check_timeout_s))
     from kvplan.stress.targets.engine_target import EngineTarget
 
     return EngineTarget(scenario, allocator)
@@ -236,12 +267,22 @@ def _finite(value: object) -> object:
     return value
 
 
-def _vllm_file(result_path: Path, result: RunResult) -> tuple[Path, str]:
-    """result.vllm.json beside result.json: the keys of `vllm bench serve --save-result --save-detailed`."""
+def _vllm_file(result_path: Path, result: RunResult, run: StressRun) -> tuple[Path, str]:
+    """result.vllm.json beside result.json (or --result-dir/--result-filename): the keys of `vllm
+    bench serve --save-result --save-detailed`; --append-result adds it as a new line to what the
+    file holds, as vLLM does."""
     from kvplan.results.vllm_result import vllm_bench_result
 
-    path = result_path.with_name(result_path.name.removesuffix(".json") + ".vllm.json")
-    return path, json.dumps(_finite(vllm_bench_result(result)), allow_nan=False)
+    path = run.vllm_result_file
+    if path is None or len(run.results) > 1:
+        default = result_path.name.removesuffix(".json") + ".vllm.json"
+        path = result_path.with_name(default) if path is None else path.with_name(
+            path.name.removesuffix(".json") + f"-{result.allocator}.json")
+    text = json.dumps(_finite(vllm_bench_result(result, run.vllm_result)), allow_nan=False)
+    if run.append_result and path.is_file():
+        before = read_user_file(path, "vLLM result to append to", max_bytes=1 << 30)
+        text = before + ("\n" if before else "") + text
+    return path, text
 
 
 def stress_scenario(opts: StressOptions) -> Scenario:
@@ -334,7 +375,8 @@ def _run_all(opts: StressOptions, scenario: Scenario, requests: list[Request], o
             break
         if not results[-1].complete:
             break
-    return StressRun(scenario, out_dir, tuple(results), earlier, opts.out_dir is None, opts.output_format)
+    return StressRun(scenario, out_dir, tuple(results), earlier, opts.out_dir is None, opts.output_format,
+                     opts.vllm_result, opts.vllm_result_file, opts.append_result)
 
 
 def save_run(run: StressRun, extra: dict[Path, str] | None = None, out_dir: Path | None = None) -> tuple[Path, ...]:
@@ -347,7 +389,7 @@ def save_run(run: StressRun, extra: dict[Path, str] | None = None, out_dir: Path
             raise KvplanError(f"another run wrote {', '.join(appeared[:3])} into {folder} while this one ran")
     files: dict[Path, str] = {folder / p.name: r.to_json() for p, r in zip(run.result_paths, run.results)}
     if run.output_format == "vllm":
-        files.update(_vllm_file(folder / p.name, r) for p, r in zip(run.result_paths, run.results))
+        files.update(_vllm_file(folder / p.name, r, run) for p, r in zip(run.result_paths, run.results))
     files.update({folder / Path(p).name: text for p, text in (extra or {}).items()})
     written = write_files(files, remove=run.stale if folder == run.out_dir else ())
     if run.default_out and folder == run.out_dir:

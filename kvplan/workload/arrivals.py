@@ -3,6 +3,11 @@
 - `poisson`: open loop, gaps drawn from Gamma(shape=burstiness, scale=1/(rate*burstiness)), as
   vLLM's benchmark_serving does (burstiness 1 = exponential gaps; < 1 burstier).
 - `constant`: open loop, gaps of exactly 1/rate.
+- `ramp`: open loop whose rate moves from `start_rate_per_s` to `end_rate_per_s` over the run's
+  requests, linearly or exponentially in the request's index, as `vllm bench serve
+  --ramp-up-strategy` (serve.py get_request, 0.19.1): request i's gap is drawn at rate
+  start + (end - start) x i / (n - 1) (linear) or start x (end / start)^(i / (n - 1)), and the
+  first request waits its own gap, as vLLM's does.
 - `concurrency`: closed loop, no arrival times: a request is sent whenever fewer than
   `limit(elapsed)` are open.
 
@@ -21,6 +26,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 from numpy.random import Generator
 from pydantic import BeforeValidator, Field, ValidationError
 
+from kvplan.errors import KvplanError
 from kvplan.validation import FieldIssue, StrictModel, first_error, short_repr
 from kvplan.workload.limits import MAX_DURATION_S, MAX_RATE_PER_S, MAX_REQUESTS, MIN_RATE_PER_S
 
@@ -54,7 +60,7 @@ class _OpenLoop:
     def _gap(self, rng: Generator) -> float:
         raise NotImplementedError
 
-    def times(self, rng: Generator) -> Iterator[float]:
+    def times(self, rng: Generator, num_requests: int | None = None) -> Iterator[float]:
         """Arrival times (s), forever; the first is 0."""
         cumulative = 0.0
         while True:
@@ -89,6 +95,36 @@ class ConstantArrival(_OpenLoop, StrictModel):
         return 1.0 / self.rate_per_s
 
 
+class RampArrival(StrictModel):
+    closed_loop: ClassVar[bool] = False
+    type: Literal["ramp"] = "ramp"
+    strategy: Literal["linear", "exponential"] = "linear"
+    start_rate_per_s: float = _RATE
+    end_rate_per_s: float = _RATE
+    burstiness: float | None = Field(default=None, ge=1e-3, le=1e3)  # None: 1 (Poisson gaps)
+    max_concurrency: int | None = _CAP
+
+    @property
+    def in_flight_cap(self) -> int | None:
+        return self.max_concurrency
+
+    def rate_at(self, index: int, num_requests: int) -> float:
+        """Request `index`'s rate (vLLM's _get_current_request_rate)."""
+        progress = index / max(num_requests - 1, 1)
+        if self.strategy == "linear":
+            return self.start_rate_per_s + (self.end_rate_per_s - self.start_rate_per_s) * progress
+        return self.start_rate_per_s * (self.end_rate_per_s / self.start_rate_per_s) ** progress
+
+    def times(self, rng: Generator, num_requests: int | None = None) -> Iterator[float]:
+        if num_requests is None:
+            raise KvplanError("a ramp arrival spans the run's requests: give num_requests, not duration_s")
+        shape = self.burstiness if self.burstiness is not None else 1.0
+        t_s = 0.0
+        for i in range(num_requests):
+            t_s += float(rng.gamma(shape, 1.0 / (self.rate_at(i, num_requests) * shape)))
+            yield t_s
+
+
 class ClosedLoop(StrictModel):
     closed_loop: ClassVar[bool] = True
     type: Literal["concurrency"] = "concurrency"
@@ -107,8 +143,8 @@ class ClosedLoop(StrictModel):
 
 
 ARRIVALS: dict[str, type[StrictModel]] = {"poisson": PoissonArrival, "constant": ConstantArrival,
-                                          "concurrency": ClosedLoop}
-_KINDS = (PoissonArrival, ConstantArrival, ClosedLoop)
+                                          "ramp": RampArrival, "concurrency": ClosedLoop}
+_KINDS = (PoissonArrival, ConstantArrival, RampArrival, ClosedLoop)
 
 
 def _one_arrival(v: Any) -> Any:
@@ -137,5 +173,5 @@ def _one_arrival(v: Any) -> Any:
         raise FieldIssue(*first_error(exc, cls)) from None
 
 
-Arrival = Annotated[PoissonArrival | ConstantArrival | ClosedLoop, BeforeValidator(_one_arrival)]
-OpenLoop = PoissonArrival | ConstantArrival
+Arrival = Annotated[PoissonArrival | ConstantArrival | RampArrival | ClosedLoop, BeforeValidator(_one_arrival)]
+OpenLoop = PoissonArrival | ConstantArrival | RampArrival

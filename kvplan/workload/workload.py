@@ -26,15 +26,22 @@ from kvplan.workload.datasets.ref import DATASET_NAMES, DatasetRef
 from kvplan.workload.lengths import sample_length
 from kvplan.workload.limits import SPECIAL_TOKEN_IDS
 from kvplan.workload.prefix_cache import with_cached_tokens
+from kvplan.workload.prefix_repetition import PrefixRepetition
 from kvplan.workload.request import Request
 
 
 class Workload(StrictModel):
     classes: list[RequestClass] | None = Field(default=None, min_length=1, max_length=256)
     dataset: DatasetRef | None = None
+    prefix_repetition: PrefixRepetition | None = None  # vLLM's synthetic prefix_repetition dataset
 
     @model_validator(mode="after")
     def _check(self) -> Workload:
+        if self.prefix_repetition is not None:
+            if self.classes is not None or self.dataset is not None:
+                raise FieldIssue(("prefix_repetition",), "give one of workload.classes, workload.dataset or "
+                                 "workload.prefix_repetition")
+            return self
         if self.classes is None:
             if self.dataset is None:
                 raise FieldIssue(
@@ -105,7 +112,7 @@ def iter_requests(workload: Workload, arrival: Arrival, run: StreamSettings,
             f"vocab_size {run.vocab_size} leaves no ordinary token ids (0..{SPECIAL_TOKEN_IDS - 1} are special)"
         )
     class_ss, length_ss, token_ss, arrival_ss = SeedSequence(run.seed).spawn(4)
-    arrivals = None if isinstance(arrival, ClosedLoop) else arrival.times(_rng(arrival_ss))
+    arrivals = None if isinstance(arrival, ClosedLoop) else arrival.times(_rng(arrival_ss), run.num_requests)
     for i, base in enumerate(_bodies(workload, run, stream, class_ss, length_ss, token_ss)):
         if run.num_requests is not None and i >= run.num_requests:
             return
@@ -118,6 +125,10 @@ def iter_requests(workload: Workload, arrival: Arrival, run: StreamSettings,
 def _bodies(workload: Workload, run: StreamSettings, stream: DatasetStream | None, class_ss: SeedSequence,
             length_ss: SeedSequence, token_ss: SeedSequence) -> Iterator[Request]:
     """Each request's contents in stream order (forever; the caller stops)."""
+    if workload.prefix_repetition is not None:
+        yield from workload.prefix_repetition.requests(run.num_requests, run.seed, run.vocab_size, run.max_model_len,
+                                                       _rng(token_ss))
+        return
     if workload.dataset is not None:
         name = workload.dataset.name
         for entry in (stream or dataset_stream(workload, run)).take(run.num_requests):

@@ -63,3 +63,27 @@ def test_closed_loop_limit_ramps_from_one() -> None:
     arrival = ClosedLoop(concurrency=16, ramp_s=8.0)
     assert [arrival.limit(t) for t in (0.0, 1.0, 4.0, 8.0, 100.0)] == [1, 2, 8, 16, 16]
     assert ClosedLoop(concurrency=5).limit(0.0) == 5
+
+
+def test_ramp_rates_follow_vllm_s_formula() -> None:
+    """vLLM 0.19.1 serve.py _get_current_request_rate, by hand: linear 1 -> 3 over 3 requests is
+    1, 2, 3 req/s; exponential 1 -> 16 over 5 requests doubles each time."""
+    from kvplan.workload.arrivals import RampArrival
+
+    linear = RampArrival(strategy="linear", start_rate_per_s=1, end_rate_per_s=3)
+    assert [linear.rate_at(i, 3) for i in range(3)] == [1.0, 2.0, 3.0]
+    exponential = RampArrival(strategy="exponential", start_rate_per_s=1, end_rate_per_s=16)
+    assert [exponential.rate_at(i, 5) for i in range(5)] == pytest.approx([1, 2, 4, 8, 16])
+    # nearly constant gaps (burstiness 1000): request i waits ~1/rate_i after the one before, the
+    # first its own gap too (as vLLM's first request)
+    smooth = RampArrival(strategy="linear", start_rate_per_s=1, end_rate_per_s=3, burstiness=1000)
+    times = list(smooth.times(np.random.default_rng(0), 3))
+    assert times == pytest.approx([1.0, 1.5, 1.5 + 1 / 3], rel=0.1)
+
+
+def test_a_ramp_needs_a_request_count() -> None:
+    from kvplan.errors import KvplanError
+    from kvplan.workload.arrivals import RampArrival
+
+    with pytest.raises(KvplanError, match="num_requests"):
+        next(RampArrival(start_rate_per_s=1, end_rate_per_s=2).times(np.random.default_rng(0)))

@@ -8,7 +8,7 @@ true one.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kvplan.engine.config import Allocator
@@ -17,6 +17,7 @@ from kvplan.results.result import TimelineSample, collect_environment
 from kvplan.stress.redact import redact, without_userinfo
 from kvplan.stress.scenario import Scenario
 from kvplan.stress.target import Pool, TargetRun
+from kvplan.stress.targets.openai_stream import RequestSettings
 from kvplan.workload.request import Request
 
 
@@ -30,6 +31,9 @@ class HttpOptions:
     server_kind: str = "auto"  # auto (probe), vllm, sglang, tgi, openai
     tokenizer: str | None = None  # a local tokenizer directory or an HF-cache repo id: exact-length text prompts
     gpu: str | None = None  # the server's GPU (--gpu): the prediction's latency uses kvplan predict's GPU cost model
+    request: RequestSettings = field(default_factory=RequestSettings)  # vllm bench serve's per-request flags
+    insecure: bool = False  # no TLS certificate check (--insecure)
+    ready_check_timeout_s: float = 0.0  # wait for /health first (--ready-check-timeout-sec)
 
 
 def _int(v: Any) -> int | None:
@@ -110,6 +114,9 @@ class HttpTarget:
             on_progress=on_progress,
             prompts=self._exact_prompts,
             server_kind=o.server_kind,
+            settings=o.request,
+            insecure=o.insecure,
+            ready_check_timeout_s=o.ready_check_timeout_s,
         )
         info = {**out.server_info, "tokenizer": o.tokenizer}  # already masked by run_http
         url = info.get("url") or without_userinfo(o.url)
@@ -143,7 +150,8 @@ class HttpTarget:
         if out.token_mismatches:
             notes.append(f"{len(out.token_mismatches)} token counts differ from the scenario's by more than 2%: "
                          + "; ".join(out.token_mismatches[:5]))
-        secrets = (api_key(o.api_key_env),)
+        # a --header may carry a credential: long values are masked like the key (short ones, "1", are not)
+        secrets = (api_key(o.api_key_env), *(v for v in o.request.headers.values() if len(v) >= 8))
         notes = [redact(note, secrets) for note in notes]  # they quote the server's figures
         return TargetRun(records=out.records, timeline=timeline, memory=memory, environment=collect_environment(),
                          complete=out.complete, notes=notes, server_telemetry=list(out.telemetry), server_info=info)

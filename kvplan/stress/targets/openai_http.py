@@ -63,7 +63,14 @@ from kvplan.results.record import RequestRecord
 from kvplan.stress.bounded_http import MAX_PROBE_BYTES, bounded_request
 from kvplan.stress.redact import redact_values
 from kvplan.stress.targets.http1 import Http1Pool
-from kvplan.stress.targets.openai_stream import ApiKind, Progress, StreamClient, make_record, one_line
+from kvplan.stress.targets.openai_stream import (
+    ApiKind,
+    Progress,
+    RequestSettings,
+    StreamClient,
+    make_record,
+    one_line,
+)
 from kvplan.stress.targets.prompt_text import ExactPrompts
 from kvplan.stress.targets.server_features import KNOWN_KINDS, ServerFeatures, check_server_kind, probe_features
 from kvplan.stress.targets.target_url import public_url
@@ -126,6 +133,7 @@ async def run_http_target(
     api_key_env: str | None = None, timeout_s: float = 60.0, concurrency: int | None = None,
     warmup_request_ids: set[str] | frozenset[str] = frozenset(), on_progress: Callable[[int], None] | None = None,
     prompts: ExactPrompts | None = None, server_kind: str = "auto", scrape_interval_s: float = 0.5,
+    settings: RequestSettings | None = None, insecure: bool = False, ready_check_timeout_s: float = 0.0,
 ) -> HttpRunOutput:
     """Send `requests` to the server at `url` and measure them; scrape its /metrics meanwhile.
 
@@ -137,26 +145,30 @@ async def run_http_target(
     timeout_s x (max_tokens + 2); the probe, /health, /models and /metrics reads within
     min(timeout_s, their own bound) each. concurrency: closed loop (all `arrival_s` None) keeps this
     many open; open loop, if given, caps requests in flight. prompts: text prompts of exact token
-    length (from --tokenizer). server_kind: auto (probe) or vllm, sglang, tgi, openai.
+    length (from --tokenizer). server_kind: auto (probe) or vllm, sglang, tgi, openai. settings:
+    what every request carries besides its prompt (vllm bench serve's sampling, header, LoRA
+    flags). insecure: no TLS certificate check. ready_check_timeout_s: wait up to this long for
+    /health to answer 200 first (vllm bench serve --ready-check-timeout-sec).
     Raises `KvplanError` only before the run (bad arguments, unreachable server, refused key).
     """
     closed = _check_args(requests, api, timeout_s, concurrency)
     check_server_kind(server_kind)
     secret = api_key(api_key_env)
     base = public_url(url)
-    headers = {"Authorization": f"Bearer {secret}"} if secret else {}
+    settings = settings or RequestSettings()
+    headers = {**settings.headers, **({"Authorization": f"Bearer {secret}"} if secret else {})}
     cold_s = min(timeout_s, PROBE_TIMEOUT_S)  # every read besides the streams: within the same bound
-    timeout = httpx.Timeout(timeout_s, connect=cold_s)
-    tls = ssl.create_default_context()  # built once: each client would load the CA bundle again
-    parts = urlsplit(base)
+    tls, parts = _tls(insecure), urlsplit(base)
     # the streamed requests go through http1 (cheap per chunk); httpx keeps the cold paths
     pool = Http1Pool(parts.scheme, parts.hostname or "", parts.port, headers=headers, tls=tls,
                      connect_timeout_s=cold_s, read_timeout_s=timeout_s)
     async with contextlib.AsyncExitStack() as stack:
         stack.callback(pool.close)
         http = await stack.enter_async_context(
-            httpx.AsyncClient(headers=headers, timeout=timeout, trust_env=False, verify=tls)
-        )
+            httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(timeout_s, connect=cold_s), trust_env=False,
+                              verify=tls))
+        if ready_check_timeout_s > 0:
+            await _wait_until_ready(http, base, ready_check_timeout_s, cold_s)
         model = await _probe(http, base, served_model_name, api_key_env, secret, cold_s)
         features = await _features(http, base, parts.path, api, model, server_kind, secret,
                                    min(timeout_s, PROBE_GENERATE_TIMEOUT_S))
@@ -169,7 +181,7 @@ async def run_http_target(
         def clock_s() -> float:
             return time.perf_counter() - start_s
 
-        client = StreamClient(pool, parts.path, api, model, clock_s, start_s, secret, prompts, features)
+        client = StreamClient(pool, parts.path, api, model, clock_s, start_s, secret, prompts, features, settings)
         client.prepare(requests)
         scraper = MetricsScraper(http, f"{base}/metrics", clock_s, interval_s=scrape_interval_s, secrets=(secret,),
                                  timeout_s=min(timeout_s, SCRAPE_TIMEOUT_S))
@@ -177,12 +189,40 @@ async def run_http_target(
         scrape_task = asyncio.create_task(scraper.run(stop))
         records, complete = await _drive(client, requests, concurrency, warmup_request_ids, on_progress)
         stop.set()
-        try:  # the final scrape: bounded, so a hung /metrics cannot hold the run
-            await asyncio.wait_for(scrape_task, timeout=2 * min(timeout_s, SCRAPE_TIMEOUT_S))
-        except (asyncio.TimeoutError, asyncio.CancelledError):
-            scrape_task.cancel()
+        await _final_scrape(scrape_task, 2 * min(timeout_s, SCRAPE_TIMEOUT_S))
     return _output(records, requests, complete, scraper, {"url": base, "api": api, "model": model, **features.info()},
                    secret)
+
+
+async def _final_scrape(task: asyncio.Task, timeout_s: float) -> None:
+    """Bounded, so a hung /metrics cannot hold the run."""
+    try:
+        await asyncio.wait_for(task, timeout=timeout_s)
+    except (asyncio.TimeoutError, asyncio.CancelledError):
+        task.cancel()
+
+
+def _tls(insecure: bool) -> ssl.SSLContext:
+    """One context for the run (each client would load the CA bundle again); --insecure: no check."""
+    tls = ssl.create_default_context()
+    if insecure:  # vllm bench serve --insecure: self-signed certificates
+        tls.check_hostname = False
+        tls.verify_mode = ssl.CERT_NONE
+    return tls
+
+
+async def _wait_until_ready(http: httpx.AsyncClient, base: str, timeout_s: float, read_s: float) -> None:
+    """Poll /health until it answers 200, for up to `timeout_s` (then the probe reports what is wrong)."""
+    deadline_s = time.monotonic() + timeout_s
+    while time.monotonic() < deadline_s:
+        try:
+            r = await bounded_request(http, "GET", f"{base}/health", max_bytes=MAX_PROBE_BYTES,
+                                      total_s=min(read_s, max(0.1, deadline_s - time.monotonic())), timeout=read_s)
+            if r.status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        await asyncio.sleep(min(1.0, max(0.0, deadline_s - time.monotonic())))
 
 
 async def _features(http: httpx.AsyncClient, base: str, path: str, api: str, model: str | None, server_kind: str,

@@ -25,6 +25,31 @@ MAX_ERROR_BODY_BYTES = 64 * 1024  # of an error page, kept for the record's text
 MAX_SSE_LINE_BYTES = 4 * 2**20  # one `data:` event; vLLM's with logprobs of a long prompt stay far below
 
 
+@dataclass(frozen=True)
+class RequestSettings:
+    """What every request carries beyond its prompt and length (vllm bench serve's flags):
+    `body` fields (sampling, logprobs, --extra-body) over kvplan's defaults, `headers`, the
+    request-id prefix, --ignore-eos forced, LoRA module names as the `model` field."""
+
+    body: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    request_id_prefix: str = ""
+    ignore_eos: bool = False
+    lora_modules: tuple[str, ...] = ()
+    lora_assignment: str = "random"  # or round-robin
+    seed: int = 0  # of the random LoRA choice
+
+    def model_for(self, index: int, default: str | None) -> str | None:
+        """The `model` field of request `index`: a LoRA module (random, seeded, or round robin), else the model."""
+        if not self.lora_modules:
+            return default
+        if self.lora_assignment == "round-robin":
+            return self.lora_modules[index % len(self.lora_modules)]
+        import random
+
+        return random.Random(self.seed * 1_000_003 + index).choice(self.lora_modules)
+
+
 @dataclass
 class Progress:
     """What one request has seen so far (mutable, private: becomes a frozen RequestRecord)."""
@@ -65,7 +90,7 @@ class StreamClient:
 
     def __init__(self, pool: Http1Pool, base_path: str, api: ApiKind, model: str | None,
                  clock_s: Callable[[], float], start_s: float, secret: str | None, prompts: ExactPrompts | None = None,
-                 features: ServerFeatures = KNOWN_KINDS["vllm"]) -> None:
+                 features: ServerFeatures = KNOWN_KINDS["vllm"], settings: RequestSettings | None = None) -> None:
         self.pool = pool
         self.path = f"{base_path}/v1/chat/completions" if api == "chat" else f"{base_path}/v1/completions"
         self.api = api
@@ -75,6 +100,7 @@ class StreamClient:
         self._secrets = (secret,) if secret else ()
         self.prompts = prompts
         self.features = features
+        self.settings = settings or RequestSettings()
         self._texts: dict[str, str] = {}
 
     def prepare(self, requests: Iterable[Request]) -> None:
@@ -96,8 +122,13 @@ class StreamClient:
     def body(self, spec: Request) -> dict[str, Any]:
         body: dict[str, Any] = {"max_tokens": spec.output_tokens, "temperature": 0.0, "stream": True,
                                 "stream_options": {"include_usage": True}, **self.features.extras(spec.output_tokens)}
-        if self.model is not None:
-            body["model"] = self.model
+        settings = self.settings
+        if settings.ignore_eos:
+            body["ignore_eos"] = True
+        body.update(settings.body)  # vLLM's order: the sampling flags and --extra-body over the defaults
+        model = settings.model_for(spec.index, self.model)
+        if model is not None:
+            body["model"] = model
         text = self._texts.get(spec.request_id, spec.prompt_text)
         if text is None and (self.api == "chat" or not self.features.token_id_prompts):
             ids = spec.token_ids
@@ -187,7 +218,8 @@ class StreamClient:
             # every token may take the idle timeout, so a server that keeps to it ends within
             # (tokens + 2) x timeout: one that drips or streams on forever does not
             deadline_s = self.pool.read_timeout_s * (spec.output_tokens + 2)
-            code = await self.pool.post_stream(self.path, body, {"X-Request-Id": spec.request_id}, sink,
+            headers = {**self.settings.headers, "X-Request-Id": self.settings.request_id_prefix + spec.request_id}
+            code = await self.pool.post_stream(self.path, body, headers, sink,
                                                on_sent=on_sent, on_head=on_head, total_timeout_s=deadline_s,
                                                progress=lambda: p.progress_read_s)
             if code != 200:

@@ -1,0 +1,253 @@
+"""The rest of `vllm bench serve`'s flags (vLLM 0.19.1 `vllm/benchmarks/serve.py` and
+`datasets.py`: 90 in all) on `kvplan stress`. The 17 that shape the load (--model, --dataset-name,
+--num-prompts, --request-rate, ...) are kvplan options of their own (`bench_flags.BenchFlags`);
+these 73 arrive as extra arguments, parsed here by argparse as vLLM parses them (same names,
+types, nargs and defaults), then either given the same meaning (`BenchExtras`) or refused in one
+line saying why: a flag for audio, images, reranking, profiling, beam search or a plot vLLM draws
+has nothing to act on in a text load generator that streams.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvplan.errors import KvplanError
+
+# flag -> why kvplan refuses it (given at all, even as its default: a user asking expects it to act)
+REFUSED = {
+    "--use-beam-search": "kvplan sends greedy/sampled requests only; vLLM's V1 engine dropped beam search from "
+                         "its serving path",
+    "--profile": "it starts the server's torch profiler (a server-side feature); profile the server directly",
+    "--no-stream": "kvplan measures TTFT and ITL from the streamed tokens; a non-streamed answer has neither",
+    "--plot-timeline": "kvplan writes report.html with its own request timeline beside result.json",
+    "--timeline-itl-thresholds": "it colours vLLM's --plot-timeline, which kvplan does not draw (see report.html)",
+    "--plot-dataset-stats": "report.html shows the prompt and output length distributions of the run",
+    "--enable-multimodal-chat": "kvplan sends text prompts only (no images, audio or video)",
+    "--spec-bench-output-len": "the spec_bench dataset is not one kvplan reads",
+    "--spec-bench-category": "the spec_bench dataset is not one kvplan reads",
+    "--blazedit-min-distance": "the blazedit dataset is a Hub download; kvplan reads local datasets only",
+    "--blazedit-max-distance": "the blazedit dataset is a Hub download; kvplan reads local datasets only",
+    "--asr-max-audio-len-sec": "audio datasets: kvplan sends text prompts only",
+    "--asr-min-audio-len-sec": "audio datasets: kvplan sends text prompts only",
+    "--random-batch-size": "it batches prompts for embedding endpoints; kvplan drives generation endpoints",
+    "--no-reranker": "it applies to the random_rerank dataset; kvplan drives generation endpoints",
+    "--random-mm-base-items-per-request": "multimodal random prompts: kvplan sends text prompts only",
+    "--random-mm-num-mm-items-range-ratio": "multimodal random prompts: kvplan sends text prompts only",
+    "--random-mm-limit-mm-per-prompt": "multimodal random prompts: kvplan sends text prompts only",
+    "--random-mm-bucket-config": "multimodal random prompts: kvplan sends text prompts only",
+    "--sonnet-input-len": "kvplan has no sonnet dataset reader yet (random, sharegpt, custom, burstgpt and "
+                          "prefix_repetition run)",
+    "--sonnet-output-len": "kvplan has no sonnet dataset reader yet",
+    "--sonnet-prefix-len": "kvplan has no sonnet dataset reader yet",
+    "--hf-subset": "kvplan has no Hugging Face datasets reader yet (a local sharegpt/custom file runs)",
+    "--hf-split": "kvplan has no Hugging Face datasets reader yet",
+    "--hf-name": "kvplan has no Hugging Face datasets reader yet",
+    "--hf-output-len": "kvplan has no Hugging Face datasets reader yet",
+}
+BACKENDS = {"openai": "completions", "vllm": "completions", "openai-chat": "chat"}  # vLLM's generation backends
+ENDPOINTS = {"/v1/completions": "completions", "/v1/chat/completions": "chat"}
+PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
+GOODPUT_METRICS = ("ttft", "tpot", "e2el")
+SAMPLING = ("top_p", "top_k", "min_p", "temperature", "frequency_penalty", "presence_penalty", "repetition_penalty")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise KvplanError(f"{message} (vllm bench serve's flags; `kvplan stress --help` lists kvplan's)")
+
+
+def _parser() -> _Parser:
+    p = _Parser(prog="kvplan stress", add_help=False, allow_abbrev=False)
+    add = p.add_argument
+    add("--label"), add("--backend", default="openai"), add("--base-url"), add("--host", default="127.0.0.1")
+    add("--port", type=int, default=8000), add("--endpoint", default="/v1/completions")
+    add("--header", nargs="*", metavar="KEY=VALUE"), add("--input-len", type=int), add("--output-len", type=int)
+    add("--tokenizer-mode", default="auto"), add("--logprobs", type=int), add("--disable-tqdm", action="store_true")
+    add("--num-warmups", type=int, default=0), add("--save-detailed", action="store_true")
+    add("--append-result", action="store_true"), add("--metadata", nargs="*", metavar="KEY=VALUE")
+    add("--result-dir"), add("--result-filename"), add("--ignore-eos", action="store_true")
+    add("--percentile-metrics"), add("--metric-percentiles", default="99"), add("--goodput", nargs="+")
+    add("--request-id-prefix"), add("--top-p", type=float), add("--top-k", type=int), add("--min-p", type=float)
+    add("--temperature", type=float), add("--frequency-penalty", type=float), add("--presence-penalty", type=float)
+    add("--repetition-penalty", type=float), add("--lora-modules", nargs="+")
+    add("--lora-assignment", default="random", choices=["random", "round-robin"])
+    add("--ramp-up-strategy", choices=["linear", "exponential"]), add("--ramp-up-start-rps", type=int)
+    add("--ramp-up-end-rps", type=int), add("--ready-check-timeout-sec", type=int, default=0)
+    add("--extra-body", type=_json_object), add("--skip-tokenizer-init", action="store_true")
+    add("--insecure", action="store_true"), add("--trust-remote-code", action="store_true")
+    add("--no-oversample", action="store_true"), add("--skip-chat-template", action="store_true")
+    add("--disable-shuffle", action="store_true")
+    add("--prefix-repetition-prefix-len", type=int), add("--prefix-repetition-suffix-len", type=int)
+    add("--prefix-repetition-num-prefixes", type=int), add("--prefix-repetition-output-len", type=int)
+    for flag in REFUSED:  # parsed (so the refusal names the flag, not "unrecognized"), then refused
+        add(flag, nargs="*", dest="refused_" + flag[2:].replace("-", "_"))
+    return p
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        raise argparse.ArgumentTypeError(f"--extra-body must be a JSON object, got {text[:60]!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"--extra-body must be a JSON object, got {text[:60]!r}")
+    return value
+
+
+def _pairs(items: list[str] | None, flag: str, sep: str = "=") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items or ():
+        key, found, value = item.partition(sep)
+        if not found or not key.strip():
+            raise KvplanError(f"{flag} takes KEY{sep}VALUE pairs, got {item[:60]!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+@dataclass(frozen=True)
+class BenchExtras:
+    """vllm bench serve's flags beyond the load's shape, with vLLM's meaning."""
+
+    label: str | None = None
+    target: str | None = None  # --base-url, else http://--host:--port when either is given
+    api: str | None = None  # from --backend / --endpoint (None: kvplan's --api)
+    headers: dict[str, str] = field(default_factory=dict)
+    input_len: int | None = None
+    output_len: int | None = None
+    body: dict[str, Any] = field(default_factory=dict)  # sampling, logprobs, --extra-body: sent in every request
+    ignore_eos: bool = False
+    progress: bool = True
+    num_warmups: int = 0
+    save_detailed: bool = False
+    append_result: bool = False
+    metadata: dict[str, str] = field(default_factory=dict)
+    result_dir: str | None = None
+    result_filename: str | None = None
+    percentile_metrics: tuple[str, ...] = ("ttft", "tpot", "itl")
+    metric_percentiles: tuple[float, ...] = (99.0,)
+    goodput_ms: dict[str, float] = field(default_factory=dict)
+    request_id_prefix: str | None = None
+    lora_modules: tuple[str, ...] = ()
+    lora_assignment: str = "random"
+    ramp: tuple[str, int, int] | None = None  # (strategy, start rps, end rps)
+    ready_check_timeout_s: float = 0.0
+    insecure: bool = False
+    no_oversample: bool = False
+    disable_shuffle: bool = False
+    prefix_repetition: dict[str, int] = field(default_factory=dict)  # prefix_len, suffix_len, num_prefixes, output_len
+    given: tuple[str, ...] = ()  # the flags as typed, for the scenario's description
+
+    @property
+    def wants_vllm_result(self) -> bool:
+        return bool(self.result_dir or self.result_filename or self.append_result or self.save_detailed
+                    or self.metadata or self.label)
+
+
+def parse_bench_extras(args: list[str]) -> BenchExtras:
+    """vllm bench serve's remaining flags from `args` (kvplan's own were parsed already); a flag
+    neither knows, a bad value or a refused flag is one `KvplanError` line."""
+    if not args:
+        return BenchExtras()
+    ns, rest = _parser().parse_known_args(args)
+    if rest:
+        raise KvplanError(f"no such option {rest[0]!r} (neither kvplan's nor vllm bench serve's)")
+    for flag in REFUSED:
+        if getattr(ns, "refused_" + flag[2:].replace("-", "_")) is not None:
+            raise KvplanError(f"{flag} is vllm bench serve's but cannot apply here: {REFUSED[flag]}")
+    return _extras(ns, [a for a in args if a.startswith("--")])
+
+
+def _api(ns: argparse.Namespace) -> str:
+    """The API the backend and endpoint name together (vLLM's request functions check the endpoint's
+    suffix against the backend: openai-chat needs .../chat/completions)."""
+    if ns.backend not in BACKENDS:
+        raise KvplanError(f"--backend {ns.backend!r}: kvplan drives {', '.join(BACKENDS)} (text generation over "
+                          "the OpenAI API)")
+    api = ENDPOINTS.get(ns.endpoint.rstrip("/"))
+    if api is None:
+        raise KvplanError(f"--endpoint {ns.endpoint!r}: kvplan drives {', '.join(ENDPOINTS)}")
+    if BACKENDS[ns.backend] != api:
+        wanted = "/v1/chat/completions" if BACKENDS[ns.backend] == "chat" else "/v1/completions"
+        raise KvplanError(f"--backend {ns.backend} sends to {wanted}, not --endpoint {ns.endpoint}")
+    return api
+
+
+def _extras(ns: argparse.Namespace, typed: list[str]) -> BenchExtras:
+    body: dict[str, Any] = {k: getattr(ns, k) for k in SAMPLING if getattr(ns, k) is not None}
+    if ns.logprobs is not None:
+        body["logprobs"] = ns.logprobs
+    if ns.extra_body:
+        body.update(ns.extra_body)  # vLLM: sampling flags, then --extra-body over them
+    metrics = tuple(m.strip() for m in (ns.percentile_metrics or "ttft,tpot,itl").split(",") if m.strip())
+    bad = [m for m in metrics if m not in PERCENTILE_METRICS]
+    if bad:
+        raise KvplanError(f"--percentile-metrics {bad[0]!r}: choose from {', '.join(PERCENTILE_METRICS)}")
+    bad_percentiles = KvplanError(f"--metric-percentiles {ns.metric_percentiles!r}: comma-separated numbers in "
+                                  "(0, 100]")
+    try:
+        percentiles = tuple(float(p) for p in ns.metric_percentiles.split(",") if p.strip())
+    except ValueError:
+        raise bad_percentiles from None
+    if not percentiles or not all(0 < p <= 100 for p in percentiles):
+        raise bad_percentiles
+    goodput = {k: _goodput_ms(k, v) for k, v in _pairs(ns.goodput, "--goodput", ":").items()}
+    ramp = None
+    if ns.ramp_up_strategy is not None or ns.ramp_up_start_rps is not None or ns.ramp_up_end_rps is not None:
+        ramp = _ramp(ns)
+    if ns.tokenizer_mode not in ("auto", "hf"):
+        raise KvplanError(f"--tokenizer-mode {ns.tokenizer_mode!r}: kvplan loads tokenizers with transformers "
+                          "(auto or hf)")
+    for name in ("input_len", "output_len", "num_warmups", "logprobs", "ready_check_timeout_sec"):
+        value = getattr(ns, name)
+        if value is not None and value < 0:
+            raise KvplanError(f"--{name.replace('_', '-')} must be >= 0, got {value}")
+    repetition = {k: getattr(ns, "prefix_repetition_" + k) for k in ("prefix_len", "suffix_len", "num_prefixes",
+                                                                     "output_len")}
+    base_url = ns.base_url.rstrip("/") if ns.base_url else None
+    target = base_url or (f"http://{_host(ns.host)}:{ns.port}" if {"--host", "--port"} & set(typed) else None)
+    return BenchExtras(
+        label=ns.label, target=target, api=_api(ns) if {"--backend", "--endpoint"} & set(typed) else None,
+        headers=_pairs(ns.header, "--header"), input_len=ns.input_len, output_len=ns.output_len, body=body,
+        ignore_eos=ns.ignore_eos, progress=not ns.disable_tqdm, num_warmups=ns.num_warmups,
+        save_detailed=ns.save_detailed, append_result=ns.append_result, metadata=_pairs(ns.metadata, "--metadata"),
+        result_dir=ns.result_dir, result_filename=ns.result_filename, percentile_metrics=metrics,
+        metric_percentiles=percentiles, goodput_ms=goodput, request_id_prefix=ns.request_id_prefix,
+        lora_modules=tuple(ns.lora_modules or ()), lora_assignment=ns.lora_assignment, ramp=ramp,
+        ready_check_timeout_s=float(ns.ready_check_timeout_sec), insecure=ns.insecure, no_oversample=ns.no_oversample,
+        disable_shuffle=ns.disable_shuffle, prefix_repetition={k: v for k, v in repetition.items() if v is not None},
+        given=tuple(typed))
+
+
+def _host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host  # vLLM's join_host_port
+
+
+def _goodput_ms(key: str, value: str) -> float:
+    if key not in GOODPUT_METRICS:
+        raise KvplanError(f"--goodput {key!r}: choose from {', '.join(GOODPUT_METRICS)} (KEY:MILLISECONDS)")
+    try:
+        ms = float(value)
+    except ValueError:
+        raise KvplanError(f"--goodput {key}:{value[:40]!r}: the value is milliseconds, a number") from None
+    if not (math.isfinite(ms) and ms >= 0):
+        raise KvplanError(f"--goodput {key}:{value[:40]!r}: a non-negative number of milliseconds")
+    return ms
+
+
+def _ramp(ns: argparse.Namespace) -> tuple[str, int, int]:
+    """vLLM's checks, in its words' order (serve.py main_async)."""
+    if ns.ramp_up_strategy is None:
+        raise KvplanError("--ramp-up-start-rps / --ramp-up-end-rps need --ramp-up-strategy (linear or exponential)")
+    start, end = ns.ramp_up_start_rps, ns.ramp_up_end_rps
+    if start is None or end is None:
+        raise KvplanError("--ramp-up-strategy needs both --ramp-up-start-rps and --ramp-up-end-rps")
+    if start < 0 or end < 0:
+        raise KvplanError("--ramp-up-start-rps and --ramp-up-end-rps must be non-negative")
+    if start > end:
+        raise KvplanError(f"--ramp-up-start-rps {start} must not exceed --ramp-up-end-rps {end}")
+    if start == 0:  # vLLM: exponential refuses it; linear asserts on the first request's rate of 0
+        raise KvplanError("a ramp-up cannot start at 0 requests/s (its first request would never be sent)")
+    return ns.ramp_up_strategy, start, end
