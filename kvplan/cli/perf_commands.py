@@ -124,8 +124,9 @@ def predict_command(
     vllm_result: Annotated[
         str | None,
         typer.Option(
-            help="A result `vllm bench serve --save-result --save-detailed` wrote: predict that very run (its lengths, "
-                "arrivals, --max-concurrency) and print predicted vs measured."
+            help="A result `vllm bench serve --save-result` wrote: predict that very run and print predicted vs "
+                "measured (with --save-detailed its lengths and arrivals; a plain file gives its prompt count, rate "
+                "and concurrency, the lengths come from --random-input-len / --random-output-len)."
         ),
     ] = None,
     as_json: AsJson = False,
@@ -157,7 +158,12 @@ def predict_command(
         from kvplan.perf.bench_result import load_vllm_bench_result
 
         bench = load_vllm_bench_result(vllm_result)
-        requests, max_concurrency = bench.requests, bench.max_concurrency
+        max_concurrency = bench.max_concurrency
+        if bench.requests is not None:
+            requests = bench.requests
+        else:  # a plain --save-result: that run's settings, the lengths as given here
+            requests = _plain_run_requests(bench.plain, random_input_len, random_output_len, random_range_ratio,
+                                           max_concurrency, seed)
     elif scenario:
         requests, max_concurrency = _scenario_requests(scenario, args.block_size, enable_prefix_caching)
     else:
@@ -184,6 +190,21 @@ def predict_command(
     from kvplan.report.predict_view import render_prediction
 
     render_prediction(make_console(), figures, title)
+
+
+def _plain_run_requests(plain, input_len: int, output_len: int, range_ratio: float, max_concurrency: int | None,
+                        seed: int) -> list:
+    """A plain result's run rebuilt: its prompt count, rate and burstiness, the lengths the command
+    gives; a warning when they differ from the run's own means by more than 5%."""
+    from kvplan.workload.datasets.random_dataset import RandomDataset
+
+    for flag, given, mean in (("--random-input-len", input_len, plain.mean_input_tokens),
+                              ("--random-output-len", output_len, plain.mean_output_tokens)):
+        if mean is not None and abs(given - mean) > 0.05 * mean:
+            typer.echo(f"kvplan: warning: {flag} {given} but that run averaged {mean:,.0f} tokens; the file has no "
+                       "per-request lengths (--save-detailed), so give the lengths it was run with", err=True)
+    return RandomDataset(input_len, output_len, range_ratio, plain.num_prompts, plain.request_rate, plain.burstiness,
+                         max_concurrency, seed).requests()
 
 
 def _compare_with_run(figures: dict, bench, path: str, title: str, as_json: bool) -> None:

@@ -1,5 +1,8 @@
 """A result file `vllm bench serve --save-result --save-detailed` wrote, read back as the workload
-it ran (so `kvplan predict --vllm-result` predicts that very run) and the figures it measured.
+it ran (so `kvplan predict --vllm-result` predicts that very run) and the figures it measured. A
+plain `--save-result` file (no per-request arrays) gives the run's settings (`num_prompts`,
+`request_rate`, `burstiness`, `max_concurrency`) and its mean lengths; the lengths themselves then
+come from the command line (`--random-input-len`, ...), checked against those means.
 
 The workload: each request's prompt and output length (`input_lens`, `output_lens`) and when the
 client meant to send it (`start_times` minus `queue_times`, the wait for a --max-concurrency slot,
@@ -33,11 +36,56 @@ COMPARED = (
 
 @dataclass(frozen=True)
 class BenchRun:
-    requests: list[Request]
+    requests: list[Request] | None  # None: a plain --save-result file (no per-request arrays)
     max_concurrency: int | None
     measured: dict[str, float]  # vLLM's keys
     failed: int
     model_id: str | None
+    plain: PlainRun | None = None  # the run's settings, when the lengths must come from the command line
+
+
+@dataclass(frozen=True)
+class PlainRun:
+    """What a plain `--save-result` file says of the load: the caller supplies the lengths."""
+
+    num_prompts: int
+    request_rate: float  # inf: all at once
+    burstiness: float
+    mean_input_tokens: float | None  # total_input_tokens / completed, to check the lengths given against
+    mean_output_tokens: float | None
+
+
+def _plain(p: Path, data: dict[str, Any]) -> BenchRun:
+    """A result without per-request arrays: its num_prompts, rate, burstiness and concurrency."""
+    def number(key: str, default: float | None = None) -> float | None:
+        value = data.get(key, default)
+        if value == "inf":
+            return math.inf
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+            return default
+        return float(value)
+
+    prompts = number("num_prompts")
+    if prompts is None or not 0 < prompts <= MAX_REQUESTS or prompts != int(prompts):
+        raise KvplanError(f"{p}: neither per-request arrays (--save-detailed) nor a num_prompts in "
+                          f"1..{MAX_REQUESTS:,}: not a vllm bench serve result")
+    rate, burst = number("request_rate", math.inf), number("burstiness", 1.0)
+    if rate is None or not rate > 0 or burst is None or not burst > 0:
+        raise KvplanError(f"{p}: request_rate and burstiness must be positive numbers (or rate \"inf\")")
+    completed = number("completed")
+    mean_in = number("total_input_tokens")
+    mean_out = number("total_output_tokens")
+    cap = data.get("max_concurrency")
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap <= 0):
+        raise KvplanError(f"{p}: max_concurrency must be a positive whole number or null, got {str(cap)[:40]!r}")
+    measured = {
+        k: float(data[k]) for k in COMPARED if isinstance(data.get(k), (int, float)) and not isinstance(data[k], bool)
+    }
+    plain = PlainRun(int(prompts), rate, burst, mean_in / completed if mean_in is not None and completed else None,
+                     mean_out / completed if mean_out is not None and completed else None)
+    failed = number("failed", 0.0) or 0.0
+    return BenchRun(None, cap, measured, int(failed), data.get("model_id") if isinstance(data.get("model_id"), str)
+                    else None, plain)
 
 
 def _ints(path: Path, key: str, values: Any, n: int) -> list[int]:
@@ -71,6 +119,8 @@ def load_vllm_bench_result(path: str | Path) -> BenchRun:
     if not isinstance(data, dict):
         raise KvplanError(f"{p}: a vllm bench result is a JSON object, got a {type(data).__name__}")
     missing = [k for k in REQUIRED if k not in data]
+    if len(missing) == len(REQUIRED):  # a plain --save-result: the lengths come from the command line
+        return _plain(p, data)
     if missing:
         raise KvplanError(f"{p}: no {', '.join(missing)}: the per-request arrays come with `vllm bench serve "
                           "--save-result --save-detailed`")

@@ -64,3 +64,37 @@ def test_not_a_vllm_result_is_one_line(tmp_path: Path, text: str, words: str) ->
     path.write_text(text)
     with pytest.raises(KvplanError, match=words):
         load_vllm_bench_result(path)
+
+
+DETAILED = ("input_lens", "output_lens", "start_times", "ttfts", "itls", "generated_texts", "errors")  # vLLM 0.19.1
+# serve.py drops exactly these without --save-detailed
+
+
+@pytest.fixture()
+def plain_file(vllm_file: Path, tmp_path: Path) -> Path:
+    data = {k: v for k, v in json.loads(vllm_file.read_text()).items() if k not in DETAILED}
+    path = tmp_path / "plain.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_a_plain_save_result_file_gives_the_run_s_settings(plain_file: Path) -> None:
+    data = json.loads(plain_file.read_text())
+    run = load_vllm_bench_result(plain_file)
+    assert run.requests is None and run.plain is not None
+    assert (run.plain.num_prompts, run.plain.request_rate, run.plain.burstiness) == (12, 20.0, 1.0)
+    # the means, by hand from the file's totals: 384 / 12 and 96 / 12
+    assert (run.plain.mean_input_tokens, run.plain.mean_output_tokens) == (32.0, 8.0)
+    assert run.measured["median_ttft_ms"] == data["median_ttft_ms"]
+
+
+def test_predict_a_plain_file_with_the_lengths_it_ran(plain_file: Path) -> None:
+    args = ["predict", "--model", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "4096", "--perf-model",
+            "roofline", "--vllm-result", str(plain_file), "--json"]
+    r = CliRunner().invoke(app, [*args, "--random-input-len", "32", "--random-output-len", "8"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["predicted"]["completed"] == 12 and out["predicted"]["total_input_tokens"] == 384
+    assert "warning" not in r.stderr
+    r = CliRunner().invoke(app, args)  # the default 1024 / 128: not what that run sent
+    assert r.exit_code == 0 and "--random-input-len 1024 but that run averaged 32 tokens" in r.stderr
