@@ -130,6 +130,10 @@ def predict_command(
         ),
     ] = None,
     as_json: AsJson = False,
+    explain: Annotated[bool, typer.Option(
+        "--explain", help="Also say where the median request's TTFT goes (request latency, API server and engine "
+                          "queues, its prefill steps by component) and a median decode step's time by component.",
+        metavar="")] = False,
     strict: Strict = False,
     perf_model: Annotated[
         str,
@@ -177,7 +181,8 @@ def predict_command(
             max_concurrency,
             seed,
         ).requests()
-    result = run_predict(spec, args, requests, max_concurrency=max_concurrency, perf_model=perf_model)
+    result = run_predict(spec, args, requests, max_concurrency=max_concurrency, perf_model=perf_model,
+                         explain=explain)
     _warn_on_fallback(perf_model, gpu)
     figures = {**result.figures, "client_max_concurrency": max_concurrency}
     title = f"{spec.name} on {args.tensor_parallel_size} x {gpu}, vLLM {args.vllm_version}"

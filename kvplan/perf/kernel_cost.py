@@ -160,6 +160,12 @@ class KernelStepModel:
 
     @lru_cache(maxsize=4096)  # noqa: B019 - one model object per prediction; steps repeat their token counts
     def _linear_ms(self, tokens: int, sampled: int) -> float:
+        gemms, moe, comm, elementwise = self._linear_parts_ms(tokens, sampled)
+        return gemms + moe + comm + elementwise
+
+    def _linear_parts_ms(self, tokens: int, sampled: int) -> tuple[float, float, float, float]:
+        """(dense GEMMs and the LM head, routed experts, TP / MoE-group all-reduces, memory-bound
+        elementwise kernels) in ms, each from its table or the roofline."""
         s, h = self.spec, self.spec.hidden_size
         n_exp, k, inter, _ = s.moe_shape
         expert = 3 * h * inter if inter else 0
@@ -189,7 +195,7 @@ class KernelStepModel:
             comm += group_moe * (
                 measured(values) if measured is not None else self._allreduce_roofline_ms(values, group)
             )
-        return gemms + mlp + comm + self._elementwise_ms(tokens)
+        return gemms, mlp, comm, self._elementwise_ms(tokens)
 
     def _tp_allreduce_ms(self, values: float, eager: bool = False) -> float:
         measured = (self.eager_allreduce if eager else None) or self.allreduce
@@ -326,13 +332,26 @@ class KernelStepModel:
                              shape.attention_pairs, shape.sampled, shape.num_prefill_seqs, shape.prefill_pairs)
 
     def components_s(self, shape: StepShape) -> dict[str, float]:
-        """The GPU's part (timed ops, untimed kernels' floors, launches) and the host's: with async
-        scheduling the host's runs beside the GPU's, so the step is the longer, not the sum."""
+        """The GPU's work by op (dense GEMMs, routed experts, all-reduces, elementwise kernels,
+        attention, the floors of kernels no table times, eager launches) and the host's time not
+        hidden behind it: with async scheduling the host's runs beside the GPU's, so the step is
+        the longer, not the sum. They add up to `step_s(shape)`."""
         total = float(self.step_s(shape))
         no_host = replace(self.coefficients, step_overhead_s=0.0, legacy_step_overhead_s=0.0, legacy_seq_overhead_s=0.0)
         idle = replace(self, roofline=replace(self.roofline, coefficients=no_host))
         gpu = float(idle.step_s(shape))
-        return {"gpu": gpu, "host": total - gpu}
+        tokens, sampled, prefill_tokens = int(shape.num_tokens), int(shape.sampled), int(shape.num_prefill_tokens)
+        prefill_pairs = shape.prefill_pairs if shape.prefill_pairs is not None else max(
+            0.0, float(shape.attention_pairs) - (float(shape.context_tokens) if not prefill_tokens else 0.0))
+        p_seqs = float(shape.num_prefill_seqs) if shape.num_prefill_seqs is not None else float(bool(prefill_tokens))
+        gemms, moe, comm, elementwise = (v / 1e3 for v in self._linear_parts_ms(tokens, sampled))
+        attention = self._attention_ms(p_seqs, prefill_tokens, float(prefill_pairs), max(0, tokens - prefill_tokens),
+                                       max(0.0, float(shape.attention_pairs) - float(prefill_pairs))) / 1e3
+        untimed = self.untimed_kernels * self.coefficients.kernel_floor_s
+        timed = gemms + moe + comm + elementwise + attention + untimed
+        return {"dense GEMMs and LM head": gemms, "routed experts (MoE)": moe, "all-reduce": comm,
+                "elementwise kernels": elementwise, "attention": attention, "untimed kernels (floors)": untimed,
+                "launches (eager, host-bound GEMMs)": gpu - timed, "host (not hidden behind the GPU)": total - gpu}
 
     def _seconds(self, tokens: Any, seqs: Any, prefill_tokens: Any, context_tokens: Any, attention_pairs: Any,
                  sampled: Any, prefill_seqs: Any = None, prefill_pairs: Any = None) -> Any:

@@ -87,9 +87,10 @@ def simulate_replicas(requests: list[Request], config: SchedulerConfig, model: A
 
 def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_concurrency: int | None = None,
             coefficients: Coefficients | None = None, num_gpu_blocks: int | None = None,
-            perf_model: str = "roofline") -> Prediction:
+            perf_model: str = "roofline", explain: bool = False) -> Prediction:
     """Simulate `requests` against vLLM serving `spec` with `args`; `num_gpu_blocks` overrides the
-    planned pool (a start-up log's figure)."""
+    planned pool (a start-up log's figure); `explain`: figures["explain"] says where the median
+    request's TTFT and a decode step's time go (`kvplan.perf.explain`)."""
     if not requests:
         raise KvplanError("no requests to simulate")
     plan = server_plan(spec, args)
@@ -111,6 +112,12 @@ def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_c
         "step_cost_sources": step_sources(model, spec, args),
         "scheduling": scheduling_note(args, config.async_scheduling),
     })
+    if explain:
+        from kvplan.perf.explain import explain as explain_trace
+
+        first_replica = -(-len(requests) // args.data_parallel_size)
+        found = explain_trace(trace, model, model.coefficients.request_latency_s, first_replica)
+        figures["explain"] = found.as_dict() if found is not None else None
     return Prediction(figures, plan, trace, config)
 
 

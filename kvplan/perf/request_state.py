@@ -18,6 +18,7 @@ class RequestState:
         "generated",
         "send_s",
         "send_step",
+        "start_step",
         "first_step",
         "last_step",
         "first_s",
@@ -33,5 +34,5 @@ class RequestState:
         self.computed = req.cached_tokens  # prefix-cache hits: computed without being scheduled
         self.blocks = self.generated = 0
         self.send_s, self.send_step = 0.0, 0
-        self.first_step = self.last_step = -1
+        self.start_step = self.first_step = self.last_step = -1  # start: its first scheduled step
         self.first_s = self.last_s = 0.0

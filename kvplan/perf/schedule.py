@@ -72,6 +72,7 @@ class Engine(DecodeStretches):
             r.ready_s = self.frontend_free = max(send_s, self.frontend_free) + self.frontend_s
             self.frontend.append(r)
         else:
+            r.ready_s = send_s
             self._arrive(r)
 
     def _arrive(self, r: RequestState) -> None:
@@ -219,6 +220,8 @@ class Engine(DecodeStretches):
         clock, steps, itl_append, watch, record = self.clock, self.steps, self.itl.append, self.watch, self.record
         for r, n in scheduled:
             r.computed += n
+            if r.start_step < 0:
+                r.start_step = steps
             if r.computed != r.known:
                 continue
             r.generated += 1
@@ -242,6 +245,7 @@ class Engine(DecodeStretches):
         return Trace(tok, seqs, pre, ctx, pairs, sampled, end,
                      send_step=np.array([r.send_step for r in reqs]), send_s=np.array([r.send_s for r in reqs]),
                      first_step=np.array([r.first_step for r in reqs]), last_step=np.array([r.last_step for r in reqs]),
+                     start_step=np.array([r.start_step for r in reqs]), ready_s=np.array([r.ready_s for r in reqs]),
                      prompt_tokens=np.array([r.prompt for r in reqs]), output_tokens=np.array([r.out for r in reqs]),
                      first_token_s=np.array([r.first_s for r in reqs]), last_token_s=np.array([r.last_s for r in reqs]),
                      itl_s=np.asarray(self.itl), peak_used_blocks=self.peak, max_running=self.max_running,

@@ -32,6 +32,8 @@ class Trace:
     num_preemptions: int = 0
     timed_arrivals: bool = False  # True: the step sequence depends on the clock
     extras: dict = field(default_factory=dict)
+    start_step: np.ndarray | None = None  # each request's first scheduled step (its first prefill chunk)
+    ready_s: np.ndarray | None = None  # when the API server handed it to the engine
 
 
 PER_REQUEST = ("send_s", "prompt_tokens", "output_tokens", "first_token_s", "last_token_s", "itl_s")

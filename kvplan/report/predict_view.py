@@ -89,6 +89,35 @@ def render_prediction(console: Console, figures: dict[str, Any], title: str) -> 
         console.print(f"[dim]step cost, {op}: {source}[/dim]", soft_wrap=True, highlight=False)
     if figures.get("scheduling"):
         console.print(f"[dim]scheduling: {figures['scheduling']}[/dim]", soft_wrap=True, highlight=False)
+    if "explain" in figures:
+        render_explanation(console, figures["explain"])
+
+
+def render_explanation(console: Console, found: dict[str, Any] | None) -> None:
+    """predict --explain: the median request's TTFT by part, its prefill steps and a decode step by component."""
+    if found is None:
+        console.print("explain: no request sampled a token in the simulation")
+        return
+    t = Table(title=f"Where the median TTFT goes (request {found['request_index']}, {found['prompt_tokens']:,} "
+                    f"prompt tokens, {found['ttft_ms']:.2f} ms predicted)", show_header=True, header_style="bold")
+    t.add_column("part")
+    t.add_column("ms", justify="right")
+    t.add_column("share", justify="right")
+    total = found["ttft_ms"] or 1.0
+    for name, ms in found["ttft_parts_ms"].items():
+        t.add_row(name, f"{ms:.2f}", f"{100 * ms / total:.0f}%")
+    console.print(t)
+    steps = Table(title=f"Its {found['prefill_steps']} prefill step(s), and a median decode step, by component",
+                  header_style="bold")
+    steps.add_column("component")
+    steps.add_column("prefill steps, ms", justify="right")
+    decode = found.get("decode_step") or {}
+    steps.add_column(f"decode step ({decode.get('num_seqs', 0)} seqs), ms", justify="right")
+    decode_parts = decode.get("components_ms", {})
+    for name in dict.fromkeys([*found["prefill_components_ms"], *decode_parts]):
+        steps.add_row(name, f"{found['prefill_components_ms'].get(name, 0.0):.3f}",
+                      f"{decode_parts[name]:.3f}" if name in decode_parts else "")
+    console.print(steps)
 
 
 def render_plan(console: Console, answer: dict[str, Any]) -> None:
