@@ -275,8 +275,27 @@ def main() -> None:
             r = throughput_row(server, concurrency, tokens, n)
             print(f"{r['concurrency']:>5} {r['tokens']:>6} {r['requests']:>5} {r['req_per_s']:>8.0f}"
                   f" {r['client_cpu_ms_per_req']:>18.3f} {r['client_capacity_req_per_s']:>22.0f}", flush=True)
+        print("\nworkers: the same closed loop (256 users, 16 tokens, 4000 requests) from 1 and 2 client processes")
+        rates = {}
+        for workers in (1, 2):
+            rates[workers] = workers_row(server, workers, 256, 16, 4000)
+            print(f"  --workers {workers}: {rates[workers]:>6.0f} req/s", flush=True)
+        print(f"  ratio 2 / 1: {rates[2] / rates[1]:.2f}x (the fake server shares this machine's cores)")
     finally:
         server.stop()
+
+
+def workers_row(server: FakeServer, workers: int, concurrency: int, tokens: int, n: int) -> float:
+    """Requests/s over the run's own span (first send to last finish), as `kvplan stress --workers` reports it."""
+    from kvplan.stress.targets.workers import run_http_workers
+
+    run = run_http if workers == 1 else lambda reqs, **kw: run_http_workers(reqs, workers, **kw)
+    out = run(_specs(n, tokens, None), url=server.url, timeout_s=30.0, concurrency=concurrency,
+              scrape_interval_s=3600.0, server_kind="vllm")
+    server.stamps()
+    ok = [r for r in out.records if r.status == "ok"]
+    span_s = max(r.finish_s for r in ok) - min(r.arrival_s for r in ok)
+    return len(ok) / span_s
 
 
 if __name__ == "__main__":

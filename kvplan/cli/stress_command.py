@@ -88,6 +88,9 @@ def stress(
         "--timeout-s", help="With --target: the longest a request may wait for its first or next content token; "
                             "the whole request gets (max_tokens + 2) x this, every probe min(this, 10 s).")] = 120.0,
     threads: Threads = None,
+    workers: Annotated[int, typer.Option(
+        "--workers", help="With --target: client processes driving the server (one merged result; percentiles "
+                          "from every sample).")] = 1,
     server_kind: Annotated[
         str,
         typer.Option(
@@ -232,6 +235,7 @@ def stress(
                              num_warmups=extras.num_warmups or None, ramp=extras.ramp,
                              prefix_repetition=extras.prefix_repetition or None,
                              disable_shuffle=extras.disable_shuffle),
+            workers=workers,
             **_extras_options(extras),
         ),
         console=make_console(stderr=True) if as_json else None,

@@ -14,7 +14,8 @@ log-space grids), step_cost.py (the one step-cost interface: `StepShape` in, sec
 named parts out, shared with `kvplan stress`), cost_models.py (its one factory, by --perf-model),
 bench_result.py (a result file it wrote,
 read back as its workload and figures), bench_metrics.py (its figures), predict.py (`kvplan
-predict`), explain.py (`predict --explain`: where the median TTFT and a step go), capacity.py (`kvplan plan`: the configurations that meet SLOs). The coefficients are
+predict`), explain.py (`predict --explain`: where the median TTFT and a step go),
+capacity.py (`kvplan plan`: the configurations that meet SLOs). The coefficients are
 fitted offline by benchmarks/gpu_cost_fit.py. Requests come from kvplan.workload. Pure Python + numpy:
 may import workload, plan and below, never
 engine, server, stress, gate, report or cli.

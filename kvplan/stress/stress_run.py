@@ -76,6 +76,7 @@ class StressOptions:
     vllm_result: VllmResultSettings | None = None
     vllm_result_file: Path | None = None  # --result-dir / --result-filename (default: result.vllm.json in --out)
     append_result: bool = False
+    workers: int = 1  # with --target: client processes, one merged run
 
     def __post_init__(self) -> None:
         """Each flag checked once, whether or not the run uses it (a bad value is never ignored)."""
@@ -222,6 +223,10 @@ def _check(opts: StressOptions) -> None:
         ("--header", bool(request and request.headers)), ("--lora-modules", bool(request and request.lora_modules)),
         ("--request-id-prefix", bool(request and request.request_id_prefix)),
         ("--insecure", opts.insecure), ("--ready-check-timeout-sec", opts.ready_check_timeout_s > 0)) if given]
+    if opts.workers != 1 and not opts.target:
+        server_only.insert(0, "--workers")
+    if not 1 <= opts.workers <= 256:
+        raise KvplanError(f"--workers must be in 1..256, got {opts.workers}")
     if server_only and not opts.target:
         raise KvplanError(f"{server_only[0]} applies to a server (--target, or --base-url / --host and --port); "
                           "the bundled engine runs greedy requests in this process")
@@ -250,7 +255,7 @@ def _make_target(allocator: Allocator, opts: StressOptions, scenario: Scenario) 
         return HttpTarget(scenario, HttpOptions(opts.target, opts.api, opts.served_model_name, opts.api_key_env,
                                                 opts.timeout_s, opts.server_kind, opts.tokenizer, opts.gpu,
                                                 replace(request, seed=scenario.seed), opts.insecure,
-                                                opts.ready_check_timeout_s))
+                                                opts.ready_check_timeout_s, opts.workers))
     from kvplan.stress.targets.engine_target import EngineTarget
 
     return EngineTarget(scenario, allocator)

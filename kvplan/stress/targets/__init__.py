@@ -4,5 +4,6 @@ Modules: engine_target.py (the bundled engine), http_target.py (a server), opena
 openai_stream.py (requests and streamed answers), http1.py (the hot-path HTTP/1.1 client),
 prompt_text.py (text prompts of exact length), server_features.py (what a server accepts),
 server_settings.py (its pool, block size, KV dtype and max_model_len, read before the run),
-target_url.py (the --target URL, checked before any of them reads it).
+target_url.py (the --target URL, checked before any of them reads it), workers.py (--workers: N
+client processes, one merged run).
 """

@@ -34,6 +34,7 @@ class HttpOptions:
     request: RequestSettings = field(default_factory=RequestSettings)  # vllm bench serve's per-request flags
     insecure: bool = False  # no TLS certificate check (--insecure)
     ready_check_timeout_s: float = 0.0  # wait for /health first (--ready-check-timeout-sec)
+    workers: int = 1  # client processes (--workers): one merged run
 
 
 def _int(v: Any) -> int | None:
@@ -102,22 +103,17 @@ class HttpTarget:
         from kvplan.stress.targets.openai_http import api_key, run_http
 
         o = self.options
-        out = run_http(
-            requests,
-            url=o.url,
-            api=o.api,
-            served_model_name=o.served_model_name,
-            api_key_env=o.api_key_env,
-            timeout_s=o.timeout_s,
-            concurrency=scenario.arrival.in_flight_cap,
-            warmup_request_ids=frozenset(r.request_id for r in requests if r.is_warmup),
-            on_progress=on_progress,
-            prompts=self._exact_prompts,
-            server_kind=o.server_kind,
-            settings=o.request,
-            insecure=o.insecure,
-            ready_check_timeout_s=o.ready_check_timeout_s,
-        )
+        shared = dict(url=o.url, api=o.api, served_model_name=o.served_model_name, api_key_env=o.api_key_env,
+                      timeout_s=o.timeout_s, concurrency=scenario.arrival.in_flight_cap,
+                      warmup_request_ids=frozenset(r.request_id for r in requests if r.is_warmup),
+                      server_kind=o.server_kind, settings=o.request, insecure=o.insecure,
+                      ready_check_timeout_s=o.ready_check_timeout_s)
+        if o.workers > 1:
+            from kvplan.stress.targets.workers import run_http_workers
+
+            out = run_http_workers(requests, o.workers, on_progress, tokenizer=o.tokenizer, **shared)
+        else:
+            out = run_http(requests, on_progress=on_progress, prompts=self._exact_prompts, **shared)
         info = {**out.server_info, "tokenizer": o.tokenizer}  # already masked by run_http
         url = info.get("url") or without_userinfo(o.url)
         notes = [

@@ -134,6 +134,7 @@ async def run_http_target(
     warmup_request_ids: set[str] | frozenset[str] = frozenset(), on_progress: Callable[[int], None] | None = None,
     prompts: ExactPrompts | None = None, server_kind: str = "auto", scrape_interval_s: float = 0.5,
     settings: RequestSettings | None = None, insecure: bool = False, ready_check_timeout_s: float = 0.0,
+    link: WorkerLink | None = None,
 ) -> HttpRunOutput:
     """Send `requests` to the server at `url` and measure them; scrape its /metrics meanwhile.
 
@@ -148,7 +149,9 @@ async def run_http_target(
     length (from --tokenizer). server_kind: auto (probe) or vllm, sglang, tgi, openai. settings:
     what every request carries besides its prompt (vllm bench serve's sampling, header, LoRA
     flags). insecure: no TLS certificate check. ready_check_timeout_s: wait up to this long for
-    /health to answer 200 first (vllm bench serve --ready-check-timeout-sec).
+    /health to answer 200 first (vllm bench serve --ready-check-timeout-sec). link: this process
+    is one of `stress --workers N` (workers.py): the parent probed, the clock starts when all are
+    ready, and only the first scrapes /metrics.
     Raises `KvplanError` only before the run (bad arguments, unreachable server, refused key).
     """
     closed = _check_args(requests, api, timeout_s, concurrency)
@@ -158,7 +161,7 @@ async def run_http_target(
     settings = settings or RequestSettings()
     headers = {**settings.headers, **({"Authorization": f"Bearer {secret}"} if secret else {})}
     cold_s = min(timeout_s, PROBE_TIMEOUT_S)  # every read besides the streams: within the same bound
-    tls, parts = _tls(insecure), urlsplit(base)
+    tls, parts = tls_context(insecure), urlsplit(base)
     # the streamed requests go through http1 (cheap per chunk); httpx keeps the cold paths
     pool = Http1Pool(parts.scheme, parts.hostname or "", parts.port, headers=headers, tls=tls,
                      connect_timeout_s=cold_s, read_timeout_s=timeout_s)
@@ -167,16 +170,16 @@ async def run_http_target(
         http = await stack.enter_async_context(
             httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(timeout_s, connect=cold_s), trust_env=False,
                               verify=tls))
-        if ready_check_timeout_s > 0:
-            await _wait_until_ready(http, base, ready_check_timeout_s, cold_s)
-        model = await _probe(http, base, served_model_name, api_key_env, secret, cold_s)
-        features = await _features(http, base, parts.path, api, model, server_kind, secret,
-                                   min(timeout_s, PROBE_GENERATE_TIMEOUT_S))
+        if link is not None:
+            model, features = link.model, link.features
+        else:
+            model, features = await probe_server(http, base, parts.path, api, served_model_name, api_key_env, secret,
+                                                 server_kind, timeout_s, ready_check_timeout_s)
         if closed:  # closed loop: each of the N users holds a connection from the start, so
             # the first wave's TTFT is the server's, not N simultaneous TCP handshakes (~0.1-0.2 ms
             # of CPU each, client and server, serialized: +25-45 ms at 256 streams on 2 cores)
             await pool.open_idle(min(int(concurrency or 1), len(requests)))
-        start_s = time.perf_counter()
+        start_s = time.perf_counter() if link is None else await link.started()
 
         def clock_s() -> float:
             return time.perf_counter() - start_s
@@ -186,12 +189,40 @@ async def run_http_target(
         scraper = MetricsScraper(http, f"{base}/metrics", clock_s, interval_s=scrape_interval_s, secrets=(secret,),
                                  timeout_s=min(timeout_s, SCRAPE_TIMEOUT_S))
         stop = asyncio.Event()
-        scrape_task = asyncio.create_task(scraper.run(stop))
+        scrape_task = asyncio.create_task(scraper.run(stop)) if link is None or link.scrape else None
         records, complete = await _drive(client, requests, concurrency, warmup_request_ids, on_progress)
         stop.set()
-        await _final_scrape(scrape_task, 2 * min(timeout_s, SCRAPE_TIMEOUT_S))
+        if scrape_task is not None:
+            await _final_scrape(scrape_task, 2 * min(timeout_s, SCRAPE_TIMEOUT_S))
     return _output(records, requests, complete, scraper, {"url": base, "api": api, "model": model, **features.info()},
                    secret)
+
+
+async def probe_server(http: httpx.AsyncClient, base: str, path: str, api: str, served_model_name: str | None,
+                       api_key_env: str | None, secret: str | None, server_kind: str, timeout_s: float,
+                       ready_check_timeout_s: float = 0.0) -> tuple[str | None, ServerFeatures]:
+    """Before a run: (wait for /health,) the model name to send and what the server accepts."""
+    cold_s = min(timeout_s, PROBE_TIMEOUT_S)
+    if ready_check_timeout_s > 0:
+        await _wait_until_ready(http, base, ready_check_timeout_s, cold_s)
+    model = await _probe(http, base, served_model_name, api_key_env, secret, cold_s)
+    return model, await _features(http, base, path, api, model, server_kind, secret,
+                                  min(timeout_s, PROBE_GENERATE_TIMEOUT_S))
+
+
+@dataclass
+class WorkerLink:
+    """One worker of `kvplan stress --workers N`: what the parent probed, and the common start."""
+
+    model: str | None
+    features: ServerFeatures
+    scrape: bool  # the first worker scrapes /metrics; the others do not
+    start_gate: Callable[[], float]  # blocks until every worker is ready; returns the start (perf_counter)
+
+    async def started(self) -> float:
+        start_s = await asyncio.to_thread(self.start_gate)
+        await asyncio.sleep(max(0.0, start_s - time.perf_counter()))
+        return start_s
 
 
 async def _final_scrape(task: asyncio.Task, timeout_s: float) -> None:
@@ -202,7 +233,7 @@ async def _final_scrape(task: asyncio.Task, timeout_s: float) -> None:
         task.cancel()
 
 
-def _tls(insecure: bool) -> ssl.SSLContext:
+def tls_context(insecure: bool) -> ssl.SSLContext:
     """One context for the run (each client would load the CA bundle again); --insecure: no check."""
     tls = ssl.create_default_context()
     if insecure:  # vllm bench serve --insecure: self-signed certificates
@@ -367,9 +398,8 @@ async def _drive(client: StreamClient, requests: list[Request], concurrency: int
     return sorted(results.values(), key=lambda r: order[r.request_id]), complete
 
 
-def run_http(requests: list[Request], **kwargs: Any) -> HttpRunOutput:
-    """Synchronous `run_http_target` (same keyword arguments). Raises the open-file limit first:
-    thousands of concurrent streams need as many sockets."""
+def raise_open_files() -> None:
+    """Thousands of concurrent streams need as many sockets: the soft open-file limit up to the hard one."""
     try:
         import resource
 
@@ -380,4 +410,9 @@ def run_http(requests: list[Request], **kwargs: Any) -> HttpRunOutput:
             )
     except (ImportError, ValueError, OSError):
         pass
+
+
+def run_http(requests: list[Request], **kwargs: Any) -> HttpRunOutput:
+    """Synchronous `run_http_target` (same keyword arguments), the open-file limit raised first."""
+    raise_open_files()
     return asyncio.run(run_http_target(requests, **kwargs))
