@@ -51,6 +51,9 @@ def hostile_app(health: str = "ok", metrics: str = "endless") -> Starlette:
             return StreamingResponse(_endless(_token(), 0.001), media_type="text/event-stream")
         if kind == "drip":  # one byte at a time, each inside the idle timeout, the answer never done
             return StreamingResponse(_endless(b"d", TIMEOUT_S / 3), media_type="text/event-stream")
+        if kind == "deep":  # an event nested 100,000 deep: once a RecursionError that lost the whole run
+            return StreamingResponse(iter([b"data: " + b'{"a":' * 100_000 + b"1" + b"}" * 100_000 + b"\n\n"]),
+                                     media_type="text/event-stream")
         if kind == "noline":  # an SSE line that never ends
             return StreamingResponse(_endless(b"data: " + b"a" * 65536), media_type="text/event-stream")
 
@@ -83,7 +86,7 @@ def serve():
 @pytest.mark.timeout(120)  # every request ends at its deadline: the run cannot hang
 def test_hostile_streams_fail_their_requests_and_the_run_ends(serve) -> None:
     url = serve(hostile_app())
-    kinds = ["ok", "forever", "drip", "noline", "ok"]
+    kinds = ["ok", "forever", "drip", "noline", "deep", "ok"]
     out = run_http(specs(len(kinds), output_tokens=3, gap_s=0.01, ids=[f"{k}-{i}" for i, k in enumerate(kinds)]),
                    url=url, timeout_s=TIMEOUT_S, server_kind="openai")
     by_kind = {r.request_id.split("-")[0]: r for r in out.records}
@@ -92,6 +95,7 @@ def test_hostile_streams_fail_their_requests_and_the_run_ends(serve) -> None:
     # bytes that carry no content token are not progress: the idle timeout ends the drip
     assert by_kind["drip"].error.startswith("timeout:") and "no answer for 0.5 s" in by_kind["drip"].error
     assert by_kind["noline"].error.startswith("protocol:") and "SSE line longer" in by_kind["noline"].error
+    assert by_kind["deep"].error == "protocol: an SSE event nested too deep to read"
     # the /metrics body that never ends was refused at its bound, counted, and did not stop the run
     info = out.server_info
     assert info["metrics_available"] is False and info["metrics_scrape_errors"] >= 1
