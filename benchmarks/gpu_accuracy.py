@@ -78,7 +78,8 @@ def main() -> int:
             "source": "tests/data/reference/gpu-bench-calibration.csv "
             "(published vLLM/SGLang serving runs; see SOURCES.md)",
             "method": "Nelder-Mead on sum |log error| of output tok/s, mean TPOT, mean TTFT "
-            "over the vLLM rows sent all at once",
+            "over the vLLM rows sent all at once, plus 0.05 x the squared log (logit) distance of each "
+            "coefficient from its datasheet prior (gpu_cost_fit.PRIOR_WEIGHT)",
             "fitted": [*FITTED, "frontend_request_s (grid: " + a.frontend_grid + ")"],
             "rows_fitted": len(vllm_rows),
             "summary": summary(vllm_rows),

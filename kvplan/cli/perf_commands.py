@@ -182,7 +182,7 @@ def predict_command(
             seed,
         ).requests()
     result = run_predict(spec, args, requests, max_concurrency=max_concurrency, perf_model=perf_model,
-                         explain=explain)
+                         explain=explain, prefix_caching=enable_prefix_caching)
     _warn_on_fallback(perf_model, gpu)
     figures = {**result.figures, "client_max_concurrency": max_concurrency}
     title = f"{spec.name} on {args.tensor_parallel_size} x {gpu}, vLLM {args.vllm_version}"

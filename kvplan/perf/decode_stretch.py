@@ -41,6 +41,7 @@ class DecodeStretches:
     itl: list[float]
     clock: float
     free: int
+    queue: deque[list]  # the free queue's runs while a preempted request's blocks are cached in it
     steps: int
     in_flight: int
     peak: int
@@ -54,6 +55,8 @@ class DecodeStretches:
         def _hand_over(self, r: RequestState, send_s: float, send_step: int) -> None: ...
 
         def _finish(self, r: RequestState) -> None: ...
+
+        def _evict(self, n: int) -> None: ...
 
     def fast_decode(self) -> bool:
         """Run a stretch of pure-decode steps (nothing waiting and no arrival due, or a waiting queue
@@ -113,6 +116,8 @@ class DecodeStretches:
             free -= need
             r.last_step, r.last_s = last_step, clock
         self.peak = max(self.peak, self.config.num_gpu_blocks - free)
+        if self.queue:
+            self._evict(self.free - free)
         self.free = free
         if first is not None and clocks is not None:
             self.itl.extend(first_gaps)

@@ -32,13 +32,16 @@ class Prediction:
     scheduler: SchedulerConfig
 
 
-def scheduler_config(plan: CapacityPlan, num_gpu_blocks: int | None = None) -> SchedulerConfig:
-    """V1 always chunks prefills; V0 only above 32K max_model_len (its default)."""
+def scheduler_config(plan: CapacityPlan, num_gpu_blocks: int | None = None,
+                     prefix_caching: bool = True) -> SchedulerConfig:
+    """V1 always chunks prefills; V0 only above 32K max_model_len (its default). Prefix caching is
+    V1's (V0's was off by default)."""
     chunked = plan.version >= oh.V1_SINCE or plan.max_model_len > 32768
     return SchedulerConfig(num_gpu_blocks=plan.num_gpu_blocks if num_gpu_blocks is None else num_gpu_blocks,
                            block_size=plan.block_size_tokens, max_num_seqs=plan.max_num_seqs,
                            max_num_batched_tokens=plan.max_num_batched_tokens, chunked_prefill=chunked,
-                           async_scheduling=plan.args.schedules_async)
+                           async_scheduling=plan.args.schedules_async,
+                           prefix_caching=prefix_caching and plan.version >= oh.V1_SINCE)
 
 
 def server_plan(spec: ModelSpec, args: EngineArgs) -> CapacityPlan:
@@ -87,14 +90,14 @@ def simulate_replicas(requests: list[Request], config: SchedulerConfig, model: A
 
 def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_concurrency: int | None = None,
             coefficients: Coefficients | None = None, num_gpu_blocks: int | None = None,
-            perf_model: str = "roofline", explain: bool = False) -> Prediction:
+            perf_model: str = "roofline", explain: bool = False, prefix_caching: bool = True) -> Prediction:
     """Simulate `requests` against vLLM serving `spec` with `args`; `num_gpu_blocks` overrides the
     planned pool (a start-up log's figure); `explain`: figures["explain"] says where the median
     request's TTFT and a decode step's time go (`kvplan.perf.explain`)."""
     if not requests:
         raise KvplanError("no requests to simulate")
     plan = server_plan(spec, args)
-    config = scheduler_config(plan, num_gpu_blocks)
+    config = scheduler_config(plan, num_gpu_blocks, prefix_caching)
     check_requests(requests, plan, config.num_gpu_blocks)
     model = step_cost(spec, args, coefficients, perf_model)
     trace = simulate_replicas(requests, config, model, args.data_parallel_size, max_concurrency,

@@ -23,6 +23,7 @@ class RequestState:
         "last_step",
         "first_s",
         "last_s",
+        "freed",
     )
 
     def __init__(self, req: Request) -> None:
@@ -36,3 +37,6 @@ class RequestState:
         self.send_s, self.send_step = 0.0, 0
         self.start_step = self.first_step = self.last_step = -1  # start: its first scheduled step
         self.first_s = self.last_s = 0.0
+        # preempted: its freed blocks' place in the free queue ([owner, blocks left], owner None once
+        # reclaimed) and how many of them were full (hashed, so a hit when it comes back); else None
+        self.freed: tuple[list, int] | None = None

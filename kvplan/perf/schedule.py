@@ -33,6 +33,10 @@ class Engine(DecodeStretches):
         self.frontend_s, self.frontend_free = frontend_s, 0.0
         self.frontend: deque[RequestState] = deque()  # sent, still in the API server
         self.free = config.num_gpu_blocks
+        # vLLM V1's free queue (LRU, evicted from the head), tracked only while a preempted request's
+        # freed blocks are in it: [owner or None, blocks] runs, head first. A preempted request's
+        # full blocks keep their hashes there until evicted, and its recompute starts from them
+        self.queue: deque[list] = deque()
         self.watermark = (
             int(0.01 * config.num_gpu_blocks) if not config.chunked_prefill else 0
         )  # V0 admission watermark
@@ -99,11 +103,59 @@ class Engine(DecodeStretches):
                 break
             self.waiting.popleft()
             self.free -= need
+            if self.queue:
+                self._evict(need)
             r.blocks = need
             self.running.append(r)
             scheduled.append((r, n))
             tokens += n
         return scheduled
+
+    def _evict(self, n: int) -> None:
+        """`n` blocks taken from the free queue's head: the oldest freed go first, and a preempted
+        request's own blocks last-first (vLLM frees a request's blocks in reverse order)."""
+        queue = self.queue
+        while n > 0 and queue:
+            head = queue[0]
+            take = head[1] if head[1] < n else n
+            head[1] -= take
+            n -= take
+            if head[1] == 0:
+                queue.popleft()
+        if queue and all(entry[0] is None for entry in queue):
+            queue.clear()  # no hashes left to keep track of
+
+    def _freed(self, r: RequestState, blocks: int) -> None:
+        """`blocks` go back to the free queue's tail; a preempted request's are kept as its run."""
+        if r.computed >= 0 and r.generated < r.out and self.config.prefix_caching and self.config.chunked_prefill:
+            # preempted, not finished, under V1's prefix caching: its full blocks stay hashed
+            if not self.queue and self.free - blocks > 0:
+                self.queue.append([None, self.free - blocks])  # the free blocks ahead of it
+            entry = [r, blocks]
+            self.queue.append(entry)
+            r.freed = (entry, r.computed // self.config.block_size)
+        elif self.queue:
+            self.queue.append([None, blocks])
+
+    def _hit_blocks(self, r: RequestState) -> int:
+        """Blocks of a preempted request still cached: its full ones not yet evicted, at most all
+        but its last token's (vLLM computes at least one token)."""
+        if r.freed is None:
+            return 0
+        entry, full = r.freed
+        left = entry[1] if entry[0] is r else 0
+        return max(0, min(left, full, (r.known - 1) // self.config.block_size))
+
+    def _reclaim(self, r: RequestState, hits: int) -> None:
+        """The cached blocks a preempted request hits leave the free queue and are its own again."""
+        if r.freed is not None:
+            entry = r.freed[0]
+            if entry[0] is r:
+                entry[0], entry[1] = None, entry[1] - hits
+            r.freed = None
+        if hits:
+            r.computed, r.blocks = hits * self.config.block_size, hits
+            self.free -= hits
 
     def _preempt_for(self, r: RequestState, need: int) -> bool:
         """Recompute-preempt the newest running requests until `need` blocks are free; False if
@@ -111,6 +163,7 @@ class Engine(DecodeStretches):
         while need > self.free:
             victim = self.running.pop()
             self.free += victim.blocks
+            self._freed(victim, victim.blocks)
             victim.blocks = victim.computed = 0
             self.waiting.appendleft(victim)
             self.preemptions += 1
@@ -139,6 +192,8 @@ class Engine(DecodeStretches):
                     break
                 free = self.free
             free -= need
+            if self.queue:
+                self._evict(need)
             r.blocks += need
             append((r, n))
             budget -= n
@@ -148,12 +203,19 @@ class Engine(DecodeStretches):
             return scheduled
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             r = self.waiting[0]
-            n = min(r.known - r.computed, budget)
-            need = -(-(r.computed + n) // bs) - r.blocks
+            hits = self._hit_blocks(r) if r.freed is not None else 0
+            computed = hits * bs if hits else r.computed
+            n = min(r.known - computed, budget)
+            need = -(-(computed + n) // bs) - r.blocks  # its hits included: they leave the free queue too
             if need > self.free:
                 break
             self.waiting.popleft()
+            if r.freed is not None:
+                self._reclaim(r, hits)
+                need -= hits
             self.free -= need
+            if self.queue:
+                self._evict(need)
             r.blocks += need
             self.running.append(r)
             scheduled.append((r, n))
@@ -184,6 +246,8 @@ class Engine(DecodeStretches):
         if self.watch is not None and r.out > 1 and self.watch.finished(r.first_s, r.last_s, r.out):
             self.missed = True
         self.free += r.blocks
+        if self.queue:
+            self.queue.append([None, r.blocks])
         r.blocks = 0
         r.computed = -1  # marks finished
         self.in_flight -= 1

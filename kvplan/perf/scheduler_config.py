@@ -14,3 +14,6 @@ class SchedulerConfig:
     # vLLM >= 0.14 (async scheduling by default): step N+1 is scheduled when step N starts, so a
     # request reaching a busy engine during step N waits for N+1 too and first runs in N+2
     async_scheduling: bool = False
+    # V1's prefix caching (on by default): a preempted request's full blocks stay hashed in the
+    # free queue until evicted, and its recompute starts from those it still finds
+    prefix_caching: bool = True

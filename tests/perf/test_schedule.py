@@ -176,3 +176,28 @@ def test_unrecorded_run_gives_the_same_request_times(fast: bool, rate: float) ->
                                                                                bare.num_preemptions)
     assert (full.num_preemptions > 0) == math.isinf(rate) and len(full.itl_s) and len(full.step_end_s)
     assert not len(bare.itl_s) and not len(bare.step_end_s)
+
+
+class _TenMs:
+    def step_s(self, shape) -> float:
+        return 0.01
+
+    def components_s(self, shape) -> dict[str, float]:
+        return {"step": 0.01}
+
+
+@pytest.mark.parametrize("prefix_caching, recompute", [(True, 9), (False, 13)])
+def test_a_preempted_request_recomputes_only_what_was_evicted(prefix_caching: bool, recompute: int) -> None:
+    """vLLM V1 (v1/core/sched/scheduler.py _preempt_request -> kv_cache_manager.free; block_pool.py
+    free_blocks appends to the free queue's tail, a request's blocks last-first, and eviction takes
+    the head): a preempted request's full blocks keep their hashes until evicted. By hand, blocks of
+    4 tokens, a pool of 6: A and B (8-token prompts, 10 tokens out) prefill together (4 blocks),
+    take a 5th and 6th block at step 1; at step 5 A needs a 4th block with none free, so B (13
+    tokens known, 3 full blocks) is preempted and A takes B's last block; at step 9 A takes another
+    (B's 2nd). A finishes; at step 10 B finds its first block (4 tokens) and recomputes 9 tokens,
+    13 without prefix caching."""
+    config = SchedulerConfig(num_gpu_blocks=6, block_size=4, max_num_seqs=8, max_num_batched_tokens=64,
+                             prefix_caching=prefix_caching)
+    t = simulate([Request(0.0, 8, 10), Request(0.0, 8, 10)], config, _TenMs(), fast=False)
+    assert t.num_preemptions == 1
+    assert [int(x) for x in t.step_prefill_tokens] == [16] + [0] * 9 + [recompute] + [0] * 4

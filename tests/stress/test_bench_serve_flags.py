@@ -121,7 +121,8 @@ def test_the_flags_reach_the_server_and_the_result_file(tmp_path: Path) -> None:
     finally:
         server.stop()
     assert len(seen) == 5  # --num-prompts 4 after one warm-up, as vLLM counts them
-    assert [s["body"]["model"] for s in seen] == ["a", "b", "a", "b", "a"]  # round robin over the LoRA modules
+    by_index = {int(s["headers"]["x-request-id"].rsplit("-", 1)[1]): s["body"]["model"] for s in seen}
+    assert [by_index[i] for i in range(5)] == ["a", "b", "a", "b", "a"]  # round robin by request index
     assert all(s["body"]["temperature"] == 0.7 and s["body"]["foo"] == 1 for s in seen)
     assert all(len(s["body"]["prompt"]) == 12 and s["body"]["max_tokens"] == 3 for s in seen)  # --input-len wins
     assert all(s["headers"]["x-bench"] == "yes" and s["headers"]["x-request-id"].startswith("p-req-") for s in seen)
