@@ -100,7 +100,8 @@ def prepare(case: Case, coefficients: Coefficients | None = None) -> Prepared | 
             plan, case.kv_cache_tokens // plan.block_size_tokens if case.kv_cache_tokens else None
         )
         requests = RandomDataset(case.input_len, case.output_len, 0.0, case.num_prompts, case.request_rate,
-                            max_concurrency=case.max_concurrency).requests()
+                                 max_concurrency=case.max_concurrency,
+                                 client="sglang" if case.engine == "sglang" else "vllm").requests()
         if case.prefix_hit_rate:
             requests = with_hit_rate(requests, case.prefix_hit_rate, plan.block_size_tokens)
         check_requests(requests, plan, config.num_gpu_blocks)

@@ -1,6 +1,7 @@
 """vLLM's random dataset, as `vllm bench serve --dataset-name random` draws it: lengths uniform in
-[len x (1 - r), len x (1 + r)], gamma inter-arrival gaps with mean 1/rate and shape `burstiness`
-(rate inf sends all at once). Lengths only: the prompts' tokens are random, so no prefix is shared."""
+[len x (1 - r), len x (1 + r)], gamma inter-arrival gaps with mean 1/rate and shape `burstiness`,
+the first request's included, rescaled so the last is sent at exactly num_prompts / rate (rate
+inf sends all at once). Lengths only: the prompts' tokens are random, so no prefix is shared."""
 from __future__ import annotations
 
 import math
@@ -41,6 +42,9 @@ class RandomDataset:
     burstiness: float = 1.0  # gamma shape of inter-arrival times (1: Poisson)
     max_concurrency: int | None = None
     seed: int = 0
+    # whose client sends them: vLLM's rescales its gaps so the last request goes at num_prompts /
+    # rate; SGLang's bench_serving sends the first at once and sleeps each drawn gap after it
+    client: str = "vllm"
 
     def validate(self) -> None:
         """Each flag in a range a simulation can finish in: lengths and counts bounded, a rate no
@@ -82,7 +86,11 @@ class RandomDataset:
         ins, outs = lengths(self.random_input_len), lengths(self.random_output_len)
         if math.isinf(self.request_rate):
             arrivals = np.zeros(n)
-        else:
+        elif self.client == "sglang":  # sglang bench_serving: send, then sleep a drawn gap
             gaps = rng.gamma(self.burstiness, 1.0 / (self.request_rate * self.burstiness), size=n)
             arrivals = np.concatenate([[0.0], np.cumsum(gaps[:-1])])
+        else:  # vllm bench serve's get_request (serve.py, 0.19.1): every request waits its own gap, the
+            # first too, and the sends are rescaled so the last goes out at exactly n / rate
+            delays = np.cumsum(rng.gamma(self.burstiness, 1.0 / (self.request_rate * self.burstiness), size=n))
+            arrivals = delays * (n / self.request_rate / delays[-1]) if delays[-1] > 0 else delays
         return [Request(float(a), int(i), int(o), index=k) for k, (a, i, o) in enumerate(zip(arrivals, ins, outs))]
