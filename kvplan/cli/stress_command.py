@@ -38,10 +38,10 @@ def _rate(text: str | None) -> float | None:
                     "--num-warmups, --ramp-up-strategy, --ramp-up-start-rps, --ramp-up-end-rps, "
                     "--ready-check-timeout-sec, --insecure, --disable-tqdm, --label, --metadata, --result-dir, "
                     "--result-filename, --append-result, --save-detailed, --percentile-metrics, "
-                    "--metric-percentiles, --goodput, --prefix-repetition-*, --disable-shuffle, --no-oversample, "
-                    "--tokenizer-mode, --trust-remote-code, --skip-tokenizer-init, --skip-chat-template; those for "
-                    "audio, images, reranking, profiling, beam search and vLLM's plots are refused in one line "
-                    "saying why.")
+                    "--metric-percentiles, --goodput, --prefix-repetition-*, --sonnet-*, --disable-shuffle, "
+                    "--no-oversample, --tokenizer-mode, --trust-remote-code, --skip-tokenizer-init, "
+                    "--skip-chat-template; those for audio, images, reranking, profiling, beam search and vLLM's "
+                    "plots are refused in one line saying why.")
 def stress(
     ctx: typer.Context,
     scenario: Annotated[
@@ -142,7 +142,8 @@ def stress(
     dataset_name: Annotated[
         str | None,
         typer.Option(
-            help="random (default), sharegpt, custom (JSONL/CSV of prompt or input_len, output_len) or burstgpt.",
+            help="random (default), sharegpt, custom (JSONL/CSV of prompt or input_len, output_len), burstgpt, "
+                 "sonnet (vLLM's poem lines; needs --tokenizer) or prefix_repetition.",
             rich_help_panel=LOAD,
         ),
     ] = None,
@@ -234,7 +235,7 @@ def stress(
                              input_len=extras.input_len, output_len=extras.output_len,
                              num_warmups=extras.num_warmups or None, ramp=extras.ramp,
                              prefix_repetition=extras.prefix_repetition or None,
-                             disable_shuffle=extras.disable_shuffle),
+                             disable_shuffle=extras.disable_shuffle, sonnet=extras.sonnet or None),
             workers=workers,
             **_extras_options(extras),
         ),

@@ -59,6 +59,7 @@ class BenchFlags:
     ramp: tuple[str, int, int] | None = None  # (linear|exponential, start rps, end rps)
     prefix_repetition: dict[str, int] | None = None  # prefix_len, suffix_len, num_prefixes, output_len
     disable_shuffle: bool = False
+    sonnet: dict[str, int] | None = None  # input_len, output_len, prefix_len
 
     def given(self) -> list[str]:
         """The flags set, as the user typed them."""
@@ -70,6 +71,8 @@ class BenchFlags:
         if name is not None and name not in DATASETS:
             raise KvplanError(f"--dataset-name {name!r}: choose one of {', '.join(DATASETS)}")
         randoms = [_flag(f) for f in RANDOM_FLAGS if getattr(self, f) is not None]
+        if self.sonnet and name != "sonnet":
+            raise KvplanError("--sonnet-* apply to --dataset-name sonnet")
         if self.prefix_repetition and name != "prefix_repetition":
             raise KvplanError("--prefix-repetition-* apply to --dataset-name prefix_repetition")
         if name is None and (randoms or self.dataset_path is not None or not has_scenario):
@@ -92,7 +95,7 @@ class BenchFlags:
             raise KvplanError(f"--request-rate must be a positive number of requests/s or inf, got {self.request_rate}")
         return name
 
-    def _workload(self, name: str, tokenizer: str | None) -> dict[str, Any]:
+    def _workload(self, name: str, tokenizer: str | None, api: str = "completions") -> dict[str, Any]:
         if name == "prefix_repetition":
             given = self.prefix_repetition or {}
             repetition: dict[str, Any] = {key: given[flag] for key, flag in (
@@ -106,9 +109,16 @@ class BenchFlags:
         if name != "random":
             assert self.dataset_path is not None, "checked with the flags"
             dataset: dict[str, Any] = {"name": name, "path": str(Path(self.dataset_path).expanduser().absolute())}
-            output = self.output_len or self.sharegpt_output_len or self.custom_output_len
+            sonnet = self.sonnet or {}
+            output = self.output_len or self.sharegpt_output_len or self.custom_output_len or sonnet.get("output_len")
             if output is not None:
                 dataset["output_tokens"] = output
+            if name == "sonnet":  # --input-len wins over --sonnet-input-len, as vLLM maps it
+                for key, value in (("input_tokens", self.input_len or sonnet.get("input_len")),
+                                   ("prefix_tokens", sonnet.get("prefix_len"))):
+                    if value is not None:
+                        dataset[key] = value
+                dataset["apply_chat_template"] = api != "chat"
             if tokenizer is not None:
                 dataset["tokenizer"] = tokenizer
             return {"dataset": dataset}
@@ -159,7 +169,8 @@ class BenchFlags:
             arrival["max_concurrency"] = self.max_concurrency
         return arrival
 
-    def scenario(self, base: dict[str, Any] | None, tokenizer: str | None = None) -> dict[str, Any]:
+    def scenario(self, base: dict[str, Any] | None, tokenizer: str | None = None,
+                 api: str = "completions") -> dict[str, Any]:
         """A scenario mapping: `base` (a scenario file's, as `Scenario.to_dict()` gives it) with the
         flags' settings in place, or a new one from the flags alone (`--model` then needed)."""
         name = self._check(base is not None)
@@ -173,7 +184,7 @@ class BenchFlags:
         if self.model is not None:
             data["model"] = {"name": self.model}
         if name is not None:
-            data["workload"] = self._workload(name, tokenizer)
+            data["workload"] = self._workload(name, tokenizer, api)
         if self.num_prompts is not None or base is None:
             data["num_requests"] = self.num_prompts or VLLM_NUM_PROMPTS
             data.pop("duration_s", None)

@@ -38,11 +38,8 @@ REFUSED = {
     "--random-mm-num-mm-items-range-ratio": "multimodal random prompts: kvplan sends text prompts only",
     "--random-mm-limit-mm-per-prompt": "multimodal random prompts: kvplan sends text prompts only",
     "--random-mm-bucket-config": "multimodal random prompts: kvplan sends text prompts only",
-    "--sonnet-input-len": "kvplan has no sonnet dataset reader yet (random, sharegpt, custom, burstgpt and "
-                          "prefix_repetition run)",
-    "--sonnet-output-len": "kvplan has no sonnet dataset reader yet",
-    "--sonnet-prefix-len": "kvplan has no sonnet dataset reader yet",
-    "--hf-subset": "kvplan has no Hugging Face datasets reader yet (a local sharegpt/custom file runs)",
+    "--hf-subset": "kvplan has no Hugging Face datasets reader yet (random, sharegpt, custom, burstgpt, sonnet and "
+                   "prefix_repetition run)",
     "--hf-split": "kvplan has no Hugging Face datasets reader yet",
     "--hf-name": "kvplan has no Hugging Face datasets reader yet",
     "--hf-output-len": "kvplan has no Hugging Face datasets reader yet",
@@ -80,6 +77,7 @@ def _parser() -> _Parser:
     add("--insecure", action="store_true"), add("--trust-remote-code", action="store_true")
     add("--no-oversample", action="store_true"), add("--skip-chat-template", action="store_true")
     add("--disable-shuffle", action="store_true")
+    add("--sonnet-input-len", type=int), add("--sonnet-output-len", type=int), add("--sonnet-prefix-len", type=int)
     add("--prefix-repetition-prefix-len", type=int), add("--prefix-repetition-suffix-len", type=int)
     add("--prefix-repetition-num-prefixes", type=int), add("--prefix-repetition-output-len", type=int)
     for flag in REFUSED:  # parsed (so the refusal names the flag, not "unrecognized"), then refused
@@ -138,6 +136,7 @@ class BenchExtras:
     no_oversample: bool = False
     disable_shuffle: bool = False
     prefix_repetition: dict[str, int] = field(default_factory=dict)  # prefix_len, suffix_len, num_prefixes, output_len
+    sonnet: dict[str, int] = field(default_factory=dict)  # input_len, output_len, prefix_len
     given: tuple[str, ...] = ()  # the flags as typed, for the scenario's description
 
     @property
@@ -200,7 +199,8 @@ def _extras(ns: argparse.Namespace, typed: list[str]) -> BenchExtras:
     if ns.tokenizer_mode not in ("auto", "hf"):
         raise KvplanError(f"--tokenizer-mode {ns.tokenizer_mode!r}: kvplan loads tokenizers with transformers "
                           "(auto or hf)")
-    for name in ("input_len", "output_len", "num_warmups", "logprobs", "ready_check_timeout_sec"):
+    for name in ("input_len", "output_len", "num_warmups", "logprobs", "ready_check_timeout_sec", "sonnet_input_len",
+                 "sonnet_output_len", "sonnet_prefix_len"):
         value = getattr(ns, name)
         if value is not None and value < 0:
             raise KvplanError(f"--{name.replace('_', '-')} must be >= 0, got {value}")
@@ -218,6 +218,8 @@ def _extras(ns: argparse.Namespace, typed: list[str]) -> BenchExtras:
         lora_modules=tuple(ns.lora_modules or ()), lora_assignment=ns.lora_assignment, ramp=ramp,
         ready_check_timeout_s=float(ns.ready_check_timeout_sec), insecure=ns.insecure, no_oversample=ns.no_oversample,
         disable_shuffle=ns.disable_shuffle, prefix_repetition={k: v for k, v in repetition.items() if v is not None},
+        sonnet={k: getattr(ns, "sonnet_" + k) for k in ("input_len", "output_len", "prefix_len")
+                if getattr(ns, "sonnet_" + k) is not None},
         given=tuple(typed))
 
 

@@ -302,7 +302,7 @@ def stress_scenario(opts: StressOptions) -> Scenario:
         assert base is not None, "one of the two, checked above"
         data = base.to_dict()
     else:
-        data = bench.scenario(base.to_dict() if base is not None else None, opts.tokenizer)
+        data = bench.scenario(base.to_dict() if base is not None else None, opts.tokenizer, opts.api)
     dataset = (data.get("workload") or {}).get("dataset")
     if opts.tokenizer is not None and not opts.target and not isinstance(dataset, dict):
         raise KvplanError("--tokenizer applies to a --target server or to a dataset's text prompts")

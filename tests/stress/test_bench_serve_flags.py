@@ -155,3 +155,17 @@ def test_prefix_repetition_and_a_ramp_on_the_bundled_engine(tmp_path: Path) -> N
         "prefix_tokens": 32, "suffix_tokens": 8, "num_prefixes": 2, "output_tokens": 2, "shuffle": True}
     assert result["scenario"]["arrival"]["type"] == "ramp"
     assert [r["prompt_tokens"] for r in result["requests"]] == [40] * 4  # 2 x (5 // 2), as vLLM
+
+
+def test_sonnet_flags_map_onto_the_dataset_as_vllm_maps_them() -> None:
+    from kvplan.stress.bench_flags import BenchFlags
+
+    flags = BenchFlags(model="tiny-llama", dataset_name="sonnet", dataset_path="sonnet.txt", num_prompts=4,
+                       input_len=400, sonnet={"input_len": 300, "output_len": 50, "prefix_len": 120})
+    dataset = flags.scenario(None, "tok-dir", api="chat")["workload"]["dataset"]
+    assert dataset["name"] == "sonnet" and dataset["tokenizer"] == "tok-dir"
+    # --input-len wins over --sonnet-input-len (vLLM's main maps the general flag onto each dataset's)
+    assert (dataset["input_tokens"], dataset["prefix_tokens"], dataset["output_tokens"]) == (400, 120, 50)
+    assert dataset["apply_chat_template"] is False  # a chat server formats the bare text itself
+    with pytest.raises(KvplanError, match="--sonnet-\\* apply to --dataset-name sonnet"):
+        BenchFlags(model="tiny-llama", sonnet={"input_len": 3}).scenario(None)

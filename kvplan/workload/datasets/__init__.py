@@ -1,7 +1,7 @@
 """Real request files replayed as a run's requests, read as `vllm bench serve --dataset-name` reads
 them: one module per dataset, each with `read(ref, path, ctx)`, registered in `READERS`.
 
-Modules: sharegpt.py, custom.py, burstgpt.py (the readers), ref.py (`DatasetRef`, a scenario's
+Modules: sharegpt.py, custom.py, burstgpt.py, sonnet.py (the readers), ref.py (`DatasetRef`, a scenario's
 dataset block), source.py (a file read within bounds, the readers' context), text.py (token counts
 and ids of text), random_dataset.py (vLLM's random dataset of drawn lengths: no file).
 
@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvplan.errors import KvplanError
-from kvplan.workload.datasets import burstgpt, custom, sharegpt
+from kvplan.workload.datasets import burstgpt, custom, sharegpt, sonnet
 from kvplan.workload.datasets.ref import DATASET_NAMES, DatasetRef
 from kvplan.workload.datasets.source import ReadContext, dataset_error
 from kvplan.workload.datasets.text import TokenCounter
 from kvplan.workload.request import Request
 
 READERS: dict[str, Callable[[DatasetRef, Path, ReadContext], list[Request]]] = {
-    "sharegpt": sharegpt.read, "custom": custom.read, "burstgpt": burstgpt.read,
+    "sharegpt": sharegpt.read, "custom": custom.read, "burstgpt": burstgpt.read, "sonnet": sonnet.read,
 }
 assert tuple(READERS) == DATASET_NAMES  # the schema's choices are the registry's
 
