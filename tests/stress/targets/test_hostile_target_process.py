@@ -10,9 +10,10 @@ import json
 import resource
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+import pytest
 from server_helpers import ThreadServer
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -103,3 +104,87 @@ def test_a_hostile_target_run_ends_bounded_under_3_gib(tmp_path: Path) -> None:
     result = json.loads((out / "result.json").read_text())
     errors = " ".join(result["errors"])
     assert result["metrics"]["failed"] == 6 and "SSE line longer" in errors and "more than" in errors
+
+
+RAW_CASES = itertools.cycle(["negative-chunk", "continue", "pings", "deep", "empty-events"])
+
+
+async def _raw_handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Issue 46's hostile answers, framed by hand (no HTTP library would send them)."""
+    try:
+        while True:
+            head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+            length = next((int(h.split(":", 1)[1]) for h in head if h.lower().startswith("content-length:")), 0)
+            await reader.readexactly(length)
+            path = head[0].split(" ")[1]
+            if path == "/v1/models":
+                body = b'{"data":[{"id":"tiny"}]}'
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+            elif path == "/metrics":
+                body = b'vllm:cache_config_info{block_size="16",num_gpu_blocks="1e308"} 1\n'
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+            elif path != "/v1/completions":
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+            else:
+                kind = next(RAW_CASES)
+                if kind == "negative-chunk":  # once an endless loop in a hand-written chunk parser
+                    writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-6\r\nX")
+                elif kind == "deep":
+                    event = b"data: " + b'{"a":' * 100_000 + b"1" + b"}" * 100_000 + b"\n\n"
+                    writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n" % len(event) + event
+                                 + b"\r\n")
+                else:
+                    piece = {"continue": b"HTTP/1.1 100 Continue\r\n\r\n", "pings": b"5\r\n: p\n\n\r\n",
+                             "empty-events": b"2f\r\n" + b'data: {"choices":[{"index":0,"text":""}]}\n\n'[:47]
+                             + b"\r\n"}[kind]
+                    if kind != "continue":
+                        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+                    while True:  # never ends
+                        writer.write(piece)
+                        await writer.drain()
+                        await asyncio.sleep(0.01)
+            await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+        pass
+    finally:
+        writer.close()
+
+
+def _raw_server() -> tuple[int, Callable[[], None]]:
+    import threading
+
+    loop = asyncio.new_event_loop()
+    ready: list[int] = []
+
+    async def start() -> None:
+        server = await asyncio.start_server(_raw_handler, "127.0.0.1", 0)
+        ready.append(server.sockets[0].getsockname()[1])
+
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    asyncio.run_coroutine_threadsafe(start(), loop).result(timeout=10)
+    return ready[0], lambda: loop.call_soon_threadsafe(loop.stop)
+
+
+@pytest.mark.timeout(120)
+def test_issue_46_hostile_answers_end_bounded_under_3_gib(tmp_path: Path) -> None:
+    """A negative chunk size, endless 100 Continue, endless SSE pings and events without text, an
+    event nested 100,000 deep, and a /metrics pool of 1e308 blocks, with the feature probe on
+    (--server-kind auto): the run ends within 60 s, exit 1, no traceback, every request recorded."""
+    port, stop = _raw_server()
+    scenario = tmp_path / "hostile.yaml"
+    scenario.write_text(SCENARIO.replace("num_requests: 6", "num_requests: 10"))
+    out = tmp_path / "run"
+    try:
+        done = subprocess.run([sys.executable, "-m", "kvplan", "stress", "--scenario", str(scenario), "--target",
+                               f"http://127.0.0.1:{port}", "--timeout-s", "2", "--out", str(out), "--no-progress"],
+                              capture_output=True, text=True, timeout=60, preexec_fn=_limit)
+    finally:
+        stop()
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "Traceback" not in done.stdout + done.stderr and "MemoryError" not in done.stderr
+    result = json.loads((out / "result.json").read_text())
+    errors = " ".join(result["errors"])
+    assert result["metrics"]["failed"] == 10
+    assert "chunk size" in errors and "nested too deep" in errors and "no answer for 2 s" in errors
+    assert any("1e308" in note and "not a block count" in note for note in result["notes"])
