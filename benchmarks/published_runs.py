@@ -53,6 +53,7 @@ class Case:
     mean_tpot_ms: float | None
     mean_ttft_ms: float | None
     assumptions: tuple[str, ...] = field(default=())
+    mean_e2e_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -223,5 +224,6 @@ def _case(i: int, r: dict[str, Any]) -> Case | Skipped:
         output_tok_s=output_tok_s,
         mean_tpot_ms=_num(r.get("mean_tpot_ms")),
         mean_ttft_ms=_num(r.get("mean_ttft_ms")),
+        mean_e2e_ms=_num(r.get("mean_e2e_ms")),
         assumptions=tuple(assumptions),
     )
