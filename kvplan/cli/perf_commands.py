@@ -197,6 +197,20 @@ def predict_command(
     render_prediction(make_console(), figures, title)
 
 
+def _plan_candidates(gpus: str, quantizations: str) -> tuple[list, list[str | None]]:
+    """`plan`'s GPUs and runtime quantizations, each checked (one line naming a bad one)."""
+    from kvplan.spec.gpu import load_gpu
+
+    devices = [load_gpu(g.strip()) for g in gpus.split(",") if g.strip()]
+    if not devices:
+        raise KvplanError(f"--gpu names no GPU, got {gpus!r}")
+    quants = [None if q.strip() in ("none", "") else q.strip() for q in quantizations.split(",")]
+    for q in quants:
+        if q not in (None, "fp8"):
+            raise KvplanError(f"--quantization: {q!r} is not a runtime quantization kvplan plans; choices: none, fp8")
+    return devices, quants
+
+
 def _plain_run_requests(plain, input_len: int, output_len: int, range_ratio: float, max_concurrency: int | None,
                         seed: int) -> list:
     """A plain result's run rebuilt: its prompt count, rate and burstiness, the lengths the command
@@ -298,15 +312,25 @@ def plan_command(
     gpu_memory_utilization: Util = None,
     as_json: AsJson = False,
     strict: Strict = False,
+    perf_model: Annotated[
+        str,
+        typer.Option(
+            help="GPU step cost of every candidate: roofline (the default here: a search runs hundreds of "
+                 "simulations), auto (measured kernels where the extra holds the GPU) or kernels.",
+            metavar="roofline|auto|kernels",
+        ),
+    ] = "roofline",
 ) -> None:
     """The GPU x TP x KV dtype x quantization configurations that meet TTFT/TPOT SLOs at a request
     rate, cheapest per hour first (GPUs without a price after, fewest GPUs first), with their
     `vllm serve` lines; exit 1 if none does."""
     from kvplan.perf.capacity import DEFAULT_GPUS, search, why_unmet
+    from kvplan.perf.cost_models import PERF_MODELS
     from kvplan.results.slo import plan_slo
-    from kvplan.spec.gpu import load_gpu
     from kvplan.workload.datasets.random_dataset import RandomDataset
 
+    if perf_model not in PERF_MODELS:
+        raise KvplanError(f"unknown --perf-model {perf_model!r}; choices: {', '.join(PERF_MODELS)}")
     gpus, kv_cache_dtypes = gpus or gpu, kv_cache_dtypes or kv_cache_dtype
     quantizations = quantizations or quantization
     slo = plan_slo(slo_ttft_ms, slo_tpot_ms, slo_percentile)
@@ -314,13 +338,7 @@ def plan_command(
     spec, args = _server(model, "h100-sxm-80gb", dtype=dtype, strict=strict, max_model_len=max_model_len,
                          vllm_version=vllm_version, async_scheduling=async_scheduling,
                          gpu_memory_utilization=gpu_memory_utilization)
-    devices = [load_gpu(g.strip()) for g in (gpus.split(",") if gpus else DEFAULT_GPUS) if g.strip()]
-    if not devices:
-        raise KvplanError(f"--gpu names no GPU, got {gpus!r}")
-    quants = [None if q.strip() in ("none", "") else q.strip() for q in quantizations.split(",")]
-    for q in quants:
-        if q not in (None, "fp8"):
-            raise KvplanError(f"--quantization: {q!r} is not a runtime quantization kvplan plans; choices: none, fp8")
+    devices, quants = _plan_candidates(gpus or ",".join(DEFAULT_GPUS), quantizations)
     workload = RandomDataset(
         random_input_len, random_output_len, random_range_ratio, num_prompts, request_rate, burstiness, None, seed
     )
@@ -333,6 +351,7 @@ def plan_command(
         kv_dtypes=[k.strip() for k in kv_cache_dtypes.split(",") if k.strip()],
         quantizations=quants,
         prices=_prices(price or [], [d.name for d in devices]),
+        perf_model=perf_model,
     )
     if as_json:
         typer.echo(json.dumps(answer, indent=2))

@@ -97,10 +97,11 @@ def workload_max_model_len(workload: RandomDataset) -> int:
 class _Runner:
     """Simulations of one candidate at chosen request rates."""
 
-    def __init__(self, spec: ModelSpec, args: EngineArgs, workload: RandomDataset, coefficients: Coefficients | None):
+    def __init__(self, spec: ModelSpec, args: EngineArgs, workload: RandomDataset, coefficients: Coefficients | None,
+                 perf_model: str = "roofline"):
         self.plan = plan_capacity(spec, args)
         self.config = scheduler_config(self.plan)
-        self.model = step_cost(spec, args, coefficients)
+        self.model = step_cost(spec, args, coefficients, perf_model)
         self.workload = workload
         self.dp = args.data_parallel_size
 
@@ -213,10 +214,10 @@ def _started(spec: ModelSpec, base: EngineArgs, gpus: list[GpuSpec], kv_dtypes: 
 
 
 def _evaluate(spec: ModelSpec, args: EngineArgs, workload: RandomDataset, slo: Slo, coefficients: Coefficients | None,
-              price: float | None) -> tuple[bool, dict[str, Any]]:
+              price: float | None, perf_model: str = "roofline") -> tuple[bool, dict[str, Any]]:
     """(meets the SLO, row) for one candidate: goodput, then the fewest replicas that meet the SLO
     at the requested rate, probed with the workload's own number of prompts."""
-    runner = _Runner(spec, args, workload, coefficients)
+    runner = _Runner(spec, args, workload, coefficients, perf_model)
     assert args.gpu is not None
     good, good_hi, light = goodput(runner, slo)
     row = {"gpu": args.gpu.name, "tp": args.tensor_parallel_size, "dp": args.data_parallel_size,
@@ -279,7 +280,8 @@ def _map(jobs: list[tuple[Any, ...]], workers: int | None) -> list[tuple[bool, d
 
 def search(spec: ModelSpec, base: EngineArgs, workload: RandomDataset, slo: Slo, gpus: list[GpuSpec], *,
            kv_dtypes: list[str], quantizations: list[str | None], prices: dict[str, GpuPrice] | None = None,
-           coefficients: Coefficients | None = None, workers: int | None = None) -> dict[str, Any]:
+           coefficients: Coefficients | None = None, workers: int | None = None,
+           perf_model: str = "roofline") -> dict[str, Any]:
     """Every candidate that starts: its goodput, replicas for the requested rate and predicted
     figures there; the answer lists those meeting the SLO, cheapest first ($/h of all its GPUs;
     GPUs without a price after, by fewest GPUs). `prices`: per GPU name, one GPU-hour.
@@ -302,6 +304,7 @@ def search(spec: ModelSpec, base: EngineArgs, workload: RandomDataset, slo: Slo,
             slo,
             coefficients,
             p.usd_per_hour if args.gpu and (p := prices.get(args.gpu.name)) else None,
+            perf_model,
         )
         for args in started
     ]
@@ -318,7 +321,7 @@ def search(spec: ModelSpec, base: EngineArgs, workload: RandomDataset, slo: Slo,
                                              "random_output_len": workload.random_output_len,
                                              "random_range_ratio": workload.random_range_ratio},
             "slo": {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "percentile": slo.percentile},
-            "max_model_len": max_model_len, "configs": met, "unmet": missed}
+            "max_model_len": max_model_len, "perf_model": perf_model, "configs": met, "unmet": missed}
 
 
 def why_unmet(answer: dict[str, Any]) -> str:

@@ -122,6 +122,7 @@ def render_explanation(console: Console, found: dict[str, Any] | None) -> None:
 
 def render_plan(console: Console, answer: dict[str, Any]) -> None:
     """The configurations that meet the SLOs, cheapest per hour first."""
+    console.print(f"[dim]step cost: --perf-model {answer.get('perf_model', 'roofline')}[/dim]", highlight=False)
     w = answer["workload"]
     table = Table(title=(f"Configurations for {answer['model']} at {w['request_rate']} req/s "
                          f"({w['random_input_len']} in / {w['random_output_len']} out); "

@@ -89,3 +89,22 @@ def test_predict_explain_in_json_and_as_tables() -> None:
     assert found["ttft_ms"] == pytest.approx(out["median_ttft_ms"])  # 41 requests: the median is one of them
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0 and "Where the median TTFT goes" in r.stdout and "by component" in r.stdout
+
+
+def test_plan_says_which_step_cost_it_searched_with() -> None:
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    args = ["plan", "--model", "llama-3.1-8b-instruct", "--request-rate", "4", "--slo-ttft-ms", "2000",
+            "--slo-tpot-ms", "100", "--gpu", "h100", "--num-prompts", "60"]
+    r = CliRunner().invoke(app, [*args, "--json"])
+    assert r.exit_code == 0, r.output
+    import json
+
+    assert json.loads(r.stdout)["perf_model"] == "roofline"  # plan's default: hundreds of simulations
+    from kvplan.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main([*args, "--perf-model", "bogus"])
+    assert info.value.code == 2
