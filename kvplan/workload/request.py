@@ -6,8 +6,12 @@ a dataset row may carry its own text, which an HTTP target sends as is.
 """
 from __future__ import annotations
 
+from array import array
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
+
+_ID_TYPE = "I"  # token ids as unsigned 32-bit: 4 bytes each instead of a tuple's ~36 (a million
+# prompts of a few hundred tokens fit in a few hundred MB, not many GB)
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,7 +21,7 @@ class Request:
     output_tokens: int  # exact: sent with max_tokens=output_tokens and ignore_eos
     cached_tokens: int = 0  # prompt tokens a prefix cache already holds (whole blocks; see prefix_cache)
     _: KW_ONLY
-    prompt_token_ids: tuple[int, ...] | None = None  # None: lengths only
+    packed_ids: bytes | None = None  # the prompt's token ids, packed (`prompt_token_ids`); None: lengths only
     index: int = 0  # position in the stream
     request_id: str = ""
     class_name: str = ""
@@ -27,15 +31,28 @@ class Request:
     prompt_text: str | None = None  # a dataset's own prompt (sent as text to a server); None: the ids
 
     @classmethod
-    def of_ids(cls, prompt_token_ids: tuple[int, ...], output_tokens: int, arrival_s: float | None = 0.0,
+    def of_ids(cls, prompt_token_ids: Any, output_tokens: int, arrival_s: float | None = 0.0,
                **fields: Any) -> Request:
-        """A request whose prompt is these token ids (its length is theirs)."""
-        return cls(arrival_s, len(prompt_token_ids), output_tokens, prompt_token_ids=tuple(prompt_token_ids),
-                   **fields)
+        """A request whose prompt is these token ids (its length is theirs; each in 0..2^32 - 1)."""
+        try:
+            ids = array(_ID_TYPE, prompt_token_ids)
+        except OverflowError:
+            raise ValueError("a token id outside 0..2^32 - 1") from None
+        return cls(arrival_s, len(ids), output_tokens, packed_ids=ids.tobytes(), **fields)
+
+    @property
+    def prompt_token_ids(self) -> tuple[int, ...] | None:
+        """The prompt's token ids (None: lengths only)."""
+        if self.packed_ids is None:
+            return None
+        ids = array(_ID_TYPE)
+        ids.frombytes(self.packed_ids)
+        return tuple(ids)
 
     @property
     def token_ids(self) -> tuple[int, ...]:
         """The prompt's token ids (a request made from lengths only has none to give)."""
-        if self.prompt_token_ids is None:
+        ids = self.prompt_token_ids
+        if ids is None:
             raise ValueError(f"request {self.request_id or self.index} has lengths only, no token ids")
-        return self.prompt_token_ids
+        return ids

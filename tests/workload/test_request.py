@@ -16,3 +16,17 @@ def test_lengths_only_has_no_token_ids_to_give() -> None:
     assert r.cached_tokens == 0 and r.prompt_token_ids is None
     with pytest.raises(ValueError, match="lengths only"):
         r.token_ids  # noqa: B018
+
+
+def test_token_ids_are_packed_four_bytes_each_and_read_back_exactly() -> None:
+    """A million prompts of a few hundred tokens must fit in bounded memory: ids are kept as
+    unsigned 32-bit values (4 bytes a token), and read back as the same tuple."""
+    from kvplan.workload.request import Request
+
+    ids = (3, 70_000, 2**32 - 1, 0, 151_935)
+    r = Request.of_ids(ids, 4, None)
+    assert r.prompt_token_ids == ids and r.token_ids == ids and r.prompt_tokens == 5
+    assert r.packed_ids is not None and len(r.packed_ids) == 4 * len(ids)
+    assert Request.of_ids(list(ids), 4, None) == r and hash(Request.of_ids(ids, 4, None)) == hash(r)
+    with pytest.raises(ValueError, match="token id"):
+        Request.of_ids((2**32,), 1, None)
