@@ -42,6 +42,7 @@ class DecodeStretches:
     clock: float
     free: int
     queue: deque[list]  # the free queue's runs while a preempted request's blocks are cached in it
+    cached_runs: int
     steps: int
     in_flight: int
     peak: int

@@ -37,6 +37,7 @@ class Engine(DecodeStretches):
         # freed blocks are in it: [owner or None, blocks] runs, head first. A preempted request's
         # full blocks keep their hashes there until evicted, and its recompute starts from them
         self.queue: deque[list] = deque()
+        self.cached_runs = 0  # runs in `queue` a preempted request still owns (0: stop tracking)
         self.watermark = (
             int(0.01 * config.num_gpu_blocks) if not config.chunked_prefill else 0
         )  # V0 admission watermark
@@ -122,7 +123,10 @@ class Engine(DecodeStretches):
             n -= take
             if head[1] == 0:
                 queue.popleft()
-        if queue and all(entry[0] is None for entry in queue):
+                if head[0] is not None:  # a preempted request's last cached block evicted
+                    head[0] = None
+                    self.cached_runs -= 1
+        if not self.cached_runs:
             queue.clear()  # no hashes left to keep track of
 
     def _freed(self, r: RequestState, blocks: int) -> None:
@@ -133,6 +137,7 @@ class Engine(DecodeStretches):
                 self.queue.append([None, self.free - blocks])  # the free blocks ahead of it
             entry = [r, blocks]
             self.queue.append(entry)
+            self.cached_runs += 1
             r.freed = (entry, r.computed // self.config.block_size)
         elif self.queue:
             self.queue.append([None, blocks])
@@ -152,6 +157,7 @@ class Engine(DecodeStretches):
             entry = r.freed[0]
             if entry[0] is r:
                 entry[0], entry[1] = None, entry[1] - hits
+                self.cached_runs -= 1
             r.freed = None
         if hits:
             r.computed, r.blocks = hits * self.config.block_size, hits
