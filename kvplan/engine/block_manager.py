@@ -6,35 +6,25 @@ blocks at admission and keeps them until it finishes, so both run on the same co
 
 Prefix caching (vLLM's automatic prefix caching): a full, computed block is named by a chained
 hash of (previous block's hash, its token ids). A freed block keeps its hash and stays reusable
-until it is evicted, least recently freed first, when a fresh block is needed.
+until it is evicted: vLLM's one free queue hands out its head, least recently freed first, whether
+that block holds a hash or not. vLLM registers a block when it schedules it; the engine registers
+it once computed (a failed step must not leave a hash on a block with no K/V), so two identical
+prompts admitted in the same step share no blocks here and do in vLLM.
 """
 from __future__ import annotations
 
-from collections import OrderedDict, deque
-from dataclasses import dataclass
-
 from kvplan.engine.sequence import Sequence, SequenceStatus
-
-
-@dataclass
-class Block:
-    block_id: int
-    ref_count: int = 0
-    hash: int | None = None  # set once the block is full, computed and registered in the cache
-    token_ids: tuple[int, ...] = ()  # kept with the hash to rule out hash collisions
-
-
-def chain_hash(prev_hash: int | None, token_ids: list[int] | tuple[int, ...]) -> int:
-    """Hash of a full block given its predecessor's (Python's int/tuple hash is not salted)."""
-    return hash((prev_hash if prev_hash is not None else -1, tuple(token_ids)))
+from kvplan.kvpool.block_hash import chain_hash
+from kvplan.kvpool.block_pool import BlockPool
 
 
 class BlockManager:
-    """Owns the device pool's block ids (and the CPU swap pool's); never touches tensors.
+    """Owns the device pool's block ids (a `kvpool.BlockPool`, vLLM's) and the CPU swap pool's;
+    never touches tensors.
 
-    A block is *used* (ref_count > 0), *cached* (free but holding a registered prefix hash,
-    reusable on a hit) or *free* (no content). `num_free_blocks` counts cached ones too, since
-    they are evicted on demand.
+    A device block is *used* (some sequence holds it), *cached* (unowned but holding a registered
+    prefix hash, reusable on a hit) or *free*; cached and free blocks share vLLM's one LRU free
+    queue, so `num_free_blocks` counts both.
     """
 
     def __init__(self, num_blocks: int, block_size: int, *, enable_prefix_caching: bool = False,
@@ -43,25 +33,28 @@ class BlockManager:
         self.num_blocks = num_blocks
         self.enable_prefix_caching = enable_prefix_caching
         self.reserve_blocks_per_seq = reserve_blocks_per_seq  # contiguous mode when set
-        self.blocks = [Block(i) for i in range(num_blocks)]
-        self._free: deque[int] = deque(range(num_blocks))  # no content: handed out first
-        self._cached: OrderedDict[int, None] = OrderedDict()  # free with a hash, oldest first (LRU)
-        self._hash_to_block: dict[int, int] = {}
+        self.pool = BlockPool(num_blocks)
+        self._registered: dict[int, int] = {}  # seq_id -> its leading blocks registered in the cache
         self.num_cpu_blocks = num_cpu_blocks
         self._cpu_free: list[int] = list(range(num_cpu_blocks - 1, -1, -1))
 
     # --- accounting ---------------------------------------------------------------------------
     @property
     def num_free_blocks(self) -> int:
-        return len(self._free) + len(self._cached)
+        return self.pool.num_free_blocks
 
     @property
     def num_cached_blocks(self) -> int:
-        return len(self._cached)
+        return self.pool.num_cached_free_blocks
 
     @property
     def num_used_blocks(self) -> int:
-        return self.num_blocks - self.num_free_blocks
+        return self.pool.num_used_blocks
+
+    @property
+    def num_evicted_blocks(self) -> int:
+        """Cached blocks whose hash a new allocation has dropped so far."""
+        return self.pool.evicted_blocks
 
     @property
     def num_free_cpu_blocks(self) -> int:
@@ -88,66 +81,40 @@ class BlockManager:
         """
         if not self.enable_prefix_caching:
             return []
-        hits: list[int] = []
-        for i, h in enumerate(self._block_hashes(seq, (len(seq) - 1) // self.block_size)):
-            block_id = self._hash_to_block.get(h)
-            if block_id is None or self.blocks[block_id].token_ids != tuple(seq.block_tokens(i, self.block_size)):
-                break
-            hits.append(block_id)
-        return hits
+        return self.pool.lookup(self._block_hashes(seq, (len(seq) - 1) // self.block_size))
 
     def cache_full_blocks(self, seq: Sequence) -> None:
-        """Register the hashes of `seq`'s blocks that are now full and computed."""
+        """Register the hashes of `seq`'s blocks that are now full and computed (a block another
+        sequence already registered is registered again: vLLM never de-duplicates)."""
         if not self.enable_prefix_caching:
             return
         num_full = seq.num_computed_tokens // self.block_size
-        for i, h in enumerate(self._block_hashes(seq, num_full)):
-            block = self.blocks[seq.block_table[i]]
-            if block.hash is not None or h in self._hash_to_block:
-                continue  # already cached, or the same content sits in another block: keep that one
-            block.hash, block.token_ids = h, tuple(seq.block_tokens(i, self.block_size))
-            self._hash_to_block[h] = block.block_id
+        done = self._registered.get(seq.seq_id, 0)
+        if num_full > done:
+            self.pool.cache_blocks(seq.block_table, self._block_hashes(seq, num_full), done, num_full)
+            self._registered[seq.seq_id] = num_full
 
     # --- allocation ---------------------------------------------------------------------------
-    def _take_free_block(self) -> int:
-        if self._free:
-            block_id = self._free.popleft()
-        else:  # evict the least recently freed cached block
-            block_id, _ = self._cached.popitem(last=False)
-            block = self.blocks[block_id]
-            if block.hash is not None:  # a cached block always has one
-                del self._hash_to_block[block.hash]
-            block.hash, block.token_ids = None, ()
-        self.blocks[block_id].ref_count = 1
-        return block_id
-
-    def _ref(self, block_id: int) -> None:
-        block = self.blocks[block_id]
-        if block.ref_count == 0:
-            del self._cached[block_id]  # a prefix hit revives a cached free block
-        block.ref_count += 1
-
     def can_allocate(self, seq: Sequence, hits: list[int], num_tokens: int) -> bool:
         """Whether a waiting `seq` can hold `num_tokens` tokens, reusing the prefix `hits`."""
-        revived = sum(1 for b in hits if self.blocks[b].ref_count == 0)
-        return self.blocks_needed(num_tokens) - len(hits) <= self.num_free_blocks - revived
+        need = self.pool.num_to_allocate(hits, self.blocks_needed(num_tokens) - len(hits))
+        return need <= self.num_free_blocks
 
     def allocate(self, seq: Sequence, hits: list[int], num_tokens: int) -> None:
         """Admit `seq`: its block table becomes `hits` plus fresh blocks for `num_tokens` tokens."""
         assert not seq.block_table, f"{seq} already holds blocks"
-        for block_id in hits:
-            self._ref(block_id)
-        seq.block_table = list(hits) + [
-            self._take_free_block() for _ in range(self.blocks_needed(num_tokens) - len(hits))
-        ]
+        self.pool.touch(hits)
+        seq.block_table = list(hits) + self.pool.allocate(self.blocks_needed(num_tokens) - len(hits))
         seq.num_computed_tokens = seq.num_cached_tokens = len(hits) * self.block_size
+        self._registered[seq.seq_id] = len(hits)
 
     def append_slots(self, seq: Sequence, num_new_tokens: int) -> bool:
         """Grow a running `seq` to hold `num_new_tokens` more tokens; False (and no change) if full."""
         missing = self.blocks_needed(seq.num_computed_tokens + num_new_tokens) - len(seq.block_table)
         if missing > self.num_free_blocks:
             return False
-        seq.block_table.extend(self._take_free_block() for _ in range(missing))
+        if missing > 0:
+            seq.block_table.extend(self.pool.allocate(missing))
         return True
 
     def free(self, seq: Sequence) -> None:
@@ -155,19 +122,9 @@ class BlockManager:
         if seq.status is SequenceStatus.SWAPPED:
             self._cpu_free.extend(reversed(seq.block_table))
         else:
-            for block_id in reversed(seq.block_table):  # tail first, so a prefix outlives its suffix in the LRU
-                self._unref(block_id)
+            self.pool.free(reversed(seq.block_table))  # tail first, so a prefix outlives its suffix in the LRU
+        self._registered.pop(seq.seq_id, None)
         seq.block_table = []
-
-    def _unref(self, block_id: int) -> None:
-        block = self.blocks[block_id]
-        block.ref_count -= 1
-        assert block.ref_count >= 0, f"block {block_id} freed twice"
-        if block.ref_count == 0:
-            if block.hash is not None:
-                self._cached[block_id] = None
-            else:
-                self._free.append(block_id)
 
     # --- swapping -----------------------------------------------------------------------------
     def _num_swapped_blocks(self, seq: Sequence) -> int:
@@ -180,8 +137,8 @@ class BlockManager:
         """Move `seq`'s computed blocks to the CPU pool; returns (device, cpu) block pairs to copy."""
         n = self._num_swapped_blocks(seq)
         pairs = [(device, self._cpu_free.pop()) for device in seq.block_table[:n]]
-        for block_id in reversed(seq.block_table):
-            self._unref(block_id)
+        self.pool.free(reversed(seq.block_table))
+        self._registered.pop(seq.seq_id, None)  # back on the device in new blocks, registered again as computed
         seq.block_table = [cpu for _, cpu in pairs]
         return pairs
 
@@ -190,7 +147,7 @@ class BlockManager:
 
     def swap_in(self, seq: Sequence) -> list[tuple[int, int]]:
         """Bring `seq` back to the device pool; returns (cpu, device) block pairs to copy."""
-        pairs = [(cpu, self._take_free_block()) for cpu in seq.block_table]
+        pairs = list(zip(seq.block_table, self.pool.allocate(len(seq.block_table))))
         self._cpu_free.extend(reversed(seq.block_table))
         seq.block_table = [device for _, device in pairs]
         return pairs
@@ -206,13 +163,6 @@ class BlockManager:
             else:
                 for block_id in seq.block_table:
                     refs[block_id] += 1
-        assert refs == [b.ref_count for b in self.blocks], "ref counts do not match the block tables"
-        free, cached = set(self._free), set(self._cached)
-        assert len(free) == len(self._free) and not free & cached, "a free block is listed twice"
-        assert {b.block_id for b in self.blocks if b.ref_count == 0} == free | cached, (
-            "free lists do not match ref counts"
-        )
-        assert all(self.blocks[b].hash is not None for b in cached) and all(self.blocks[b].hash is None for b in free)
-        assert all(self._hash_to_block[b.hash] == b.block_id for b in self.blocks if b.hash is not None)
-        assert len(self._hash_to_block) == sum(b.hash is not None for b in self.blocks)
+        assert refs == self.pool.ref, "ref counts do not match the block tables"
+        self.pool.check()
         assert sorted(cpu_used + self._cpu_free) == list(range(self.num_cpu_blocks)), "CPU pool blocks leaked"

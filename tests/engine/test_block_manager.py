@@ -83,6 +83,25 @@ def test_eviction_takes_the_least_recently_freed_cached_block() -> None:
     assert len(bm.match_prefix(make_seq(4, list(range(10, 15))))) == 1  # B kept
 
 
+def test_one_free_queue_evicts_a_cached_head_before_a_never_cached_block() -> None:
+    """vLLM 0.19.1 (v1/core/block_pool.py `get_new_blocks`): new blocks are the free queue's head
+    whatever they hold. A = 5 tokens takes blocks 0, 1 (block 0 full and cached), B = 3 tokens
+    takes block 2; freeing A (tail first) then B leaves the queue 1, 0, 2, so C's two blocks are
+    1 and 0 and A's prefix is evicted though block 2 never held anything."""
+    bm = BlockManager(3, BS, enable_prefix_caching=True)
+    a, b = make_seq(0, list(range(5))), make_seq(1, [50, 51, 52])
+    for seq in (a, b):
+        bm.allocate(seq, bm.match_prefix(seq), len(seq))
+        seq.num_computed_tokens = len(seq)
+        bm.cache_full_blocks(seq)
+    bm.free(a)
+    bm.free(b)
+    c = make_seq(2, [7] * 8)
+    bm.allocate(c, bm.match_prefix(c), 8)
+    assert c.block_table == [1, 0]
+    assert bm.match_prefix(make_seq(3, list(range(5)))) == [] and bm.num_evicted_blocks == 1
+
+
 class BlockManagerMachine(RuleBasedStateMachine):
     """Random lifecycles over a small pool. `shadow` holds, per device block slot, the token id
     whose K/V would sit there; a running sequence must always find its own tokens in its blocks."""
@@ -192,7 +211,7 @@ class BlockManagerMachine(RuleBasedStateMachine):
                 seq.status = SequenceStatus.FINISHED
         self.bm.check_invariants([])
         assert self.bm.num_free_blocks == self.bm.num_blocks  # every block free or cached
-        assert all(b.ref_count == 0 for b in self.bm.blocks)
+        assert not any(self.bm.pool.ref)
         assert self.bm.num_free_cpu_blocks == self.bm.num_cpu_blocks
 
 

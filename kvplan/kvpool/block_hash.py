@@ -1,0 +1,47 @@
+"""Chained block hashes: a full block is named by (its parent's hash, its token ids), as vLLM's
+`hash_block_tokens` (v1/core/kv_cache_utils.py) names it, so equal blocks after different
+prefixes never match. Python's tuple hash stands in for vLLM's sha256: only equality matters."""
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable
+
+ROOT_HASH = -1  # the parent of a stream's first block (vLLM: NONE_HASH)
+
+
+def chain_hash(parent: int | None, token_ids: Iterable[int]) -> int:
+    """The hash of a full block after `parent` (None: the first block)."""
+    return hash((ROOT_HASH if parent is None else parent, tuple(token_ids)))
+
+
+class TokenStream:
+    """A growing token sequence and the hashes of its full blocks, computed once each and only
+    when asked for. A conversation is one stream: each turn's prompt extends the last turn's
+    prompt and reply, so its blocks' hashes are the earlier turn's, not hashed again."""
+
+    __slots__ = ("block_size", "ids", "hashes")
+
+    def __init__(self, block_size: int, ids: Iterable[int] = ()) -> None:
+        self.block_size = block_size
+        self.ids = array("q", ids)  # signed 64-bit: stand-in reply tokens live below 0
+        self.hashes: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def extend(self, ids: Iterable[int]) -> None:
+        self.ids.extend(ids)
+
+    def truncate(self, num_tokens: int) -> None:
+        """Drop the tokens after the first `num_tokens` (and the hashes of blocks they were in)."""
+        del self.ids[num_tokens:]
+        del self.hashes[num_tokens // self.block_size:]
+
+    def block_hashes(self, num_blocks: int) -> list[int]:
+        """The hashes of the first `num_blocks` full blocks (a list that grows; do not modify it)."""
+        hashes, bs, ids = self.hashes, self.block_size, self.ids
+        num_blocks = min(num_blocks, len(ids) // bs)
+        while len(hashes) < num_blocks:
+            i = len(hashes)
+            hashes.append(hash((hashes[-1] if hashes else ROOT_HASH, tuple(ids[i * bs:(i + 1) * bs]))))
+        return hashes

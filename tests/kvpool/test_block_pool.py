@@ -1,0 +1,96 @@
+"""`BlockPool` against vLLM 0.19.1's v1/core/block_pool.py and single_type_kv_cache_manager.py.
+Each expected block id is worked out by hand from those files' rules:
+
+- `BlockPool.__init__`: the free queue holds every block in id order;
+- `get_new_blocks`: `popleft_n` from the head, `_maybe_evict_cached_block` drops a head block's hash;
+- `free_blocks`: ref_cnt - 1, blocks reaching 0 `append_n` to the tail in the order given, and
+  `SingleTypeKVCacheManager.free` gives a request's blocks `reversed` (tail block evicted first);
+- `touch`: a hit with ref_cnt 0 leaves the free queue;
+- `get_num_blocks_to_allocate`: new blocks plus hits with ref_cnt 0 ("evictable computed blocks");
+- `BlockHashToBlockMap`: no de-duplication, `get_one_block` returns the first registered.
+"""
+from __future__ import annotations
+
+import pytest
+
+from kvplan.kvpool.block_hash import TokenStream, chain_hash
+from kvplan.kvpool.block_pool import BlockPool
+
+
+def test_new_blocks_come_from_the_head_and_a_request_frees_its_tail_first() -> None:
+    pool = BlockPool(5)
+    a = pool.allocate(3)
+    assert a == [0, 1, 2]
+    pool.free(reversed(a))  # queue: 3 4 2 1 0
+    assert list(pool.free_queue) == [3, 4, 2, 1, 0]
+    assert pool.allocate(3) == [3, 4, 2]
+
+
+def test_a_cached_block_at_the_head_is_evicted_before_a_never_used_block_behind_it() -> None:
+    pool = BlockPool(3)
+    a = pool.allocate(2)  # [0, 1]
+    pool.cache_blocks(a, [111], 0, 1)  # its first block full and registered
+    b = pool.allocate(1)  # [2]
+    pool.free(reversed(a))  # queue: 1 0
+    pool.free(reversed(b))  # queue: 1 0 2
+    assert pool.allocate(2) == [1, 0]
+    assert pool.lookup([111]) == [] and pool.evicted_blocks == 1
+    assert list(pool.free_queue) == [2]
+
+
+def test_a_hit_leaves_the_free_queue_and_counts_against_free_blocks() -> None:
+    pool = BlockPool(4)
+    a = pool.allocate(2)
+    pool.cache_blocks(a, [7, 8], 0, 2)
+    pool.free(reversed(a))  # queue: 2 3 1 0
+    hits = pool.lookup([7, 8, 9])
+    assert hits == [0, 1]
+    assert pool.num_to_allocate(hits, 2) == 4  # 2 new + 2 hits that leave the queue
+    pool.touch(hits)
+    assert list(pool.free_queue) == [2, 3] and pool.ref[0] == pool.ref[1] == 1
+    pool.touch(hits)  # a second request on the same prefix: shared, nothing leaves the queue
+    assert pool.ref[0] == 2 and pool.num_to_allocate(hits, 1) == 1
+
+
+def test_duplicate_blocks_are_both_registered_and_the_first_is_looked_up() -> None:
+    pool = BlockPool(4)
+    x, y = pool.allocate(1), pool.allocate(1)
+    pool.cache_blocks(x, [5], 0, 1)
+    pool.cache_blocks(y, [5], 0, 1)
+    assert pool.lookup([5]) == x
+    pool.free(x)
+    pool.free(y)  # queue: 2 3 0 1
+    assert pool.allocate(3) == [2, 3, 0]  # block 0's copy of hash 5 evicted, block 1's remains
+    assert pool.lookup([5]) == y
+    pool.check()
+
+
+def test_freeing_a_block_twice_is_caught() -> None:
+    pool = BlockPool(2)
+    b = pool.allocate(1)
+    pool.free(b)
+    with pytest.raises(AssertionError):
+        pool.free(b)
+
+
+def test_taking_more_blocks_than_are_free_raises() -> None:
+    with pytest.raises(ValueError):
+        BlockPool(2).allocate(3)
+
+
+def test_chained_hashes_differ_for_the_same_block_after_different_prefixes() -> None:
+    assert chain_hash(None, [1, 2]) != chain_hash(chain_hash(None, [9, 9]), [1, 2])
+    a, b = TokenStream(2, [9, 9, 1, 2]), TokenStream(2, [8, 8, 1, 2])
+    assert a.block_hashes(2)[1] != b.block_hashes(2)[1]
+    assert TokenStream(2, [9, 9, 1, 2, 3]).block_hashes(5) == a.block_hashes(2)  # only full blocks
+
+
+def test_a_stream_extended_by_a_turn_keeps_its_earlier_hashes() -> None:
+    s = TokenStream(2, [1, 2, 3])
+    first = list(s.block_hashes(1))
+    s.extend([4, 5, 6])
+    assert s.block_hashes(3)[:1] == first
+    assert s.block_hashes(3) == TokenStream(2, [1, 2, 3, 4, 5, 6]).block_hashes(3)
+    s.truncate(3)
+    s.extend([7])
+    assert s.block_hashes(2) == TokenStream(2, [1, 2, 3, 7]).block_hashes(2)
