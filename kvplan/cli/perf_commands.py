@@ -76,6 +76,29 @@ def _warn_on_fallback(perf_model: str, gpu: str) -> None:
         typer.echo(f"kvplan: warning: --perf-model auto times {name} by the roofline: {why}", err=True)
 
 
+def _session_requests(knobs: dict, seed: int, vocab_size: int, prefix_caching: bool) -> list:
+    """The synthetic conversations `--sessions` asks for; a bad knob is one line naming it."""
+    from pydantic import ValidationError
+
+    from kvplan.validation import first_error
+    from kvplan.workload.sessions import Sessions
+
+    if not prefix_caching:
+        raise KvplanError("--sessions needs prefix caching (a later turn's history is what it would reuse); "
+                          "drop --no-enable-prefix-caching")
+    if knobs["session_rate_per_s"] is not None and knobs["session_rate_per_s"] == float("inf"):
+        knobs["session_rate_per_s"] = None
+    flags = {"num_sessions": "--sessions", "output_tokens": "--reply-tokens", "session_rate_per_s": "--session-rate"}
+    try:
+        sessions = Sessions.model_validate(knobs, strict=False)
+    except ValidationError as exc:
+        loc, text = first_error(exc)
+        where = str(loc[0]) if loc else ""
+        flag = flags.get(where, "--" + where.replace("_", "-"))
+        raise KvplanError(f"{flag} {knobs.get(where)!r}: {text}") from None
+    return sessions.requests(seed, vocab_size)
+
+
 def _scenario_requests(path: str, block_size: int, prefix_caching: bool):
     """A kvplan scenario's requests (lengths, arrivals, concurrency) as `vllm bench serve` would send
     them; with prefix caching (vLLM's default), the prompt blocks an earlier request already had
@@ -129,6 +152,23 @@ def predict_command(
                 "and concurrency, the lengths come from --random-input-len / --random-output-len)."
         ),
     ] = None,
+    sessions: Annotated[int | None, typer.Option(
+        help="Conversations instead of single requests: this many sessions, each of --turns turns resending its "
+             "history (the prefix cache serves what it still holds).")] = None,
+    turns: Annotated[int, typer.Option(help="Turns per session (with --sessions).")] = 4,
+    shared_prefix_tokens: Annotated[int, typer.Option(
+        help="A system prompt / tool definitions every session starts with (with --sessions).")] = 0,
+    first_turn_tokens: Annotated[int, typer.Option(help="Each session's first message (with --sessions).")] = 256,
+    turn_tokens: Annotated[int, typer.Option(
+        help="Each later turn's new message or tool result (with --sessions).")] = 128,
+    reply_tokens: Annotated[int, typer.Option(help="Each reply's tokens (with --sessions).")] = 128,
+    think_time_s: Annotated[float, typer.Option(
+        help="Mean gap between a reply and the next turn (with --sessions).")] = 1.0,
+    think_distribution: Annotated[str, typer.Option(
+        help="Think-time gaps: exponential or constant (with --sessions).", metavar="exponential|constant")
+    ] = "exponential",
+    session_rate: Annotated[str, typer.Option(
+        help="Sessions started per second (Poisson), or inf to start all at once (with --sessions).")] = "inf",
     as_json: AsJson = False,
     explain: Annotated[bool, typer.Option(
         "--explain", help="Also say where the median request's TTFT goes (request latency, API server and engine "
@@ -170,6 +210,12 @@ def predict_command(
                                            max_concurrency, seed)
     elif scenario:
         requests, max_concurrency = _scenario_requests(scenario, args.block_size, enable_prefix_caching)
+    elif sessions is not None:
+        requests = _session_requests(dict(
+            num_sessions=sessions, turns=turns, shared_prefix_tokens=shared_prefix_tokens,
+            first_turn_tokens=first_turn_tokens, turn_tokens=turn_tokens, output_tokens=reply_tokens,
+            think_time_s=think_time_s, think_distribution=think_distribution,
+            session_rate_per_s=_rate(session_rate)), seed, spec.vocab_size, enable_prefix_caching)
     else:
         requests = RandomDataset(
             random_input_len,

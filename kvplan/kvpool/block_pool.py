@@ -23,8 +23,9 @@ class BlockPool:
         self.ref = [0] * num_blocks
         self.hash_of: list[int | None] = [None] * num_blocks
         self.free_queue: OrderedDict[int, None] = OrderedDict.fromkeys(range(num_blocks))
-        self.cache: dict[int, dict[int, None]] = {}
+        self.cache: dict[int, list[int]] = {}  # hash -> the blocks holding it, first registered first
         self.evicted_blocks = 0  # cached blocks whose hash a new allocation dropped
+        self.version = 0  # changes whenever the cache does (a lookup's answer may be kept until then)
 
     @property
     def num_free_blocks(self) -> int:
@@ -44,19 +45,19 @@ class BlockPool:
     def lookup(self, hashes: Sequence[int]) -> list[int]:
         """The blocks of the longest cached prefix of `hashes` (vLLM's `find_longest_cache_hit`)."""
         hits: list[int] = []
-        cache = self.cache
+        get, append = self.cache.get, hits.append
         for h in hashes:
-            blocks = cache.get(h)
-            if not blocks:
+            blocks = get(h)
+            if blocks is None:
                 break
-            hits.append(next(iter(blocks)))
+            append(blocks[0])
         return hits
 
     def num_to_allocate(self, hits: Sequence[int], num_new_blocks: int) -> int:
         """Free blocks admitting a request takes: its new ones, plus the hits it takes out of the
         free queue (vLLM's `get_num_blocks_to_allocate`: evictable computed blocks count)."""
         ref = self.ref
-        return num_new_blocks + sum(1 for b in hits if ref[b] == 0)
+        return num_new_blocks + [ref[b] for b in hits].count(0)
 
     def touch(self, blocks: Iterable[int]) -> None:
         ref, queue = self.ref, self.free_queue
@@ -82,23 +83,27 @@ class BlockPool:
 
     def _uncache(self, block: int, h: int) -> None:
         holders = self.cache[h]
-        del holders[block]
+        holders.remove(block)
         if not holders:
             del self.cache[h]
         self.hash_of[block] = None
         self.evicted_blocks += 1
+        self.version += 1
 
     def cache_blocks(self, blocks: Sequence[int], hashes: Sequence[int], start: int, end: int) -> None:
         """Register blocks[start:end] (full, their K/V computed or being computed) under hashes[start:end]."""
         hash_of, cache = self.hash_of, self.cache
+        self.version += 1
         for i in range(start, end):
             b, h = blocks[i], hashes[i]
+            if hash_of[b] is not None:  # vLLM asserts the same: a block is registered once
+                raise AssertionError(f"block {b} is registered already")
             hash_of[b] = h
             holders = cache.get(h)
             if holders is None:
-                cache[h] = {b: None}
+                cache[h] = [b]
             else:
-                holders[b] = None
+                holders.append(b)
 
     def free(self, blocks_in_eviction_order: Iterable[int]) -> None:
         """Drop one reference to each block; those left unowned join the free queue's tail in the

@@ -2,7 +2,8 @@
 timed by a physical GPU cost model with a few global fitted coefficients.
 
 Modules: schedule.py (the scheduler simulation), scheduler_config.py (its settings), decode_stretch.py (its pure-decode
-shortcut), request_state.py (a request's state in it), lockstep.py
+shortcut), request_state.py (a request's state in it), reuse_blocks.py (its block pool by id and hash
+when prompts carry token ids: prefix hits, evictions, conversations' turns), lockstep.py
 (data-parallel MoE replicas stepping together), trace.py
 (what a simulation did; replicas merged), cache_kinds.py (the cache kinds the step times, and
 those it names as untimed), gpu_cost.py (`GpuStepModel`), kernel_cost.py

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from kvplan.kvpool.block_pool import BlockPool
 from kvplan.perf.request_state import RequestState
 from kvplan.perf.scheduler_config import SchedulerConfig
 from kvplan.perf.step_cost import StepCost, StepShape
@@ -42,6 +43,7 @@ class DecodeStretches:
     clock: float
     free: int
     queue: deque[list]  # the free queue's runs while a preempted request's blocks are cached in it
+    pool: BlockPool | None  # the hashed pool (`reuse_blocks`), or None: block counts alone
     cached_runs: int
     steps: int
     in_flight: int
@@ -58,6 +60,14 @@ class DecodeStretches:
         def _finish(self, r: RequestState) -> None: ...
 
         def _evict(self, n: int) -> None: ...
+
+        def pop_due(self, by_s: float) -> RequestState | None: ...
+
+        def grow_hashed(self, r: RequestState, need: int, upto: int) -> None: ...
+
+        def head_blocked_hashed(self, budget: int) -> bool: ...
+
+        def stretch_blocks_hashed(self, running: list[RequestState], done: int) -> None: ...
 
     def fast_decode(self) -> bool:
         """Run a stretch of pure-decode steps (nothing waiting and no arrival due, or a waiting queue
@@ -106,6 +116,8 @@ class DecodeStretches:
         first = float(clocks[0]) if self.record and clocks is not None else None
         first_gaps: list[float] = []
         clock, last_step, free = self.clock, self.steps + done - 1, self.free
+        if self.pool is not None:
+            self.stretch_blocks_hashed(running, done)
         for r in running:
             if first is not None:
                 first_gaps.append(first - r.last_s)
@@ -113,6 +125,8 @@ class DecodeStretches:
             r.known += done
             r.generated += done
             need = -(-r.computed // bs) - r.blocks
+            if self.pool is not None and r.computed // bs > r.registered:
+                self.grow_hashed(r, 0, r.computed)  # its blocks came in step order above
             r.blocks += need
             free -= need
             r.last_step, r.last_s = last_step, clock
@@ -151,6 +165,8 @@ class DecodeStretches:
         budget = cfg.max_num_batched_tokens - n
         if budget <= 0 or n >= cfg.max_num_seqs:
             return True
+        if self.pool is not None:
+            return self.head_blocked_hashed(budget)
         r = self.waiting[0]
         m = min(r.known - r.computed, budget)
         return -(-(r.computed + m) // cfg.block_size) - r.blocks > self.free
@@ -159,8 +175,10 @@ class DecodeStretches:
         """Send the requests that arrive during a blocked stretch as `send` would at each step
         boundary (`bounds`: the clock before each of the stretch's later steps)."""
         last = bounds[-1]
-        while self.pending and self.in_flight < self.cap and self.pending[0].arrival_s <= last:
-            r = self.pending.popleft()
+        while self.in_flight < self.cap:
+            r = self.pop_due(float(last))
+            if r is None:
+                break
             j = int(bounds.searchsorted(r.arrival_s))  # the first boundary at or after its arrival
             self._hand_over(r, float(bounds[j]), self.steps + j + 1)
 

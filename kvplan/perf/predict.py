@@ -80,12 +80,33 @@ def simulate_replicas(requests: list[Request], config: SchedulerConfig, model: A
     if dp == 1:
         return simulate(requests, config, model, max_concurrency=max_concurrency, frontend_s=frontend_s,
                         watch=watch, record=record)
-    shares = [(requests[rank::dp], None if max_concurrency is None else
-               max(1, max_concurrency // dp + (rank < max_concurrency % dp))) for rank in range(min(dp, len(requests)))]
+    dealt = _deal(requests, dp)
+    shares = [(dealt[rank], None if max_concurrency is None else
+               max(1, max_concurrency // dp + (rank < max_concurrency % dp))) for rank in range(len(dealt))]
     if lockstep:
         return merge_traces(simulate_lockstep(shares, config, model, frontend_s, watch=watch, record=record))
     return merge_traces([simulate(reqs, config, model, max_concurrency=share, frontend_s=frontend_s)
                          for reqs, share in shares])
+
+
+def _deal(requests: list[Request], dp: int) -> list[list[Request]]:
+    """Requests dealt to `dp` replicas in turn; a conversation's turns all go where its first went
+    (session affinity: the load balancer does not keep it, so hits across turns are an upper bound)."""
+    if not any(r.follows_turn for r in requests):
+        return [share for share in (requests[rank::dp] for rank in range(dp)) if share]
+    rank_of: dict[str, int] = {}
+    shares: list[list[Request]] = [[] for _ in range(dp)]
+    first = 0
+    for r in requests:
+        if r.session_id is not None and r.session_id in rank_of:
+            shares[rank_of[r.session_id]].append(r)
+            continue
+        rank = first % dp
+        first += 1
+        if r.session_id is not None:
+            rank_of[r.session_id] = rank
+        shares[rank].append(r)
+    return [share for share in shares if share]
 
 
 def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_concurrency: int | None = None,
@@ -115,6 +136,7 @@ def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_c
         "step_cost_sources": step_sources(model, spec, args),
         "scheduling": scheduling_note(args, config.async_scheduling),
     })
+    figures.update(prefix_cache_figures(trace))
     if explain:
         from kvplan.perf.explain import explain as explain_trace
 
@@ -122,6 +144,22 @@ def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_c
         found = explain_trace(trace, model, model.coefficients.request_latency_s, first_replica)
         figures["explain"] = found.as_dict() if found is not None else None
     return Prediction(figures, plan, trace, config)
+
+
+def prefix_cache_figures(trace: Trace) -> dict[str, Any]:
+    """vLLM's prefix-cache counters (`vllm:prefix_cache_queries` / `hits`, tokens) as the hashed
+    block pool counted them; nothing when the run had no token ids to hash."""
+    counts = trace.extras.get("prefix_cache")
+    if counts is None:
+        return {}
+    queries = counts["queries_tokens"]
+    return {
+        "prefix_cache_queries_tokens": queries, "prefix_cache_hits_tokens": counts["hit_tokens"],
+        "prefix_cache_hit_rate": counts["hit_tokens"] / queries if queries else 0.0,
+        "preempted_prefix_cache_queries_tokens": counts["preempted_queries_tokens"],
+        "preempted_prefix_cache_hits_tokens": counts["preempted_hit_tokens"],
+        "prefix_cache_evicted_blocks": counts["evicted_blocks"],
+    }
 
 
 def scheduling_note(args: EngineArgs, async_scheduling: bool) -> str:

@@ -1,6 +1,8 @@
 """A request as the scheduler simulation (`schedule`) tracks it: token counts, blocks and times."""
 from __future__ import annotations
 
+from typing import Any
+
 from kvplan.workload.request import Request
 
 
@@ -24,6 +26,15 @@ class RequestState:
         "first_s",
         "last_s",
         "freed",
+        "stream",
+        "table",
+        "uid",
+        "next_turn",
+        "think_s",
+        "turn_ids",
+        "hit_tokens",
+        "preempted",
+        "registered",
     )
 
     def __init__(self, req: Request) -> None:
@@ -40,3 +51,13 @@ class RequestState:
         # preempted: its freed blocks' place in the free queue ([owner, blocks left], owner None once
         # reclaimed) and how many of them were full (hashed, so a hit when it comes back); else None
         self.freed: tuple[list, int] | None = None
+        # with a hashed pool (`reuse_blocks`): the token stream its blocks are hashed from (a
+        # conversation's turns share one), its block ids, a unique id for its stand-in reply tokens
+        self.stream: Any = None
+        self.table: list[int] = []
+        self.uid = req.index
+        self.next_turn: RequestState | None = None  # a conversation's next turn, released when this one ends
+        self.think_s, self.turn_ids = req.think_s, req.turn_ids
+        self.hit_tokens = -1  # prompt tokens the prefix cache served at its first admission (-1: not yet)
+        self.preempted = False
+        self.registered = 0  # its leading blocks registered in the cache (vLLM's num_cached_block)

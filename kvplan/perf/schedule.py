@@ -10,6 +10,7 @@ instead of re-simulating it.
 """
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from typing import Any
 
@@ -17,13 +18,14 @@ import numpy as np
 
 from kvplan.perf.decode_stretch import DecodeStretches
 from kvplan.perf.request_state import RequestState
+from kvplan.perf.reuse_blocks import HashedBlocks, uses_hashed_pool
 from kvplan.perf.scheduler_config import SchedulerConfig
 from kvplan.perf.step_cost import StepCost, StepShape
 from kvplan.perf.trace import Trace
 from kvplan.workload.request import Request
 
 
-class Engine(DecodeStretches):
+class Engine(DecodeStretches, HashedBlocks):
     """The scheduler's state between steps; one `step()` is one engine step."""
 
     def __init__(self, requests: list[Request], config: SchedulerConfig, cost: StepCost,
@@ -42,7 +44,14 @@ class Engine(DecodeStretches):
             int(0.01 * config.num_gpu_blocks) if not config.chunked_prefill else 0
         )  # V0 admission watermark
         self.reqs = [RequestState(r) for r in requests]
-        self.pending = deque(sorted(self.reqs, key=lambda q: q.arrival_s))  # stable: equal arrivals keep their order
+        self.pool = None  # blocks by id (`reuse_blocks`) when prompts carry token ids; else counts
+        self.later: list[tuple[float, int, RequestState]] = []  # conversations' released turns
+        self.reuse = dict.fromkeys(("queries_tokens", "hit_tokens", "preempted_queries_tokens",
+                                    "preempted_hit_tokens"), 0)
+        sent = self.setup_hashed(requests, self.reqs) if uses_hashed_pool(requests, config) else self.reqs
+        if self.pool is None and any(r.follows_turn for r in requests):
+            raise ValueError("a conversation's turns need prefix caching on and every prompt's token ids")
+        self.pending = deque(sorted(sent, key=lambda q: q.arrival_s))  # stable: equal arrivals keep their order
         self.waiting: deque[RequestState] = deque()
         self.held: deque[RequestState] = deque()  # reached the busy engine during the last step (async scheduling)
         self.running: list[RequestState] = []
@@ -58,8 +67,10 @@ class Engine(DecodeStretches):
         if self.held:  # a step has run since they arrived: the next one is scheduled with them
             self.waiting.extend(self.held)
             self.held.clear()
-        while self.pending and self.in_flight < self.cap and self.pending[0].arrival_s <= self.clock:
-            r = self.pending.popleft()
+        while self.in_flight < self.cap:
+            r = self.pop_due(self.clock)
+            if r is None:
+                break
             self._hand_over(r, max(self.clock, r.arrival_s), self.steps)
         while self.frontend and self.frontend[0].ready_s <= self.clock:
             self._arrive(self.frontend.popleft())
@@ -88,9 +99,21 @@ class Engine(DecodeStretches):
     def next_event_s(self) -> float:
         """When the engine next gets a request it does not have yet (inf: never)."""
         due = self.frontend[0].ready_s if self.frontend else float("inf")
-        if self.pending and self.in_flight < self.cap:
-            due = min(due, self.pending[0].arrival_s)
+        if self.in_flight < self.cap:
+            if self.pending:
+                due = min(due, self.pending[0].arrival_s)
+            if self.later:
+                due = min(due, self.later[0][0])
         return due
+
+    def pop_due(self, by_s: float) -> RequestState | None:
+        """The earliest request due by `by_s` not yet sent (a scheduled arrival or a released turn)."""
+        pending, later = self.pending, self.later
+        if later and later[0][0] <= by_s and (not pending or later[0][0] < pending[0].arrival_s):
+            return heapq.heappop(later)[2]
+        if pending and pending[0].arrival_s <= by_s:
+            return pending.popleft()
+        return None
 
     def _prefill_v0(self) -> list[tuple[RequestState, int]]:
         """V0 without chunked prefill: a step of whole prompts whenever one can be admitted."""
@@ -168,8 +191,12 @@ class Engine(DecodeStretches):
         `r` itself had to go."""
         while need > self.free:
             victim = self.running.pop()
-            self.free += victim.blocks
-            self._freed(victim, victim.blocks)
+            if self.pool is not None:
+                self.release_hashed(victim)
+                victim.preempted = True
+            else:
+                self.free += victim.blocks
+                self._freed(victim, victim.blocks)
             victim.blocks = victim.computed = 0
             self.waiting.appendleft(victim)
             self.preemptions += 1
@@ -198,7 +225,10 @@ class Engine(DecodeStretches):
                     break
                 free = self.free
             free -= need
-            if self.queue:
+            if self.pool is not None:
+                if need or (r.computed + n) // bs > r.registered:  # a new block, or one filled
+                    self.grow_hashed(r, need, r.computed + n)
+            elif self.queue:
                 self._evict(need)
             r.blocks += need
             append((r, n))
@@ -207,6 +237,8 @@ class Engine(DecodeStretches):
         self.free = free
         if not self.config.chunked_prefill or self.preemptions != preempted_before:
             return scheduled
+        if self.pool is not None:
+            return self._admit_hashed_waiting(scheduled, budget)
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             r = self.waiting[0]
             hits = self._hit_blocks(r) if r.freed is not None else 0
@@ -223,6 +255,20 @@ class Engine(DecodeStretches):
             if self.queue:
                 self._evict(need)
             r.blocks += need
+            self.running.append(r)
+            scheduled.append((r, n))
+            budget -= n
+        return scheduled
+
+    def _admit_hashed_waiting(self, scheduled: list[tuple[RequestState, int]],
+                              budget: int) -> list[tuple[RequestState, int]]:
+        """Waiting requests, head first, each with the prefix hits the hashed pool finds."""
+        while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
+            r = self.waiting[0]
+            n = self.admit_hashed(r, budget)
+            if not n:
+                break
+            self.waiting.popleft()
             self.running.append(r)
             scheduled.append((r, n))
             budget -= n
@@ -251,9 +297,13 @@ class Engine(DecodeStretches):
         """`r` sampled its last token (at `r.last_s`): its blocks go back; the caller drops it from running."""
         if self.watch is not None and r.out > 1 and self.watch.finished(r.first_s, r.last_s, r.out):
             self.missed = True
-        self.free += r.blocks
-        if self.queue:
-            self.queue.append([None, r.blocks])
+        if self.pool is not None:
+            self.release_hashed(r)
+            self.release_next_turn(r)
+        else:
+            self.free += r.blocks
+            if self.queue:
+                self.queue.append([None, r.blocks])
         r.blocks = 0
         r.computed = -1  # marks finished
         self.in_flight -= 1
@@ -321,7 +371,8 @@ class Engine(DecodeStretches):
                      itl_s=np.asarray(self.itl), peak_used_blocks=self.peak, max_running=self.max_running,
                      num_preemptions=self.preemptions,
                      timed_arrivals=bool(self.frontend_s) or any(r.arrival_s > 0 for r in reqs),
-                     extras={"fast_decode_steps": self.fast_steps, "missed_slo": self.missed})
+                     extras={"fast_decode_steps": self.fast_steps, "missed_slo": self.missed,
+                             **({"prefix_cache": self.reuse_figures()} if self.pool is not None else {})})
 
 
 def simulate(requests: list[Request], config: SchedulerConfig, cost: StepCost,
@@ -334,11 +385,17 @@ def simulate(requests: list[Request], config: SchedulerConfig, cost: StepCost,
     partial and `extras["missed_slo"]` is True. `record=False` leaves the per-step columns and the
     ITL samples empty: a search probe needs only each request's send, first and last token times."""
     engine = Engine(requests, config, cost, max_concurrency, frontend_s, watch, record)
-    while (engine.pending or engine.frontend or engine.waiting or engine.held or engine.running) and not engine.missed:
+    return drive(engine, max_steps, fast).trace()
+
+
+def drive(engine: Engine, max_steps: int = 5_000_000, fast: bool = True) -> Engine:
+    """Step `engine` until every request is done (or its SLO watch gives up); returns it."""
+    while (engine.pending or engine.later or engine.frontend or engine.waiting or engine.held
+           or engine.running) and not engine.missed:
         if not engine.send():
             continue
         if engine.steps >= max_steps:
             raise RuntimeError("simulation did not converge")  # internal invariant: every step makes progress
         if not (fast and engine.fast_decode()):
             engine.step()
-    return engine.trace()
+    return engine

@@ -61,5 +61,13 @@ def merge_traces(traces: list[Trace]) -> Trace:
         max_running=max(t.max_running for t in traces),
         num_preemptions=sum(t.num_preemptions for t in traces),
         timed_arrivals=any(t.timed_arrivals for t in traces),
-        extras={**first.extras, "missed_slo": any(t.extras.get("missed_slo") for t in traces)},
+        extras={**first.extras, "missed_slo": any(t.extras.get("missed_slo") for t in traces),
+                **_summed(traces, "prefix_cache")},
     )
+
+
+def _summed(traces: list[Trace], key: str) -> dict[str, dict[str, int]]:
+    """{key: each counter summed over the replicas} when the first replica has `key` in its extras."""
+    if key not in traces[0].extras:
+        return {}
+    return {key: {name: sum(t.extras[key][name] for t in traces) for name in traces[0].extras[key]}}

@@ -64,6 +64,16 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
             ("Preemptions:", "num_preemptions", "d"),
         ),
     ),
+    (
+        "Prefix cache (kvplan)",  # only when the run had token ids to hash (`prefix_cache_figures`)
+        (
+            ("Prefix cache queries (tokens):", "prefix_cache_queries_tokens", "d"),
+            ("Prefix cache hits (tokens):", "prefix_cache_hits_tokens", "d"),
+            ("Prefix cache hit rate:", "prefix_cache_hit_rate", ".1%"),
+            ("Hits after preemption (tokens):", "preempted_prefix_cache_hits_tokens", "d"),
+            ("Cached blocks evicted:", "prefix_cache_evicted_blocks", "d"),
+        ),
+    ),
 )
 
 
@@ -78,6 +88,8 @@ def render_prediction(console: Console, figures: dict[str, Any], title: str) -> 
     table.add_column(min_width=40)
     table.add_column(justify="right", min_width=12)
     for section, rows in SECTIONS:
+        if not any(key in figures for _, key, _ in rows):
+            continue
         if section:
             table.add_row(f"[bold]{section.center(50, '-')}[/bold]", "")
         for label, key, spec in rows:

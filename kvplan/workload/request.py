@@ -29,6 +29,17 @@ class Request:
     shared_prefix_tokens: int = 0
     is_warmup: bool = False  # sent, but left out of the figures
     prompt_text: str | None = None  # a dataset's own prompt (sent as text to a server); None: the ids
+    # a conversation's turn (`sessions`): a later turn's prompt is the last turn's prompt, the reply
+    # the server gave it, then `turn_ids`; it is sent `think_s` after that reply ends (`arrival_s` None)
+    session_id: str | None = None
+    turn_index: int = 0
+    think_s: float = 0.0
+    turn_ids: bytes | None = None  # a later turn's new tokens, packed as `packed_ids`
+
+    @property
+    def follows_turn(self) -> bool:
+        """A later turn of a conversation: sent once the turn before it is answered."""
+        return self.turn_index > 0
 
     @classmethod
     def of_ids(cls, prompt_token_ids: Any, output_tokens: int, arrival_s: float | None = 0.0,
@@ -47,6 +58,13 @@ class Request:
             return None
         ids = array(_ID_TYPE)
         ids.frombytes(self.packed_ids)
+        return tuple(ids)
+
+    @property
+    def new_turn_ids(self) -> tuple[int, ...]:
+        """A later turn's own new tokens (appended to the conversation so far)."""
+        ids = array(_ID_TYPE)
+        ids.frombytes(self.turn_ids or b"")
         return tuple(ids)
 
     @property

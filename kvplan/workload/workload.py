@@ -169,7 +169,9 @@ def generate_requests(workload: Workload, arrival: Arrival, run: StreamSettings,
 
 def as_sent(requests: list[Request], block_size: int, prefix_caching: bool = True) -> list[Request]:
     """The requests a benchmark's figures count (warm-up dropped), a closed loop's sent at 0 as its
-    slots allow; with prefix caching, the prompt blocks an earlier request (warm-up included) left
-    in the cache are hits."""
-    cached = with_cached_tokens(requests, block_size) if prefix_caching else requests
+    slots allow. With prefix caching and a warm-up, each prompt's blocks an earlier request (warm-up
+    included) had are marked hits beforehand, as a cache that never evicts would serve them;
+    without a warm-up the simulation's own block pool finds the hits (and the evictions)."""
+    warm = any(r.is_warmup for r in requests)
+    cached = with_cached_tokens(requests, block_size) if prefix_caching and warm else requests
     return [replace(r, arrival_s=r.arrival_s or 0.0) for r in cached if not r.is_warmup]

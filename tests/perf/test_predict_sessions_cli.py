@@ -1,0 +1,57 @@
+"""`kvplan predict --sessions`: conversations' prefix-cache figures worked out by hand, and the
+issue's bad inputs as one line and exit 2."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kvplan.cli import main
+
+BASE = ("predict", "--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--perf-model", "roofline")
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main([*BASE, *args])
+    out = capsys.readouterr()
+    return int(exc.value.code or 0), out.out, out.err
+
+
+def test_ten_conversations_hit_their_prefix_and_history(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run(capsys, "--sessions", "10", "--turns", "3", "--shared-prefix-tokens", "1000",
+                       "--first-turn-tokens", "256", "--turn-tokens", "128", "--reply-tokens", "128", "--json")
+    assert rc == 0, err
+    figures = json.loads(out)
+    # prompts 1256, 1512, 1768 (each turn adds a 128-token reply and a 128-token message)
+    assert figures["completed"] == 30
+    assert figures["prefix_cache_queries_tokens"] == 10 * (1256 + 1512 + 1768)
+    # block size 16. Turn 0: sessions 1-9 hit the prefix's 62 full blocks (992 tokens) session 0
+    # registered. Turn 1: 1256 prompt + 127 computed reply tokens = 86 full blocks (1376 tokens);
+    # turn 2: 1512 + 127 = 102 blocks (1632). The pool (27,000+ blocks) evicts nothing.
+    assert figures["prefix_cache_hits_tokens"] == 9 * 992 + 10 * (1376 + 1632)
+    assert figures["prefix_cache_evicted_blocks"] == 0
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (("--turn-tokens", "1000000000"), "--turn-tokens 1000000000"),
+    (("--think-time-s", "-1"), "--think-time-s -1.0"),
+    (("--turns", "0"), "--turns 0"),
+    (("--think-distribution", "gamma"), "--think-distribution 'gamma'"),
+    (("--session-rate", "-3"), "--session-rate"),
+])
+def test_a_bad_session_knob_is_one_line(capsys: pytest.CaptureFixture[str], args: tuple[str, ...],
+                                        named: str) -> None:
+    rc, out, err = run(capsys, "--sessions", "4", *args)
+    assert rc == 2 and not out
+    assert err.count("\n") == 1 and named in err and "Traceback" not in err
+
+
+def test_sessions_without_prefix_caching_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = run(capsys, "--sessions", "4", "--no-enable-prefix-caching")
+    assert rc == 2 and "prefix caching" in err and err.count("\n") == 1
+
+
+def test_a_conversation_longer_than_the_context_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = run(capsys, "--sessions", "2", "--turns", "500", "--max-model-len", "4096")
+    assert rc == 2 and "max_model_len 4096" in err and err.count("\n") == 1
