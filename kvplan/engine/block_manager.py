@@ -7,9 +7,8 @@ blocks at admission and keeps them until it finishes, so both run on the same co
 Prefix caching (vLLM's automatic prefix caching): a full, computed block is named by a chained
 hash of (previous block's hash, its token ids). A freed block keeps its hash and stays reusable
 until it is evicted: vLLM's one free queue hands out its head, least recently freed first, whether
-that block holds a hash or not. vLLM registers a block when it schedules it; the engine registers
-it once computed (a failed step must not leave a hash on a block with no K/V), so two identical
-prompts admitted in the same step share no blocks here and do in vLLM.
+that block holds a hash or not. Blocks are registered when scheduled, as in vLLM; a failed step's
+unfilled blocks lose their hashes again (`forget_uncomputed`).
 """
 from __future__ import annotations
 
@@ -83,16 +82,37 @@ class BlockManager:
             return []
         return self.pool.lookup(self._block_hashes(seq, (len(seq) - 1) // self.block_size))
 
-    def cache_full_blocks(self, seq: Sequence) -> None:
-        """Register the hashes of `seq`'s blocks that are now full and computed (a block another
-        sequence already registered is registered again: vLLM never de-duplicates)."""
+    def cache_full_blocks(self, seq: Sequence, upto: int | None = None) -> None:
+        """Register the hashes of `seq`'s blocks full once `upto` tokens (default: those computed)
+        are; the scheduler registers them as it schedules them, as vLLM's `allocate_slots` does, so
+        a request admitted later in the same step hits them (every K/V of a step is written before
+        any attention reads). A block another sequence registered too is registered again: vLLM
+        never de-duplicates."""
         if not self.enable_prefix_caching:
             return
-        num_full = seq.num_computed_tokens // self.block_size
+        num_full = min(seq.num_computed_tokens if upto is None else upto, len(seq)) // self.block_size
         done = self._registered.get(seq.seq_id, 0)
         if num_full > done:
             self.pool.cache_blocks(seq.block_table, self._block_hashes(seq, num_full), done, num_full)
             self._registered[seq.seq_id] = num_full
+
+    def forget_uncomputed(self, seq: Sequence) -> None:
+        """A failed step registered blocks it never filled: their hashes go (no one may hit them)."""
+        done = self._registered.get(seq.seq_id, 0)
+        first = seq.num_computed_tokens // self.block_size
+        for i in range(first, done):
+            self.pool.uncache(seq.block_table[i])
+        if done > first:
+            self._registered[seq.seq_id] = first
+
+    def reset_prefix_cache(self) -> None:
+        """Forget every cached block and restore the free queue's first order (vLLM's
+        `reset_prefix_cache` forgets the hashes; the order too here, so a run starts as its
+        prediction does). Only with no block in use."""
+        if self.pool.num_used_blocks:
+            raise RuntimeError("the prefix cache is reset only when no request holds blocks")
+        self.pool = BlockPool(self.num_blocks)
+        self._registered.clear()
 
     # --- allocation ---------------------------------------------------------------------------
     def can_allocate(self, seq: Sequence, hits: list[int], num_tokens: int) -> bool:

@@ -262,7 +262,6 @@ class LLMEngine:
         now = time.perf_counter()
         for seq, n in result.ran:
             seq.num_computed_tokens += n
-            self.block_manager.cache_full_blocks(seq)
         outputs = []
         for seq, token in result.sampled:
             seq.append_token(token, now)
@@ -272,6 +271,7 @@ class LLMEngine:
                 self._requests.pop(seq.request_id, None)
             outputs.append(self._output(seq, token, now))
         for seq, error in result.failed:
+            self.block_manager.forget_uncomputed(seq)
             self.scheduler.finish(seq, "error")
             self._requests.pop(seq.request_id, None)
             self.num_failed_requests += 1
@@ -329,6 +329,7 @@ class LLMEngine:
             num_swapped_in=batch.num_swapped_in,
             total_preemptions=self._total_preemptions,
             total_prefix_hit_tokens=self._total_prefix_hit_tokens,
+            total_evicted_blocks=bm.num_evicted_blocks,
         )
 
     def generate(

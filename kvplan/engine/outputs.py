@@ -54,6 +54,7 @@ class EngineStats:
     num_swapped_in: int
     total_preemptions: int
     total_prefix_hit_tokens: int
+    total_evicted_blocks: int = 0  # cached blocks a new allocation has taken the hash from
 
     @property
     def kv_cache_usage(self) -> float:

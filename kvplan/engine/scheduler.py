@@ -114,6 +114,7 @@ class Scheduler:
                 if victim is seq:
                     break
             else:
+                self.block_manager.cache_full_blocks(seq, seq.num_computed_tokens + n)
                 step.add(seq, n)
                 i += 1
 
@@ -128,6 +129,7 @@ class Scheduler:
             self.swapped.popleft()
             step.swap_in.extend(bm.swap_in(seq))
             bm.append_slots(seq, n)
+            bm.cache_full_blocks(seq, seq.num_computed_tokens + n)
             step.swapped_in += 1
             seq.status = SequenceStatus.RUNNING
             self.running.append(seq)
@@ -145,6 +147,7 @@ class Scheduler:
                 break
             self.waiting.popleft()
             bm.allocate(seq, hits, cached + n)
+            bm.cache_full_blocks(seq, cached + n)
             step.hit_tokens += cached
             seq.status = SequenceStatus.RUNNING
             self.running.append(seq)

@@ -81,6 +81,13 @@ class BlockPool:
             out.append(b)
         return out
 
+    def uncache(self, block: int) -> None:
+        """Drop `block`'s hash, if it has one (its K/V was never written)."""
+        h = self.hash_of[block]
+        if h is not None:
+            self._uncache(block, h)
+            self.evicted_blocks -= 1  # not an eviction
+
     def _uncache(self, block: int, h: int) -> None:
         holders = self.cache[h]
         holders.remove(block)

@@ -107,9 +107,11 @@ class Engine(DecodeStretches, HashedBlocks):
         return due
 
     def pop_due(self, by_s: float) -> RequestState | None:
-        """The earliest request due by `by_s` not yet sent (a scheduled arrival or a released turn)."""
+        """The next request due by `by_s` not yet sent: a conversation's released turn first (its user
+        is waiting on it; a closed loop's client keeps its slot for its conversation), then the
+        earliest scheduled arrival."""
         pending, later = self.pending, self.later
-        if later and later[0][0] <= by_s and (not pending or later[0][0] < pending[0].arrival_s):
+        if later and later[0][0] <= by_s:
             return heapq.heappop(later)[2]
         if pending and pending[0].arrival_s <= by_s:
             return pending.popleft()

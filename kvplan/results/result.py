@@ -63,6 +63,7 @@ class TimelineSample(BaseModel):
     swapped: int | None = None
     preemptions: int | None = None  # cumulative
     prefix_hit_tokens: int | None = None  # cumulative
+    evicted_blocks: int | None = None  # cumulative: cached blocks a new allocation took the hash from
     swaps: int | None = None  # cumulative
     rss_bytes: int | None = None
     cuda_allocated_bytes: int | None = None

@@ -88,6 +88,7 @@ def predict_run(scenario: Scenario, requests: list[Request], *, num_gpu_blocks: 
         "peak_kv_blocks": sim.peak_kv_bytes // bytes_per_block, "peak_running_requests": sim.max_running,
         "num_preemptions": sim.num_preemptions, "preemption_onset_step": sim.first_preemption_step,
         "prefix_hit_tokens": sim.timeline[-1].prefix_hit_tokens if sim.timeline else 0,
+        "prefix_cache_evicted_blocks": sim.evicted_blocks,
         "num_steps": sim.num_steps, "cost_model_source": cost_source,
         "cost_model": ({"kind": type(cost_model).__name__, **asdict(cost_model)} if is_dataclass(cost_model) else None),
     }

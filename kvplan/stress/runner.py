@@ -23,6 +23,7 @@ from kvplan.stress.run_queue import RunQueueClock
 from kvplan.stress.scenario import Scenario
 from kvplan.workload.arrivals import ClosedLoop
 from kvplan.workload.request import Request
+from kvplan.workload.turns import TurnChain
 
 if TYPE_CHECKING:
     from kvplan.engine.llm_engine import LLMEngine
@@ -61,7 +62,8 @@ def _sample(engine: LLMEngine, t_s: float, shape: StepShape, nvml: NvmlSampler |
         t_s=t_s, kv_bytes_used=stats.kv_bytes_in_use, kv_pool_bytes=stats.kv_cache_bytes,
         kv_blocks_used=stats.num_blocks_used, running=stats.num_running, waiting=stats.num_waiting,
         swapped=stats.num_swapped, preemptions=stats.total_preemptions,
-        prefix_hit_tokens=stats.total_prefix_hit_tokens, rss_bytes=rss_bytes(),
+        prefix_hit_tokens=stats.total_prefix_hit_tokens, evicted_blocks=stats.total_evicted_blocks,
+        rss_bytes=rss_bytes(),
         cuda_allocated_bytes=allocated, cuda_max_allocated_bytes=peak,
         nvml_used_bytes=nvml.samples[-1][1] if nvml is not None and nvml.samples else None,
         num_scheduled_tokens=stats.num_scheduled_tokens, step_time_s=stats.step_time_s,
@@ -79,6 +81,7 @@ def _warm_up(engine: LLMEngine) -> None:
     vocab = engine.vocab_size
     engine.generate([[3 + i % (vocab - 3) for i in range(24)]],
                     SamplingParams(max_tokens=2, ignore_eos=True, temperature=0.0))
+    engine.block_manager.reset_prefix_cache()  # the run starts with the pool its prediction starts with
 
 
 class _Session:
@@ -89,7 +92,8 @@ class _Session:
         self.engine, self.scenario, self.on_progress, self.t0 = engine, scenario, on_progress, t0
         arrival = scenario.arrival
         self.closed_loop = arrival if isinstance(arrival, ClosedLoop) else None
-        self.stream: Iterator[Request] = iter(requests)
+        self.turns = TurnChain()  # conversations: a later turn is released when the one before it ends
+        self.stream: Iterator[Request] = self.turns.first_turns(requests)
         self.upcoming: Request | None = next(self.stream, None)
         self.live: dict[str, tuple[Request, float]] = {}  # request id -> (spec, arrival on the run clock)
         self.cap = arrival.in_flight_cap  # requests in flight at most (None: no cap)
@@ -99,22 +103,39 @@ class _Session:
     def now(self) -> float:
         return time.perf_counter() - self.t0
 
-    def _submit(self, spec: Request, arrival_s: float) -> None:
+    def _submit(self, spec: Request, arrival_s: float, prompt_ids: list[int] | None = None) -> None:
         from kvplan.engine.sampling_params import SamplingParams
 
+        ids = list(spec.token_ids) if prompt_ids is None else prompt_ids
+        self.turns.sent(spec, ids)
         self.engine.add_request(
-            list(spec.token_ids),
+            ids,
             SamplingParams(max_tokens=spec.output_tokens, ignore_eos=True, temperature=0.0, seed=spec.index),
             request_id=spec.request_id,
             arrival_time_s=self.t0 + arrival_s,
         )
         self.live[spec.request_id] = (spec, arrival_s)
-        self.upcoming = next(self.stream, None)
+        if prompt_ids is None:
+            self.upcoming = next(self.stream, None)
+
+    def _released_turns(self, t: float) -> None:
+        """Send the conversations' turns due by `t`, within the in-flight cap (as `admit` sends)."""
+        while self.turns.due and self.turns.due[0][0] <= t:
+            if self.cap is not None and len(self.live) >= self.cap:
+                self.last_full_s = t
+                return
+            released = self.turns.pop_due(t)
+            assert released is not None
+            due_s, turn, ids = released
+            waited = self.closed_loop is not None or due_s <= self.last_full_s  # sent now, not when due
+            self._submit(turn, t if waited else due_s, ids)
 
     def admit(self, t: float, stop_arrivals: bool) -> None:
         """Submit what is due at `t`: open loop by arrival time, closed loop up to the allowed level."""
         if stop_arrivals:
             self.upcoming = None
+            self.turns.due.clear()
+        self._released_turns(t)
         while self.upcoming is not None:
             if self.closed_loop is not None and len(self.live) < self.closed_loop.limit(t):
                 self._submit(self.upcoming, t)
@@ -130,6 +151,7 @@ class _Session:
     def finish(self, out: Any) -> RequestRecord:
         spec, arrival_s = self.live.pop(out.request_id)
         times = tuple(x - self.t0 for x in out.token_times_s)
+        self.turns.ended(out.request_id, out.output_token_ids, times[-1] if times else self.now())
         self.done += 1
         if self.on_progress:
             self.on_progress(self.done)
@@ -194,14 +216,16 @@ def run_engine(engine: Any, scenario: Scenario, requests: Iterable[Request], *,
     session = _Session(engine, scenario, requests, on_progress, time.perf_counter())
     cpu0 = time.process_time()
     try:
-        while session.upcoming is not None or engine.has_unfinished_requests():
+        while session.upcoming is not None or session.turns.due or engine.has_unfinished_requests():
             t = session.now()
             session.admit(t, stop_arrivals=duration is not None and t >= duration)
             if engine.has_unfinished_requests():
                 _step(engine, session, run, probe, nvml, reference, queue)
-            elif session.upcoming is not None and session.closed_loop is None:
+            elif (session.upcoming is not None and session.closed_loop is None) or session.turns.due:
                 run.last_step_start_s = None
-                time.sleep(max(0.0, min((session.upcoming.arrival_s or 0.0) - session.now(), 0.05)))
+                next_s = min(session.upcoming.arrival_s or 0.0 if session.upcoming is not None else float("inf"),
+                             session.turns.next_due_s or float("inf"))
+                time.sleep(max(0.0, min(next_s - session.now(), 0.05)))
     except KeyboardInterrupt:
         run.complete = False
         run.records.extend(session.abort_live())

@@ -18,6 +18,7 @@ from kvplan.engine.scheduler import Scheduler
 from kvplan.engine.sequence import Sequence
 from kvplan.perf.step_cost import StepCost, StepShape
 from kvplan.workload.request import Request
+from kvplan.workload.turns import TurnChain
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class SimResult:
     peak_kv_bytes: int = 0
     max_running: int = 0
     num_preemptions: int = 0
+    evicted_blocks: int = 0  # cached blocks a new allocation took the hash from
     first_preemption_step: int | None = None
     first_preemption_s: float | None = None
 
@@ -75,14 +77,47 @@ class _Simulation:
         self.seqs: dict[int, tuple[Sequence, Request]] = {}
         self.clock = 0.0
         self.admitted = self.in_flight = self.preemptions = self.hits = 0
+        self.last_full_s = -1.0  # when a due request last found every client slot taken
+        self.turns = TurnChain()  # conversations: a later turn is released when the one before it ends
 
-    def admit(self, req: Request, at_s: float) -> None:
-        seq = Sequence(self.admitted, req.request_id, list(req.token_ids),
+    def admit(self, req: Request, at_s: float, prompt_ids: list[int] | None = None) -> None:
+        ids = list(req.token_ids) if prompt_ids is None else prompt_ids
+        self.turns.sent(req, ids)
+        seq = Sequence(self.admitted, req.request_id, ids,
                        SamplingParams(max_tokens=req.output_tokens, ignore_eos=True, temperature=0.0), at_s)
         self.seqs[seq.seq_id] = (seq, req)
         self.sched.add(seq)
         self.admitted += 1
         self.in_flight += 1
+
+    def send_closed(self, pending: deque[Request], concurrency: int) -> None:
+        """A closed loop keeps `concurrency` requests in flight: released turns first, then new ones."""
+        while self.turns.due and self.in_flight < concurrency:
+            released = self.turns.pop_due(self.clock)
+            if released is None:
+                break
+            self.admit(released[1], self.clock, released[2])
+        while pending and self.in_flight < concurrency:
+            self.admit(pending.popleft(), self.clock)
+
+    def send_due(self, pending: deque[Request], max_in_flight: int | None) -> None:
+        """Send what is due now: released turns, then arrivals; a due request that finds every client
+        slot taken waits for one and counts its latency from when it is sent."""
+        while self.turns.due and self.turns.due[0][0] <= self.clock:
+            if max_in_flight is not None and self.in_flight >= max_in_flight:
+                self.last_full_s = self.clock
+                break
+            released = self.turns.pop_due(self.clock)
+            assert released is not None
+            due_s, turn, ids = released
+            self.admit(turn, self.clock if due_s <= self.last_full_s else due_s, ids)
+        while pending and (pending[0].arrival_s or 0.0) <= self.clock:
+            if max_in_flight is not None and self.in_flight >= max_in_flight:
+                self.last_full_s = self.clock
+                break
+            req = pending.popleft()
+            due = req.arrival_s or 0.0
+            self.admit(req, self.clock if due <= self.last_full_s else due)
 
     def step(self) -> None:
         result, batch = self.result, self.sched.schedule()
@@ -97,7 +132,6 @@ class _Simulation:
         self.hits += batch.num_prefix_hit_tokens
         for seq, n in zip(batch.seqs, batch.num_new_tokens):
             seq.num_computed_tokens += n
-            self.bm.cache_full_blocks(seq)
         for seq in batch.seqs:
             if seq.num_computed_tokens == len(seq):  # a prefill chunk short of the last prompt token samples nothing
                 self._sample(seq)
@@ -114,6 +148,7 @@ class _Simulation:
             self.sched.finish(seq, "length")
             self.in_flight -= 1
             req = self.seqs[seq.seq_id][1]
+            self.turns.ended(req.request_id, seq.output_token_ids, self.clock)
             self.result.records.append(
                 SimRecord(
                     req.request_id,
@@ -141,25 +176,24 @@ def simulate_engine(requests: list[Request], *, num_gpu_blocks: int, bytes_per_b
     result = SimResult(num_gpu_blocks, num_gpu_blocks * bytes_per_block, bytes_per_block)
     sim = _Simulation(sched, bm, result, cost_model, max_model_len)
     closed = concurrency is not None
-    last_full_s = -1.0  # when a due request last found every client slot taken
-    pending = deque(sorted(requests, key=lambda r: r.arrival_s or 0.0) if not closed else requests)
-    while pending or sched.has_unfinished():
+    firsts = list(sim.turns.first_turns(requests))
+    pending = deque(sorted(firsts, key=lambda r: r.arrival_s or 0.0) if not closed else firsts)
+    while pending or sim.turns.due or sched.has_unfinished():
         if closed:
-            while pending and concurrency is not None and sim.in_flight < concurrency:
-                sim.admit(pending.popleft(), sim.clock)
+            assert concurrency is not None
+            sim.send_closed(pending, concurrency)
+            if not sched.has_unfinished():  # only conversations thinking
+                sim.clock = sim.turns.next_due_s or sim.clock
+                continue
         else:
-            while pending and (pending[0].arrival_s or 0.0) <= sim.clock:
-                if max_in_flight is not None and sim.in_flight >= max_in_flight:
-                    last_full_s = sim.clock
-                    break
-                req = pending.popleft()
-                due = req.arrival_s or 0.0
-                sim.admit(req, sim.clock if due <= last_full_s else due)
+            sim.send_due(pending, max_in_flight)
             if not sched.has_unfinished():
-                sim.clock = pending[0].arrival_s or 0.0  # idle until the next arrival
+                sim.clock = min(pending[0].arrival_s or 0.0 if pending else float("inf"),
+                                sim.turns.next_due_s or float("inf"))  # idle until the next arrival
                 continue
         if result.num_steps >= max_steps:
             raise RuntimeError("simulation did not converge")  # internal invariant: the scheduler must progress
         sim.step()
     result.num_preemptions = sim.preemptions
+    result.evicted_blocks = bm.num_evicted_blocks
     return result

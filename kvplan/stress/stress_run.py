@@ -248,6 +248,9 @@ def _recalibrate(opts: StressOptions, scenario: Scenario, console: Console) -> S
 
 def _make_target(allocator: Allocator, opts: StressOptions, scenario: Scenario) -> Target:
     if opts.target:
+        if scenario.workload.sessions is not None:
+            raise KvplanError("workload.sessions runs on the bundled engine only (a later turn resends the "
+                              "reply's token ids, which an OpenAI server does not return); drop --target")
         from kvplan.stress.targets.http_target import HttpOptions, HttpTarget
         from kvplan.stress.targets.openai_stream import RequestSettings
 

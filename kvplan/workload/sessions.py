@@ -60,11 +60,12 @@ class Sessions(StrictModel):
         """The last turn's prompt and reply: what max_model_len must hold."""
         return self.prompt_tokens(self.turns - 1) + self.output_tokens
 
-    def requests(self, seed: int, vocab_size: int) -> list[Request]:
-        """Every turn of every session, sessions in start order and each session's turns in order."""
+    def requests(self, seed: int, vocab_size: int, starts: list[float] | None = None) -> list[Request]:
+        """Every turn of every session, sessions in start order and each session's turns in order;
+        `starts`: the sessions' start times (else from session_rate_per_s)."""
         rng = Generator(PCG64(SeedSequence([seed, _SESSION_SALT])))
         prefix = prefix_token_ids(seed, "session-prefix", self.shared_prefix_tokens, vocab_size)
-        starts = self._starts(rng)
+        starts = self._starts(rng) if starts is None else starts
         out: list[Request] = []
         for s in range(self.num_sessions):
             sid = f"session-{s}"

@@ -28,15 +28,25 @@ from kvplan.workload.limits import SPECIAL_TOKEN_IDS
 from kvplan.workload.prefix_cache import with_cached_tokens
 from kvplan.workload.prefix_repetition import PrefixRepetition
 from kvplan.workload.request import Request
+from kvplan.workload.sessions import Sessions
 
 
 class Workload(StrictModel):
     classes: list[RequestClass] | None = Field(default=None, min_length=1, max_length=256)
     dataset: DatasetRef | None = None
     prefix_repetition: PrefixRepetition | None = None  # vLLM's synthetic prefix_repetition dataset
+    sessions: Sessions | None = None  # conversations: the arrival process starts sessions, not requests
 
     @model_validator(mode="after")
     def _check(self) -> Workload:
+        if self.sessions is not None:
+            if self.classes is not None or self.dataset is not None or self.prefix_repetition is not None:
+                raise FieldIssue(("sessions",), "give one of workload.classes, workload.dataset, "
+                                 "workload.prefix_repetition or workload.sessions")
+            if self.sessions.session_rate_per_s is not None:
+                raise FieldIssue(("sessions", "session_rate_per_s"), "in a scenario the arrival block starts the "
+                                 "sessions (its rate is sessions per second); drop session_rate_per_s")
+            return self
         if self.prefix_repetition is not None:
             if self.classes is not None or self.dataset is not None:
                 raise FieldIssue(("prefix_repetition",), "give one of workload.classes, workload.dataset or "
@@ -112,6 +122,9 @@ def iter_requests(workload: Workload, arrival: Arrival, run: StreamSettings,
             f"vocab_size {run.vocab_size} leaves no ordinary token ids (0..{SPECIAL_TOKEN_IDS - 1} are special)"
         )
     class_ss, length_ss, token_ss, arrival_ss = SeedSequence(run.seed).spawn(4)
+    if workload.sessions is not None:
+        yield from _session_stream(workload.sessions, arrival, run, _rng(arrival_ss))
+        return
     arrivals = None if isinstance(arrival, ClosedLoop) else arrival.times(_rng(arrival_ss), run.num_requests)
     for i, base in enumerate(_bodies(workload, run, stream, class_ss, length_ss, token_ss)):
         if run.num_requests is not None and i >= run.num_requests:
@@ -120,6 +133,23 @@ def iter_requests(workload: Workload, arrival: Arrival, run: StreamSettings,
         if run.num_requests is None and arrival_s is not None and arrival_s >= float(run.duration_s or 0.0):
             return
         yield replace(base, arrival_s=arrival_s, index=i, request_id=f"req-{i:06d}", is_warmup=i < run.warmup_requests)
+
+
+def _session_stream(sessions: Sessions, arrival: Arrival, run: StreamSettings, rng: Generator) -> Iterator[Request]:
+    """Every turn of every session; the arrival process gives the sessions' start times (a closed
+    loop: all at once, its concurrency caps the turns in flight)."""
+    if run.num_requests is not None and run.num_requests != sessions.num_requests:
+        raise KvplanError(f"num_requests {run.num_requests} is not the sessions' {sessions.num_sessions} x "
+                          f"{sessions.turns} = {sessions.num_requests} turns; drop num_requests")
+    if sessions.longest_tokens > run.max_model_len:
+        raise KvplanError(f"a session's last turn holds {sessions.longest_tokens} tokens (prompt and reply), above "
+                          f"max_model_len {run.max_model_len}; use fewer turns or shorter messages")
+    if isinstance(arrival, ClosedLoop):  # every first turn due at once, sent as the client's slots allow
+        for r in sessions.requests(run.seed, run.vocab_size, starts=[0.0] * sessions.num_sessions):
+            yield replace(r, arrival_s=None) if not r.follows_turn else r
+        return
+    starts = arrival.times(rng, sessions.num_sessions)
+    yield from sessions.requests(run.seed, run.vocab_size, starts=[next(starts) for _ in range(sessions.num_sessions)])
 
 
 def _bodies(workload: Workload, run: StreamSettings, stream: DatasetStream | None, class_ss: SeedSequence,
