@@ -169,6 +169,12 @@ def predict_command(
     ] = "exponential",
     session_rate: Annotated[str, typer.Option(
         help="Sessions started per second (Poisson), or inf to start all at once (with --sessions).")] = "inf",
+    kv_offloading_size: Annotated[float | None, typer.Option(
+        help="A CPU tier of this many GiB (all ranks together), vLLM's --kv-offloading-size: blocks are "
+             "stored there as they fill and loaded back on a GPU miss.")] = None,
+    kv_offloading_backend: Annotated[str, typer.Option(
+        help="vLLM's --kv-offloading-backend: native (modelled) or lmcache (refused: not modelled).",
+        metavar="native|lmcache")] = "native",
     as_json: AsJson = False,
     explain: Annotated[bool, typer.Option(
         "--explain", help="Also say where the median request's TTFT goes (request latency, API server and engine "
@@ -228,7 +234,8 @@ def predict_command(
             seed,
         ).requests()
     result = run_predict(spec, args, requests, max_concurrency=max_concurrency, perf_model=perf_model,
-                         explain=explain, prefix_caching=enable_prefix_caching)
+                         explain=explain, prefix_caching=enable_prefix_caching,
+                         kv_offloading_size_gib=kv_offloading_size, kv_offloading_backend=kv_offloading_backend)
     _warn_on_fallback(perf_model, gpu)
     figures = {**result.figures, "client_max_concurrency": max_concurrency}
     title = f"{spec.name} on {args.tensor_parallel_size} x {gpu}, vLLM {args.vllm_version}"

@@ -38,10 +38,11 @@ class TokenStream:
         del self.hashes[num_tokens // self.block_size:]
 
     def block_hashes(self, num_blocks: int) -> list[int]:
-        """The hashes of the first `num_blocks` full blocks (a list that grows; do not modify it)."""
+        """The hashes of the first `num_blocks` full blocks (or of every full block, if fewer; the
+        stream's own list when it holds exactly those: do not modify it)."""
         hashes, bs, ids = self.hashes, self.block_size, self.ids
         num_blocks = min(num_blocks, len(ids) // bs)
         while len(hashes) < num_blocks:
             i = len(hashes)
             hashes.append(hash((hashes[-1] if hashes else ROOT_HASH, tuple(ids[i * bs:(i + 1) * bs]))))
-        return hashes
+        return hashes if len(hashes) == num_blocks else hashes[:num_blocks]

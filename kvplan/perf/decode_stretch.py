@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kvplan.kvpool.block_pool import BlockPool
+from kvplan.kvpool.cpu_tier import CpuTier
 from kvplan.perf.request_state import RequestState
 from kvplan.perf.scheduler_config import SchedulerConfig
 from kvplan.perf.step_cost import StepCost, StepShape
@@ -43,6 +44,8 @@ class DecodeStretches:
     clock: float
     free: int
     queue: deque[list]  # the free queue's runs while a preempted request's blocks are cached in it
+    loading: list[RequestState]
+    tier: CpuTier | None
     pool: BlockPool | None  # the hashed pool (`reuse_blocks`), or None: block counts alone
     cached_runs: int
     steps: int
@@ -92,6 +95,8 @@ class DecodeStretches:
         running = self.running
         n = len(running)
         if not n or n > self.config.max_num_batched_tokens or (self.waiting and not self._head_blocked(n)):
+            return 0, 0
+        if self.tier is not None:  # its stores and touches order the CPU tier's LRU step by step
             return 0, 0
         if self.held and not self.waiting:  # they join after one step: step it alone
             return 0, 0
@@ -166,7 +171,8 @@ class DecodeStretches:
         if budget <= 0 or n >= cfg.max_num_seqs:
             return True
         if self.pool is not None:
-            return self.head_blocked_hashed(budget)
+            # with a CPU tier a lookup touches its LRU order, once a step: step one at a time
+            return self.tier is None and self.head_blocked_hashed(budget)
         r = self.waiting[0]
         m = min(r.known - r.computed, budget)
         return -(-(r.computed + m) // cfg.block_size) - r.blocks > self.free

@@ -20,7 +20,7 @@ from kvplan.workload.request import Request
 
 
 def _busy(e: Engine) -> bool:
-    return bool(e.pending or e.later or e.frontend or e.waiting or e.held or e.running)
+    return bool(e.pending or e.later or e.loading or e.frontend or e.waiting or e.held or e.running)
 
 
 def _decode_together(engines: list[Engine], clock: float) -> bool:

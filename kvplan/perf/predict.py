@@ -9,6 +9,7 @@ from kvplan.errors import KvplanError
 from kvplan.perf.bench_metrics import bench_figures
 from kvplan.perf.cache_kinds import untimed_kinds
 from kvplan.perf.cost_models import resolve_perf_model, step_cost
+from kvplan.perf.cpu_tier_plan import CpuTierPlan, cpu_tier_plan
 from kvplan.perf.gpu_cost import Coefficients
 from kvplan.perf.lockstep import simulate_lockstep
 from kvplan.perf.schedule import simulate
@@ -33,7 +34,7 @@ class Prediction:
 
 
 def scheduler_config(plan: CapacityPlan, num_gpu_blocks: int | None = None,
-                     prefix_caching: bool = True) -> SchedulerConfig:
+                     prefix_caching: bool = True, tier: CpuTierPlan | None = None) -> SchedulerConfig:
     """V1 always chunks prefills; V0 only above 32K max_model_len (its default). Prefix caching is
     V1's (V0's was off by default)."""
     chunked = plan.version >= oh.V1_SINCE or plan.max_model_len > 32768
@@ -41,7 +42,9 @@ def scheduler_config(plan: CapacityPlan, num_gpu_blocks: int | None = None,
                            block_size=plan.block_size_tokens, max_num_seqs=plan.max_num_seqs,
                            max_num_batched_tokens=plan.max_num_batched_tokens, chunked_prefill=chunked,
                            async_scheduling=plan.args.schedules_async,
-                           prefix_caching=prefix_caching and plan.version >= oh.V1_SINCE)
+                           prefix_caching=prefix_caching and plan.version >= oh.V1_SINCE,
+                           cpu_tier_blocks=tier.num_blocks if tier is not None else 0,
+                           load_s_per_block=tier.load_s_per_block if tier is not None else 0.0)
 
 
 def server_plan(spec: ModelSpec, args: EngineArgs) -> CapacityPlan:
@@ -111,14 +114,18 @@ def _deal(requests: list[Request], dp: int) -> list[list[Request]]:
 
 def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_concurrency: int | None = None,
             coefficients: Coefficients | None = None, num_gpu_blocks: int | None = None,
-            perf_model: str = "roofline", explain: bool = False, prefix_caching: bool = True) -> Prediction:
+            perf_model: str = "roofline", explain: bool = False, prefix_caching: bool = True,
+            kv_offloading_size_gib: float | None = None, kv_offloading_backend: str = "native") -> Prediction:
     """Simulate `requests` against vLLM serving `spec` with `args`; `num_gpu_blocks` overrides the
     planned pool (a start-up log's figure); `explain`: figures["explain"] says where the median
     request's TTFT and a decode step's time go (`kvplan.perf.explain`)."""
     if not requests:
         raise KvplanError("no requests to simulate")
     plan = server_plan(spec, args)
-    config = scheduler_config(plan, num_gpu_blocks, prefix_caching)
+    tier = None
+    if kv_offloading_size_gib is not None:
+        tier = cpu_tier_plan(plan, args, kv_offloading_size_gib, kv_offloading_backend, prefix_caching)
+    config = scheduler_config(plan, num_gpu_blocks, prefix_caching, tier)
     check_requests(requests, plan, config.num_gpu_blocks)
     model = step_cost(spec, args, coefficients, perf_model)
     trace = simulate_replicas(requests, config, model, args.data_parallel_size, max_concurrency,
@@ -137,6 +144,8 @@ def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_c
         "scheduling": scheduling_note(args, config.async_scheduling),
     })
     figures.update(prefix_cache_figures(trace))
+    if tier is not None:
+        figures.update(tier.figures())
     if explain:
         from kvplan.perf.explain import explain as explain_trace
 
@@ -153,13 +162,21 @@ def prefix_cache_figures(trace: Trace) -> dict[str, Any]:
     if counts is None:
         return {}
     queries = counts["queries_tokens"]
-    return {
+    out = {
         "prefix_cache_queries_tokens": queries, "prefix_cache_hits_tokens": counts["hit_tokens"],
         "prefix_cache_hit_rate": counts["hit_tokens"] / queries if queries else 0.0,
         "preempted_prefix_cache_queries_tokens": counts["preempted_queries_tokens"],
         "preempted_prefix_cache_hits_tokens": counts["preempted_hit_tokens"],
         "prefix_cache_evicted_blocks": counts["evicted_blocks"],
     }
+    if "cpu_hit_tokens" in counts:  # vLLM's vllm:external_prefix_cache_queries / _hits, and the tier's traffic
+        out.update({
+            "external_prefix_cache_queries_tokens": counts["cpu_queries_tokens"],
+            "external_prefix_cache_hits_tokens": counts["cpu_hit_tokens"],
+            "cpu_stored_blocks": counts["cpu_stored_blocks"], "cpu_evicted_blocks": counts["cpu_evicted_blocks"],
+            "cpu_load_s": counts["load_s"],
+        })
+    return out
 
 
 def scheduling_note(args: EngineArgs, async_scheduling: bool) -> str:

@@ -35,6 +35,9 @@ class RequestState:
         "hit_tokens",
         "preempted",
         "registered",
+        "stored",
+        "loading",
+        "cpu_hit_tokens",
     )
 
     def __init__(self, req: Request) -> None:
@@ -61,3 +64,8 @@ class RequestState:
         self.hit_tokens = -1  # prompt tokens the prefix cache served at its first admission (-1: not yet)
         self.preempted = False
         self.registered = 0  # its leading blocks registered in the cache (vLLM's num_cached_block)
+        # a CPU tier (`cpu_offload`): its leading blocks offered to the tier, the copy it waits on
+        # ((done s, the hashes being read) or None) and the tokens the tier served at admission
+        self.stored = 0
+        self.loading: tuple[float, list[int]] | None = None
+        self.cpu_hit_tokens = 0

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING
 
 from kvplan.kvpool.block_hash import TokenStream
 from kvplan.kvpool.block_pool import BlockPool
+from kvplan.kvpool.cpu_tier import CpuTier
+from kvplan.perf.cpu_offload import CpuOffload
 from kvplan.perf.request_state import RequestState
 from kvplan.workload.request import Request
 
@@ -40,7 +42,7 @@ def uses_hashed_pool(requests: list[Request], config: SchedulerConfig) -> bool:
             and all((r.packed_ids is not None or r.follows_turn) and not r.cached_tokens for r in requests))
 
 
-class HashedBlocks:
+class HashedBlocks(CpuOffload):
     """`schedule.Engine`'s pool when `uses_hashed_pool`: every attribute here is the engine's."""
 
     config: SchedulerConfig
@@ -48,7 +50,7 @@ class HashedBlocks:
     free: int
     waiting: deque[RequestState]
     later: list[tuple[float, int, RequestState]]  # released turns: (arrival, uid, state) heap
-    reuse: dict[str, int]
+    reuse: dict[str, float]
     _lookup_memo: tuple[RequestState, int, int, list[int]] | None = None
 
     def setup_hashed(self, requests: list[Request], states: list[RequestState]) -> list[RequestState]:
@@ -56,6 +58,9 @@ class HashedBlocks:
         returns the states sent on their own (later turns wait for their release)."""
         bs = self.config.block_size
         self.pool = BlockPool(self.config.num_gpu_blocks)
+        if self.config.cpu_tier_blocks:
+            self.tier = CpuTier(self.config.cpu_tier_blocks)
+            self.reuse.update(cpu_queries_tokens=0, cpu_hit_tokens=0, load_s=0)
         last: dict[str, RequestState] = {}
         independent = []
         for req, r in zip(requests, states):
@@ -71,11 +76,14 @@ class HashedBlocks:
                 last[req.session_id] = r
         return independent
 
-    def reuse_figures(self) -> dict[str, int]:
+    def reuse_figures(self) -> dict[str, float]:
         """The run's prefix-cache counters: vLLM's queries and hits (new and preempted requests
-        apart), the cached blocks evicted, and the history tokens conversations computed again."""
+        apart), the cached blocks evicted; with a CPU tier, its lookups, hits, stores and evictions."""
         assert self.pool is not None
-        return {**self.reuse, "evicted_blocks": self.pool.evicted_blocks}
+        out: dict[str, float] = {**self.reuse, "evicted_blocks": self.pool.evicted_blocks}
+        if self.tier is not None:
+            out.update(cpu_stored_blocks=self.tier.stored_blocks, cpu_evicted_blocks=self.tier.evicted_blocks)
+        return out
 
     def _stand_ins(self, r: RequestState, upto: int) -> None:
         """The stream holds `r`'s tokens up to `upto` (its reply tokens as stand-ins)."""
@@ -97,12 +105,21 @@ class HashedBlocks:
         return hits
 
     def admit_hashed(self, r: RequestState, budget: int) -> int:
-        """Admit the waiting head with its prefix hits: the tokens scheduled, or 0 if its first chunk
-        does not fit."""
+        """Admit the waiting head with its prefix hits: the tokens scheduled, 0 if its first chunk
+        does not fit, -1 if it now waits for a CPU tier's copy of more hits (`cpu_offload`)."""
         pool, bs = self.pool, self.config.block_size
         assert pool is not None
+        if r.table:  # its copy from the CPU tier ended: no lookup, the rest of its prompt
+            return self.grow_loaded(r, budget)
         hits = self._lookup(r)
         computed = len(hits) * bs
+        ext = self.cpu_hits(r, computed) if self.tier is not None else 0
+        if ext:
+            if not self.start_load(r, hits, computed, ext):
+                return 0
+            self._lookup_memo = None
+            self._count_hits(r, computed, ext)
+            return -1
         n = min(r.known - computed, budget)
         new = -(-(computed + n) // bs) - len(hits)
         if pool.num_to_allocate(hits, new) > self.free:
@@ -111,15 +128,35 @@ class HashedBlocks:
         pool.touch(hits)
         r.table = hits + pool.allocate(new)
         self.free = pool.num_free_blocks
-        key = "preempted_" if r.preempted else ""
-        self.reuse[key + "queries_tokens"] += r.known
-        self.reuse[key + "hit_tokens"] += computed
-        if r.hit_tokens < 0:
-            r.hit_tokens = computed
+        self._count_hits(r, computed, 0)
         r.computed, r.blocks = computed, len(r.table)
         r.registered = len(hits)  # registered already (vLLM: num_cached_block = the hits)
         self._register(r, computed + n)
         return n
+
+    def grow_loaded(self, r: RequestState, budget: int) -> int:
+        """Schedule a loaded request's next chunk in the blocks it holds plus new ones (0: no room)."""
+        assert self.pool is not None
+        n = min(r.known - r.computed, budget)
+        need = -(-(r.computed + n) // self.config.block_size) - len(r.table)
+        if need > self.free:
+            return 0
+        if need > 0:
+            r.table += self.pool.allocate(need)
+            self.free = self.pool.num_free_blocks
+        r.blocks = len(r.table)
+        self._register(r, r.computed + n)
+        return n
+
+    def _count_hits(self, r: RequestState, computed: int, ext: int) -> None:
+        """vLLM's prefix-cache counters for an admission (preempted requests apart) and the tier's."""
+        key = "preempted_" if r.preempted else ""
+        self.reuse[key + "queries_tokens"] += r.known
+        self.reuse[key + "hit_tokens"] += computed
+        if self.tier is not None and r.known > computed:
+            self.reuse["cpu_queries_tokens"] += r.known - computed
+        if r.hit_tokens < 0:
+            r.hit_tokens, r.cpu_hit_tokens = computed, ext
 
     def head_blocked_hashed(self, budget: int) -> bool:
         """The waiting head's first chunk does not fit now; decodes only take blocks away and can
@@ -164,6 +201,8 @@ class HashedBlocks:
             assert self.pool is not None
             self.pool.cache_blocks(r.table, stream.block_hashes(full), registered, full)
             r.registered = full
+            if self.tier is not None:
+                self.offload(r, full)
 
     def release_hashed(self, r: RequestState) -> None:
         """`r`'s blocks back to the free queue, last first (finished or preempted)."""

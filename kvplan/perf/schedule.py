@@ -46,8 +46,10 @@ class Engine(DecodeStretches, HashedBlocks):
         self.reqs = [RequestState(r) for r in requests]
         self.pool = None  # blocks by id (`reuse_blocks`) when prompts carry token ids; else counts
         self.later: list[tuple[float, int, RequestState]] = []  # conversations' released turns
-        self.reuse = dict.fromkeys(("queries_tokens", "hit_tokens", "preempted_queries_tokens",
-                                    "preempted_hit_tokens"), 0)
+        self.loading: list[RequestState] = []  # waiting on a CPU tier's copy (`cpu_offload`)
+        self.stores: list[int] = []
+        self.reuse: dict[str, float] = dict.fromkeys(("queries_tokens", "hit_tokens", "preempted_queries_tokens",
+                                                      "preempted_hit_tokens"), 0)
         sent = self.setup_hashed(requests, self.reqs) if uses_hashed_pool(requests, config) else self.reqs
         if self.pool is None and any(r.follows_turn for r in requests):
             raise ValueError("a conversation's turns need prefix caching on and every prompt's token ids")
@@ -75,7 +77,10 @@ class Engine(DecodeStretches, HashedBlocks):
         while self.frontend and self.frontend[0].ready_s <= self.clock:
             self._arrive(self.frontend.popleft())
         if not self.waiting and not self.running:
-            self.clock = max(self.clock, self.next_event_s())  # idle until the next arrival or hand-over
+            if self.loading and self.next_load_s() <= self.clock:
+                return True  # a copy from the CPU tier ended: its request is scheduled
+            # idle until the next arrival, hand-over or end of a copy
+            self.clock = max(self.clock, min(self.next_event_s(), self.next_load_s()))
             return False
         return True
 
@@ -240,6 +245,8 @@ class Engine(DecodeStretches, HashedBlocks):
         if not self.config.chunked_prefill or self.preemptions != preempted_before:
             return scheduled
         if self.pool is not None:
+            if self.loading:
+                self.finish_loads()
             return self._admit_hashed_waiting(scheduled, budget)
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             r = self.waiting[0]
@@ -265,15 +272,20 @@ class Engine(DecodeStretches, HashedBlocks):
     def _admit_hashed_waiting(self, scheduled: list[tuple[RequestState, int]],
                               budget: int) -> list[tuple[RequestState, int]]:
         """Waiting requests, head first, each with the prefix hits the hashed pool finds."""
+        skipped = []
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             r = self.waiting[0]
             n = self.admit_hashed(r, budget)
+            if n < 0:  # its hits are being copied from the CPU tier: the next request is tried
+                skipped.append(self.waiting.popleft())
+                continue
             if not n:
                 break
             self.waiting.popleft()
             self.running.append(r)
             scheduled.append((r, n))
             budget -= n
+        del skipped  # they wait in `loading`
         return scheduled
 
     @staticmethod
@@ -319,14 +331,20 @@ class Engine(DecodeStretches, HashedBlocks):
         scheduled = self._prefill_v0() if not self.config.chunked_prefill and self.waiting else []
         if not scheduled:
             scheduled = self._continuous()
-        if not scheduled:  # nothing fits even alone: a request longer than the pool
-            raise RuntimeError("a request needs more KV blocks than the pool holds")
+        if not scheduled:
+            if self.loading:  # only copies from the CPU tier in flight: the engine waits for them
+                return [], StepShape(0, 0, 0, 0, 0, 0), max(0.0, self.next_load_s() - self.clock)
+            raise RuntimeError("a request needs more KV blocks than the pool holds")  # longer than the pool
         shape = self._shape(scheduled)
         return scheduled, shape, self.cost.step_s(shape)
 
     def commit_step(self, scheduled: list[tuple[RequestState, int]], shape: StepShape, end_s: float) -> None:
         """Run the planned step until `end_s` (its own duration on, or a lockstep group's longest)."""
         self.clock = end_s
+        if self.stores:
+            self.stores_done()
+        if not scheduled:  # the engine only waited for a copy from the CPU tier
+            return
         self.peak = max(self.peak, self.config.num_gpu_blocks - self.free)
         self.max_running = max(self.max_running, len(self.running))
         if self.record:
@@ -393,7 +411,7 @@ def simulate(requests: list[Request], config: SchedulerConfig, cost: StepCost,
 def drive(engine: Engine, max_steps: int = 5_000_000, fast: bool = True) -> Engine:
     """Step `engine` until every request is done (or its SLO watch gives up); returns it."""
     while (engine.pending or engine.later or engine.frontend or engine.waiting or engine.held
-           or engine.running) and not engine.missed:
+           or engine.running or engine.loading) and not engine.missed:
         if not engine.send():
             continue
         if engine.steps >= max_steps:

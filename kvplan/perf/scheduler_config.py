@@ -17,3 +17,7 @@ class SchedulerConfig:
     # V1's prefix caching (on by default): a preempted request's full blocks stay hashed in the
     # free queue until evicted, and its recompute starts from those it still finds
     prefix_caching: bool = True
+    # vLLM's native CPU offloading (--kv-offloading-size): blocks the CPU tier holds (0: none) and
+    # how long one block takes to copy back over the host link
+    cpu_tier_blocks: int = 0
+    load_s_per_block: float = 0.0

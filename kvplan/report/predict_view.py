@@ -74,6 +74,17 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
             ("Cached blocks evicted:", "prefix_cache_evicted_blocks", "d"),
         ),
     ),
+    (
+        "CPU tier (kvplan)",  # --kv-offloading-size: vLLM's native OffloadingConnector
+        (
+            ("CPU tier blocks:", "cpu_tier_blocks", "d"),
+            ("CPU tier queries (tokens):", "external_prefix_cache_queries_tokens", "d"),
+            ("CPU tier hits (tokens):", "external_prefix_cache_hits_tokens", "d"),
+            ("Blocks stored:", "cpu_stored_blocks", "d"),
+            ("Blocks evicted from the tier:", "cpu_evicted_blocks", "d"),
+            ("Load time per block (ms):", "cpu_load_ms_per_block", ".3f"),
+        ),
+    ),
 )
 
 
@@ -99,6 +110,8 @@ def render_prediction(console: Console, figures: dict[str, Any], title: str) -> 
         console.print(f"[dim]perf model: {figures['perf_model']}[/dim]", soft_wrap=True, highlight=False)
     for op, source in (figures.get("step_cost_sources") or {}).items():  # what each op was timed from
         console.print(f"[dim]step cost, {op}: {source}[/dim]", soft_wrap=True, highlight=False)
+    if figures.get("kv_offloading_note"):
+        console.print(f"[dim]kv offloading: {figures['kv_offloading_note']}[/dim]", soft_wrap=True, highlight=False)
     if figures.get("scheduling"):
         console.print(f"[dim]scheduling: {figures['scheduling']}[/dim]", soft_wrap=True, highlight=False)
     if "explain" in figures:

@@ -27,6 +27,8 @@ class GpuSpec:
     int8_dense_tops: float | None = None
     fp16_dense_tflops: float | None = None  # Turing / Volta have no bf16: vLLM serves them in float16
     interconnect: str = ""
+    host_link: str = ""  # PCIe generation or NVLink-C2C: what a CPU KV tier's copies cross
+    host_link_gbps: float | None = None  # nominal, per direction, decimal GB/s
     architecture: str = ""
     aliases: tuple[str, ...] = ()
     source: str = ""
@@ -64,6 +66,8 @@ class _GpuRow(BaseModel):
     vendor: str | None = None
     architecture: str | None = None
     interconnect: str | None = None
+    host_link: str | None = None
+    host_link_gbps: PositiveNumber | None = None
     source: str | None = None
     cuda_total_source: str | None = None
     memory_marketed_gb: PositiveNumber
@@ -109,7 +113,8 @@ def gpu_catalog() -> dict[str, GpuSpec]:
     for row in _rows(path, data or []):
         fields = {k: getattr(row, k) for k in GpuSpec.__dataclass_fields__ if k in _GpuRow.model_fields}
         fields["aliases"] = tuple(a.lower() for a in row.aliases)
-        for key in ("interconnect", "architecture", "source", "cuda_total_source", "vendor", "display_name"):
+        for key in ("interconnect", "host_link", "architecture", "source", "cuda_total_source", "vendor",
+                    "display_name"):
             fields[key] = str(fields.get(key) or "")
         catalog[row.name] = GpuSpec(**fields)
     return catalog

@@ -94,3 +94,11 @@ def test_a_stream_extended_by_a_turn_keeps_its_earlier_hashes() -> None:
     s.truncate(3)
     s.extend([7])
     assert s.block_hashes(2) == TokenStream(2, [1, 2, 3, 7]).block_hashes(2)
+
+
+def test_a_stream_gives_no_more_hashes_than_asked_for() -> None:
+    """A preempted request's stream was hashed past its lookup's end: a lookup of all but its last
+    token must not see the last block (else it would hit every token and compute none)."""
+    s = TokenStream(2, [1, 2, 3, 4])
+    assert len(s.block_hashes(2)) == 2
+    assert s.block_hashes(1) == s.block_hashes(2)[:1] and len(s.block_hashes(1)) == 1

@@ -55,3 +55,28 @@ def test_sessions_without_prefix_caching_are_refused(capsys: pytest.CaptureFixtu
 def test_a_conversation_longer_than_the_context_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     rc, _, err = run(capsys, "--sessions", "2", "--turns", "500", "--max-model-len", "4096")
     assert rc == 2 and "max_model_len 4096" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("tp", "load_ms"), [("1", 2 * 2**20 / 50.4e9 * 1e3), ("2", 2**20 / 50.4e9 * 1e3)])
+def test_a_cpu_tier_is_sized_as_vllm_sizes_it(capsys: pytest.CaptureFixture[str], tp: str, load_ms: float) -> None:
+    """vLLM 0.19.1 (config/vllm.py, v1/kv_offload/cpu/spec.py): cpu_bytes_to_use = 8 x 2^30 over
+    all ranks; a block there is Llama-3.1-8B's 16 tokens x 32 layers x 2 x 8 KV heads x 128 x 2
+    bytes = 2 MiB whatever the TP (1 MiB a GPU x 2 ranks), so 4,096 blocks. A load copies a GPU's
+    share over its PCIe 5.0 x16 link: 63 GB/s x 0.8."""
+    rc, out, err = run(capsys, "--sessions", "4", "--turns", "2", "--tp", tp, "--kv-offloading-size", "8", "--json")
+    assert rc == 0, err
+    figures = json.loads(out)
+    assert figures["cpu_tier_blocks"] == 4096
+    assert figures["cpu_load_ms_per_block"] == pytest.approx(load_ms)
+    assert figures["external_prefix_cache_queries_tokens"] > 0
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (("--kv-offloading-size", "8", "--kv-offloading-backend", "lmcache"), "lmcache"),
+    (("--kv-offloading-size", "8", "--kv-offloading-backend", "disk"), "--kv-offloading-backend 'disk'"),
+    (("--kv-offloading-size", "-1"), "--kv-offloading-size -1"),
+    (("--kv-offloading-size", "1e9"), "--kv-offloading-size 1e+09"),
+])
+def test_a_bad_cpu_tier_is_one_line(capsys: pytest.CaptureFixture[str], args: tuple[str, ...], named: str) -> None:
+    rc, out, err = run(capsys, "--sessions", "2", *args)
+    assert rc == 2 and not out and named in err and err.count("\n") == 1, err

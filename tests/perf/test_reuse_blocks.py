@@ -104,3 +104,45 @@ def test_a_turn_without_the_turn_before_it_is_refused() -> None:
     orphan = Request(None, 10, 2, session_id="x", turn_index=1, index=0, turn_ids=b"\x05\x00\x00\x00")
     with pytest.raises(ValueError, match="no turn before it"):
         run([Request.of_ids(range(5, 13), 1, 0.0, index=1), orphan], blocks=10, bs=4)
+
+
+def test_a_history_the_gpu_evicted_comes_back_from_the_cpu_tier() -> None:
+    """The tight-pool case above with a 10-block CPU tier, 0.5 s a block to load. A0's two full
+    blocks are stored when scheduled, B's six too (8 of 10: nothing leaves the tier). A1 (t=12)
+    misses on the GPU; the tier holds A0's 2 blocks (its third, tokens 8-11, was never full):
+    8 tokens to load, 1 s, so A1 rejoins at t=13 and computes its other 5 tokens in the step to 14
+    (TTFT 2 s, where recomputing all 13 took 1). Its third block is stored then: 9 stored."""
+    config = SchedulerConfig(num_gpu_blocks=6, block_size=4, max_num_seqs=8, max_num_batched_tokens=2048,
+                             cpu_tier_blocks=10, load_s_per_block=0.5)
+    engine = drive(Engine(a_conversation_and_a_big_prompt(), config, OneSecond(), None))
+    a1 = engine.reqs[1]
+    assert (a1.hit_tokens, a1.cpu_hit_tokens) == (0, 8)
+    assert (a1.send_s, a1.first_s) == (12.0, 14.0)
+    assert engine.reuse["cpu_queries_tokens"] == 8 + 24 + 13 and engine.reuse["cpu_hit_tokens"] == 8
+    assert engine.reuse["load_s"] == 1.0
+    assert engine.tier is not None and (engine.tier.stored_blocks, engine.tier.evicted_blocks) == (9, 0)
+    assert engine.pool is not None and engine.pool.evicted_blocks == 6
+
+
+def test_a_tier_without_room_stores_nothing_and_keeps_what_it_had() -> None:
+    """A 2-block tier: B's six blocks cannot be made room for, so none is stored (vLLM's
+    prepare_store returns None) and A0's two stay: A1 still loads 8 tokens. Storing A1's third
+    block then evicts the least recently used of those two (read and done with: evictable)."""
+    config = SchedulerConfig(num_gpu_blocks=6, block_size=4, max_num_seqs=8, max_num_batched_tokens=2048,
+                             cpu_tier_blocks=2, load_s_per_block=0.5)
+    engine = drive(Engine(a_conversation_and_a_big_prompt(), config, OneSecond(), None))
+    assert engine.reqs[1].cpu_hit_tokens == 8
+    assert engine.tier is not None and engine.tier.refused_blocks == 6 and engine.tier.evicted_blocks == 1
+
+
+def test_the_tier_evicts_a_conversations_later_block_first() -> None:
+    """A 7-block tier: A0's blocks are touched in reverse when stored, so its first block is the
+    most recently used; B's six need one slot, and A0's second block goes. A1 loads 1 block
+    (4 tokens, 0.5 s): it rejoins at 12.5 and samples at 13.5. Storing its blocks 1 and 2 then
+    evicts B's two least recently used: 3 evictions in all."""
+    config = SchedulerConfig(num_gpu_blocks=6, block_size=4, max_num_seqs=8, max_num_batched_tokens=2048,
+                             cpu_tier_blocks=7, load_s_per_block=0.5)
+    engine = drive(Engine(a_conversation_and_a_big_prompt(), config, OneSecond(), None))
+    a1 = engine.reqs[1]
+    assert a1.cpu_hit_tokens == 4 and a1.first_s == 13.5
+    assert engine.tier is not None and engine.tier.evicted_blocks == 3
