@@ -7,6 +7,7 @@ workload flags are `vllm bench serve`'s.
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Annotated, Any
 
 import typer
@@ -74,6 +75,25 @@ def _warn_on_fallback(perf_model: str, gpu: str) -> None:
     why = kernels_missing(name)
     if why is not None:
         typer.echo(f"kvplan: warning: --perf-model auto times {name} by the roofline: {why}", err=True)
+
+
+def _compare_routers(run: Any, policies: list[str], as_json: bool) -> None:
+    """One prediction per router policy, side by side."""
+    rows = []
+    for policy in policies:
+        figures = run(router=policy).figures
+        rows.append({k: figures.get(k) for k in ROUTER_KEYS})
+    if as_json:
+        typer.echo(json.dumps(json_safe({"routers": rows})))
+        return
+    from kvplan.report.predict_view import render_router_comparison
+
+    render_router_comparison(make_console(), rows)
+
+
+ROUTER_KEYS = ("router", "replicas", "requests_per_replica", "prefix_cache_hit_rate", "prefix_cache_hits_tokens",
+               "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "request_throughput", "request_goodput",
+               "num_preemptions")
 
 
 def _session_requests(knobs: dict, seed: int, vocab_size: int, prefix_caching: bool) -> list:
@@ -175,6 +195,16 @@ def predict_command(
     kv_offloading_backend: Annotated[str, typer.Option(
         help="vLLM's --kv-offloading-backend: native (modelled) or lmcache (refused: not modelled).",
         metavar="native|lmcache")] = "native",
+    replicas: Annotated[int, typer.Option(
+        help="Separate vLLM servers behind a router (--router), each with its own KV pool.")] = 1,
+    router: Annotated[str | None, typer.Option(
+        help="How requests reach the --replicas: round-robin, least-loaded, session (a conversation stays "
+             "where it started) or prefix (KV-aware: blocks to compute plus blocks held, as Dynamo's router "
+             "scores); several, comma-separated, to compare them side by side.",
+        metavar="round-robin|least-loaded|session|prefix")] = None,
+    goodput: Annotated[list[str] | None, typer.Option(
+        help="vllm bench serve's --goodput: KEY:MILLISECONDS limits (ttft, tpot, e2el), repeatable or "
+             "comma-separated; adds request_goodput (requests/s meeting every limit).")] = None,
     as_json: AsJson = False,
     explain: Annotated[bool, typer.Option(
         "--explain", help="Also say where the median request's TTFT goes (request latency, API server and engine "
@@ -223,19 +253,18 @@ def predict_command(
             think_time_s=think_time_s, think_distribution=think_distribution,
             session_rate_per_s=_rate(session_rate)), seed, spec.vocab_size, enable_prefix_caching)
     else:
-        requests = RandomDataset(
-            random_input_len,
-            random_output_len,
-            random_range_ratio,
-            num_prompts,
-            _rate(request_rate),
-            burstiness,
-            max_concurrency,
-            seed,
-        ).requests()
-    result = run_predict(spec, args, requests, max_concurrency=max_concurrency, perf_model=perf_model,
-                         explain=explain, prefix_caching=enable_prefix_caching,
-                         kv_offloading_size_gib=kv_offloading_size, kv_offloading_backend=kv_offloading_backend)
+        requests = RandomDataset(random_input_len, random_output_len, random_range_ratio, num_prompts,
+                                 _rate(request_rate), burstiness, max_concurrency, seed).requests()
+    from kvplan.results.slo import parse_goodput
+
+    run = partial(run_predict, spec, args, requests, max_concurrency=max_concurrency, perf_model=perf_model,
+                  explain=explain, prefix_caching=enable_prefix_caching, kv_offloading_size_gib=kv_offloading_size,
+                  kv_offloading_backend=kv_offloading_backend, replicas=replicas,
+                  goodput_ms=parse_goodput(goodput or []) or None)
+    if router is not None and "," in router:
+        _compare_routers(run, [p.strip() for p in router.split(",")], as_json)
+        return
+    result = run(router=router)
     _warn_on_fallback(perf_model, gpu)
     figures = {**result.figures, "client_max_concurrency": max_concurrency}
     title = f"{spec.name} on {args.tensor_parallel_size} x {gpu}, vLLM {args.vllm_version}"

@@ -68,8 +68,11 @@ def _ms(values: np.ndarray, stat: str) -> float | None:
     return float(np.percentile(values, 50 if stat == "median" else 99) * 1e3)
 
 
-def bench_figures(trace: Trace, request_latency_s: float = 0.0) -> dict[str, Any]:
-    """The keys `vllm bench serve --save-result` writes, from the simulation's own clock."""
+def bench_figures(trace: Trace, request_latency_s: float = 0.0, goodput_ms: dict[str, float] | None = None
+                  ) -> dict[str, Any]:
+    """The keys `vllm bench serve --save-result` writes, from the simulation's own clock; with
+    `goodput_ms` ({ttft, tpot, e2el: limit}) also its request_goodput: requests meeting every limit
+    per second (a one-token request's TPOT is 0, as vLLM counts it)."""
     t = Timings.of(trace, request_latency_s)
     duration = t.duration_s or 1e-12
     out: dict[str, Any] = {
@@ -79,6 +82,15 @@ def bench_figures(trace: Trace, request_latency_s: float = 0.0) -> dict[str, Any
         "total_token_throughput": float(t.output_tokens.sum() + t.prompt_tokens.sum()) / duration,
     }
     e2el = t.last_s - t.send_s
+    if goodput_ms:
+        tpot = np.zeros(len(t.send_s))
+        many = t.output_tokens > 1
+        tpot[many] = t.tpot_s
+        good = np.ones(len(t.send_s), dtype=bool)
+        for key, values in (("ttft", t.ttft_s), ("tpot", tpot), ("e2el", e2el)):
+            if key in goodput_ms:
+                good &= values * 1e3 <= goodput_ms[key]
+        out["request_goodput"] = float(good.sum()) / duration
     for name, values in (("ttft", t.ttft_s), ("tpot", t.tpot_s), ("itl", trace.itl_s), ("e2el", e2el)):
         for stat in ("mean", "median", "p99"):
             out[f"{stat}_{name}_ms"] = _ms(values, stat)

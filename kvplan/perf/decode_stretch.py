@@ -54,6 +54,7 @@ class DecodeStretches:
     max_running: int
     fast_steps: int
     cap: int
+    horizon_s: float
 
     if TYPE_CHECKING:
         def next_event_s(self) -> float: ...
@@ -82,7 +83,7 @@ class DecodeStretches:
         if steps < 2:
             return False
         # a blocked queue stays blocked however many requests join it: run through their arrivals
-        due = float("inf") if self.waiting else self.next_event_s()
+        due = self.horizon_s if self.waiting else self.next_event_s()
         done, clocks = self._time_stretch(len(self.running), steps, ctx0, due) if self.clock < due else (0, None)
         if self.waiting and done > 1 and clocks is not None:
             self._send_during(clocks[:done - 1])

@@ -115,7 +115,8 @@ def _deal(requests: list[Request], dp: int) -> list[list[Request]]:
 def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_concurrency: int | None = None,
             coefficients: Coefficients | None = None, num_gpu_blocks: int | None = None,
             perf_model: str = "roofline", explain: bool = False, prefix_caching: bool = True,
-            kv_offloading_size_gib: float | None = None, kv_offloading_backend: str = "native") -> Prediction:
+            kv_offloading_size_gib: float | None = None, kv_offloading_backend: str = "native",
+            replicas: int = 1, router: str | None = None, goodput_ms: dict[str, float] | None = None) -> Prediction:
     """Simulate `requests` against vLLM serving `spec` with `args`; `num_gpu_blocks` overrides the
     planned pool (a start-up log's figure); `explain`: figures["explain"] says where the median
     request's TTFT and a decode step's time go (`kvplan.perf.explain`)."""
@@ -128,9 +129,17 @@ def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_c
     config = scheduler_config(plan, num_gpu_blocks, prefix_caching, tier)
     check_requests(requests, plan, config.num_gpu_blocks)
     model = step_cost(spec, args, coefficients, perf_model)
-    trace = simulate_replicas(requests, config, model, args.data_parallel_size, max_concurrency,
-                              lockstep=bool(spec.moe_shape[0]))
-    figures = bench_figures(trace, model.coefficients.request_latency_s)
+    routing = check_routing(requests, config, args, replicas, router)
+    if routing is not None:
+        from kvplan.perf.router import simulate_routed
+
+        traces, shares = simulate_routed(requests, config, model, replicas, routing, max_concurrency,
+                                         model.coefficients.frontend_request_s)
+        trace = merge_traces(traces)
+    else:
+        trace = simulate_replicas(requests, config, model, args.data_parallel_size, max_concurrency,
+                                  lockstep=bool(spec.moe_shape[0]))
+    figures = bench_figures(trace, model.coefficients.request_latency_s, goodput_ms)
     figures.update({
         "num_gpu_blocks": config.num_gpu_blocks, "kv_cache_tokens": config.num_gpu_blocks * config.block_size,
         "max_concurrency": plan.max_concurrency, "max_num_seqs": config.max_num_seqs,
@@ -144,6 +153,9 @@ def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_c
         "scheduling": scheduling_note(args, config.async_scheduling),
     })
     figures.update(prefix_cache_figures(trace))
+    if routing is not None:
+        figures.update(replicas=replicas, router=routing, requests_per_replica=[x["requests"] for x in shares],
+                       prefix_cache_hits_tokens_per_replica=[x["prefix_cache_hits_tokens"] for x in shares])
     if tier is not None:
         figures.update(tier.figures())
     if explain:
@@ -153,6 +165,28 @@ def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_c
         found = explain_trace(trace, model, model.coefficients.request_latency_s, first_replica)
         figures["explain"] = found.as_dict() if found is not None else None
     return Prediction(figures, plan, trace, config)
+
+
+def check_routing(requests: list[Request], config: SchedulerConfig, args: EngineArgs, replicas: int,
+                  router: str | None) -> str | None:
+    """The router policy to simulate, or None for one replica (vLLM's own data parallelism aside)."""
+    from kvplan.perf.reuse_blocks import uses_hashed_pool
+    from kvplan.perf.router import POLICIES
+
+    if router is None:
+        if replicas != 1:
+            raise KvplanError(f"--replicas {replicas} needs --router ({', '.join(POLICIES)})")
+        return None
+    if router not in POLICIES:
+        raise KvplanError(f"--router {router!r}: choose one of {', '.join(POLICIES)}")
+    if replicas < 2:
+        raise KvplanError(f"--router {router} routes between replicas: give --replicas 2 or more, got {replicas}")
+    if args.data_parallel_size > 1:
+        raise KvplanError("--replicas behind a --router and --dp together are not modelled; use one of them")
+    if not uses_hashed_pool(requests, config):
+        raise KvplanError("--router needs prompts with token ids and prefix caching on "
+                          "(--sessions, a --scenario, or vLLM's prefix_repetition dataset)")
+    return router
 
 
 def prefix_cache_figures(trace: Trace) -> dict[str, Any]:

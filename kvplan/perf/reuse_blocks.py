@@ -21,6 +21,7 @@ from __future__ import annotations
 import heapq
 from array import array
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kvplan.kvpool.block_hash import TokenStream
@@ -42,6 +43,25 @@ def uses_hashed_pool(requests: list[Request], config: SchedulerConfig) -> bool:
             and all((r.packed_ids is not None or r.follows_turn) and not r.cached_tokens for r in requests))
 
 
+def link_turns(requests: list[Request], states: list[RequestState], block_size: int) -> list[RequestState]:
+    """Streams for first turns and single requests, each later turn chained to the one before;
+    returns the states sent on their own (later turns wait for their release)."""
+    last: dict[str, RequestState] = {}
+    independent = []
+    for req, r in zip(requests, states):
+        if req.follows_turn:
+            prev = last.get(req.session_id or "")
+            if prev is None or prev.next_turn is not None:
+                raise ValueError(f"turn {req.turn_index} of {req.session_id!r} has no turn before it in the list")
+            prev.next_turn = r
+        else:
+            r.stream = TokenStream(block_size, req.prompt_token_ids or ())
+            independent.append(r)
+        if req.session_id is not None:
+            last[req.session_id] = r
+    return independent
+
+
 class HashedBlocks(CpuOffload):
     """`schedule.Engine`'s pool when `uses_hashed_pool`: every attribute here is the engine's."""
 
@@ -52,6 +72,7 @@ class HashedBlocks(CpuOffload):
     later: list[tuple[float, int, RequestState]]  # released turns: (arrival, uid, state) heap
     reuse: dict[str, float]
     _lookup_memo: tuple[RequestState, int, int, list[int]] | None = None
+    on_release: Callable[[RequestState], None] | None = None
 
     def setup_hashed(self, requests: list[Request], states: list[RequestState]) -> list[RequestState]:
         """Streams for first turns and single requests, each later turn chained to the one before;
@@ -61,20 +82,7 @@ class HashedBlocks(CpuOffload):
         if self.config.cpu_tier_blocks:
             self.tier = CpuTier(self.config.cpu_tier_blocks)
             self.reuse.update(cpu_queries_tokens=0, cpu_hit_tokens=0, load_s=0)
-        last: dict[str, RequestState] = {}
-        independent = []
-        for req, r in zip(requests, states):
-            if req.follows_turn:
-                prev = last.get(req.session_id or "")
-                if prev is None or prev.next_turn is not None:
-                    raise ValueError(f"turn {req.turn_index} of {req.session_id!r} has no turn before it in the list")
-                prev.next_turn = r
-            else:
-                r.stream = TokenStream(bs, req.prompt_token_ids or ())
-                independent.append(r)
-            if req.session_id is not None:
-                last[req.session_id] = r
-        return independent
+        return link_turns(requests, states, bs)
 
     def reuse_figures(self) -> dict[str, float]:
         """The run's prefix-cache counters: vLLM's queries and hits (new and preempted requests
@@ -220,7 +228,10 @@ class HashedBlocks(CpuOffload):
         nxt.stream, r.stream = r.stream, None
         nxt.stream.extend(_unpack(nxt.turn_ids))
         nxt.arrival_s = r.last_s + nxt.think_s
-        heapq.heappush(self.later, (nxt.arrival_s, nxt.uid, nxt))
+        if self.on_release is not None:  # replicas behind a router: the router sends it (`router`)
+            self.on_release(nxt)
+        else:
+            heapq.heappush(self.later, (nxt.arrival_s, nxt.uid, nxt))
 
 
 def _unpack(packed: bytes | None) -> list[int]:

@@ -60,6 +60,7 @@ class Engine(DecodeStretches, HashedBlocks):
         self.cols: list[list[float]] = [[] for _ in range(7)]
         self.itl: list[float] = []
         self.clock = 0.0
+        self.horizon_s = float("inf")  # behind a router: when the next request may be routed here
         self.steps = self.in_flight = self.peak = self.max_running = self.preemptions = self.fast_steps = 0
         self.cap = max_concurrency or len(self.reqs) or 1
 
@@ -109,7 +110,12 @@ class Engine(DecodeStretches, HashedBlocks):
                 due = min(due, self.pending[0].arrival_s)
             if self.later:
                 due = min(due, self.later[0][0])
-        return due
+        return min(due, self.horizon_s)
+
+    def inject(self, r: RequestState) -> None:
+        """A router sends `r` here (arrivals come in time order, so `pending` stays sorted)."""
+        self.reqs.append(r)
+        self.pending.append(r)
 
     def pop_due(self, by_s: float) -> RequestState | None:
         """The next request due by `by_s` not yet sent: a conversation's released turn first (its user

@@ -222,3 +222,20 @@ def render_comparison(
                   "faster for a throughput)", highlight=False)
     if failed:
         console.print(f"{failed} failed requests of that run are left out of the prediction", highlight=False)
+
+
+def render_router_comparison(console: Console, rows: list[dict[str, Any]]) -> None:
+    """`predict --router a,b,...`: one row per routing policy (predicted)."""
+    table = Table(title="Routers compared (predicted)", header_style="bold")
+    for name in ("router", "requests per replica", "prefix hit rate", "median TTFT ms", "P99 TTFT ms",
+                 "median TPOT ms", "goodput req/s", "preemptions"):
+        table.add_column(name, justify="left" if name == "router" else "right")
+    for r in rows:
+        goodput = r.get("request_goodput")
+        table.add_row(str(r["router"]), " / ".join(str(n) for n in r["requests_per_replica"] or ()),
+                      f"{r['prefix_cache_hit_rate']:.1%}", _fmt(r["median_ttft_ms"], ".1f"),
+                      _fmt(r["p99_ttft_ms"], ".1f"), _fmt(r["median_tpot_ms"], ".2f"),
+                      "-" if goodput is None else f"{goodput:.2f}", str(r["num_preemptions"]))
+    console.print(table)
+    if all(r.get("request_goodput") is None for r in rows):
+        console.print("[dim]goodput: give --goodput ttft:MS,tpot:MS to count requests meeting them[/dim]")

@@ -3,6 +3,8 @@ token, a request's own inter-token latency, end to end. A request meets it when 
 holds (goodput counts those); `kvplan plan` searches for configurations that meet TTFT and TPOT."""
 from __future__ import annotations
 
+import math
+
 from pydantic import Field
 
 from kvplan.errors import KvplanError
@@ -32,3 +34,31 @@ def plan_slo(ttft_ms: float, tpot_ms: float, percentile: float = 99.0) -> Slo:
     if not 0 < percentile <= 100:
         raise KvplanError(f"--slo-percentile must be in (0, 100], got {percentile}")
     return Slo(ttft_ms=ttft_ms, tpot_ms=tpot_ms, percentile=percentile)
+
+
+GOODPUT_METRICS = ("ttft", "tpot", "e2el")  # `vllm bench serve --goodput KEY:MS`'s keys
+
+
+def goodput_ms(key: str, value: str) -> float:
+    """One `--goodput KEY:VALUE` limit in milliseconds, checked as vLLM checks it."""
+    if key not in GOODPUT_METRICS:
+        raise KvplanError(f"--goodput {key!r}: choose from {', '.join(GOODPUT_METRICS)} (KEY:MILLISECONDS)")
+    try:
+        ms = float(value)
+    except ValueError:
+        raise KvplanError(f"--goodput {key}:{value[:40]!r}: the value is milliseconds, a number") from None
+    if not (math.isfinite(ms) and ms >= 0):
+        raise KvplanError(f"--goodput {key}:{value[:40]!r}: a non-negative number of milliseconds")
+    return ms
+
+
+def parse_goodput(items: list[str]) -> dict[str, float]:
+    """`ttft:500 tpot:50` (one item each, or comma-separated in one) as {metric: ms}."""
+    out: dict[str, float] = {}
+    for item in (part for text in items for part in text.replace(",", " ").split()):
+        key, found, value = item.partition(":")
+        if not found or not key.strip():
+            raise KvplanError(f"--goodput takes KEY:MILLISECONDS pairs ({', '.join(GOODPUT_METRICS)}), "
+                              f"got {item[:60]!r}")
+        out[key.strip()] = goodput_ms(key.strip(), value.strip())
+    return out

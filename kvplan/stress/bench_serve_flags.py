@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from kvplan.errors import KvplanError
+from kvplan.results.slo import goodput_ms
 
 # flag -> why kvplan refuses it (given at all, even as its default: a user asking expects it to act)
 REFUSED = {
@@ -47,7 +47,6 @@ REFUSED = {
 BACKENDS = {"openai": "completions", "vllm": "completions", "openai-chat": "chat"}  # vLLM's generation backends
 ENDPOINTS = {"/v1/completions": "completions", "/v1/chat/completions": "chat"}
 PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
-GOODPUT_METRICS = ("ttft", "tpot", "e2el")
 SAMPLING = ("top_p", "top_k", "min_p", "temperature", "frequency_penalty", "presence_penalty", "repetition_penalty")
 
 
@@ -192,7 +191,7 @@ def _extras(ns: argparse.Namespace, typed: list[str]) -> BenchExtras:
         raise bad_percentiles from None
     if not percentiles or not all(0 < p <= 100 for p in percentiles):
         raise bad_percentiles
-    goodput = {k: _goodput_ms(k, v) for k, v in _pairs(ns.goodput, "--goodput", ":").items()}
+    goodput = {k: goodput_ms(k, v) for k, v in _pairs(ns.goodput, "--goodput", ":").items()}
     ramp = None
     if ns.ramp_up_strategy is not None or ns.ramp_up_start_rps is not None or ns.ramp_up_end_rps is not None:
         ramp = _ramp(ns)
@@ -225,18 +224,6 @@ def _extras(ns: argparse.Namespace, typed: list[str]) -> BenchExtras:
 
 def _host(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host  # vLLM's join_host_port
-
-
-def _goodput_ms(key: str, value: str) -> float:
-    if key not in GOODPUT_METRICS:
-        raise KvplanError(f"--goodput {key!r}: choose from {', '.join(GOODPUT_METRICS)} (KEY:MILLISECONDS)")
-    try:
-        ms = float(value)
-    except ValueError:
-        raise KvplanError(f"--goodput {key}:{value[:40]!r}: the value is milliseconds, a number") from None
-    if not (math.isfinite(ms) and ms >= 0):
-        raise KvplanError(f"--goodput {key}:{value[:40]!r}: a non-negative number of milliseconds")
-    return ms
 
 
 def _ramp(ns: argparse.Namespace) -> tuple[str, int, int]:

@@ -1,0 +1,117 @@
+"""Replicas behind a router (`predict --replicas N --router POLICY`): N engines, each with its own
+block pool (and CPU tier), on one clock; every request, a conversation's later turns included, is
+routed when it is sent, from the replicas' state at that moment:
+
+    round-robin    in turn
+    least-loaded   fewest requests sent and not finished (llm-d's load-aware scorer, reduced to
+                   queue depth); ties to the lowest index
+    session        a conversation's turns stay on the replica its first turn went to (first turns:
+                   least-loaded)
+    prefix         KV-aware, as Dynamo's KV router scores a worker: the prompt blocks it would have
+                   to compute (those past the longest prefix its GPU cache holds) plus the blocks its
+                   requests hold or, sent and not yet admitted, will want; lowest wins (overlap
+                   weight 1, Dynamo's default), ties to the lowest index. Overlap alone would send
+                   every request sharing a system prompt to one replica.
+
+The engines step in time order (the one whose step ends first runs next); a request is routed once
+every engine has reached its send time, so the state it is routed on is that of the steps then
+running. A decode stretch never runs past the next send (`Engine.horizon_s`).
+"""
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+from kvplan.perf.request_state import RequestState
+from kvplan.perf.reuse_blocks import link_turns
+from kvplan.perf.schedule import Engine
+from kvplan.perf.scheduler_config import SchedulerConfig
+from kvplan.perf.step_cost import StepCost
+from kvplan.perf.trace import Trace
+from kvplan.workload.request import Request
+
+POLICIES = ("round-robin", "least-loaded", "session", "prefix")
+
+
+class Router:
+    def __init__(self, policy: str, engines: list[Engine], sessions: dict[int, str]) -> None:
+        self.policy, self.engines, self.sessions = policy, engines, sessions
+        self.turn = 0
+        self.home: dict[str, Engine] = {}
+
+    @staticmethod
+    def load(e: Engine) -> int:
+        return e.in_flight + len(e.pending) + len(e.frontend)
+
+    def least_loaded(self, among: list[Engine]) -> Engine:
+        return min(among, key=self.load)  # min() keeps the first of equals: the lowest index
+
+    def pick(self, r: RequestState) -> Engine:
+        if self.policy == "round-robin":
+            e = self.engines[self.turn % len(self.engines)]
+            self.turn += 1
+            return e
+        if self.policy == "prefix":
+            return self._longest_prefix(r)
+        session = self.sessions.get(r.uid)
+        if self.policy == "session" and session is not None and session in self.home:
+            return self.home[session]
+        e = self.least_loaded(self.engines)
+        if session is not None:
+            self.home.setdefault(session, e)
+        return e
+
+    def _longest_prefix(self, r: RequestState) -> Engine:
+        bs = self.engines[0].config.block_size
+        hashes = r.stream.block_hashes((r.known - 1) // bs)
+        blocks = -(-r.known // bs)
+
+        def cost(e: Engine) -> int:
+            assert e.pool is not None
+            queued = sum(-(-q.known // bs) for q in (*e.pending, *e.frontend, *e.held, *e.waiting))
+            return blocks - len(e.pool.lookup(hashes)) + e.pool.num_used_blocks + queued
+
+        return min(self.engines, key=cost)
+
+
+def _busy(e: Engine) -> bool:
+    return bool(e.pending or e.later or e.loading or e.frontend or e.waiting or e.held or e.running)
+
+
+def simulate_routed(requests: list[Request], config: SchedulerConfig, cost: StepCost, replicas: int, policy: str,
+                    max_concurrency: int | None = None, frontend_s: float = 0.0,
+                    max_steps: int = 5_000_000) -> tuple[list[Trace], list[dict[str, Any]]]:
+    """Each replica's trace and its share of the routing (requests, prefix-cache hit tokens)."""
+    states = [RequestState(r) for r in requests]
+    arrivals = [(r.arrival_s, r.uid, r) for r in link_turns(requests, states, config.block_size)]
+    heapq.heapify(arrivals)
+    engines = [Engine([], config, cost, None, frontend_s) for _ in range(replicas)]
+    for e in engines:
+        e.cap = 1 << 62  # the client's concurrency is the router's to keep (below), not a replica's
+        e.on_release = lambda r: heapq.heappush(arrivals, (r.arrival_s, r.uid, r))
+    router = Router(policy, engines, {s.uid: q.session_id for s, q in zip(states, requests) if q.session_id})
+    steps, now = 0, 0.0  # now: when the last step started (engines step in time order)
+    while arrivals or any(_busy(e) for e in engines):
+        busy = [e for e in engines if _busy(e)]
+        t_engine = min((e.clock for e in busy), default=float("inf"))
+        in_flight = sum(router.load(e) for e in engines)
+        room = max_concurrency is None or in_flight < max_concurrency
+        if arrivals and room and arrivals[0][0] <= t_engine:
+            _, _, r = heapq.heappop(arrivals)
+            r.arrival_s = max(r.arrival_s, now)  # held for a client slot: sent (and timed) from now
+            router.pick(r).inject(r)
+            continue
+        if not busy:  # every slot taken: cannot happen without a busy engine
+            raise RuntimeError("routing stalled")
+        e = min(busy, key=lambda x: x.clock)
+        now = max(now, e.clock)
+        e.horizon_s = arrivals[0][0] if arrivals and room else float("inf")
+        steps += 1
+        if steps > max_steps:
+            raise RuntimeError("simulation did not converge")
+        if not e.send():
+            continue
+        if not e.fast_decode():
+            e.step()
+    shares = [{"requests": len(e.reqs), "prefix_cache_hits_tokens": e.reuse["hit_tokens"]} for e in engines]
+    return [e.trace() for e in engines if e.reqs], shares

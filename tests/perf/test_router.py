@@ -1,0 +1,87 @@
+"""Replicas behind a router (kvplan.perf.router), on a schedule worked out by hand: 1 s steps,
+block size 4. A0 (8 tokens, 2 out) is a conversation's first turn, C and D (8 tokens, 20 out) are
+single requests, all sent at t=0 in that order; A1 (A0, its 2-token reply and 3 new tokens: 13)
+is released when A0 ends at t=2, while C and D still decode. A0 computed 8 + 1 tokens: 2 full
+blocks, so A1 hits 8 tokens where A0 ran and nothing elsewhere."""
+from __future__ import annotations
+
+import pytest
+
+from kvplan.perf.router import simulate_routed
+from kvplan.perf.scheduler_config import SchedulerConfig
+from kvplan.perf.step_cost import StepShape
+from kvplan.workload.request import Request
+
+
+class OneSecond:
+    def step_s(self, shape: StepShape) -> float:
+        return 1.0
+
+
+def workload() -> list[Request]:
+    a0 = Request.of_ids(range(10, 18), 2, 0.0, session_id="a", index=0)
+    new = b"".join(t.to_bytes(4, "little") for t in (30, 31, 32))
+    a1 = Request(None, 13, 2, session_id="a", turn_index=1, think_s=0.0, index=1, turn_ids=new)
+    c = Request.of_ids(range(100, 108), 20, 0.0, index=2)
+    d = Request.of_ids(range(200, 208), 20, 0.0, index=3)
+    return [a0, a1, c, d]
+
+
+def route(policy: str) -> tuple[list[int], list[float]]:
+    config = SchedulerConfig(num_gpu_blocks=40, block_size=4, max_num_seqs=8, max_num_batched_tokens=2048)
+    _, shares = simulate_routed(workload(), config, OneSecond(), 2, policy)
+    return [s["requests"] for s in shares], [s["prefix_cache_hits_tokens"] for s in shares]
+
+
+@pytest.mark.parametrize(("policy", "per_replica", "hits"), [
+    # in turn: A0 r0, C r1, D r0, A1 r1 (away from its history)
+    ("round-robin", [2, 2], [0, 0]),
+    # A0 r0 (a tie: the lowest), C r1, D r0 (1 each: the lowest), A1 back to A0's replica
+    ("session", [3, 1], [8, 0]),
+    # Dynamo's cost (blocks to compute + blocks held or wanted by requests sent there): A0 r0 (2 + 0
+    # vs 2 + 0), C r1 (2 + A0's 2 vs 2 + 0),
+    # D r0 (a tie, 4 each), A1 r0 (4 - 2 + D's 3 = 5 vs 4 - 0 + C's 3 = 7)
+    ("prefix", [3, 1], [8, 0]),
+    # by load alone: A0 r0, C r1, D r0; at t=2 r0 holds D, r1 holds C: a tie, the lowest
+    ("least-loaded", [3, 1], [8, 0]),
+])
+def test_each_policy_routes_as_worked_out(policy: str, per_replica: list[int], hits: list[float]) -> None:
+    assert route(policy) == (per_replica, hits)
+
+
+def test_replicas_and_router_are_checked(capsys: pytest.CaptureFixture[str]) -> None:
+    from kvplan.cli import main
+
+    base = ["predict", "--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--sessions", "4"]
+    for extra, needle in ((["--router", "prefix"], "--replicas 2 or more, got 1"),
+                          (["--replicas", "3"], "--replicas 3 needs --router"),
+                          (["--replicas", "2", "--router", "random"], "--router 'random'"),
+                          (["--replicas", "2", "--router", "prefix", "--dp", "2"], "not modelled")):
+        with pytest.raises(SystemExit) as info:
+            main([*base, *extra])
+        err = capsys.readouterr().err
+        assert info.value.code == 2 and needle in err and err.count("\n") == 1, err
+
+
+def test_goodput_counts_requests_within_every_limit() -> None:
+    """One request, 1 s steps: TTFT 1 s, TPOT 1 s, E2EL 3 s over a 3 s run (vLLM's request_goodput:
+    requests meeting every --goodput limit, per second)."""
+    from kvplan.perf.bench_metrics import bench_figures
+    from kvplan.perf.schedule import simulate
+    from kvplan.results.slo import parse_goodput
+
+    config = SchedulerConfig(num_gpu_blocks=40, block_size=4, max_num_seqs=8, max_num_batched_tokens=2048)
+    trace = simulate([Request.of_ids(range(10, 18), 3, 0.0)], config, OneSecond())
+    assert bench_figures(trace, 0.0, parse_goodput(["ttft:1000,tpot:1000", "e2el:3000"]))["request_goodput"] == \
+        pytest.approx(1 / 3)
+    assert bench_figures(trace, 0.0, parse_goodput(["ttft:999"]))["request_goodput"] == 0.0
+    assert "request_goodput" not in bench_figures(trace, 0.0)
+
+
+@pytest.mark.parametrize("bad", ["ttft", "itl:5", "ttft:-1", "ttft:x"])
+def test_a_bad_goodput_is_refused(bad: str) -> None:
+    from kvplan.errors import KvplanError
+    from kvplan.results.slo import parse_goodput
+
+    with pytest.raises(KvplanError, match="--goodput"):
+        parse_goodput([bad])
