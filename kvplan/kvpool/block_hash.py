@@ -37,12 +37,19 @@ class TokenStream:
         del self.ids[num_tokens:]
         del self.hashes[num_tokens // self.block_size:]
 
-    def block_hashes(self, num_blocks: int) -> list[int]:
-        """The hashes of the first `num_blocks` full blocks (or of every full block, if fewer; the
-        stream's own list when it holds exactly those: do not modify it)."""
+    def hashes_to(self, num_blocks: int) -> list[int]:
+        """The stream's own list of block hashes, holding at least the first `num_blocks` (or every
+        full block, if fewer) and maybe more: index it only below the bound you asked for."""
         hashes, bs, ids = self.hashes, self.block_size, self.ids
         num_blocks = min(num_blocks, len(ids) // bs)
         while len(hashes) < num_blocks:
             i = len(hashes)
             hashes.append(hash((hashes[-1] if hashes else ROOT_HASH, tuple(ids[i * bs:(i + 1) * bs]))))
+        return hashes
+
+    def block_hashes(self, num_blocks: int) -> list[int]:
+        """The hashes of the first `num_blocks` full blocks (or of every full block, if fewer; the
+        stream's own list when it holds exactly those: do not modify it)."""
+        hashes = self.hashes_to(num_blocks)
+        num_blocks = min(num_blocks, len(self.ids) // self.block_size)
         return hashes if len(hashes) == num_blocks else hashes[:num_blocks]

@@ -42,12 +42,13 @@ class BlockPool:
         hash_of = self.hash_of
         return sum(1 for b in self.free_queue if hash_of[b] is not None)
 
-    def lookup(self, hashes: Sequence[int]) -> list[int]:
-        """The blocks of the longest cached prefix of `hashes` (vLLM's `find_longest_cache_hit`)."""
+    def lookup(self, hashes: Sequence[int], limit: int | None = None) -> list[int]:
+        """The blocks of the longest cached prefix of `hashes` (of its first `limit`; vLLM's
+        `find_longest_cache_hit`)."""
         hits: list[int] = []
         get, append = self.cache.get, hits.append
-        for h in hashes:
-            blocks = get(h)
+        for i in range(len(hashes) if limit is None else min(limit, len(hashes))):
+            blocks = get(hashes[i])
             if blocks is None:
                 break
             append(blocks[0])
@@ -115,13 +116,15 @@ class BlockPool:
     def free(self, blocks_in_eviction_order: Iterable[int]) -> None:
         """Drop one reference to each block; those left unowned join the free queue's tail in the
         order given (the first given is evicted first)."""
-        ref, queue = self.ref, self.free_queue
+        ref = self.ref
+        unowned = []
         for b in blocks_in_eviction_order:
             ref[b] -= 1
-            if ref[b] == 0:
-                queue[b] = None
-            elif ref[b] < 0:
-                raise AssertionError(f"block {b} freed twice")
+            if ref[b] <= 0:
+                if ref[b] < 0:
+                    raise AssertionError(f"block {b} freed twice")
+                unowned.append(b)
+        self.free_queue.update(dict.fromkeys(unowned))  # one C call: the tail, in the order given
 
     def check(self) -> None:
         """Every block is owned (ref > 0) or in the free queue, never both; the cache maps each

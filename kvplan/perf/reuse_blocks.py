@@ -108,7 +108,8 @@ class HashedBlocks(CpuOffload):
         if memo is not None and memo[0] is r and memo[1] == pool.version and memo[2] == r.known:
             return memo[3]
         self._stand_ins(r, r.known)
-        hits = pool.lookup(r.stream.block_hashes((r.known - 1) // self.config.block_size))
+        usable = (r.known - 1) // self.config.block_size
+        hits = pool.lookup(r.stream.hashes_to(usable), usable)
         self._lookup_memo = (r, pool.version, r.known, hits)
         return hits
 
@@ -207,7 +208,7 @@ class HashedBlocks(CpuOffload):
             if len(stream.ids) < full * bs:  # reply tokens not in the stream yet
                 self._stand_ins(r, full * bs)
             assert self.pool is not None
-            self.pool.cache_blocks(r.table, stream.block_hashes(full), registered, full)
+            self.pool.cache_blocks(r.table, stream.hashes_to(full), registered, full)
             r.registered = full
             if self.tier is not None:
                 self.offload(r, full)

@@ -63,13 +63,14 @@ class Router:
 
     def _longest_prefix(self, r: RequestState) -> Engine:
         bs = self.engines[0].config.block_size
-        hashes = r.stream.block_hashes((r.known - 1) // bs)
+        usable = (r.known - 1) // bs
+        hashes = r.stream.hashes_to(usable)
         blocks = -(-r.known // bs)
 
         def cost(e: Engine) -> int:
             assert e.pool is not None
             queued = sum(-(-q.known // bs) for q in (*e.pending, *e.frontend, *e.held, *e.waiting))
-            return blocks - len(e.pool.lookup(hashes)) + e.pool.num_used_blocks + queued
+            return blocks - len(e.pool.lookup(hashes, usable)) + e.pool.num_used_blocks + queued
 
         return min(self.engines, key=cost)
 
