@@ -55,6 +55,7 @@ class DecodeStretches:
     fast_steps: int
     cap: int
     horizon_s: float
+    full_s: float
 
     if TYPE_CHECKING:
         def next_event_s(self) -> float: ...
@@ -66,6 +67,8 @@ class DecodeStretches:
         def _evict(self, n: int) -> None: ...
 
         def pop_due(self, by_s: float) -> RequestState | None: ...
+
+        def next_due_s(self) -> float: ...
 
         def grow_hashed(self, r: RequestState, need: int, upto: int) -> None: ...
 
@@ -87,6 +90,8 @@ class DecodeStretches:
         done, clocks = self._time_stretch(len(self.running), steps, ctx0, due) if self.clock < due else (0, None)
         if self.waiting and done > 1 and clocks is not None:
             self._send_during(clocks[:done - 1])
+        elif done > 1 and clocks is not None and self.in_flight >= self.cap and self.next_due_s() <= clocks[done - 2]:
+            self.full_s = float(clocks[done - 2])  # due requests found no client slot at the stretch's boundaries
         self.run_stretch(done, steps, clocks)
         return True
 
@@ -187,7 +192,10 @@ class DecodeStretches:
             if r is None:
                 break
             j = int(bounds.searchsorted(r.arrival_s))  # the first boundary at or after its arrival
-            self._hand_over(r, float(bounds[j]), self.steps + j + 1)
+            waited = r.arrival_s <= self.full_s  # it waited for a client slot: sent at the boundary
+            self._hand_over(r, float(bounds[j]) if waited else float(r.arrival_s), self.steps + j + 1)
+        if self.in_flight >= self.cap and self.next_due_s() <= last:
+            self.full_s = float(last)  # as `send` marks it at each boundary a due request finds no slot
 
     def _time_stretch(self, n: int, steps: int, ctx0: int, due: float) -> tuple[int, np.ndarray]:
         """Time up to `steps` decode steps of `n` requests (`ctx0` tokens cached) at once: contexts grow

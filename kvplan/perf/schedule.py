@@ -61,6 +61,7 @@ class Engine(DecodeStretches, HashedBlocks):
         self.itl: list[float] = []
         self.clock = 0.0
         self.horizon_s = float("inf")  # behind a router: when the next request may be routed here
+        self.full_s = -1.0  # when a due request last found every client slot taken
         self.steps = self.in_flight = self.peak = self.max_running = self.preemptions = self.fast_steps = 0
         self.cap = max_concurrency or len(self.reqs) or 1
 
@@ -70,11 +71,17 @@ class Engine(DecodeStretches, HashedBlocks):
         if self.held:  # a step has run since they arrived: the next one is scheduled with them
             self.waiting.extend(self.held)
             self.held.clear()
-        while self.in_flight < self.cap:
-            r = self.pop_due(self.clock)
+        while True:
+            r = self.pop_due(self.clock) if self.in_flight < self.cap else None
             if r is None:
+                if self.in_flight >= self.cap and self.next_due_s() <= self.clock:
+                    self.full_s = self.clock  # a due request found every client slot taken
                 break
-            self._hand_over(r, max(self.clock, r.arrival_s), self.steps)
+            # vLLM's client starts a request's clock when it sends it (benchmarks/lib/
+            # endpoint_request_func.py, `st`): when it came due, even mid-step, unless it waited for
+            # a --max-concurrency slot (sent now, as a slot frees)
+            waited = r.arrival_s <= self.full_s
+            self._hand_over(r, max(self.clock, r.arrival_s) if waited else r.arrival_s, self.steps)
         while self.frontend and self.frontend[0].ready_s <= self.clock:
             self._arrive(self.frontend.popleft())
         if not self.waiting and not self.running:
@@ -116,6 +123,11 @@ class Engine(DecodeStretches, HashedBlocks):
         """A router sends `r` here (arrivals come in time order, so `pending` stays sorted)."""
         self.reqs.append(r)
         self.pending.append(r)
+
+    def next_due_s(self) -> float:
+        """When the next request not yet sent comes due (inf: none)."""
+        due = self.pending[0].arrival_s if self.pending else float("inf")
+        return min(due, self.later[0][0]) if self.later else due
 
     def pop_due(self, by_s: float) -> RequestState | None:
         """The next request due by `by_s` not yet sent: a conversation's released turn first (its user
