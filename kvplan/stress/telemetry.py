@@ -35,6 +35,9 @@ COUNTERS: dict[str, tuple[str, ...]] = {
     "num_preemptions_total": ("vllm:num_preemptions_total",),
     "prefix_cache_queries_total": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
     "prefix_cache_hits_total": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+    # a KV connector's (CPU offloading, LMCache): tokens asked of it past the GPU hits, tokens it had
+    "external_prefix_cache_queries_total": ("vllm:external_prefix_cache_queries_total",),
+    "external_prefix_cache_hits_total": ("vllm:external_prefix_cache_hits_total",),
     "prompt_tokens_total": ("vllm:prompt_tokens_total",),
     "generation_tokens_total": ("vllm:generation_tokens_total",),
 }

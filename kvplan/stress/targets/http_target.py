@@ -59,6 +59,13 @@ def _timeline(samples: list[dict[str, Any]], pool_bytes: int | None) -> list[Tim
     return out
 
 
+def counter_delta(samples: list[dict[str, Any]], key: str) -> int | None:
+    """What a server counter rose by over the run (first to last sample: the server counts from its
+    own start); None when the server does not report it."""
+    values = [s[key] for s in samples if s.get(key) is not None]
+    return int(values[-1] - values[0]) if values else None
+
+
 def _feature_notes(info: dict[str, Any], o: HttpOptions) -> list[str]:
     """What was sent, and whether the prompt lengths can be trusted."""
     notes = []
@@ -140,6 +147,8 @@ class HttpTarget:
             "peak_kv_bytes": max((s.kv_bytes_used for s in timeline if s.kv_bytes_used is not None), default=None),
             "peak_running_requests": max((s.running or 0 for s in timeline), default=None),
             "num_preemptions": timeline[-1].preemptions if timeline else None,
+            "prefix_hit_tokens": counter_delta(out.telemetry, "prefix_cache_hits_total"),
+            "external_prefix_hit_tokens": counter_delta(out.telemetry, "external_prefix_cache_hits_total"),
             "max_concurrent_requests": max_in_flight(out.records),
             "token_mismatches": len(out.token_mismatches), "errors_by_kind": dict(out.errors),
         }

@@ -65,3 +65,19 @@ def test_figures_that_cannot_be_measurements_are_dropped() -> None:
             "vllm:num_preemptions_total -3\n" "vllm:prefix_cache_hits_total 7\n")
     figures, _ = parse_metrics(text)
     assert figures == {"prefix_cache_hits_total": 7.0}
+
+
+def test_a_kv_connectors_counters_are_read_and_the_run_counts_their_rise() -> None:
+    """vLLM 0.19.1 exports a connector's lookups as vllm:external_prefix_cache_queries / _hits
+    (v1/metrics/loggers.py, counters: `_total` in the text format). A run's hits are what the
+    counter rose by between its first and last samples, not the total since the server started."""
+    from kvplan.stress.targets.http_target import counter_delta
+
+    text = ("# TYPE vllm:external_prefix_cache_hits counter\n"
+            'vllm:external_prefix_cache_hits_total{engine="0",model_name="m"} 4096\n'
+            'vllm:external_prefix_cache_queries_total{engine="0",model_name="m"} 9000\n')
+    figures, _ = parse_metrics(text)
+    assert figures == {"external_prefix_cache_hits_total": 4096.0, "external_prefix_cache_queries_total": 9000.0}
+    samples = [{"external_prefix_cache_hits_total": 4096.0}, {}, {"external_prefix_cache_hits_total": 6144.0}]
+    assert counter_delta(samples, "external_prefix_cache_hits_total") == 2048
+    assert counter_delta(samples, "prefix_cache_hits_total") is None
