@@ -96,6 +96,44 @@ ROUTER_KEYS = ("router", "replicas", "requests_per_replica", "prefix_cache_hit_r
                "num_preemptions")
 
 
+def _conversation_requests(knobs: dict, rate: float, seed: int, spec: Any, args: Any, prefix_caching: bool) -> list:
+    """`--conversations FILE`'s turns, conversations started at `rate` per second (inf: all at 0)."""
+    import math
+
+    from numpy.random import PCG64, Generator, SeedSequence
+    from pydantic import ValidationError
+
+    from kvplan.plan.budget import plan_capacity
+    from kvplan.validation import first_error
+    from kvplan.workload.conversations import Conversations
+
+    if not prefix_caching:
+        raise KvplanError("--conversations needs prefix caching (a later turn's history is what it would reuse)")
+    try:
+        conv = Conversations.model_validate(knobs, strict=False)
+    except ValidationError as exc:
+        loc, text = first_error(exc)
+        where = str(loc[0]) if loc else ""
+        flag = {"num_sessions": "--sessions", "path": "--conversations"}.get(where, "--" + where.replace("_", "-"))
+        raise KvplanError(f"{flag} {knobs.get(where)!r}: {text}") from None
+    starts = None
+    if not math.isinf(rate):
+        rng = Generator(PCG64(SeedSequence([seed, 0x53544152])))
+
+        def poisson():
+            t = 0.0
+            while True:
+                t += float(rng.exponential(1.0 / rate))
+                yield t
+
+        starts = poisson()
+    notes: list[str] = []
+    requests = conv.requests(seed, spec.vocab_size, plan_capacity(spec, args).max_model_len, starts, notes)
+    for note in notes:
+        typer.echo(f"kvplan: note: {note}", err=True)
+    return requests
+
+
 def _session_requests(knobs: dict, seed: int, vocab_size: int, prefix_caching: bool) -> list:
     """The synthetic conversations `--sessions` asks for; a bad knob is one line naming it."""
     from pydantic import ValidationError
@@ -176,6 +214,12 @@ def predict_command(
         help="Conversations instead of single requests: this many sessions, each of --turns turns resending its "
              "history (the prefix cache serves what it still holds).")] = None,
     turns: Annotated[int, typer.Option(help="Turns per session (with --sessions).")] = 4,
+    conversations: Annotated[str | None, typer.Option(
+        help="Conversations from a ShareGPT-format JSON file instead of the synthetic ones: each user message a "
+             "turn, the reply after it that turn's length; --sessions caps how many, --think-time-s and "
+             "--session-rate apply.", metavar="PATH")] = None,
+    tokenizer: Annotated[str | None, typer.Option(
+        help="Count --conversations text with this Hugging Face tokenizer (cached; else ~4 bytes a token).")] = None,
     shared_prefix_tokens: Annotated[int, typer.Option(
         help="A system prompt / tool definitions every session starts with (with --sessions).")] = 0,
     first_turn_tokens: Annotated[int, typer.Option(help="Each session's first message (with --sessions).")] = 256,
@@ -246,6 +290,10 @@ def predict_command(
                                            max_concurrency, seed)
     elif scenario:
         requests, max_concurrency = _scenario_requests(scenario, args.block_size, enable_prefix_caching)
+    elif conversations is not None:
+        requests = _conversation_requests(dict(
+            path=conversations, tokenizer=tokenizer, num_sessions=sessions, think_time_s=think_time_s,
+            think_distribution=think_distribution), _rate(session_rate), seed, spec, args, enable_prefix_caching)
     elif sessions is not None:
         requests = _session_requests(dict(
             num_sessions=sessions, turns=turns, shared_prefix_tokens=shared_prefix_tokens,

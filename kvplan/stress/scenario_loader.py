@@ -154,10 +154,12 @@ def load_scenario(path: str | Path) -> Scenario:
 
 
 def _dataset_beside(data: Any, scenario_path: Path) -> None:
-    """A dataset path written relative in a scenario file is relative to that file's folder."""
+    """A dataset or conversations path written relative in a scenario file is relative to that
+    file's folder."""
     workload = data.get("workload") if isinstance(data, dict) else None
-    dataset = workload.get("dataset") if isinstance(workload, dict) else None
-    if isinstance(dataset, dict) and isinstance(dataset.get("path"), str) and dataset["path"]:
-        path = Path(dataset["path"]).expanduser()
-        if not path.is_absolute():
-            dataset["path"] = str(scenario_path.parent.absolute() / path)
+    for key in ("dataset", "conversations"):
+        dataset = workload.get(key) if isinstance(workload, dict) else None
+        if isinstance(dataset, dict) and isinstance(dataset.get("path"), str) and dataset["path"]:
+            path = Path(dataset["path"]).expanduser()
+            if not path.is_absolute():
+                dataset["path"] = str(scenario_path.parent.absolute() / path)

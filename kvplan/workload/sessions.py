@@ -91,9 +91,14 @@ class Sessions(StrictModel):
         return [float(x) for x in gaps.cumsum()]
 
     def _think(self, rng: Generator) -> float:
-        if self.think_distribution == "constant" or self.think_time_s == 0:
-            return self.think_time_s
-        return float(rng.exponential(self.think_time_s))
+        return think_gap(rng, self.think_time_s, self.think_distribution)
+
+
+def think_gap(rng: Generator, mean_s: float, distribution: str) -> float:
+    """One gap between a reply and the next turn: `mean_s`, or drawn exponential with that mean."""
+    if distribution == "constant" or mean_s == 0:
+        return mean_s
+    return float(rng.exponential(mean_s))
 
 
 def next_turn_prompt(history: list[int], reply: list[int], turn: Request) -> list[int]:

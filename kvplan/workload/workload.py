@@ -21,10 +21,11 @@ from kvplan.errors import KvplanError
 from kvplan.validation import FieldIssue, StrictModel
 from kvplan.workload.arrivals import Arrival, ClosedLoop
 from kvplan.workload.classes import RequestClass, prefix_token_ids
+from kvplan.workload.conversations import Conversations
 from kvplan.workload.datasets import DatasetStream, load_dataset
 from kvplan.workload.datasets.ref import DATASET_NAMES, DatasetRef
 from kvplan.workload.lengths import sample_length
-from kvplan.workload.limits import SPECIAL_TOKEN_IDS
+from kvplan.workload.limits import MAX_REQUESTS, SPECIAL_TOKEN_IDS
 from kvplan.workload.prefix_cache import with_cached_tokens
 from kvplan.workload.prefix_repetition import PrefixRepetition
 from kvplan.workload.request import Request
@@ -36,13 +37,18 @@ class Workload(StrictModel):
     dataset: DatasetRef | None = None
     prefix_repetition: PrefixRepetition | None = None  # vLLM's synthetic prefix_repetition dataset
     sessions: Sessions | None = None  # conversations: the arrival process starts sessions, not requests
+    conversations: Conversations | None = None  # conversations read from a ShareGPT-format file
 
     @model_validator(mode="after")
     def _check(self) -> Workload:
+        given = [k for k in ("classes", "dataset", "prefix_repetition", "sessions", "conversations")
+                 if getattr(self, k) is not None]
+        if len(given) > 1:
+            raise FieldIssue((given[-1],), "give one of workload.classes, workload.dataset, "
+                             f"workload.prefix_repetition, workload.sessions or workload.conversations; got {given}")
+        if self.conversations is not None:
+            return self
         if self.sessions is not None:
-            if self.classes is not None or self.dataset is not None or self.prefix_repetition is not None:
-                raise FieldIssue(("sessions",), "give one of workload.classes, workload.dataset, "
-                                 "workload.prefix_repetition or workload.sessions")
             if self.sessions.session_rate_per_s is not None:
                 raise FieldIssue(("sessions", "session_rate_per_s"), "in a scenario the arrival block starts the "
                                  "sessions (its rate is sessions per second); drop session_rate_per_s")
@@ -125,6 +131,9 @@ def iter_requests(workload: Workload, arrival: Arrival, run: StreamSettings,
     if workload.sessions is not None:
         yield from _session_stream(workload.sessions, arrival, run, _rng(arrival_ss))
         return
+    if workload.conversations is not None:
+        yield from _conversation_stream(workload.conversations, arrival, run, _rng(arrival_ss))
+        return
     arrivals = None if isinstance(arrival, ClosedLoop) else arrival.times(_rng(arrival_ss), run.num_requests)
     for i, base in enumerate(_bodies(workload, run, stream, class_ss, length_ss, token_ss)):
         if run.num_requests is not None and i >= run.num_requests:
@@ -150,6 +159,15 @@ def _session_stream(sessions: Sessions, arrival: Arrival, run: StreamSettings, r
         return
     starts = arrival.times(rng, sessions.num_sessions)
     yield from sessions.requests(run.seed, run.vocab_size, starts=[next(starts) for _ in range(sessions.num_sessions)])
+
+
+def _conversation_stream(conv: Conversations, arrival: Arrival, run: StreamSettings,
+                         rng: Generator) -> Iterator[Request]:
+    """A conversation file's turns; the arrival process starts the conversations (a closed loop: all
+    at once, its concurrency caps the turns in flight)."""
+    starts = None if isinstance(arrival, ClosedLoop) else arrival.times(rng, conv.num_sessions or MAX_REQUESTS)
+    for r in conv.requests(run.seed, run.vocab_size, run.max_model_len, starts, []):
+        yield replace(r, arrival_s=None) if starts is None and not r.follows_turn else r
 
 
 def _bodies(workload: Workload, run: StreamSettings, stream: DatasetStream | None, class_ss: SeedSequence,

@@ -80,3 +80,17 @@ def test_a_cpu_tier_is_sized_as_vllm_sizes_it(capsys: pytest.CaptureFixture[str]
 def test_a_bad_cpu_tier_is_one_line(capsys: pytest.CaptureFixture[str], args: tuple[str, ...], named: str) -> None:
     rc, out, err = run(capsys, "--sessions", "2", *args)
     assert rc == 2 and not out and named in err and err.count("\n") == 1, err
+
+
+def test_conversations_from_a_file_hit_their_history(capsys: pytest.CaptureFixture[str]) -> None:
+    """tests/data/conversations/three.json (lengths in tests/workload/test_conversations.py): the
+    only later turn (22 tokens) follows a turn that computed 12 prompt + 4 reply tokens: one full
+    block of 16 hits."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "data" / "conversations" / "three.json"
+    rc, out, err = run(capsys, "--conversations", str(path), "--json")
+    assert rc == 0, err
+    figures = json.loads(out)
+    assert (figures["completed"], figures["prefix_cache_queries_tokens"]) == (4, 12 + 22 + 3 + 2)
+    assert figures["prefix_cache_hits_tokens"] == 16
