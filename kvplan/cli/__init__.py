@@ -3,7 +3,8 @@ imported inside the commands that need them so `kvplan --help` and `kvplan estim
 
 Modules: app.py (the typer apps), options.py (flags shared by commands, typed once),
 server_flags.py (the served model and GPU from those flags), plan_commands.py (estimate, sweep,
-gpus, profiles), perf_commands.py (predict, plan), stress_command.py (stress: run, print, save),
+gpus, profiles), perf_commands.py (predict, plan), reuse_commands.py (conversations and routers for
+predict; plan-sessions), stress_command.py (stress: run, print, save),
 prove_commands.py (serve, scenarios, calibrate, report), gate_commands.py (gate, baseline update).
 
 Every user mistake is a `KvplanError` (or a click usage error): one line on stderr, exit code 2,
@@ -18,7 +19,7 @@ from typing import Any
 
 import typer
 
-from kvplan.cli import gate_commands, perf_commands, plan_commands, prove_commands, stress_command  # noqa: F401  (they register the commands)
+from kvplan.cli import gate_commands, perf_commands, plan_commands, prove_commands, reuse_commands, stress_command  # noqa: F401  (they register the commands)
 from kvplan.cli.app import app
 from kvplan.errors import KvplanError
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from functools import partial
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -41,7 +41,8 @@ from kvplan.cli.options import (
     Util,
     Version,
 )
-from kvplan.cli.server_flags import load_device, load_served_model
+from kvplan.cli.reuse_commands import compare_routers, conversation_requests, session_requests
+from kvplan.cli.server_flags import gpu_prices, load_device, plan_candidates, served
 from kvplan.errors import KvplanError
 
 
@@ -49,18 +50,6 @@ def _rate(text: str) -> float:
     from kvplan.workload.datasets.random_dataset import parse_request_rate
 
     return parse_request_rate(text)  # its range: RandomDataset's check
-
-
-def _server(model: str, gpu: str, *, dtype: str, strict: bool, **flags):
-    """The served model and its engine arguments, read and checked as `estimate` reads them; what
-    the model's spec could not model is a warning (refused with --strict)."""
-    from kvplan.plan.engine_args import EngineArgs
-
-    args = EngineArgs.from_flags(gpu=load_device(gpu), dtype=dtype, **flags)
-    spec = load_served_model(model, dtype, strict=strict)
-    for warning in spec.warnings:
-        typer.echo(f"kvplan: warning: {warning}", err=True)
-    return spec, args
 
 
 def _warn_on_fallback(perf_model: str, gpu: str) -> None:
@@ -75,86 +64,6 @@ def _warn_on_fallback(perf_model: str, gpu: str) -> None:
     why = kernels_missing(name)
     if why is not None:
         typer.echo(f"kvplan: warning: --perf-model auto times {name} by the roofline: {why}", err=True)
-
-
-def _compare_routers(run: Any, policies: list[str], as_json: bool) -> None:
-    """One prediction per router policy, side by side."""
-    rows = []
-    for policy in policies:
-        figures = run(router=policy).figures
-        rows.append({k: figures.get(k) for k in ROUTER_KEYS})
-    if as_json:
-        typer.echo(json.dumps(json_safe({"routers": rows})))
-        return
-    from kvplan.report.predict_view import render_router_comparison
-
-    render_router_comparison(make_console(), rows)
-
-
-ROUTER_KEYS = ("router", "replicas", "requests_per_replica", "prefix_cache_hit_rate", "prefix_cache_hits_tokens",
-               "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "request_throughput", "request_goodput",
-               "num_preemptions")
-
-
-def _conversation_requests(knobs: dict, rate: float, seed: int, spec: Any, args: Any, prefix_caching: bool) -> list:
-    """`--conversations FILE`'s turns, conversations started at `rate` per second (inf: all at 0)."""
-    import math
-
-    from numpy.random import PCG64, Generator, SeedSequence
-    from pydantic import ValidationError
-
-    from kvplan.plan.budget import plan_capacity
-    from kvplan.validation import first_error
-    from kvplan.workload.conversations import Conversations
-
-    if not prefix_caching:
-        raise KvplanError("--conversations needs prefix caching (a later turn's history is what it would reuse)")
-    try:
-        conv = Conversations.model_validate(knobs, strict=False)
-    except ValidationError as exc:
-        loc, text = first_error(exc)
-        where = str(loc[0]) if loc else ""
-        flag = {"num_sessions": "--sessions", "path": "--conversations"}.get(where, "--" + where.replace("_", "-"))
-        raise KvplanError(f"{flag} {knobs.get(where)!r}: {text}") from None
-    starts = None
-    if not math.isinf(rate):
-        rng = Generator(PCG64(SeedSequence([seed, 0x53544152])))
-
-        def poisson():
-            t = 0.0
-            while True:
-                t += float(rng.exponential(1.0 / rate))
-                yield t
-
-        starts = poisson()
-    notes: list[str] = []
-    requests = conv.requests(seed, spec.vocab_size, plan_capacity(spec, args).max_model_len, starts, notes)
-    for note in notes:
-        typer.echo(f"kvplan: note: {note}", err=True)
-    return requests
-
-
-def _session_requests(knobs: dict, seed: int, vocab_size: int, prefix_caching: bool) -> list:
-    """The synthetic conversations `--sessions` asks for; a bad knob is one line naming it."""
-    from pydantic import ValidationError
-
-    from kvplan.validation import first_error
-    from kvplan.workload.sessions import Sessions
-
-    if not prefix_caching:
-        raise KvplanError("--sessions needs prefix caching (a later turn's history is what it would reuse); "
-                          "drop --no-enable-prefix-caching")
-    if knobs["session_rate_per_s"] is not None and knobs["session_rate_per_s"] == float("inf"):
-        knobs["session_rate_per_s"] = None
-    flags = {"num_sessions": "--sessions", "output_tokens": "--reply-tokens", "session_rate_per_s": "--session-rate"}
-    try:
-        sessions = Sessions.model_validate(knobs, strict=False)
-    except ValidationError as exc:
-        loc, text = first_error(exc)
-        where = str(loc[0]) if loc else ""
-        flag = flags.get(where, "--" + where.replace("_", "-"))
-        raise KvplanError(f"{flag} {knobs.get(where)!r}: {text}") from None
-    return sessions.requests(seed, vocab_size)
 
 
 def _scenario_requests(path: str, block_size: int, prefix_caching: bool):
@@ -269,7 +178,7 @@ def predict_command(
     from kvplan.perf.predict import predict as run_predict
     from kvplan.workload.datasets.random_dataset import RandomDataset
 
-    spec, args = _server(model, gpu, dtype=dtype, strict=strict, tensor_parallel_size=tp, pipeline_parallel_size=pp,
+    spec, args = served(model, gpu, dtype=dtype, strict=strict, tensor_parallel_size=tp, pipeline_parallel_size=pp,
                          data_parallel_size=dp, enable_expert_parallel=enable_expert_parallel,
                          quantization=quantization, kv_cache_dtype=kv_cache_dtype, max_model_len=max_model_len,
                          max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
@@ -291,11 +200,11 @@ def predict_command(
     elif scenario:
         requests, max_concurrency = _scenario_requests(scenario, args.block_size, enable_prefix_caching)
     elif conversations is not None:
-        requests = _conversation_requests(dict(
+        requests = conversation_requests(dict(
             path=conversations, tokenizer=tokenizer, num_sessions=sessions, think_time_s=think_time_s,
             think_distribution=think_distribution), _rate(session_rate), seed, spec, args, enable_prefix_caching)
     elif sessions is not None:
-        requests = _session_requests(dict(
+        requests = session_requests(dict(
             num_sessions=sessions, turns=turns, shared_prefix_tokens=shared_prefix_tokens,
             first_turn_tokens=first_turn_tokens, turn_tokens=turn_tokens, output_tokens=reply_tokens,
             think_time_s=think_time_s, think_distribution=think_distribution,
@@ -310,7 +219,7 @@ def predict_command(
                   kv_offloading_backend=kv_offloading_backend, replicas=replicas,
                   goodput_ms=parse_goodput(goodput or []) or None)
     if router is not None and "," in router:
-        _compare_routers(run, [p.strip() for p in router.split(",")], as_json)
+        compare_routers(run, [p.strip() for p in router.split(",")], as_json)
         return
     result = run(router=router)
     _warn_on_fallback(perf_model, gpu)
@@ -325,20 +234,6 @@ def predict_command(
     from kvplan.report.predict_view import render_prediction
 
     render_prediction(make_console(), figures, title)
-
-
-def _plan_candidates(gpus: str, quantizations: str) -> tuple[list, list[str | None]]:
-    """`plan`'s GPUs and runtime quantizations, each checked (one line naming a bad one)."""
-    from kvplan.spec.gpu import load_gpu
-
-    devices = [load_gpu(g.strip()) for g in gpus.split(",") if g.strip()]
-    if not devices:
-        raise KvplanError(f"--gpu names no GPU, got {gpus!r}")
-    quants = [None if q.strip() in ("none", "") else q.strip() for q in quantizations.split(",")]
-    for q in quants:
-        if q not in (None, "fp8"):
-            raise KvplanError(f"--quantization: {q!r} is not a runtime quantization kvplan plans; choices: none, fp8")
-    return devices, quants
 
 
 def _plain_run_requests(plain, input_len: int, output_len: int, range_ratio: float, max_concurrency: int | None,
@@ -378,24 +273,6 @@ def _compare_with_run(figures: dict, bench, path: str, title: str, as_json: bool
     from kvplan.report.predict_view import render_comparison
 
     render_comparison(make_console(), rows, f"{title} vs {path}", bench.failed)
-
-
-def _prices(texts: list[str], candidates: list[str]) -> dict[str, Any]:
-    """Each candidate GPU's price per GPU-hour: --price GPU=USD, else the catalog's list price."""
-    from kvplan.spec.gpu import load_gpu
-    from kvplan.spec.prices import prices_for, user_price
-
-    given = {}
-    for text in texts:
-        name, eq, value = text.partition("=")
-        if not eq or not name.strip():
-            raise KvplanError(f"--price takes GPU=USD_PER_HOUR (e.g. h100=2.5), got {text!r}")
-        gpu = load_gpu(name.strip()).name
-        if gpu not in candidates:
-            raise KvplanError(f"--price {text}: {gpu} is not a GPU this plan considers ({', '.join(candidates)}); "
-                              "add it to --gpu or drop the price")
-        given[gpu] = user_price(gpu, value.strip())
-    return prices_for(candidates, given)
 
 
 @app.command("plan")
@@ -465,10 +342,10 @@ def plan_command(
     quantizations = quantizations or quantization
     slo = plan_slo(slo_ttft_ms, slo_tpot_ms, slo_percentile)
     # the GPU is each candidate's: the base arguments are planned on H100 only to check the flags
-    spec, args = _server(model, "h100-sxm-80gb", dtype=dtype, strict=strict, max_model_len=max_model_len,
+    spec, args = served(model, "h100-sxm-80gb", dtype=dtype, strict=strict, max_model_len=max_model_len,
                          vllm_version=vllm_version, async_scheduling=async_scheduling,
                          gpu_memory_utilization=gpu_memory_utilization)
-    devices, quants = _plan_candidates(gpus or ",".join(DEFAULT_GPUS), quantizations)
+    devices, quants = plan_candidates(gpus or ",".join(DEFAULT_GPUS), quantizations)
     workload = RandomDataset(
         random_input_len, random_output_len, random_range_ratio, num_prompts, request_rate, burstiness, None, seed
     )
@@ -480,7 +357,7 @@ def plan_command(
         devices,
         kv_dtypes=[k.strip() for k in kv_cache_dtypes.split(",") if k.strip()],
         quantizations=quants,
-        prices=_prices(price or [], [d.name for d in devices]),
+        prices=gpu_prices(price or [], [d.name for d in devices]),
         perf_model=perf_model,
     )
     if as_json:

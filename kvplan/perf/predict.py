@@ -171,14 +171,13 @@ def check_routing(requests: list[Request], config: SchedulerConfig, args: Engine
                   router: str | None) -> str | None:
     """The router policy to simulate, or None for one replica (vLLM's own data parallelism aside)."""
     from kvplan.perf.reuse_blocks import uses_hashed_pool
-    from kvplan.perf.router import POLICIES
+    from kvplan.perf.router import POLICIES, check_router
 
     if router is None:
         if replicas != 1:
             raise KvplanError(f"--replicas {replicas} needs --router ({', '.join(POLICIES)})")
         return None
-    if router not in POLICIES:
-        raise KvplanError(f"--router {router!r}: choose one of {', '.join(POLICIES)}")
+    check_router(router)
     if replicas < 2:
         raise KvplanError(f"--router {router} routes between replicas: give --replicas 2 or more, got {replicas}")
     if args.data_parallel_size > 1:

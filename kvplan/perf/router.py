@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
+from kvplan.errors import KvplanError
 from kvplan.perf.request_state import RequestState
 from kvplan.perf.reuse_blocks import link_turns
 from kvplan.perf.schedule import Engine
@@ -31,6 +32,13 @@ from kvplan.perf.trace import Trace
 from kvplan.workload.request import Request
 
 POLICIES = ("round-robin", "least-loaded", "session", "prefix")
+
+
+def check_router(policy: str) -> str:
+    """`policy` if kvplan models it; else one line naming the choices."""
+    if policy not in POLICIES:
+        raise KvplanError(f"--router {policy!r}: choose one of {', '.join(POLICIES)}")
+    return policy
 
 
 class Router:

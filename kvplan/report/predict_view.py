@@ -239,3 +239,29 @@ def render_router_comparison(console: Console, rows: list[dict[str, Any]]) -> No
     console.print(table)
     if all(r.get("request_goodput") is None for r in rows):
         console.print("[dim]goodput: give --goodput ttft:MS,tpot:MS to count requests meeting them[/dim]")
+
+
+def render_session_plan(console: Console, answer: dict[str, Any]) -> None:
+    """`plan-sessions`: the answer, its tier curve and every configuration tried (predicted)."""
+    slo = answer["slo"]
+    best = answer["best"]
+    if best is None:
+        console.print(f"no configuration tried meets P99 TTFT <= {slo['ttft_ms']:g} ms and TPOT <= "
+                      f"{slo['tpot_ms']:g} ms (predicted); the trials are below")
+    else:
+        cost = "unpriced" if best["usd_per_hour"] is None else f"${best['usd_per_hour']:.2f}/h"
+        console.print(f"[bold]{best['replicas']} x {best['gpu']} TP{best['tp']}, CPU tier {best['tier_gib']:g} GiB, "
+                      f"router {answer['router']}[/bold] ({cost}; predicted P99 TTFT {best['p99_ttft_ms']:.0f} ms, "
+                      f"TPOT {best['p99_tpot_ms']:.1f} ms)", highlight=False)
+        console.print(answer["vllm_serve"], soft_wrap=True, highlight=False, markup=False)
+        if answer.get("note"):
+            console.print(f"[dim]{answer['note']}[/dim]")
+    table = Table(title="Trials (predicted)", header_style="bold")
+    for name in ("GPU", "TP", "CPU tier GiB", "replicas", "P99 TTFT ms", "P99 TPOT ms", "GPU hit rate",
+                 "with CPU tier", "meets", "$/h"):
+        table.add_column(name, justify="left" if name == "GPU" else "right")
+    for t in answer["trials"]:
+        table.add_row(t["gpu"], str(t["tp"]), f"{t['tier_gib']:g}", str(t["replicas"]), _fmt(t["p99_ttft_ms"], ".0f"),
+                      _fmt(t["p99_tpot_ms"], ".1f"), f"{t['hit_rate']:.1%}", f"{t['total_hit_rate']:.1%}",
+                      "yes" if t["meets"] else "no", "-" if t["usd_per_hour"] is None else f"{t['usd_per_hour']:.2f}")
+    console.print(table)
