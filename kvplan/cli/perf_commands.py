@@ -145,6 +145,8 @@ def predict_command(
     kv_offloading_size: Annotated[float | None, typer.Option(
         help="A CPU tier of this many GiB (all ranks together), vLLM's --kv-offloading-size: blocks are "
              "stored there as they fill and loaded back on a GPU miss.")] = None,
+    host_memory_gib: Annotated[float | None, typer.Option(
+        help="The server's host memory, GiB: a --kv-offloading-size larger than it is refused.")] = None,
     kv_offloading_backend: Annotated[str, typer.Option(
         help="vLLM's --kv-offloading-backend: native (modelled) or lmcache (refused: not modelled).",
         metavar="native|lmcache")] = "native",
@@ -216,7 +218,7 @@ def predict_command(
 
     run = partial(run_predict, spec, args, requests, max_concurrency=max_concurrency, perf_model=perf_model,
                   explain=explain, prefix_caching=enable_prefix_caching, kv_offloading_size_gib=kv_offloading_size,
-                  kv_offloading_backend=kv_offloading_backend, replicas=replicas,
+                  kv_offloading_backend=kv_offloading_backend, replicas=replicas, host_memory_gib=host_memory_gib,
                   goodput_ms=parse_goodput(goodput or []) or None)
     if router is not None and "," in router:
         compare_routers(run, [p.strip() for p in router.split(",")], as_json)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -95,6 +95,9 @@ def estimate_command(
         str | None,
         typer.Option(help="vLLM --mm-processor-kwargs JSON; max_pixels bounds a Qwen-VL image in the profile run."),
     ] = None,
+    kv_offloading_size: Annotated[float | None, typer.Option(
+        help="Also size vLLM's native CPU tier of this many GiB (--kv-offloading-size, all ranks together): "
+             "its blocks and tokens, and how long a block takes to load over the GPU's host link.")] = None,
     as_json: AsJson = False,
     strict: Strict = False,
 ) -> None:
@@ -137,7 +140,19 @@ def estimate_command(
         want = target_concurrency if target_concurrency is not None else (None if est.fit.fits else concurrency)
         rec = recommend(spec, args, want) if want is not None else None
         fixes = fixes_for(spec, args, capacity, want)
-    _print_estimate(est, fixes, rec, as_json)
+    tier = _cpu_tier(capacity, args, kv_offloading_size) if kv_offloading_size is not None else None
+    _print_estimate(est, fixes, rec, as_json, tier)
+
+
+def _cpu_tier(capacity: Any, args: Any, size_gib: float) -> dict[str, Any]:
+    """The CPU tier `--kv-offloading-size` gives beside the GPU pool (needs a GPU plan)."""
+    from kvplan.perf.cpu_tier_plan import cpu_tier_plan
+
+    if capacity is None or args.gpu is None:
+        raise KvplanError("--kv-offloading-size needs a GPU: add --gpu NAME")
+    tier = cpu_tier_plan(capacity, args, size_gib, "native", True)
+    return {**tier.figures(), "cpu_tier_tokens": tier.num_blocks * capacity.block_size_tokens,
+            "gpu_kv_cache_tokens": capacity.num_gpu_blocks * capacity.block_size_tokens}
 
 
 def _check_plan_flags(args, *, target_concurrency: int | None, vllm_version: str | None) -> None:
@@ -166,13 +181,16 @@ def _multimodal_args(
                    skip_mm_profiling=skip_mm_profiling, mm_max_pixels=max_pixels)
 
 
-def _print_estimate(est, fixes, rec, as_json: bool) -> None:
+def _print_estimate(est, fixes, rec, as_json: bool, tier: dict[str, Any] | None = None) -> None:
     from kvplan.plan.estimate import to_json
 
     for warning in est.warnings:
         typer.echo(f"kvplan: warning: {warning}", err=True)
     if as_json:
-        typer.echo(json.dumps(to_json(est, fixes, rec), indent=2))
+        out = to_json(est, fixes, rec)
+        if tier is not None:
+            out["cpu_tier"] = tier
+        typer.echo(json.dumps(out, indent=2))
         return
     from kvplan.report.capacity_view import render_fixes, render_recommendation
     from kvplan.report.estimate_view import render_estimate
@@ -182,6 +200,13 @@ def _print_estimate(est, fixes, rec, as_json: bool) -> None:
     render_fixes(console, fixes)
     if rec is not None:
         render_recommendation(console, rec)
+    if tier is not None:
+        console.print(f"CPU tier ({tier['kv_offloading_size_gib']:g} GiB, vLLM's native offloading): "
+                      f"{tier['cpu_tier_blocks']:,} blocks = {tier['cpu_tier_tokens']:,} tokens beside the GPU's "
+                      f"{tier['gpu_kv_cache_tokens']:,}; a block loads in {tier['cpu_load_ms_per_block']:.3f} ms over "
+                      f"{tier['host_link']}", highlight=False)
+        if tier.get("kv_offloading_note"):
+            console.print(f"[dim]{tier['kv_offloading_note']}[/dim]")
 
 
 def _int_list(flag: str, text: str, largest: int) -> list[int]:

@@ -47,8 +47,10 @@ class CpuTierPlan:
 
 
 def cpu_tier_plan(plan: CapacityPlan, args: EngineArgs, size_gib: float, backend: str,
-                  prefix_caching: bool) -> CpuTierPlan:
-    """The tier vLLM builds for `--kv-offloading-size size_gib`; bad settings are one line."""
+                  prefix_caching: bool, host_memory_gib: float | None = None) -> CpuTierPlan:
+    """The tier vLLM builds for `--kv-offloading-size size_gib`; bad settings are one line. With
+    `host_memory_gib` (the server's RAM, all its GPUs' tiers share it) a tier that does not fit is
+    refused: vLLM pins the whole tier at start-up."""
     if backend not in BACKENDS:
         raise KvplanError(f"--kv-offloading-backend {backend!r}: choose one of {', '.join(BACKENDS)}")
     if backend == "lmcache":
@@ -56,6 +58,9 @@ def cpu_tier_plan(plan: CapacityPlan, args: EngineArgs, size_gib: float, backend
                           "kvplan models vLLM's native CPU offloading (--kv-offloading-backend native)")
     if not 0 < size_gib <= MAX_TIER_GIB:
         raise KvplanError(f"--kv-offloading-size {size_gib:g}: give the CPU tier in GiB, in (0, {MAX_TIER_GIB}]")
+    if host_memory_gib is not None and size_gib > host_memory_gib:
+        raise KvplanError(f"--kv-offloading-size {size_gib:g} GiB is more than the host's --host-memory-gib "
+                          f"{host_memory_gib:g}: vLLM pins the whole tier in host memory at start-up")
     if not prefix_caching:
         raise KvplanError("--kv-offloading-size needs prefix caching (the tier is looked up by block hashes)")
     gpu = args.gpu

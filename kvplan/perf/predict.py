@@ -116,7 +116,8 @@ def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_c
             coefficients: Coefficients | None = None, num_gpu_blocks: int | None = None,
             perf_model: str = "roofline", explain: bool = False, prefix_caching: bool = True,
             kv_offloading_size_gib: float | None = None, kv_offloading_backend: str = "native",
-            replicas: int = 1, router: str | None = None, goodput_ms: dict[str, float] | None = None) -> Prediction:
+            replicas: int = 1, router: str | None = None, goodput_ms: dict[str, float] | None = None,
+            host_memory_gib: float | None = None) -> Prediction:
     """Simulate `requests` against vLLM serving `spec` with `args`; `num_gpu_blocks` overrides the
     planned pool (a start-up log's figure); `explain`: figures["explain"] says where the median
     request's TTFT and a decode step's time go (`kvplan.perf.explain`)."""
@@ -125,7 +126,8 @@ def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_c
     plan = server_plan(spec, args)
     tier = None
     if kv_offloading_size_gib is not None:
-        tier = cpu_tier_plan(plan, args, kv_offloading_size_gib, kv_offloading_backend, prefix_caching)
+        tier = cpu_tier_plan(plan, args, kv_offloading_size_gib, kv_offloading_backend, prefix_caching,
+                             host_memory_gib)
     config = scheduler_config(plan, num_gpu_blocks, prefix_caching, tier)
     check_requests(requests, plan, config.num_gpu_blocks)
     model = step_cost(spec, args, coefficients, perf_model)

@@ -94,3 +94,23 @@ def test_conversations_from_a_file_hit_their_history(capsys: pytest.CaptureFixtu
     figures = json.loads(out)
     assert (figures["completed"], figures["prefix_cache_queries_tokens"]) == (4, 12 + 22 + 3 + 2)
     assert figures["prefix_cache_hits_tokens"] == 16
+
+
+def test_estimate_sizes_the_cpu_tier_beside_the_pool(capsys: pytest.CaptureFixture[str]) -> None:
+    """64 GiB over Llama-3.1-8B's 2 MiB blocks (16 tokens): 32,768 blocks, 524,288 tokens."""
+    from kvplan.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["estimate", "--model", "llama-3.1-8b-instruct", "--gpu", "h100", "--ctx", "8192",
+              "--kv-offloading-size", "64", "--json"])
+    assert info.value.code in (0, None)
+    tier = json.loads(capsys.readouterr().out)["cpu_tier"]
+    assert (tier["cpu_tier_blocks"], tier["cpu_tier_tokens"]) == (32768, 524288)
+    with pytest.raises(SystemExit) as info:
+        main(["estimate", "--model", "llama-3.1-8b-instruct", "--ctx", "8192", "--kv-offloading-size", "64"])
+    assert info.value.code == 2 and "needs a GPU" in capsys.readouterr().err
+
+
+def test_a_cpu_tier_larger_than_the_host_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run(capsys, "--sessions", "2", "--kv-offloading-size", "512", "--host-memory-gib", "256")
+    assert rc == 2 and not out and "more than the host's --host-memory-gib 256" in err and err.count("\n") == 1
