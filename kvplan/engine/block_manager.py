@@ -15,6 +15,7 @@ from __future__ import annotations
 from kvplan.engine.sequence import Sequence, SequenceStatus
 from kvplan.kvpool.block_hash import chain_hash
 from kvplan.kvpool.block_pool import BlockPool
+from kvplan.kvpool.cpu_tier import CpuTier
 
 
 class BlockManager:
@@ -27,7 +28,8 @@ class BlockManager:
     """
 
     def __init__(self, num_blocks: int, block_size: int, *, enable_prefix_caching: bool = False,
-                 reserve_blocks_per_seq: int | None = None, num_cpu_blocks: int = 0) -> None:
+                 reserve_blocks_per_seq: int | None = None, num_cpu_blocks: int = 0,
+                 num_tier_blocks: int = 0) -> None:
         self.block_size = block_size
         self.num_blocks = num_blocks
         self.enable_prefix_caching = enable_prefix_caching
@@ -36,6 +38,12 @@ class BlockManager:
         self._registered: dict[int, int] = {}  # seq_id -> its leading blocks registered in the cache
         self.num_cpu_blocks = num_cpu_blocks
         self._cpu_free: list[int] = list(range(num_cpu_blocks - 1, -1, -1))
+        # a CPU tier (vLLM's native offloading): what each sequence offered it, and this step's
+        # copies out ((device block, host block) pairs, and their hashes: readable once copied)
+        self.tier = CpuTier(num_tier_blocks) if num_tier_blocks and enable_prefix_caching else None
+        self._offered: dict[int, int] = {}
+        self.stores: list[tuple[int, int]] = []
+        self.store_hashes: list[int] = []
 
     # --- accounting ---------------------------------------------------------------------------
     @property
@@ -95,6 +103,54 @@ class BlockManager:
         if num_full > done:
             self.pool.cache_blocks(seq.block_table, self._block_hashes(seq, num_full), done, num_full)
             self._registered[seq.seq_id] = num_full
+            if self.tier is not None:
+                self._offload(seq, num_full)
+
+    # --- the CPU tier ---------------------------------------------------------------------------
+    def _offload(self, seq: Sequence, num_full: int) -> None:
+        """Offer `seq`'s newly full blocks to the tier (vLLM: each step's scheduled requests)."""
+        assert self.tier is not None
+        done = self._offered.get(seq.seq_id, 0)
+        if num_full <= done:
+            return
+        hashes = self._block_hashes(seq, num_full)
+        new = self.tier.store(hashes[done:num_full])
+        if new is None:
+            return  # no room: offered again when another block fills
+        self._offered[seq.seq_id] = num_full
+        if new:
+            self.tier.touch(hashes)
+            where = {h: i for i, h in enumerate(hashes[done:num_full], start=done)}
+            self.stores += [(seq.block_table[where[h]], self.tier.slot[h]) for h in new]
+            self.store_hashes += new
+
+    def match_cpu(self, seq: Sequence, hits: list[int]) -> list[int]:
+        """Hashes of the blocks past the GPU `hits` the tier holds (at least one whole block past
+        them; all its full blocks touched first, as vLLM's get_num_new_matched_tokens does)."""
+        if self.tier is None:
+            return []
+        full = len(seq) // self.block_size
+        hashes = self._block_hashes(seq, full)
+        self.tier.touch(hashes)
+        if full - len(hits) < 1:
+            return []
+        return hashes[len(hits):len(hits) + self.tier.lookup(hashes[len(hits):full])]
+
+    def load(self, seq: Sequence, hits: list[int], found: list[int]) -> list[tuple[int, int]]:
+        """(host, device) pairs copying the tier's `found` blocks into `seq`'s blocks after its hits."""
+        assert self.tier is not None
+        self._offered[seq.seq_id] = len(hits) + len(found)  # vLLM does not store back what it loaded
+        return [(self.tier.slot[h], seq.block_table[len(hits) + i]) for i, h in enumerate(found)]
+
+    def take_stores(self) -> tuple[list[tuple[int, int]], list[int]]:
+        """This step's copies to the tier, handed to whoever copies them (then `stores_done`)."""
+        pairs, hashes = self.stores, self.store_hashes
+        self.stores, self.store_hashes = [], []
+        return pairs, hashes
+
+    def stores_done(self, hashes: list[int], ok: bool = True) -> None:
+        if self.tier is not None:
+            (self.tier.stored if ok else self.tier.unstore)(hashes)
 
     def forget_uncomputed(self, seq: Sequence) -> None:
         """A failed step registered blocks it never filled: their hashes go (no one may hit them)."""
@@ -145,6 +201,10 @@ class BlockManager:
             self.pool.free(reversed(seq.block_table))  # tail first, so a prefix outlives its suffix in the LRU
         self._registered.pop(seq.seq_id, None)
         seq.block_table = []
+
+    def forget(self, seq: Sequence) -> None:
+        """`seq` is done: what it offered the tier is no longer tracked (a preempted one keeps it)."""
+        self._offered.pop(seq.seq_id, None)
 
     # --- swapping -----------------------------------------------------------------------------
     def _num_swapped_blocks(self, seq: Sequence) -> int:

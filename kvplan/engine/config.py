@@ -59,6 +59,9 @@ class EngineConfig:
     enable_prefix_caching: bool = False
     allocator: Allocator = "paged"
     swap_space_bytes: int = Field(default=0, ge=0)  # CPU pool for swap preemption; 0 = preempt by recompute
+    # a CPU tier as vLLM's native offloading (--kv-offloading-size): full blocks copied there as
+    # they are scheduled, loaded back on a GPU miss; 0 = none (needs enable_prefix_caching)
+    kv_offloading_bytes: int = Field(default=0, ge=0)
     device: str = "cpu"
     dtype: str = "auto"  # model dtype: see compute_dtype()
     num_gpu_blocks_override: int | None = Field(default=None, gt=0)
@@ -66,7 +69,7 @@ class EngineConfig:
     # intra-op CPU threads; None: chosen at start-up from the free cores (engine/threads.py)
     num_threads: int | None = Field(default=None, gt=0)
 
-    @field_validator("kv_cache_memory_bytes", "swap_space_bytes", mode="before")
+    @field_validator("kv_cache_memory_bytes", "swap_space_bytes", "kv_offloading_bytes", mode="before")
     @classmethod
     def _bytes(cls, v: Any) -> Any:
         return parse_bytes(v)

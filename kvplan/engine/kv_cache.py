@@ -35,7 +35,7 @@ class KVCache:
     """Device pool (plus an optional CPU pool for swapping); writes and reads whole slots."""
 
     def __init__(self, spec: ModelSpec, num_blocks: int, block_size: int, kv_dtype: str, compute_dtype: torch.dtype,
-                 device: torch.device | str = "cpu", num_cpu_blocks: int = 0) -> None:
+                 device: torch.device | str = "cpu", num_cpu_blocks: int = 0, num_tier_blocks: int = 0) -> None:
         heads = {(layer.num_kv_heads, layer.head_dim_k, layer.head_dim_v) for layer in spec.layers}
         if len(heads) != 1 or any(layer.kind not in ("full", "sliding") for layer in spec.layers):
             raise KvplanError(
@@ -65,6 +65,12 @@ class KVCache:
         if num_cpu_blocks:
             self.cpu_kv, self.cpu_scales = self._allocate(num_cpu_blocks, "cpu", pin)
         self.num_cpu_blocks = num_cpu_blocks
+        # the CPU tier's host blocks (`kv_offloading_bytes`): blocks copied out and back by hash
+        self.tier_kv: torch.Tensor | None = None
+        self.tier_scales: torch.Tensor | None = None
+        if num_tier_blocks:
+            self.tier_kv, self.tier_scales = self._allocate(num_tier_blocks, "cpu", pin)
+        self.num_tier_blocks = num_tier_blocks
         if self.nbytes != num_blocks * self.bytes_per_block:
             raise KvplanError(f"KV pool layout ({self.nbytes} bytes) disagrees with plan.kv.bytes_per_block "
                               f"({num_blocks} x {self.bytes_per_block}); {spec.name} is not supported by the engine")
@@ -148,6 +154,19 @@ class KVCache:
         if self.scales is not None and self.cpu_scales is not None:
             scales = (self.scales, self.cpu_scales)
             self._copy(scales[order[0]], scales[order[1]], src_ids, dst_ids)
+
+    def tier_copy(self, pairs: tuple[tuple[int, int], ...], *, to_tier: bool) -> None:
+        """Copy blocks to the CPU tier ((device, host) pairs) or back ((host, device) pairs)."""
+        if not pairs:
+            return
+        assert self.tier_kv is not None, "the CPU tier needs kv_offloading_bytes > 0"
+        src_ids, dst_ids = (list(ids) for ids in zip(*pairs))
+        pools = (self._raw(self.kv), self._raw(self.tier_kv))
+        src, dst = pools if to_tier else pools[::-1]
+        self._copy(src, dst, src_ids, dst_ids)
+        if self.scales is not None and self.tier_scales is not None:
+            src_s, dst_s = (self.scales, self.tier_scales) if to_tier else (self.tier_scales, self.scales)
+            self._copy(src_s, dst_s, src_ids, dst_ids)
 
     @staticmethod
     def _raw(x: torch.Tensor) -> torch.Tensor:

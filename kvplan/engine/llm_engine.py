@@ -92,12 +92,17 @@ class LLMEngine:
                 f"the KV pool holds {num_blocks} blocks ({num_blocks * config.block_size} tokens) but one request of "
                 f"max_model_len={self.max_model_len} needs {blocks_per_request}; raise kv_cache_memory_bytes "
                 f"(>= {blocks_per_request * self.bytes_per_block} bytes) or lower max_model_len")
+        tier_blocks = blocks_in_budget(config.kv_offloading_bytes, self.bytes_per_block)
+        if tier_blocks and not config.enable_prefix_caching:
+            raise KvplanError("kv_offloading_bytes needs enable_prefix_caching: the CPU tier is looked up by "
+                              "block hash")
         self.kv_cache = KVCache(self.spec, num_blocks, config.block_size, self.kv_cache_dtype, model.dtype, self.device,
-                                num_cpu_blocks=blocks_in_budget(config.swap_space_bytes, self.bytes_per_block))
+                                num_cpu_blocks=blocks_in_budget(config.swap_space_bytes, self.bytes_per_block),
+                                num_tier_blocks=tier_blocks)
         self.block_manager = BlockManager(
             num_blocks, config.block_size, enable_prefix_caching=config.enable_prefix_caching,
             reserve_blocks_per_seq=blocks_per_request if config.allocator == "contiguous" else None,
-            num_cpu_blocks=self.kv_cache.num_cpu_blocks)
+            num_cpu_blocks=self.kv_cache.num_cpu_blocks, num_tier_blocks=tier_blocks)
         self.scheduler = Scheduler(self.block_manager, max_num_seqs=config.max_num_seqs,
                                    max_num_batched_tokens=config.max_num_batched_tokens,
                                    enable_swap=self.kv_cache.num_cpu_blocks > 0)
@@ -114,6 +119,7 @@ class LLMEngine:
         self._step = 0
         self._total_preemptions = 0
         self._total_prefix_hit_tokens = 0
+        self._total_cpu_hit_tokens = 0
         self.num_failed_requests = 0  # requests failed by their step (finish_reason "error")
 
     # --- construction -------------------------------------------------------------------------
@@ -258,7 +264,13 @@ class LLMEngine:
             if seq.first_scheduled_time_s is None:
                 seq.first_scheduled_time_s = start
         swap_blocks(self.kv_cache, batch)
+        self.kv_cache.tier_copy(batch.blocks_to_load, to_tier=False)
         result = run_isolated(self.runner, batch)
+        stores, stored_hashes = self.block_manager.take_stores()
+        if not result.failed:  # a failed step's blocks hold no K/V to keep
+            self.kv_cache.tier_copy(tuple(stores), to_tier=True)
+        self.block_manager.stores_done(stored_hashes, ok=not result.failed)
+        self._total_cpu_hit_tokens += batch.num_cpu_hit_tokens
         now = time.perf_counter()
         for seq, n in result.ran:
             seq.num_computed_tokens += n
@@ -330,6 +342,7 @@ class LLMEngine:
             total_preemptions=self._total_preemptions,
             total_prefix_hit_tokens=self._total_prefix_hit_tokens,
             total_evicted_blocks=bm.num_evicted_blocks,
+            total_cpu_hit_tokens=self._total_cpu_hit_tokens,
         )
 
     def generate(

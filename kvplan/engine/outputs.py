@@ -55,6 +55,7 @@ class EngineStats:
     total_preemptions: int
     total_prefix_hit_tokens: int
     total_evicted_blocks: int = 0  # cached blocks a new allocation has taken the hash from
+    total_cpu_hit_tokens: int = 0  # prompt tokens the CPU tier (kv_offloading_bytes) served
 
     @property
     def kv_cache_usage(self) -> float:

@@ -29,6 +29,8 @@ class ScheduledBatch:
     num_swapped_out: int = 0
     num_swapped_in: int = 0
     num_prefix_hit_tokens: int = 0
+    blocks_to_load: tuple[tuple[int, int], ...] = ()  # (tier host block, device block): copied before the step
+    num_cpu_hit_tokens: int = 0  # prompt tokens the CPU tier served this step
 
     @property
     def num_tokens(self) -> int:
@@ -48,6 +50,8 @@ class _Step:
     swapped_out: int = 0
     swapped_in: int = 0
     hit_tokens: int = 0
+    load: list[tuple[int, int]] = field(default_factory=list)
+    cpu_hit_tokens: int = 0
 
     def add(self, seq: Sequence, num_tokens: int) -> None:
         self.seqs.append(seq)
@@ -56,7 +60,8 @@ class _Step:
 
     def batch(self) -> ScheduledBatch:
         return ScheduledBatch(tuple(self.seqs), tuple(self.counts), tuple(self.swap_out), tuple(self.swap_in),
-                              self.preempted, self.swapped_out, self.swapped_in, self.hit_tokens)
+                              self.preempted, self.swapped_out, self.swapped_in, self.hit_tokens, tuple(self.load),
+                              self.cpu_hit_tokens)
 
 
 class Scheduler:
@@ -136,19 +141,26 @@ class Scheduler:
             step.add(seq, n)
 
     def _admit_waiting(self, step: _Step) -> None:
-        """Waiting sequences, head first and never skipped (so none starves), reusing cached prefix blocks."""
+        """Waiting sequences, head first and never skipped (so none starves), reusing cached prefix
+        blocks, then the CPU tier's blocks past them (copied in before the step: the engine loads
+        synchronously, where vLLM holds the request until its copy ends)."""
         bm = self.block_manager
         while not self.swapped and self.waiting and step.budget > 0 and len(self.running) < self.max_num_seqs:
             seq = self.waiting[0]
             hits = bm.match_prefix(seq)
-            cached = len(hits) * bm.block_size
+            found = bm.match_cpu(seq, hits)
+            cached = min((len(hits) + len(found)) * bm.block_size, len(seq) - 1)  # a full hit computes its last token
             n = min(len(seq) - cached, step.budget)
             if not bm.can_allocate(seq, hits, cached + n):
                 break
             self.waiting.popleft()
             bm.allocate(seq, hits, cached + n)
+            if found:
+                step.load += bm.load(seq, hits, found)
+                step.cpu_hit_tokens += cached - len(hits) * bm.block_size
+                seq.num_computed_tokens = seq.num_cached_tokens = cached
             bm.cache_full_blocks(seq, cached + n)
-            step.hit_tokens += cached
+            step.hit_tokens += len(hits) * bm.block_size
             seq.status = SequenceStatus.RUNNING
             self.running.append(seq)
             step.add(seq, n)
@@ -162,5 +174,6 @@ class Scheduler:
         elif seq.status is SequenceStatus.WAITING:
             self.waiting.remove(seq)
         self.block_manager.free(seq)
+        self.block_manager.forget(seq)
         seq.status = SequenceStatus.FINISHED
         seq.finish_reason = reason

@@ -25,6 +25,9 @@ class CpuTier:
     def __init__(self, num_blocks: int) -> None:
         self.num_blocks = num_blocks
         self.blocks: OrderedDict[int, int] = OrderedDict()  # hash -> readers (PENDING while stored), LRU first
+        self.slot: dict[int, int] = {}  # hash -> the host block holding it (vLLM's BlockStatus.block_id)
+        self._fresh = 0  # host blocks never used (vLLM hands those out before reused ones)
+        self._free_slots: list[int] = []
         self.stored_blocks = self.evicted_blocks = self.refused_blocks = 0
 
     def lookup(self, hashes: Sequence[int]) -> int:
@@ -65,11 +68,26 @@ class CpuTier:
                 return None
             for h in victims:
                 del blocks[h]
+                self._free_slots.append(self.slot.pop(h))
             self.evicted_blocks += len(victims)
         for h in new:
             blocks[h] = PENDING
+            if self._fresh < self.num_blocks:
+                self.slot[h] = self._fresh
+                self._fresh += 1
+            else:
+                self.slot[h] = self._free_slots.pop()
         self.stored_blocks += len(new)
         return new
+
+    def unstore(self, hashes: Sequence[int]) -> None:
+        """Their copies failed: forgotten, their host blocks free again (vLLM's complete_store
+        with success=False)."""
+        for h in hashes:
+            if self.blocks.get(h) == PENDING:
+                del self.blocks[h]
+                self._free_slots.append(self.slot.pop(h))
+                self.stored_blocks -= 1
 
     def stored(self, hashes: Sequence[int]) -> None:
         """Their copies ended: readable (and evictable)."""

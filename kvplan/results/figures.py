@@ -52,7 +52,8 @@ _MEMORY = (
     Figure("preemption_onset_s", "s", "memory", True, None, True),
     Figure("prefix_hit_tokens", "tokens", "memory", True),
     Figure("prefix_cache_evicted_blocks", "blocks", "memory", True),
-    Figure("external_prefix_hit_tokens", "tokens", "memory"),  # a KV connector's hits (external_prefix_cache_hits)
+    # a KV connector's hits (vLLM's external_prefix_cache_hits; the engine's CPU tier)
+    Figure("external_prefix_hit_tokens", "tokens", "memory", True),
     Figure("num_steps", "count", "memory", True),
     Figure("mean_tokens_per_step", "tokens", "memory"),  # scheduled tokens / steps: the batching, not the clock
     Figure("peak_rss_bytes", "bytes", "memory"),

@@ -89,6 +89,7 @@ def predict_run(scenario: Scenario, requests: list[Request], *, num_gpu_blocks: 
         "num_preemptions": sim.num_preemptions, "preemption_onset_step": sim.first_preemption_step,
         "prefix_hit_tokens": sim.timeline[-1].prefix_hit_tokens if sim.timeline else 0,
         "prefix_cache_evicted_blocks": sim.evicted_blocks,
+        "external_prefix_hit_tokens": sim.cpu_hit_tokens,
         "num_steps": sim.num_steps, "cost_model_source": cost_source,
         "cost_model": ({"kind": type(cost_model).__name__, **asdict(cost_model)} if is_dataclass(cost_model) else None),
     }
@@ -129,6 +130,8 @@ def _simulate(scenario: Scenario, requests: list[Request], num_gpu_blocks: int, 
         concurrency=arrival.concurrency if isinstance(arrival, ClosedLoop) else None,
         max_in_flight=None if isinstance(arrival, ClosedLoop) else arrival.max_concurrency,
         num_cpu_blocks=blocks_in_budget(engine.swap_space_bytes, bytes_per_block),
+        num_tier_blocks=blocks_in_budget(engine.kv_offloading_bytes, bytes_per_block) if engine.enable_prefix_caching
+        else 0,
     )
 
 

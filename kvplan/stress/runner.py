@@ -63,6 +63,7 @@ def _sample(engine: LLMEngine, t_s: float, shape: StepShape, nvml: NvmlSampler |
         kv_blocks_used=stats.num_blocks_used, running=stats.num_running, waiting=stats.num_waiting,
         swapped=stats.num_swapped, preemptions=stats.total_preemptions,
         prefix_hit_tokens=stats.total_prefix_hit_tokens, evicted_blocks=stats.total_evicted_blocks,
+        cpu_hit_tokens=stats.total_cpu_hit_tokens,
         rss_bytes=rss_bytes(),
         cuda_allocated_bytes=allocated, cuda_max_allocated_bytes=peak,
         nvml_used_bytes=nvml.samples[-1][1] if nvml is not None and nvml.samples else None,

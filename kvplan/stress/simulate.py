@@ -59,6 +59,7 @@ class SimResult:
     max_running: int = 0
     num_preemptions: int = 0
     evicted_blocks: int = 0  # cached blocks a new allocation took the hash from
+    cpu_hit_tokens: int = 0  # prompt tokens the CPU tier served
     first_preemption_step: int | None = None
     first_preemption_s: float | None = None
 
@@ -130,6 +131,8 @@ class _Simulation:
             result.first_preemption_step, result.first_preemption_s = result.num_steps, self.clock
         self.preemptions += batch.num_preempted
         self.hits += batch.num_prefix_hit_tokens
+        result.cpu_hit_tokens += batch.num_cpu_hit_tokens
+        self.bm.stores_done(self.bm.take_stores()[1])  # the step's copies to the CPU tier ended
         for seq, n in zip(batch.seqs, batch.num_new_tokens):
             seq.num_computed_tokens += n
         for seq in batch.seqs:
@@ -164,13 +167,14 @@ class _Simulation:
 def simulate_engine(requests: list[Request], *, num_gpu_blocks: int, bytes_per_block: int, block_size: int,
              max_model_len: int, max_num_seqs: int, max_num_batched_tokens: int, cost_model: StepCost,
              allocator: str = "paged", enable_prefix_caching: bool = False, concurrency: int | None = None,
-             num_cpu_blocks: int = 0, max_steps: int = 10_000_000, max_in_flight: int | None = None) -> SimResult:
+             num_cpu_blocks: int = 0, max_steps: int = 10_000_000, max_in_flight: int | None = None,
+             num_tier_blocks: int = 0) -> SimResult:
     """Run the scheduler to completion on a simulated clock (seconds from the first arrival).
     `max_in_flight`: an open loop's client-side cap; a due request waits for a slot and counts its
     latency from when it is sent, as `vllm bench serve --max-concurrency` does."""
     bm = BlockManager(num_gpu_blocks, block_size, enable_prefix_caching=enable_prefix_caching,
                       reserve_blocks_per_seq=ceil(max_model_len / block_size) if allocator == "contiguous" else None,
-                      num_cpu_blocks=num_cpu_blocks)
+                      num_cpu_blocks=num_cpu_blocks, num_tier_blocks=num_tier_blocks)
     sched = Scheduler(bm, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                       enable_swap=num_cpu_blocks > 0)
     result = SimResult(num_gpu_blocks, num_gpu_blocks * bytes_per_block, bytes_per_block)

@@ -32,3 +32,13 @@ def test_no_room_stores_nothing() -> None:
     tier = CpuTier(2)
     tier.store([1, 2])  # both pending: not evictable
     assert tier.store([3]) is None and tier.refused_blocks == 1 and list(tier.blocks) == [1, 2]
+
+
+def test_host_blocks_fresh_first_then_the_last_freed() -> None:
+    """vLLM's CPUOffloadingManager._allocate_blocks: never-used host blocks first, then its free
+    list popped from the end (the last freed)."""
+    tier = CpuTier(3)
+    tier.stored(tier.store([1, 2, 3]) or [])
+    assert [tier.slot[h] for h in (1, 2, 3)] == [0, 1, 2]
+    tier.store([4, 5])  # evicts 1 then 2 (LRU): slots 0, 1 freed in that order; 4 takes 1, 5 takes 0
+    assert (tier.slot[4], tier.slot[5]) == (1, 0)

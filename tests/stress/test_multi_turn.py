@@ -99,3 +99,18 @@ def test_a_bad_session_scenario_is_one_line(tmp_path: Path, capsys: pytest.Captu
     err = capsys.readouterr().err
     assert info.value.code == 2 and needle in err and err.count("\n") == 1, err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_cpu_tier_behind_the_pool_is_predicted_exactly(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """scenarios/multi-turn-offload.yaml: the same conversations with a 16 MiB CPU tier. The engine
+    copies blocks to host memory and back (tests/engine/test_tier_copies.py checks the K/V survive);
+    its GPU and CPU hits, evictions and preemption equal the prediction, and the tier serves some."""
+    out = tmp_path_factory.mktemp("multi-turn-offload")
+    with pytest.raises(SystemExit) as info:
+        main(["stress", "--scenario", "multi-turn-offload", "--out", str(out), "--force", "--no-progress"])
+    assert info.value.code == 0
+    result = load_result(out / "result.json")
+    for key in ("prefix_hit_tokens", "external_prefix_hit_tokens", "prefix_cache_evicted_blocks", "num_preemptions",
+                "num_steps"):
+        assert result.prediction[key] == result.metrics[key], key
+    assert result.metrics["external_prefix_hit_tokens"] > 0
