@@ -56,6 +56,8 @@ class DecodeStretches:
     cap: int
     horizon_s: float
     full_s: float
+    reuse: dict[str, float]
+    stretch_takes: list[tuple[int, int]]  # the last stretch's new blocks: (step from 1, block)
 
     if TYPE_CHECKING:
         def next_event_s(self) -> float: ...
@@ -76,6 +78,10 @@ class DecodeStretches:
 
         def stretch_blocks_hashed(self, running: list[RequestState], done: int) -> None: ...
 
+        def count_lookup(self, r: RequestState, computed: int, times: int = 1) -> None: ...
+
+        def _lookup(self, r: RequestState) -> list[int]: ...
+
     def fast_decode(self) -> bool:
         """Run a stretch of pure-decode steps (nothing waiting and no arrival due, or a waiting queue
         that cannot move until a request finishes; the blocks they need free), up to and including
@@ -88,11 +94,15 @@ class DecodeStretches:
         # a blocked queue stays blocked however many requests join it: run through their arrivals
         due = self.horizon_s if self.waiting else self.next_event_s()
         done, clocks = self._time_stretch(len(self.running), steps, ctx0, due) if self.clock < due else (0, None)
+        head_hits = self._lookup(self.waiting[0]) if self.waiting and self.pool is not None and done else None
+        n = len(self.running)  # before the stretch's last step finishes some
         if self.waiting and done > 1 and clocks is not None:
             self._send_during(clocks[:done - 1])
         elif done > 1 and clocks is not None and self.in_flight >= self.cap and self.next_due_s() <= clocks[done - 2]:
             self.full_s = float(clocks[done - 2])  # due requests found no client slot at the stretch's boundaries
         self.run_stretch(done, steps, clocks)
+        if head_hits is not None:
+            self._count_blocked_head(done, head_hits, n)
         return True
 
     def stretch(self) -> tuple[int, int]:
@@ -182,6 +192,26 @@ class DecodeStretches:
         r = self.waiting[0]
         m = min(r.known - r.computed, budget)
         return -(-(r.computed + m) // cfg.block_size) - r.blocks > self.free
+
+    def _count_blocked_head(self, steps: int, hits: list[int], n: int) -> None:
+        """Each step of the stretch tries the blocked queue head once, as stepping would (unless the
+        seat limit or the budget stops the scheduler before it), and vLLM counts each lookup. Its
+        hits (`hits`, as the stretch began) shrink from the step whose new block evicts one of them:
+        the running requests take their blocks before the head is looked up."""
+        cfg = self.config
+        if n >= cfg.max_num_seqs or cfg.max_num_batched_tokens - n <= 0:
+            return
+        index = {b: i for i, b in enumerate(hits)}
+        cuts = sorted((step, index[b]) for step, b in self.stretch_takes if b in index)
+        total, length, at = 0, len(hits), 1
+        for step, i in cuts:
+            total += length * (step - at)
+            length, at = min(length, i), step
+        total += length * (steps + 1 - at)
+        head = self.waiting[0]
+        key = "preempted_" if head.preempted else ""
+        self.reuse[key + "queries_tokens"] += head.known * steps
+        self.reuse[key + "hit_tokens"] += total * cfg.block_size
 
     def _send_during(self, bounds: np.ndarray) -> None:
         """Send the requests that arrive during a blocked stretch as `send` would at each step

@@ -13,8 +13,9 @@ left in the cache (and misses what they evicted), not an upper bound computed be
 
 Reply tokens are stand-ins unique to each request (negative ids: no prompt holds them), so a
 reply's blocks hit only in its own conversation's later turns. Hit accounting follows vLLM's
-`PrefixCacheStats`: queries and hits of new requests, those of preempted ones apart; each
-admission is counted once (vLLM also recounts a blocked queue head on every step it is tried).
+`PrefixCacheStats`: queries and hits of new requests, those of preempted ones apart, and as in
+vLLM every lookup counts: a queue head that cannot be admitted is counted again each step it is
+tried (so `vllm:prefix_cache_queries` is predicted as vLLM exports it).
 """
 from __future__ import annotations
 
@@ -73,6 +74,8 @@ class HashedBlocks(CpuOffload):
     reuse: dict[str, float]
     _lookup_memo: tuple[RequestState, int, int, list[int]] | None = None
     on_release: Callable[[RequestState], None] | None = None
+    admitted_hit_tokens = 0  # GPU hits summed over admissions (re-admissions too): the engine's count
+    stretch_takes: list[tuple[int, int]] = []  # noqa: RUF012 (replaced, never mutated in place)
 
     def setup_hashed(self, requests: list[Request], states: list[RequestState]) -> list[RequestState]:
         """Streams for first turns and single requests, each later turn chained to the one before;
@@ -122,12 +125,13 @@ class HashedBlocks(CpuOffload):
             return self.grow_loaded(r, budget)
         hits = self._lookup(r)
         computed = len(hits) * bs
+        self.count_lookup(r, computed)
         ext = self.cpu_hits(r, computed) if self.tier is not None else 0
         if ext:
             if not self.start_load(r, hits, computed, ext):
                 return 0
             self._lookup_memo = None
-            self._count_hits(r, computed, ext)
+            self._admitted(r, computed, ext)
             return -1
         n = min(r.known - computed, budget)
         new = -(-(computed + n) // bs) - len(hits)
@@ -137,7 +141,7 @@ class HashedBlocks(CpuOffload):
         pool.touch(hits)
         r.table = hits + pool.allocate(new)
         self.free = pool.num_free_blocks
-        self._count_hits(r, computed, 0)
+        self._admitted(r, computed, 0)
         r.computed, r.blocks = computed, len(r.table)
         r.registered = len(hits)  # registered already (vLLM: num_cached_block = the hits)
         self._register(r, computed + n)
@@ -157,13 +161,20 @@ class HashedBlocks(CpuOffload):
         self._register(r, r.computed + n)
         return n
 
-    def _count_hits(self, r: RequestState, computed: int, ext: int) -> None:
-        """vLLM's prefix-cache counters for an admission (preempted requests apart) and the tier's."""
+    def count_lookup(self, r: RequestState, computed: int, times: int = 1) -> None:
+        """vLLM's prefix-cache counters (`get_computed_blocks`): every lookup of a waiting request is
+        counted, a queue head that cannot be admitted again on every step it is tried; preempted
+        requests apart."""
         key = "preempted_" if r.preempted else ""
-        self.reuse[key + "queries_tokens"] += r.known
-        self.reuse[key + "hit_tokens"] += computed
+        self.reuse[key + "queries_tokens"] += r.known * times
+        self.reuse[key + "hit_tokens"] += computed * times
+
+    def _admitted(self, r: RequestState, computed: int, ext: int) -> None:
+        """An admission: the tier's counters (vLLM records them once the blocks are allocated) and
+        the request's own hits at its first admission."""
         if self.tier is not None and r.known > computed:
             self.reuse["cpu_queries_tokens"] += r.known - computed
+        self.admitted_hit_tokens += computed
         if r.hit_tokens < 0:
             r.hit_tokens, r.cpu_hit_tokens = computed, ext
 
@@ -192,11 +203,13 @@ class HashedBlocks(CpuOffload):
         bs, takes = self.config.block_size, list[tuple[int, int]]()
         for i, r in enumerate(running):
             takes.extend((step, i) for step in range(len(r.table) * bs - r.computed + 1, done + 1, bs))
+        self.stretch_takes = []
         if takes:
             takes.sort()
             assert self.pool is not None
-            for (_, i), block in zip(takes, self.pool.allocate(len(takes))):
+            for (step, i), block in zip(takes, self.pool.allocate(len(takes))):
                 running[i].table.append(block)
+                self.stretch_takes.append((step, block))
 
     def _register(self, r: RequestState, upto: int) -> None:
         """Register `r`'s blocks that are full once `upto` tokens are computed."""

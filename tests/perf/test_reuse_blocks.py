@@ -76,14 +76,16 @@ def test_a_preempted_request_is_counted_apart_when_it_looks_up_again() -> None:
     """bs 4, 4 blocks. R1 (8 tokens, 8 out) takes 0, 1; R2 (4 tokens, 8 out) takes 2. Step 2: R1
     takes 3; R2 needs a block, none is free: R2 (the newest) is preempted, freeing 2 (hashed). R1's
     4th block (step 6, token 13) is block 2: R2's hash evicted. R1 ends; R2 comes back (5 tokens
-    known): a preempted query of 5, no hit; it takes blocks 2 (R1's 4th, not full: no hash) and 3
-    (R1's 3rd block, hashed): one more eviction; its 3rd block (token 9) is 1, R1's 2nd: a third."""
+    known): it takes blocks 2 (R1's 4th, not full: no hash) and 3 (R1's 3rd block, hashed): one
+    more eviction; its 3rd block (token 9) is 1, R1's 2nd: a third. vLLM counts every lookup of the
+    waiting R2: steps 3-5 find its own cached block (4 tokens), steps 6-8 nothing (R1 takes block 2
+    in step 6 before R2 is tried), step 9 admits it: 7 preempted queries of 5 tokens, 12 hit."""
     r1 = Request.of_ids(range(100, 108), 8, 0.0, index=0)
     r2 = Request.of_ids(range(200, 204), 8, 0.0, index=1)
     engine = run([r1, r2], blocks=4, bs=4)
     assert engine.preemptions == 1
-    assert engine.reuse == {"queries_tokens": 12, "hit_tokens": 0, "preempted_queries_tokens": 5,
-                            "preempted_hit_tokens": 0}
+    assert engine.reuse == {"queries_tokens": 12, "hit_tokens": 0, "preempted_queries_tokens": 7 * 5,
+                            "preempted_hit_tokens": 3 * 4}
     assert engine.pool is not None and engine.pool.evicted_blocks == 3
 
 
@@ -146,3 +148,16 @@ def test_the_tier_evicts_a_conversations_later_block_first() -> None:
     a1 = engine.reqs[1]
     assert a1.cpu_hit_tokens == 4 and a1.first_s == 13.5
     assert engine.tier is not None and engine.tier.evicted_blocks == 3
+
+
+def test_a_blocked_queue_head_is_counted_on_every_step_it_is_tried() -> None:
+    """vLLM's get_computed_blocks records its stats on every lookup, and the scheduler looks the
+    waiting head up on every step until it fits. bs 4, 4 blocks: R1 (12 tokens, 4 out) takes 3;
+    R2 (8 tokens) needs 2 with 1 free: tried in steps 1-4 (R1 takes the 4th block in step 2 and
+    ends in step 4), admitted in step 5: 5 lookups of 8 tokens, plus R1's 12."""
+    r1 = Request.of_ids(range(100, 112), 4, 0.0, index=0)
+    r2 = Request.of_ids(range(200, 208), 2, 0.0, index=1)
+    for fast in (True, False):
+        engine = run([r1, r2], blocks=4, bs=4, fast=fast)
+        assert engine.reuse["queries_tokens"] == 12 + 5 * 8, fast
+        assert engine.reqs[1].start_step == 4  # its first scheduled step (0-based): the fifth
