@@ -85,3 +85,17 @@ def test_a_bad_goodput_is_refused(bad: str) -> None:
 
     with pytest.raises(KvplanError, match="--goodput"):
         parse_goodput([bad])
+
+
+def test_data_parallel_ranks_keep_a_conversation_together() -> None:
+    """--dp without a router: first turns and single requests dealt in turn, a later turn to the
+    rank its conversation started on (else its history could never hit)."""
+    from kvplan.perf.predict import _deal
+
+    reqs = workload() + [Request.of_ids(range(300, 308), 2, 0.0, session_id="b", index=4),
+                         Request(None, 13, 2, session_id="b", turn_index=1, index=5, turn_ids=b"\x05\x00\x00\x00")]
+    shares = _deal(reqs, 2)
+    ranks = {r.request_id or r.index: i for i, share in enumerate(shares) for r in share}
+    # dealt in turn: A0 -> 0, C -> 1, D -> 0, B0 -> 1; A1 follows A0, B1 follows B0
+    assert [ranks[i] for i in (0, 2, 3, 4)] == [0, 1, 0, 1]
+    assert ranks[1] == ranks[0] and ranks[5] == ranks[4]
