@@ -7,6 +7,7 @@ scheduling, GPU cost model); the search keeps few simulations per candidate so i
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -264,8 +265,12 @@ def _evaluate_star(job: tuple[Any, ...]) -> tuple[bool, dict[str, Any]]:
 
 
 def _map(jobs: list[tuple[Any, ...]], workers: int | None) -> list[tuple[bool, dict[str, Any]]]:
-    """Candidates are independent simulations: spread them over the cores this process may use
-    (forked workers, Linux), in order; one core, one job or no fork: in this process."""
+    return fork_map(_evaluate_star, jobs, workers)
+
+
+def fork_map(fn: Callable[[Any], Any], jobs: list[Any], workers: int | None = None) -> list[Any]:
+    """Independent simulations spread over the cores this process may use (forked workers, Linux),
+    results in order; one core, one job or no fork: in this process."""
     import multiprocessing
     import os
 
@@ -273,9 +278,9 @@ def _map(jobs: list[tuple[Any, ...]], workers: int | None) -> list[tuple[bool, d
         workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
     workers = min(workers, len(jobs))
     if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return [_evaluate_star(job) for job in jobs]
+        return [fn(job) for job in jobs]
     with multiprocessing.get_context("fork").Pool(workers) as pool:
-        return pool.map(_evaluate_star, jobs, chunksize=1)
+        return pool.map(fn, jobs, chunksize=1)
 
 
 def search(spec: ModelSpec, base: EngineArgs, workload: RandomDataset, slo: Slo, gpus: list[GpuSpec], *,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kvplan.errors import KvplanError
-from kvplan.perf.capacity import vllm_serve_line
+from kvplan.perf.capacity import fork_map, vllm_serve_line
 from kvplan.perf.predict import predict
 from kvplan.plan.budget import plan_capacity
 from kvplan.plan.engine_args import EngineArgs
@@ -85,12 +85,18 @@ def _fewest_replicas(spec: ModelSpec, args: EngineArgs, requests: list[Request],
     return [tried[n] for n in sorted(tried)]
 
 
+def _fewest_star(job: tuple[Any, ...]) -> list[Trial]:
+    return _fewest_replicas(*job)
+
+
 def plan_sessions(spec: ModelSpec, base: EngineArgs, requests: list[Request], slo: Slo, gpus: list[GpuSpec],
                   tps: list[int], tiers_gib: list[float], router: str, max_replicas: int,
-                  prices: dict[str, GpuPrice], perf_model: str = "roofline") -> dict[str, Any]:
-    """Every trial, the cheapest that meets `slo` (None if none does) and its tier curve."""
-    trials: list[Trial] = []
-    started = []
+                  prices: dict[str, GpuPrice], perf_model: str = "roofline",
+                  workers: int | None = None) -> dict[str, Any]:
+    """Every trial, the cheapest that meets `slo` (None if none does) and its tier curve; the
+    configurations' searches spread over `workers` forked processes (None: the cores this process
+    may use)."""
+    started, jobs = [], []
     for gpu in gpus:
         for tp in tps:
             args = replace(base, gpu=gpu, tensor_parallel_size=tp)
@@ -98,9 +104,9 @@ def plan_sessions(spec: ModelSpec, base: EngineArgs, requests: list[Request], sl
             if not plan.fits or plan.num_gpu_blocks <= 0:
                 continue
             started.append((gpu, tp))
-            for tier in tiers_gib:
-                trials += _fewest_replicas(spec, args, requests, tier, router, slo, prices.get(gpu.name), perf_model,
-                                           max_replicas)
+            jobs += [(spec, args, requests, tier, router, slo, prices.get(gpu.name), perf_model, max_replicas)
+                     for tier in tiers_gib]
+    trials = [t for found in fork_map(_fewest_star, jobs, workers) for t in found]
     if not started:
         raise KvplanError(f"{spec.name} starts on none of {', '.join(g.name for g in gpus)} at TP "
                           f"{', '.join(map(str, tps))}")
