@@ -32,37 +32,36 @@ ROUTER_KEYS = ("router", "replicas", "requests_per_replica", "prefix_cache_hit_r
                "num_preemptions")
 
 
+def _validated(model: Any, knobs: dict, flags: dict[str, str]) -> Any:
+    """`model` from the command's knobs; a bad one is one line naming its flag and value."""
+    from pydantic import ValidationError
+
+    from kvplan.validation import first_error
+
+    try:
+        return model.model_validate(knobs, strict=False)
+    except ValidationError as exc:
+        loc, text = first_error(exc)
+        where = str(loc[0]) if loc else ""
+        flag = flags.get(where, "--" + where.replace("_", "-"))
+        raise KvplanError(f"{flag} {knobs.get(where)!r}: {text}") from None
+
+
 def conversation_requests(knobs: dict, rate: float, seed: int, spec: Any, args: Any, prefix_caching: bool) -> list:
-    """`--conversations FILE`'s turns, conversations started at `rate` per second (inf: all at 0)."""
+    """`--conversations FILE`'s turns, conversations started by a Poisson process at `rate` per
+    second (inf: all at 0)."""
     import math
 
     from numpy.random import PCG64, Generator, SeedSequence
-    from pydantic import ValidationError
 
     from kvplan.plan.budget import plan_capacity
-    from kvplan.validation import first_error
+    from kvplan.workload.arrivals import PoissonArrival
     from kvplan.workload.conversations import Conversations
 
     if not prefix_caching:
         raise KvplanError("--conversations needs prefix caching (a later turn's history is what it would reuse)")
-    try:
-        conv = Conversations.model_validate(knobs, strict=False)
-    except ValidationError as exc:
-        loc, text = first_error(exc)
-        where = str(loc[0]) if loc else ""
-        flag = {"num_sessions": "--sessions", "path": "--conversations"}.get(where, "--" + where.replace("_", "-"))
-        raise KvplanError(f"{flag} {knobs.get(where)!r}: {text}") from None
-    starts = None
-    if not math.isinf(rate):
-        rng = Generator(PCG64(SeedSequence([seed, 0x53544152])))
-
-        def poisson():
-            t = 0.0
-            while True:
-                t += float(rng.exponential(1.0 / rate))
-                yield t
-
-        starts = poisson()
+    conv = _validated(Conversations, knobs, {"num_sessions": "--sessions", "path": "--conversations"})
+    starts = None if math.isinf(rate) else PoissonArrival(rate_per_s=rate).times(Generator(PCG64(SeedSequence(seed))))
     notes: list[str] = []
     requests = conv.requests(seed, spec.vocab_size, plan_capacity(spec, args).max_model_len, starts, notes)
     for note in notes:
@@ -72,9 +71,6 @@ def conversation_requests(knobs: dict, rate: float, seed: int, spec: Any, args: 
 
 def session_requests(knobs: dict, seed: int, vocab_size: int, prefix_caching: bool) -> list:
     """The synthetic conversations `--sessions` asks for; a bad knob is one line naming it."""
-    from pydantic import ValidationError
-
-    from kvplan.validation import first_error
     from kvplan.workload.sessions import Sessions
 
     if not prefix_caching:
@@ -83,14 +79,7 @@ def session_requests(knobs: dict, seed: int, vocab_size: int, prefix_caching: bo
     if knobs["session_rate_per_s"] is not None and knobs["session_rate_per_s"] == float("inf"):
         knobs["session_rate_per_s"] = None
     flags = {"num_sessions": "--sessions", "output_tokens": "--reply-tokens", "session_rate_per_s": "--session-rate"}
-    try:
-        sessions = Sessions.model_validate(knobs, strict=False)
-    except ValidationError as exc:
-        loc, text = first_error(exc)
-        where = str(loc[0]) if loc else ""
-        flag = flags.get(where, "--" + where.replace("_", "-"))
-        raise KvplanError(f"{flag} {knobs.get(where)!r}: {text}") from None
-    return sessions.requests(seed, vocab_size)
+    return _validated(Sessions, knobs, flags).requests(seed, vocab_size)
 
 
 def _floats(text: str, flag: str) -> list[float]:

@@ -44,7 +44,7 @@ class TokenStream:
         num_blocks = min(num_blocks, len(ids) // bs)
         while len(hashes) < num_blocks:
             i = len(hashes)
-            hashes.append(hash((hashes[-1] if hashes else ROOT_HASH, tuple(ids[i * bs:(i + 1) * bs]))))
+            hashes.append(chain_hash(hashes[-1] if hashes else None, ids[i * bs:(i + 1) * bs]))
         return hashes
 
     def block_hashes(self, num_blocks: int) -> list[int]:

@@ -56,7 +56,6 @@ class DecodeStretches:
     cap: int
     horizon_s: float
     full_s: float
-    reuse: dict[str, float]
     stretch_takes: list[tuple[int, int]]  # the last stretch's new blocks: (step from 1, block)
 
     if TYPE_CHECKING:
@@ -78,7 +77,7 @@ class DecodeStretches:
 
         def stretch_blocks_hashed(self, running: list[RequestState], done: int) -> None: ...
 
-        def count_lookup(self, r: RequestState, computed: int, times: int = 1) -> None: ...
+        def count_lookup(self, r: RequestState, hit_tokens: int, times: int = 1) -> None: ...
 
         def _lookup(self, r: RequestState) -> list[int]: ...
 
@@ -208,10 +207,7 @@ class DecodeStretches:
             total += length * (step - at)
             length, at = min(length, i), step
         total += length * (steps + 1 - at)
-        head = self.waiting[0]
-        key = "preempted_" if head.preempted else ""
-        self.reuse[key + "queries_tokens"] += head.known * steps
-        self.reuse[key + "hit_tokens"] += total * cfg.block_size
+        self.count_lookup(self.waiting[0], total * cfg.block_size, steps)
 
     def _send_during(self, bounds: np.ndarray) -> None:
         """Send the requests that arrive during a blocked stretch as `send` would at each step

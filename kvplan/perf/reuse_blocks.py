@@ -78,8 +78,7 @@ class HashedBlocks(CpuOffload):
     stretch_takes: list[tuple[int, int]] = []  # noqa: RUF012 (replaced, never mutated in place)
 
     def setup_hashed(self, requests: list[Request], states: list[RequestState]) -> list[RequestState]:
-        """Streams for first turns and single requests, each later turn chained to the one before;
-        returns the states sent on their own (later turns wait for their release)."""
+        """The pool (and CPU tier), then `link_turns`: the states sent on their own."""
         bs = self.config.block_size
         self.pool = BlockPool(self.config.num_gpu_blocks)
         if self.config.cpu_tier_blocks:
@@ -161,13 +160,13 @@ class HashedBlocks(CpuOffload):
         self._register(r, r.computed + n)
         return n
 
-    def count_lookup(self, r: RequestState, computed: int, times: int = 1) -> None:
+    def count_lookup(self, r: RequestState, hit_tokens: int, times: int = 1) -> None:
         """vLLM's prefix-cache counters (`get_computed_blocks`): every lookup of a waiting request is
         counted, a queue head that cannot be admitted again on every step it is tried; preempted
-        requests apart."""
+        requests apart. `times` lookups of `r`, `hit_tokens` found by them all."""
         key = "preempted_" if r.preempted else ""
         self.reuse[key + "queries_tokens"] += r.known * times
-        self.reuse[key + "hit_tokens"] += computed * times
+        self.reuse[key + "hit_tokens"] += hit_tokens
 
     def _admitted(self, r: RequestState, computed: int, ext: int) -> None:
         """An admission: the tier's counters (vLLM records them once the blocks are allocated) and
