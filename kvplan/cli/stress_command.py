@@ -206,6 +206,8 @@ def stress(
     from kvplan.stress.stress_run import StressOptions
 
     extras = parse_bench_extras(list(ctx.args))
+    for note in extras.no_effect:
+        typer.echo(f"kvplan: {note}", err=True)
     if extras.target is not None and target is not None:
         raise KvplanError("give the server once: --target, or vllm bench serve's --base-url / --host and --port")
     if out is not None and not out.strip():
@@ -235,7 +237,9 @@ def stress(
                              input_len=extras.input_len, output_len=extras.output_len,
                              num_warmups=extras.num_warmups or None, ramp=extras.ramp,
                              prefix_repetition=extras.prefix_repetition or None,
-                             disable_shuffle=extras.disable_shuffle, sonnet=extras.sonnet or None),
+                             disable_shuffle=extras.disable_shuffle, sonnet=extras.sonnet or None,
+                             hf=extras.hf or None, spec_bench=extras.spec_bench or None,
+                             skip_chat_template=extras.skip_chat_template, no_oversample=extras.no_oversample),
             workers=workers,
             **_extras_options(extras),
         ),
@@ -272,6 +276,9 @@ def _extras_options(extras) -> dict:
                                           goodput_ms=dict(extras.goodput_ms), detailed=True),
         "vllm_result_file": result_file,
         "append_result": extras.append_result,
+        "profile": extras.profile,
+        "plot_timeline_ms": extras.itl_thresholds_ms if extras.plot_timeline else None,
+        "plot_dataset_stats": extras.plot_dataset_stats,
     }
 
 
@@ -304,6 +311,22 @@ def _save_elsewhere(run: StressRun, report_text: str, problem: KvplanError) -> K
     return KvplanError(f"the run finished but could not be saved ({problem}); saved it to {folder} instead")
 
 
+def _bench_plots(run, opts: StressOptions) -> dict[Path, str | bytes]:
+    """vllm bench serve's --plot-timeline and --plot-dataset-stats files, beside each vLLM result file
+    (`<result>.timeline.html`, `<result>.dataset_stats.png`, as vLLM names them)."""
+    from kvplan.report.bench_plots import dataset_stats_png, timeline_html
+    from kvplan.stress.stress_run import vllm_result_path
+
+    files: dict[Path, str | bytes] = {}
+    for result_path, result in zip(run.result_paths, run.results):
+        stem = vllm_result_path(run, result_path, result).absolute().with_suffix("")
+        if opts.plot_timeline_ms is not None:
+            files[stem.with_name(stem.name + ".timeline.html")] = timeline_html(result, opts.plot_timeline_ms)
+        if opts.plot_dataset_stats:
+            files[stem.with_name(stem.name + ".dataset_stats.png")] = dataset_stats_png(result)
+    return files
+
+
 def stress_and_report(opts: StressOptions, console: Console | None = None) -> StressOutcome:
     """`kvplan stress`: run, print the comparison, then write the result files and report.html
     together (all or none); a failed run is written all the same (its result is evidence). A run
@@ -323,7 +346,7 @@ def stress_and_report(opts: StressOptions, console: Console | None = None) -> St
     with sigint_deferred():
         report_text = render_report(list(run.results))
         try:
-            written = list(save_run(run, {Path("report.html"): report_text}))
+            written = list(save_run(run, {Path("report.html"): report_text, **_bench_plots(run, opts)}))
         except KvplanError as exc:
             raise _save_elsewhere(run, report_text, exc) from None
     for path in written:

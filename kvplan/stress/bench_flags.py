@@ -5,7 +5,8 @@ Mapping (vLLM's semantics, kvplan's scenario fields):
 - `--dataset-name random` (the default with no scenario): one class, prompt and output lengths
   uniform in len x [1 - r, 1 + r] (`--random-range-ratio`), after a shared `--random-prefix-len`
   prefix (kvplan's prompt_tokens counts the prefix, vLLM's input len does not, so it is added);
-  `sharegpt`, `custom`, `burstgpt` with `--dataset-path`: `workload.dataset` (`dataset.py`).
+  `sharegpt`, `custom`, `burstgpt`, `sonnet`, `hf`, `spec_bench` with `--dataset-path`:
+  `workload.dataset` (`kvplan/workload/datasets/`).
 - `--num-prompts` -> num_requests (vLLM's default 1000 for a new scenario).
 - `--request-rate inf` (vLLM's default) sends everything at once: with `--max-concurrency N` at
   most N in flight, which is a closed loop of N users; without, a closed loop of num_prompts.
@@ -60,6 +61,10 @@ class BenchFlags:
     prefix_repetition: dict[str, int] | None = None  # prefix_len, suffix_len, num_prefixes, output_len
     disable_shuffle: bool = False
     sonnet: dict[str, int] | None = None  # input_len, output_len, prefix_len
+    hf: dict[str, Any] | None = None  # name, subset, split, output_len, min_distance, max_distance
+    spec_bench: dict[str, Any] | None = None  # output_len, category
+    skip_chat_template: bool = False
+    no_oversample: bool = False
 
     def given(self) -> list[str]:
         """The flags set, as the user typed them."""
@@ -73,6 +78,10 @@ class BenchFlags:
         randoms = [_flag(f) for f in RANDOM_FLAGS if getattr(self, f) is not None]
         if self.sonnet and name != "sonnet":
             raise KvplanError("--sonnet-* apply to --dataset-name sonnet")
+        if self.hf and name != "hf":
+            raise KvplanError("--hf-* and --blazedit-* apply to --dataset-name hf")
+        if self.spec_bench and name != "spec_bench":
+            raise KvplanError("--spec-bench-* apply to --dataset-name spec_bench")
         if self.prefix_repetition and name != "prefix_repetition":
             raise KvplanError("--prefix-repetition-* apply to --dataset-name prefix_repetition")
         if name is None and (randoms or self.dataset_path is not None or not has_scenario):
@@ -80,7 +89,7 @@ class BenchFlags:
             if name is None:
                 raise KvplanError(f"--dataset-path needs --dataset-name ({', '.join(DATASET_NAMES)})")
         if name in SYNTHETIC and self.dataset_path is not None:
-            raise KvplanError(f"--dataset-path applies to --dataset-name sharegpt, custom or burstgpt, not {name}")
+            raise KvplanError(f"--dataset-path applies to --dataset-name {', '.join(DATASET_NAMES)}, not {name}")
         if name not in (None, "random") and randoms:
             raise KvplanError(f"{', '.join(randoms)} apply to --dataset-name random, not {name}")
         if name not in (None, *SYNTHETIC) and self.dataset_path is None:
@@ -95,6 +104,40 @@ class BenchFlags:
             raise KvplanError(f"--request-rate must be a positive number of requests/s or inf, got {self.request_rate}")
         return name
 
+    def _dataset(self, name: str, tokenizer: str | None, api: str) -> dict[str, Any]:
+        """The scenario's workload.dataset for a file dataset (sharegpt, custom, ..., hf, spec_bench)."""
+        assert self.dataset_path is not None, "checked with the flags"
+        local = Path(self.dataset_path).expanduser()
+        # an hf path that is not on disk is a repo id (hf_files.resolve looks in the cache)
+        path = str(local.absolute()) if name != "hf" or local.exists() else self.dataset_path
+        dataset: dict[str, Any] = {"name": name, "path": path}
+        sonnet, hf, spec = self.sonnet or {}, self.hf or {}, self.spec_bench or {}
+        output = (self.output_len or self.sharegpt_output_len or self.custom_output_len or sonnet.get("output_len")
+                  or hf.get("output_len") or spec.get("output_len"))
+        for key, value in (("hf_name", hf.get("name")), ("hf_subset", hf.get("subset")),
+                           ("hf_split", hf.get("split")), ("min_distance", hf.get("min_distance")),
+                           ("max_distance", hf.get("max_distance")), ("category", spec.get("category"))):
+            if value is not None:
+                dataset[key] = value
+        if self.skip_chat_template:
+            dataset["chat_template"] = False
+        if self.no_oversample:
+            dataset["oversample"] = False
+        if self.disable_shuffle:
+            dataset["shuffle"] = False
+        if name in ("hf", "spec_bench", "sonnet"):  # sent chat-formatted to /v1/completions, bare to chat
+            dataset["apply_chat_template"] = api != "chat"
+        if output is not None:
+            dataset["output_tokens"] = output
+        if name == "sonnet":  # --input-len wins over --sonnet-input-len, as vLLM maps it
+            for key, value in (("input_tokens", self.input_len or sonnet.get("input_len")),
+                               ("prefix_tokens", sonnet.get("prefix_len"))):
+                if value is not None:
+                    dataset[key] = value
+        if tokenizer is not None:
+            dataset["tokenizer"] = tokenizer
+        return dataset
+
     def _workload(self, name: str, tokenizer: str | None, api: str = "completions") -> dict[str, Any]:
         if name == "prefix_repetition":
             given = self.prefix_repetition or {}
@@ -107,21 +150,7 @@ class BenchFlags:
                 repetition["shuffle"] = False
             return {"prefix_repetition": repetition}
         if name != "random":
-            assert self.dataset_path is not None, "checked with the flags"
-            dataset: dict[str, Any] = {"name": name, "path": str(Path(self.dataset_path).expanduser().absolute())}
-            sonnet = self.sonnet or {}
-            output = self.output_len or self.sharegpt_output_len or self.custom_output_len or sonnet.get("output_len")
-            if output is not None:
-                dataset["output_tokens"] = output
-            if name == "sonnet":  # --input-len wins over --sonnet-input-len, as vLLM maps it
-                for key, value in (("input_tokens", self.input_len or sonnet.get("input_len")),
-                                   ("prefix_tokens", sonnet.get("prefix_len"))):
-                    if value is not None:
-                        dataset[key] = value
-                dataset["apply_chat_template"] = api != "chat"
-            if tokenizer is not None:
-                dataset["tokenizer"] = tokenizer
-            return {"dataset": dataset}
+            return {"dataset": self._dataset(name, tokenizer, api)}
         prefix = self.random_prefix_len or 0
         ratio = self.random_range_ratio or 0.0
 

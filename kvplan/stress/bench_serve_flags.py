@@ -3,8 +3,8 @@
 --num-prompts, --request-rate, ...) are kvplan options of their own (`bench_flags.BenchFlags`);
 these 73 arrive as extra arguments, parsed here by argparse as vLLM parses them (same names,
 types, nargs and defaults), then either given the same meaning (`BenchExtras`) or refused in one
-line saying why: a flag for audio, images, reranking, profiling, beam search or a plot vLLM draws
-has nothing to act on in a text load generator that streams.
+line saying why: a flag for audio, images, reranking or embeddings has nothing to act on in a text
+load generator. Two that vLLM parses and never reads (`NO_EFFECT`) are taken, with a note.
 """
 from __future__ import annotations
 
@@ -18,18 +18,7 @@ from kvplan.results.slo import goodput_ms
 
 # flag -> why kvplan refuses it (given at all, even as its default: a user asking expects it to act)
 REFUSED = {
-    "--use-beam-search": "kvplan sends greedy/sampled requests only; vLLM's V1 engine dropped beam search from "
-                         "its serving path",
-    "--profile": "it starts the server's torch profiler (a server-side feature); profile the server directly",
-    "--no-stream": "kvplan measures TTFT and ITL from the streamed tokens; a non-streamed answer has neither",
-    "--plot-timeline": "kvplan writes report.html with its own request timeline beside result.json",
-    "--timeline-itl-thresholds": "it colours vLLM's --plot-timeline, which kvplan does not draw (see report.html)",
-    "--plot-dataset-stats": "report.html shows the prompt and output length distributions of the run",
     "--enable-multimodal-chat": "kvplan sends text prompts only (no images, audio or video)",
-    "--spec-bench-output-len": "the spec_bench dataset is not one kvplan reads",
-    "--spec-bench-category": "the spec_bench dataset is not one kvplan reads",
-    "--blazedit-min-distance": "the blazedit dataset is a Hub download; kvplan reads local datasets only",
-    "--blazedit-max-distance": "the blazedit dataset is a Hub download; kvplan reads local datasets only",
     "--asr-max-audio-len-sec": "audio datasets: kvplan sends text prompts only",
     "--asr-min-audio-len-sec": "audio datasets: kvplan sends text prompts only",
     "--random-batch-size": "it batches prompts for embedding endpoints; kvplan drives generation endpoints",
@@ -38,11 +27,13 @@ REFUSED = {
     "--random-mm-num-mm-items-range-ratio": "multimodal random prompts: kvplan sends text prompts only",
     "--random-mm-limit-mm-per-prompt": "multimodal random prompts: kvplan sends text prompts only",
     "--random-mm-bucket-config": "multimodal random prompts: kvplan sends text prompts only",
-    "--hf-subset": "kvplan has no Hugging Face datasets reader yet (random, sharegpt, custom, burstgpt, sonnet and "
-                   "prefix_repetition run)",
-    "--hf-split": "kvplan has no Hugging Face datasets reader yet",
-    "--hf-name": "kvplan has no Hugging Face datasets reader yet",
-    "--hf-output-len": "kvplan has no Hugging Face datasets reader yet",
+}
+# flags vLLM 0.19.1 parses and then never reads in `vllm bench serve` (serve.py, datasets.py): taken,
+# with the same (no) effect, and said so
+NO_EFFECT = {
+    "--use-beam-search": "vllm bench serve 0.19.1 parses it and sends no beam search (only `vllm bench latency` "
+                         "and `throughput` read it)",
+    "--no-stream": "it stops vLLM streaming a Hugging Face dataset from the Hub; kvplan reads local copies whole",
 }
 BACKENDS = {"openai": "completions", "vllm": "completions", "openai-chat": "chat"}  # vLLM's generation backends
 ENDPOINTS = {"/v1/completions": "completions", "/v1/chat/completions": "chat"}
@@ -79,6 +70,13 @@ def _parser() -> _Parser:
     add("--sonnet-input-len", type=int), add("--sonnet-output-len", type=int), add("--sonnet-prefix-len", type=int)
     add("--prefix-repetition-prefix-len", type=int), add("--prefix-repetition-suffix-len", type=int)
     add("--prefix-repetition-num-prefixes", type=int), add("--prefix-repetition-output-len", type=int)
+    add("--hf-subset"), add("--hf-split"), add("--hf-name"), add("--hf-output-len", type=int)
+    add("--blazedit-min-distance", type=float, default=0.0), add("--blazedit-max-distance", type=float, default=1.0)
+    add("--spec-bench-output-len", type=int, default=256), add("--spec-bench-category")
+    add("--use-beam-search", action="store_true"), add("--no-stream", action="store_true")
+    add("--profile", action="store_true"), add("--plot-timeline", action="store_true")
+    add("--timeline-itl-thresholds", type=float, nargs=2, default=[25.0, 50.0], metavar=("THRESHOLD1", "THRESHOLD2"))
+    add("--plot-dataset-stats", action="store_true")
     for flag in REFUSED:  # parsed (so the refusal names the flag, not "unrecognized"), then refused
         add(flag, nargs="*", dest="refused_" + flag[2:].replace("-", "_"))
     return p
@@ -136,12 +134,20 @@ class BenchExtras:
     disable_shuffle: bool = False
     prefix_repetition: dict[str, int] = field(default_factory=dict)  # prefix_len, suffix_len, num_prefixes, output_len
     sonnet: dict[str, int] = field(default_factory=dict)  # input_len, output_len, prefix_len
+    hf: dict[str, Any] = field(default_factory=dict)  # name, subset, split, output_len, min/max_distance (given)
+    spec_bench: dict[str, Any] = field(default_factory=dict)  # output_len, category (given)
+    skip_chat_template: bool = False
+    profile: bool = False  # POST /start_profile before the run, /stop_profile after (vLLM's --profile)
+    plot_timeline: bool = False  # <result>.timeline.html beside the vLLM result file
+    itl_thresholds_ms: tuple[float, float] = (25.0, 50.0)
+    plot_dataset_stats: bool = False  # <result>.dataset_stats.png
+    no_effect: tuple[str, ...] = ()  # notes on flags vLLM parses and ignores
     given: tuple[str, ...] = ()  # the flags as typed, for the scenario's description
 
     @property
     def wants_vllm_result(self) -> bool:
         return bool(self.result_dir or self.result_filename or self.append_result or self.save_detailed
-                    or self.metadata or self.label)
+                    or self.metadata or self.label or self.plot_timeline or self.plot_dataset_stats)
 
 
 def parse_bench_extras(args: list[str]) -> BenchExtras:
@@ -199,7 +205,7 @@ def _extras(ns: argparse.Namespace, typed: list[str]) -> BenchExtras:
         raise KvplanError(f"--tokenizer-mode {ns.tokenizer_mode!r}: kvplan loads tokenizers with transformers "
                           "(auto or hf)")
     for name in ("input_len", "output_len", "num_warmups", "logprobs", "ready_check_timeout_sec", "sonnet_input_len",
-                 "sonnet_output_len", "sonnet_prefix_len"):
+                 "sonnet_output_len", "sonnet_prefix_len", "hf_output_len", "spec_bench_output_len"):
         value = getattr(ns, name)
         if value is not None and value < 0:
             raise KvplanError(f"--{name.replace('_', '-')} must be >= 0, got {value}")
@@ -219,7 +225,32 @@ def _extras(ns: argparse.Namespace, typed: list[str]) -> BenchExtras:
         disable_shuffle=ns.disable_shuffle, prefix_repetition={k: v for k, v in repetition.items() if v is not None},
         sonnet={k: getattr(ns, "sonnet_" + k) for k in ("input_len", "output_len", "prefix_len")
                 if getattr(ns, "sonnet_" + k) is not None},
+        hf=_given(ns, typed, {"name": "--hf-name", "subset": "--hf-subset", "split": "--hf-split",
+                              "output_len": "--hf-output-len", "min_distance": "--blazedit-min-distance",
+                              "max_distance": "--blazedit-max-distance"}),
+        spec_bench=_given(ns, typed, {"output_len": "--spec-bench-output-len", "category": "--spec-bench-category"}),
+        skip_chat_template=ns.skip_chat_template, profile=ns.profile, plot_timeline=ns.plot_timeline,
+        itl_thresholds_ms=_thresholds(ns.timeline_itl_thresholds), plot_dataset_stats=ns.plot_dataset_stats,
+        no_effect=tuple(f"{flag} has no effect: {why}" for flag, why in NO_EFFECT.items() if flag in typed),
         given=tuple(typed))
+
+
+def _given(ns: argparse.Namespace, typed: list[str], flags: dict[str, str]) -> dict[str, Any]:
+    """{key: value} of the flags typed (a default vLLM fills in is the dataset reader's to apply)."""
+    out = {key: getattr(ns, flag[2:].replace("-", "_")) for key, flag in flags.items() if flag in typed}
+    for key in ("min_distance", "max_distance"):
+        if key in out and not 0.0 <= out[key] <= 1.0:
+            raise KvplanError(f"--blazedit-{key.replace('_', '-')} must be in [0, 1], got {out[key]}")
+    if out.get("min_distance", 0.0) > out.get("max_distance", 1.0):
+        raise KvplanError("--blazedit-min-distance must not exceed --blazedit-max-distance")
+    return out
+
+
+def _thresholds(values: list[float]) -> tuple[float, float]:
+    low, high = values
+    if not (0 < low < high) or high == float("inf"):
+        raise KvplanError(f"--timeline-itl-thresholds takes two increasing positive milliseconds, got {low} {high}")
+    return low, high
 
 
 def _host(host: str) -> str:

@@ -155,11 +155,12 @@ def load_scenario(path: str | Path) -> Scenario:
 
 def _dataset_beside(data: Any, scenario_path: Path) -> None:
     """A dataset or conversations path written relative in a scenario file is relative to that
-    file's folder."""
+    file's folder (an hf dataset's path with nothing there beside it is a repo id)."""
     workload = data.get("workload") if isinstance(data, dict) else None
     for key in ("dataset", "conversations"):
         dataset = workload.get(key) if isinstance(workload, dict) else None
         if isinstance(dataset, dict) and isinstance(dataset.get("path"), str) and dataset["path"]:
             path = Path(dataset["path"]).expanduser()
-            if not path.is_absolute():
-                dataset["path"] = str(scenario_path.parent.absolute() / path)
+            beside = scenario_path.parent.absolute() / path
+            if not path.is_absolute() and (dataset.get("name") != "hf" or beside.exists()):  # hf: else a repo id
+                dataset["path"] = str(beside)

@@ -77,6 +77,11 @@ class StressOptions:
     vllm_result_file: Path | None = None  # --result-dir / --result-filename (default: result.vllm.json in --out)
     append_result: bool = False
     workers: int = 1  # with --target: client processes, one merged run
+    profile: bool = False  # with --target: the server's profiler around the run (--profile)
+    # vllm bench serve's plots beside the vLLM result file: --plot-timeline's ITL thresholds (ms), or
+    # None for no timeline; --plot-dataset-stats
+    plot_timeline_ms: tuple[float, float] | None = None
+    plot_dataset_stats: bool = False
 
     def __post_init__(self) -> None:
         """Each flag checked once, whether or not the run uses it (a bad value is never ignored)."""
@@ -222,7 +227,11 @@ def _check(opts: StressOptions) -> None:
         ("--temperature/--top-p/--logprobs/--extra-body/...", bool(request and request.body)),
         ("--header", bool(request and request.headers)), ("--lora-modules", bool(request and request.lora_modules)),
         ("--request-id-prefix", bool(request and request.request_id_prefix)),
-        ("--insecure", opts.insecure), ("--ready-check-timeout-sec", opts.ready_check_timeout_s > 0)) if given]
+        ("--insecure", opts.insecure), ("--ready-check-timeout-sec", opts.ready_check_timeout_s > 0),
+        ("--profile", opts.profile)) if given]
+    if opts.profile and opts.workers > 1:
+        raise KvplanError("--profile with --workers: run one client process (the profiler's start and stop "
+                          "bracket one run)")
     if opts.workers != 1 and not opts.target:
         server_only.insert(0, "--workers")
     if not 1 <= opts.workers <= 256:
@@ -258,7 +267,7 @@ def _make_target(allocator: Allocator, opts: StressOptions, scenario: Scenario) 
         return HttpTarget(scenario, HttpOptions(opts.target, opts.api, opts.served_model_name, opts.api_key_env,
                                                 opts.timeout_s, opts.server_kind, opts.tokenizer, opts.gpu,
                                                 replace(request, seed=scenario.seed), opts.insecure,
-                                                opts.ready_check_timeout_s, opts.workers))
+                                                opts.ready_check_timeout_s, opts.workers, opts.profile))
     from kvplan.stress.targets.engine_target import EngineTarget
 
     return EngineTarget(scenario, allocator)
@@ -275,17 +284,23 @@ def _finite(value: object) -> object:
     return value
 
 
+def vllm_result_path(run: StressRun, result_path: Path, result: RunResult) -> Path:
+    """Where the result's vLLM-keyed file goes: --result-dir/--result-filename, else beside result.json."""
+    path = run.vllm_result_file
+    if path is None or len(run.results) > 1:
+        default = result_path.name.removesuffix(".json") + ".vllm.json"
+        path = result_path.with_name(default) if path is None else path.with_name(
+            path.name.removesuffix(".json") + f"-{result.allocator}.json")
+    return path
+
+
 def _vllm_file(result_path: Path, result: RunResult, run: StressRun) -> tuple[Path, str]:
     """result.vllm.json beside result.json (or --result-dir/--result-filename): the keys of `vllm
     bench serve --save-result --save-detailed`; --append-result adds it as a new line to what the
     file holds, as vLLM does."""
     from kvplan.results.vllm_result import vllm_bench_result
 
-    path = run.vllm_result_file
-    if path is None or len(run.results) > 1:
-        default = result_path.name.removesuffix(".json") + ".vllm.json"
-        path = result_path.with_name(default) if path is None else path.with_name(
-            path.name.removesuffix(".json") + f"-{result.allocator}.json")
+    path = vllm_result_path(run, result_path, result)
     text = json.dumps(_finite(vllm_bench_result(result, run.vllm_result)), allow_nan=False)
     if run.append_result and path.is_file():
         before = read_user_file(path, "vLLM result to append to", max_bytes=1 << 30)
@@ -387,7 +402,8 @@ def _run_all(opts: StressOptions, scenario: Scenario, requests: list[Request], o
                      opts.vllm_result, opts.vllm_result_file, opts.append_result)
 
 
-def save_run(run: StressRun, extra: dict[Path, str] | None = None, out_dir: Path | None = None) -> tuple[Path, ...]:
+def save_run(run: StressRun, extra: dict[Path, str | bytes] | None = None,
+             out_dir: Path | None = None) -> tuple[Path, ...]:
     """Write the result files and `extra` (report.html) into `out_dir` (default: the run's) as one:
     all of them or none (`files.write_files`); the earlier run's files go once the new ones are in."""
     folder = out_dir or run.out_dir
@@ -395,10 +411,13 @@ def save_run(run: StressRun, extra: dict[Path, str] | None = None, out_dir: Path
         appeared = [p.name for p in _earlier_run_files(folder) if p not in run.stale]
         if appeared:
             raise KvplanError(f"another run wrote {', '.join(appeared[:3])} into {folder} while this one ran")
-    files: dict[Path, str] = {folder / p.name: r.to_json() for p, r in zip(run.result_paths, run.results)}
+    files: dict[Path, str | bytes] = {folder / p.name: r.to_json() for p, r in zip(run.result_paths, run.results)}
     if run.output_format == "vllm":
         files.update(_vllm_file(folder / p.name, r, run) for p, r in zip(run.result_paths, run.results))
-    files.update({folder / Path(p).name: text for p, text in (extra or {}).items()})
+    # extra files named by a bare name go into the folder; an absolute path (a plot beside the vLLM
+    # result file) stays where it was asked for
+    files.update({Path(p) if Path(p).is_absolute() else folder / Path(p).name: text
+                  for p, text in (extra or {}).items()})
     written = write_files(files, remove=run.stale if folder == run.out_dir else ())
     if run.default_out and folder == run.out_dir:
         _point_latest(folder)

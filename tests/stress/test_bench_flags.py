@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from pathlib import Path
 
 import pytest
@@ -60,7 +61,8 @@ def test_request_rate_and_max_concurrency_as_vllm() -> None:
             {"dataset_name": "sharegpt", "dataset_path": "x", "random_input_len": 5},
             "--random-input-len apply to --dataset-name random",
         ),
-        ({"dataset_name": "hf"}, "choose one of random, sharegpt, custom, burstgpt, sonnet, prefix_repetition"),
+        ({"dataset_name": "random-mm"},
+         "choose one of random, sharegpt, custom, burstgpt, sonnet, hf, spec_bench, prefix_repetition"),
         ({"dataset_name": "sonnet"}, "--dataset-name sonnet needs --dataset-path"),
         ({"burstiness": 2.0}, "finite --request-rate"),
         ({"request_rate": -1.0}, "--request-rate must be a positive"),
@@ -129,7 +131,10 @@ def test_stress_from_flags_only_runs_and_writes_vllm_result(tmp_path: Path) -> N
     assert r.exit_code == 0, r.output
     vllm = json.loads((out / "result.vllm.json").read_text())
     assert vllm["num_prompts"] == 6 and vllm["max_concurrency"] == 2
-    assert vllm["input_lens"] == [24 + i for i in range(6)] and vllm["output_lens"] == [4] * 6
+    order = list(range(6))
+    random.seed(0)  # vLLM's CustomDataset: random.seed(--seed, default 0); random.shuffle(rows)
+    random.shuffle(order)
+    assert vllm["input_lens"] == [24 + i for i in order] and vllm["output_lens"] == [4] * 6
     result = json.loads((out / "result.json").read_text())
     assert result["scenario"]["workload"]["dataset"]["name"] == "custom"
     assert result["metrics"]["max_concurrent_requests"] <= 2

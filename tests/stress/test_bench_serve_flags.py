@@ -4,6 +4,7 @@ and the ones that shape what is sent reach the server as vLLM sends them."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -34,11 +35,39 @@ def test_every_flag_is_kvplan_s_taken_or_refused_with_a_reason() -> None:
     works = [f for f in VLLM_FLAGS if (f in own or f in parsed) and f not in REFUSED]
     refused = [f for f in VLLM_FLAGS if f in REFUSED]
     assert set(works) | set(refused) == set(VLLM_FLAGS)
-    assert len(works) >= 64, (len(works), refused)  # taken with vLLM's meaning; the rest cannot apply or wait
+    # taken with vLLM's meaning; the nine refused are audio, multimodal, embedding and rerank flags
+    assert len(works) == 81 and len(refused) == 9, (len(works), refused)
+    assert all(any(w in REFUSED[f] for w in ("audio", "multimodal", "embedding", "random_rerank", "text prompts"))
+               for f in refused)
     for flag in refused:
         with pytest.raises(KvplanError, match=f"^{flag} is vllm bench serve's but cannot apply here: ") as info:
-            parse_bench_extras([flag, "1"] if flag not in ("--use-beam-search", "--profile", "--no-stream") else [flag])
+            parse_bench_extras([flag] if flag == "--enable-multimodal-chat" else [flag, "1"])
         assert "\n" not in str(info.value)
+
+
+def test_flags_vllm_parses_and_never_reads_are_taken_with_a_note() -> None:
+    # vLLM 0.19.1 serve.py adds --use-beam-search and reads it nowhere; datasets.py's --no-stream
+    # only stops `datasets.load_dataset` streaming from the Hub
+    extras = parse_bench_extras(["--use-beam-search", "--no-stream"])
+    assert len(extras.no_effect) == 2 and all("has no effect" in n for n in extras.no_effect)
+    assert parse_bench_extras(["--temperature", "0"]).no_effect == ()
+
+
+def test_dataset_and_plot_flags_take_vllm_s_defaults_and_checks() -> None:
+    extras = parse_bench_extras(["--hf-name", "likaixin/InstructCoder", "--hf-split", "test", "--hf-output-len", "9",
+                                 "--blazedit-min-distance", "0.2", "--spec-bench-category", "qa",
+                                 "--plot-timeline", "--timeline-itl-thresholds", "10", "30"])
+    # only the flags typed: a default vLLM fills in is the reader's (blazedit's max 1.0, spec-bench's 256)
+    assert extras.hf == {"name": "likaixin/InstructCoder", "split": "test", "output_len": 9, "min_distance": 0.2}
+    assert extras.spec_bench == {"category": "qa"}
+    assert extras.plot_timeline and extras.itl_thresholds_ms == (10.0, 30.0) and extras.wants_vllm_result
+    assert parse_bench_extras(["--plot-timeline"]).itl_thresholds_ms == (25.0, 50.0)  # vLLM's default
+    for args, needle in ((["--blazedit-max-distance", "1.5"], "[0, 1]"),
+                         (["--blazedit-min-distance", "0.8", "--blazedit-max-distance", "0.5"], "must not exceed"),
+                         (["--timeline-itl-thresholds", "50", "25"], "two increasing"),
+                         (["--hf-output-len", "-1"], "--hf-output-len must be >= 0")):
+        with pytest.raises(KvplanError, match=re.escape(needle)):
+            parse_bench_extras(args)
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -98,8 +127,14 @@ def _recording_app(seen: list[dict]) -> Starlette:
 
         return StreamingResponse(events(), media_type="text/event-stream")
 
+    async def profiler(request: Request) -> Response:
+        seen.append({"profile": request.url.path})
+        return Response()
+
     return Starlette(routes=[Route("/health", lambda _: Response()), Route("/v1/models", models),
-                             Route("/v1/completions", completions, methods=["POST"])])
+                             Route("/v1/completions", completions, methods=["POST"]),
+                             Route("/start_profile", profiler, methods=["POST"]),
+                             Route("/stop_profile", profiler, methods=["POST"])])
 
 
 @pytest.mark.timeout(120)
@@ -169,3 +204,24 @@ def test_sonnet_flags_map_onto_the_dataset_as_vllm_maps_them() -> None:
     assert dataset["apply_chat_template"] is False  # a chat server formats the bare text itself
     with pytest.raises(KvplanError, match="--sonnet-\\* apply to --dataset-name sonnet"):
         BenchFlags(model="tiny-llama", sonnet={"input_len": 3}).scenario(None)
+
+
+@pytest.mark.timeout(120)
+def test_profile_brackets_the_measured_requests(tmp_path: Path) -> None:
+    # vLLM's benchmark: POST /start_profile before the first measured request, /stop_profile after
+    # the last (serve.py benchmark(), 0.19.1)
+    seen: list[dict] = []
+    server = ThreadServer(_recording_app(seen))
+    server.start()
+    try:
+        with pytest.raises(SystemExit) as info:
+            cli_main(["stress", "--model", "tiny-llama", "--base-url", server.url, "--server-kind", "vllm",
+                      "--num-prompts", "3", "--random-input-len", "8", "--random-output-len", "2", "--profile",
+                      "--out", str(tmp_path / "out"), "--no-progress"])
+        assert info.value.code == 0
+    finally:
+        server.stop()
+    calls = [s.get("profile", "request") for s in seen]
+    assert calls[0] == "/start_profile" and calls[-1] == "/stop_profile" and calls.count("request") == 3
+    notes = json.loads((tmp_path / "out" / "result.json").read_text())["notes"]
+    assert "--profile: the server's profiler started" in notes and "--profile: the server's profiler stopped" in notes

@@ -35,6 +35,7 @@ class HttpOptions:
     insecure: bool = False  # no TLS certificate check (--insecure)
     ready_check_timeout_s: float = 0.0  # wait for /health first (--ready-check-timeout-sec)
     workers: int = 1  # client processes (--workers): one merged run
+    profile: bool = False  # the server's profiler around the run (--profile)
 
 
 def _int(v: Any) -> int | None:
@@ -120,12 +121,12 @@ class HttpTarget:
 
             out = run_http_workers(requests, o.workers, on_progress, tokenizer=o.tokenizer, **shared)
         else:
-            out = run_http(requests, on_progress=on_progress, prompts=self._exact_prompts, **shared)
+            out = run_http(requests, on_progress=on_progress, prompts=self._exact_prompts, profile=o.profile, **shared)
         info = {**out.server_info, "tokenizer": o.tokenizer}  # already masked by run_http
         url = info.get("url") or without_userinfo(o.url)
         notes = [
             f"target: {url} ({o.api} API); memory from /metrics (sampled; peak is a lower bound)",
-            *_feature_notes(info, o),
+            *_feature_notes(info, o), *info.get("profile", ()),
         ]
         blocks, server_blocks = self._pool.num_gpu_blocks, info.get("num_gpu_blocks")
         if blocks is not None and server_blocks is not None and int(server_blocks) != blocks:

@@ -71,6 +71,7 @@ from kvplan.stress.targets.openai_stream import (
     make_record,
     one_line,
 )
+from kvplan.stress.targets.profiler import profiled
 from kvplan.stress.targets.prompt_text import ExactPrompts
 from kvplan.stress.targets.server_features import KNOWN_KINDS, ServerFeatures, check_server_kind, probe_features
 from kvplan.stress.targets.target_url import public_url
@@ -134,7 +135,7 @@ async def run_http_target(
     warmup_request_ids: set[str] | frozenset[str] = frozenset(), on_progress: Callable[[int], None] | None = None,
     prompts: ExactPrompts | None = None, server_kind: str = "auto", scrape_interval_s: float = 0.5,
     settings: RequestSettings | None = None, insecure: bool = False, ready_check_timeout_s: float = 0.0,
-    link: WorkerLink | None = None,
+    link: WorkerLink | None = None, profile: bool = False,
 ) -> HttpRunOutput:
     """Send `requests` to the server at `url` and measure them; scrape its /metrics meanwhile.
 
@@ -149,7 +150,8 @@ async def run_http_target(
     length (from --tokenizer). server_kind: auto (probe) or vllm, sglang, tgi, openai. settings:
     what every request carries besides its prompt (vllm bench serve's sampling, header, LoRA
     flags). insecure: no TLS certificate check. ready_check_timeout_s: wait up to this long for
-    /health to answer 200 first (vllm bench serve --ready-check-timeout-sec). link: this process
+    /health to answer 200 first (vllm bench serve --ready-check-timeout-sec). profile: --profile
+    (`profiler.py`; its notes in the server info). link: this process
     is one of `stress --workers N` (workers.py): the parent probed, the clock starts when all are
     ready, and only the first scrapes /metrics.
     Raises `KvplanError` only before the run (bad arguments, unreachable server, refused key).
@@ -167,18 +169,17 @@ async def run_http_target(
                      connect_timeout_s=cold_s, read_timeout_s=timeout_s)
     async with contextlib.AsyncExitStack() as stack:
         stack.callback(pool.close)
-        http = await stack.enter_async_context(
-            httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(timeout_s, connect=cold_s), trust_env=False,
-                              verify=tls))
+        http = await stack.enter_async_context(httpx.AsyncClient(
+            headers=headers, timeout=httpx.Timeout(timeout_s, connect=cold_s), trust_env=False, verify=tls))
         if link is not None:
             model, features = link.model, link.features
         else:
             model, features = await probe_server(http, base, parts.path, api, served_model_name, api_key_env, secret,
                                                  server_kind, timeout_s, ready_check_timeout_s)
-        if closed:  # closed loop: each of the N users holds a connection from the start, so
-            # the first wave's TTFT is the server's, not N simultaneous TCP handshakes (~0.1-0.2 ms
-            # of CPU each, client and server, serialized: +25-45 ms at 256 streams on 2 cores)
+        if closed:  # closed loop: each of N users holds a connection from the start, so the first wave's TTFT is
+            # the server's, not N handshakes (~0.1-0.2 ms CPU each, serialized: +25-45 ms at 256 streams on 2 cores)
             await pool.open_idle(min(int(concurrency or 1), len(requests)))
+        profile_notes = await stack.enter_async_context(profiled(http, base, cold_s, profile))  # stops on exit
         start_s = time.perf_counter() if link is None else await link.started()
 
         def clock_s() -> float:
@@ -194,8 +195,8 @@ async def run_http_target(
         stop.set()
         if scrape_task is not None:
             await _final_scrape(scrape_task, 2 * min(timeout_s, SCRAPE_TIMEOUT_S))
-    return _output(records, requests, complete, scraper, {"url": base, "api": api, "model": model, **features.info()},
-                   secret)
+    info = {"url": base, "api": api, "model": model, **features.info(), "profile": profile_notes}
+    return _output(records, requests, complete, scraper, info, secret)
 
 
 async def probe_server(http: httpx.AsyncClient, base: str, path: str, api: str, served_model_name: str | None,

@@ -1,12 +1,14 @@
 """custom: JSON lines (or a CSV with a header) of `prompt` text and/or `input_len` (a token count),
 and optionally `output_len` (else `output_tokens`, vLLM's `--custom-output-len`, default 256). Rows
-of lengths only are the way to replay a production trace's shape without its text. Unlike vLLM's
-custom dataset, no chat template is applied: a `--api chat` run wraps the text in one user message."""
+of lengths only are the way to replay a production trace's shape without its text. Rows are
+shuffled as vLLM shuffles them (seeded) unless --disable-shuffle. Unlike vLLM's custom dataset, no
+chat template is applied: a `--api chat` run wraps the text in one user message."""
 from __future__ import annotations
 
 import csv
 import io
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +69,10 @@ def row_length(path: Path, number: int, row: dict[str, Any], key: str) -> int | 
 def read(ref: DatasetRef, path: Path, ctx: ReadContext) -> list[Request]:
     out: list[Request] = []
     too_long = 0
-    for number, row in enumerate(rows(path), 1):
+    numbered = list(enumerate(rows(path), 1))
+    if ref.shuffle:  # vLLM's CustomDataset: random.seed(seed); random.shuffle(rows) unless --disable-shuffle
+        random.Random(ctx.seed).shuffle(numbered)
+    for number, row in numbered:
         text = row.get("prompt")
         if text is not None and not isinstance(text, str):
             raise dataset_error(path, f"row {number}: prompt must be text, got {type(text).__name__}")

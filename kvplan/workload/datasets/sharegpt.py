@@ -27,7 +27,8 @@ def read(ref: DatasetRef, path: Path, ctx: ReadContext) -> list[Request]:
         raise dataset_error(path, f"ShareGPT JSON is a list of conversations, got a {type(data).__name__}")
     data = [e for e in data[:MAX_ROWS] if isinstance(e, dict) and isinstance(e.get("conversations"), list)
             and len(e["conversations"]) >= 2]
-    random.Random(ctx.seed).shuffle(data)  # vLLM: random.seed(seed); random.shuffle(data): the same order
+    if ref.shuffle:  # vLLM shuffles unless --disable-shuffle
+        random.Random(ctx.seed).shuffle(data)  # vLLM: random.seed(seed); random.shuffle(data): the same order
     out: list[Request] = []
     skipped = too_long = 0
     for entry in data:

@@ -150,6 +150,18 @@ def _dataset_file(kind: str, tmp_path: Path) -> list[str]:
     elif kind == "sonnet":
         return ["--dataset-path", str(Path(__file__).resolve().parents[2] / "data" / "datasets" / "sonnet.txt"),
                 "--sonnet-input-len", "200", "--sonnet-prefix-len", "60", "--sonnet-output-len", "6"]
+    elif kind == "hf":  # a local copy of likaixin/InstructCoder as `hf download --local-dir` leaves it
+        path = tmp_path / "instructcoder" / "data" / "train-00000-of-00001.jsonl"
+        path.parent.mkdir(parents=True)
+        path.write_text("".join(json.dumps({"input": f"{words} {i}", "instruction": "fix it"}) + "\n"
+                                for i in range(6)))
+        return ["--dataset-path", str(tmp_path / "instructcoder"), "--hf-name", "likaixin/InstructCoder",
+                "--hf-output-len", "6"]
+    elif kind == "spec_bench":
+        path = tmp_path / "question.jsonl"
+        path.write_text("".join(json.dumps({"question_id": i, "category": "qa", "turns": [f"{words} {i}"]}) + "\n"
+                                for i in range(6)))
+        return ["--dataset-path", str(path), "--spec-bench-output-len", "6"]
     elif kind == "prefix_repetition":
         return ["--prefix-repetition-num-prefixes", "2", "--prefix-repetition-prefix-len", "40",
                 "--prefix-repetition-suffix-len", "20", "--prefix-repetition-output-len", "6"]
@@ -158,11 +170,12 @@ def _dataset_file(kind: str, tmp_path: Path) -> list[str]:
     return ["--dataset-path", str(path)]
 
 
-@pytest.mark.parametrize("kind", ["random", "sharegpt", "custom", "burstgpt", "sonnet", "prefix_repetition"])
+@pytest.mark.parametrize("kind", ["random", "sharegpt", "custom", "burstgpt", "sonnet", "hf", "spec_bench",
+                                  "prefix_repetition"])
 def test_vllm_bench_serve_datasets_run_against_it(transformers_server: str, model_dir: Path, tmp_path: Path,
                                                   kind: str) -> None:
     """Each text dataset kvplan reads, from vllm bench serve's flags alone, against the third-party
-    server: every request answered (hf has no reader yet)."""
+    server: every request answered."""
     out = tmp_path / "run"
     with pytest.raises(SystemExit) as info:
         main(["stress", "--model", str(model_dir), "--target", transformers_server, "--tokenizer", str(model_dir),

@@ -80,11 +80,18 @@ def test_custom_rows_of_lengths_jsonl_and_csv_and_oversampling(tmp_path: Path) -
     jsonl.write_text("\n".join(json.dumps({"input_len": 10 + i, "output_len": 3 + i}) for i in range(5)) + "\n\n")
     csv = tmp_path / "lens.csv"
     csv.write_text("input_len,output_len\n" + "\n".join(f"{10 + i},{3 + i}" for i in range(5)))
+    order = list(range(5))
+    random.seed(1)  # vLLM's CustomDataset: random.seed(seed); random.shuffle(rows) unless --disable-shuffle
+    random.shuffle(order)
+    assert order != sorted(order)
     for path in (jsonl, csv):
         stream = load_dataset(DatasetRef(name="custom", path=str(path)), seed=1, vocab_size=VOCAB, max_model_len=4096,
                               num_requests=12)
         reqs = list(stream.take(12))
-        assert [(len(r.prompt_token_ids), r.output_tokens) for r in reqs[:5]] == [(10 + i, 3 + i) for i in range(5)]
+        assert [(len(r.prompt_token_ids), r.output_tokens) for r in reqs[:5]] == [(10 + i, 3 + i) for i in order]
+        kept = load_dataset(DatasetRef(name="custom", path=str(path), shuffle=False), seed=1, vocab_size=VOCAB,
+                            max_model_len=4096, num_requests=12).requests
+        assert [(len(r.prompt_token_ids), r.output_tokens) for r in kept] == [(10 + i, 3 + i) for i in range(5)]
         assert len(reqs) == 12 and all(r in stream.requests for r in reqs[5:])  # drawn again from the file's rows
         assert all(r.prompt_text is None for r in reqs)
         assert any("drawn again" in n for n in stream.notes)
