@@ -106,6 +106,13 @@ def main(argv: list[str] | None = None) -> None:
                    "pip install 'kvplan[engine]' (estimate, predict, plan, sweep, gate, report and stress --target "
                    "run without it)", err=True)
         _exit(2, process=argv is None)
+    except MemoryError:
+        if debug:
+            raise
+        typer.echo("kvplan: error: out of memory: the command needs more than this process may take (ulimit -v, "
+                   "the machine's free memory); make the run smaller (num_requests, --num-prompts, the dataset)",
+                   err=True)
+        _exit(2, process=argv is None, hard=True)  # no interpreter shutdown: its finalizers would fail again
     except Exception as exc:  # noqa: BLE001 - a bug, not the user's input: one line, never exit 1 or 2
         if debug:
             raise
@@ -115,21 +122,22 @@ def main(argv: list[str] | None = None) -> None:
     _exit(rc if isinstance(rc, int) else 0, process=argv is None)
 
 
-def _exit(code: int, *, process: bool) -> None:
+def _exit(code: int, *, process: bool, hard: bool = False) -> None:
     """Exit with `code`. After a Ctrl-C (130), CPython may still end the process by SIGINT (exit -2):
     a KeyboardInterrupt that passed through C code run with PyRun_* (torch's start-up does) sets a
     process-wide "unhandled" flag that catching it does not clear. So 130 ends here, files and
     streams flushed (every result is written before this point). `process`: main() runs as the
     program (not called in-process with its arguments, as tests do). Any other code: the command has
     finished and written what it writes, so a Ctrl-C from here on (while the interpreter shuts down)
-    changes nothing; without this it could still end a finished run by SIGINT (exit -2)."""
+    changes nothing; without this it could still end a finished run by SIGINT (exit -2). `hard`: end
+    here too (after a MemoryError the interpreter's shutdown would fail again and print tracebacks)."""
     if process:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if code == 130 and process:
+    if (code == 130 or hard) and process:
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
             except (OSError, ValueError):
                 pass
-        os._exit(130)
+        os._exit(code)
     sys.exit(code)

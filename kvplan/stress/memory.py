@@ -1,4 +1,6 @@
-"""Memory probes for a stress run: process RSS, CUDA allocator figures, and an NVML sampler.
+"""Memory probes for a stress run: process RSS, CUDA allocator figures, an NVML sampler, and the
+memory this process may still take (`headroom_bytes`: what a run's requests are checked against
+before any is generated).
 
 The engine's own KV accounting (blocks in use x bytes per block) comes from its step stats; these
 probes add what the operating system and the device see. Every probe degrades to `None` where its
@@ -10,6 +12,49 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
+
+
+def _status_kib(key: str, path: str = "/proc/self/status") -> int | None:
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _cgroup_room() -> int | None:
+    try:
+        limit = open("/sys/fs/cgroup/memory.max").read().strip()
+        used = int(open("/sys/fs/cgroup/memory.current").read().strip())
+        return None if limit == "max" else int(limit) - used
+    except (OSError, ValueError):
+        return None
+
+
+def headroom_bytes() -> int | None:
+    """The most this process may still allocate: the least of its address-space limit (ulimit -v)
+    less its address space now, the machine's available memory, and its cgroup's limit less its
+    use; None when none is known."""
+    rooms: list[int] = []
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        size_kib = _status_kib("VmSize")
+        if soft != resource.RLIM_INFINITY and size_kib is not None:
+            rooms.append(soft - size_kib * 1024)
+    except (ImportError, ValueError, OSError):
+        pass
+    available_kib = _status_kib("MemAvailable", "/proc/meminfo")
+    if available_kib is not None:
+        rooms.append(available_kib * 1024)
+    cgroup = _cgroup_room()
+    if cgroup is not None:
+        rooms.append(cgroup)
+    return max(0, min(rooms)) if rooms else None
 
 
 def rss_bytes() -> int | None:

@@ -28,6 +28,7 @@ from kvplan.stress.driver import run_target
 from kvplan.stress.scenario import Scenario
 from kvplan.stress.scenario_loader import load_scenario, parse_scenario
 from kvplan.stress.target import Target
+from kvplan.units import GIB
 from kvplan.validation import short_repr
 from kvplan.workload.arrivals import ClosedLoop, RampArrival
 from kvplan.workload.request import Request
@@ -40,6 +41,11 @@ if TYPE_CHECKING:
 RUN_FILES = ("result.json", "result.vllm.json", "result-paged.json", "result-contiguous.json",
              "result-paged.vllm.json", "result-contiguous.vllm.json", "report.html")
 CLOSED_LOOP_DURATION_CAP = 100_000  # requests generated for a closed-loop duration_s scenario
+# a run's memory per request (its Request, the prediction's sequence, its record), measured with
+# /usr/bin/time on the bundled engine: +25 MB for 12,000 more requests of 10 tokens, +31 MB for
+# 4,000 more of 220 (2026-12-07); these round that up, as a bound to refuse by, not a figure
+BYTES_PER_REQUEST, BYTES_PER_TOKEN = 2_000, 40
+MEMORY_SAMPLE_REQUESTS = 1_000  # the requests generated before the check (their mean length is used)
 MAX_GENERATED_REQUESTS = 1_000_000  # the scenario schema's num_requests limit, also for rate x duration
 MAX_PROMPT_TOKENS = 2**27  # ~5 GB of prompt token ids held in memory
 ALLOCATOR_CHOICES = ("paged", "contiguous", "both")
@@ -125,10 +131,36 @@ class StressRun:
         return any(not r.complete for r in self.results)
 
 
-def scenario_requests(scenario: Scenario, notes: list[str] | None = None) -> list[Request]:
+def _check_memory(name: str, expected: int, sample: list[Request], baseline_bytes: int) -> None:
+    """Refuse, before the rest are generated, a run whose requests (held with their prediction and
+    records), beside `baseline_bytes` the target still takes, would not fit in the memory this
+    process may still take."""
+    from kvplan.stress.memory import headroom_bytes
+
+    room = headroom_bytes()
+    tokens = sum(r.prompt_tokens + r.output_tokens for r in sample) / len(sample)
+    need = int(expected * (BYTES_PER_REQUEST + BYTES_PER_TOKEN * tokens)) + baseline_bytes
+    if room is not None and need > room:
+        raise KvplanError(f"scenario {name!r}: {expected:,} requests of ~{tokens:,.0f} tokens need about "
+                          f"{need / GIB:.1f} GiB to hold with their prediction and records; this process may take "
+                          f"{room / GIB:.1f} GiB more: lower num_requests, or split the run (several hosts with "
+                          "disjoint seeds, merged with `kvplan report`)")
+
+
+def engine_baseline_bytes(scenario: Scenario) -> int:
+    """What the bundled engine will still take besides the requests: its modules (imported now, so
+    the address space they map is counted as used) and its KV pool when the scenario fixes it."""
+    import kvplan.engine.llm_engine  # noqa: F401 - torch's mappings, counted before the requests are
+
+    blocks = scenario.num_gpu_blocks()
+    return blocks * scenario.bytes_per_block() if blocks is not None else 0
+
+
+def scenario_requests(scenario: Scenario, notes: list[str] | None = None, baseline_bytes: int = 0) -> list[Request]:
     """The scenario's request stream, refused up front when it is too big to hold: an open-loop
-    `duration_s` at a high rate (1e6 req/s for a week) would otherwise generate until memory runs out.
-    A dataset's notes (rows skipped, counts estimated) are appended to `notes`."""
+    `duration_s` at a high rate (1e6 req/s for a week) would otherwise generate until memory runs out,
+    and 1,000,000 requests that do not fit beside the target's `baseline_bytes` in this process's
+    memory (`_check_memory`). A dataset's notes (rows skipped, counts estimated) are appended to `notes`."""
     arrival = scenario.arrival
     closed = isinstance(arrival, ClosedLoop)
     expected = scenario.num_requests
@@ -145,6 +177,8 @@ def scenario_requests(scenario: Scenario, notes: list[str] | None = None) -> lis
     if stream is not None and notes is not None:
         notes.extend(stream.notes)
     for spec in islice(scenario.request_stream(stream=stream), cap):
+        if len(requests) == MEMORY_SAMPLE_REQUESTS and expected > MEMORY_SAMPLE_REQUESTS:
+            _check_memory(scenario.name, expected, requests, baseline_bytes)
         total += spec.prompt_tokens
         if total > MAX_PROMPT_TOKENS or len(requests) >= MAX_GENERATED_REQUESTS:
             raise KvplanError(f"scenario {scenario.name!r} has more than {MAX_PROMPT_TOKENS:,} prompt tokens or "
@@ -364,7 +398,7 @@ def run_stress(opts: StressOptions, console: Console | None = None) -> StressRun
     notes: list[str] = []
     if opts.target:
         scenario = _with_server_settings(opts, scenario, notes)
-    requests = scenario_requests(scenario, notes)
+    requests = scenario_requests(scenario, notes, 0 if opts.target else engine_baseline_bytes(scenario))
     for note in notes:
         console.print(f"kvplan: note: {note}", markup=False, highlight=False)
     out_dir = _out_dir(opts, scenario)

@@ -82,6 +82,20 @@ def test_out_of_range_numbers_are_one_line(capsys, args: list[str], names: str) 
     assert len(err.splitlines()) == 1 and names in err and "Traceback" not in err
 
 
+def test_running_out_of_memory_is_one_line_and_exit_2(capsys, monkeypatch) -> None:
+    """A MemoryError (a run bigger than the process may take) is the size asked for, not a bug."""
+    import kvplan.plan.estimate as estimate_module
+
+    def hungry(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(estimate_module, "estimate", hungry)
+    with pytest.raises(SystemExit) as info:
+        main(["estimate", "--model", "llama-2-7b"])
+    err = capsys.readouterr().err.strip()
+    assert info.value.code == 2 and err.startswith("kvplan: error: out of memory") and "\n" not in err
+
+
 def test_a_bug_is_one_line_with_its_own_exit_code(capsys, monkeypatch) -> None:
     """Whatever slipped through: no traceback without --debug, and not 1 (a regression) or 2 (bad input)."""
     import kvplan.plan.estimate as estimate_module
