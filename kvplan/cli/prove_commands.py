@@ -249,13 +249,24 @@ def report(
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="HTML file (default: report.html beside the first result).")
     ] = None,
+    merge: Annotated[
+        bool, typer.Option("--merge", help="The results are hosts that drove one server with the same scenario "
+                           "(disjoint seeds): write them as one run, result-merged.json beside the report.")
+    ] = False,
 ) -> None:
     """Self-contained HTML report: prediction vs measurement, KV memory, load, latency CDFs, goodput."""
-    from kvplan.files import check_output_path
-    from kvplan.report.html import write_report
+    from kvplan.files import check_output_path, write_files
+    from kvplan.report.html import render_report, write_report
+    from kvplan.results.merge import merge_results
     from kvplan.results.result import load_result
 
     target = check_output_path(out or results[0].parent / "report.html", inputs=results)  # never over an input
     loaded = [load_result(p) for p in results]
-    path = write_report(loaded, target)
-    typer.echo(f"kvplan: wrote {path} ({path.stat().st_size / 1e6:.2f} MB)", err=True)
+    if not merge:
+        path = write_report(loaded, target)
+        typer.echo(f"kvplan: wrote {path} ({path.stat().st_size / 1e6:.2f} MB)", err=True)
+        return
+    merged = merge_results(loaded, [str(p) for p in results])
+    merged_path = check_output_path(target.with_name("result-merged.json"), inputs=results)
+    for path in write_files({merged_path: merged.to_json(), target: render_report([merged])}):
+        typer.echo(f"kvplan: wrote {path}", err=True)

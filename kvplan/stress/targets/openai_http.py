@@ -151,9 +151,8 @@ async def run_http_target(
     what every request carries besides its prompt (vllm bench serve's sampling, header, LoRA
     flags). insecure: no TLS certificate check. ready_check_timeout_s: wait up to this long for
     /health to answer 200 first (vllm bench serve --ready-check-timeout-sec). profile: --profile
-    (`profiler.py`; its notes in the server info). link: this process
-    is one of `stress --workers N` (workers.py): the parent probed, the clock starts when all are
-    ready, and only the first scrapes /metrics.
+    (`profiler.py`; its notes in the server info). link: this process is one of `stress --workers
+    N` (workers.py): the parent probed, the clock starts when all are ready, only the first scrapes.
     Raises `KvplanError` only before the run (bad arguments, unreachable server, refused key).
     """
     closed = _check_args(requests, api, timeout_s, concurrency)
@@ -195,8 +194,9 @@ async def run_http_target(
         stop.set()
         if scrape_task is not None:
             await _final_scrape(scrape_task, 2 * min(timeout_s, SCRAPE_TIMEOUT_S))
-    info = {"url": base, "api": api, "model": model, **features.info(), "profile": profile_notes}
-    return _output(records, requests, complete, scraper, info, secret)
+    return _output(records, requests, complete, scraper, {  # started_unix_s: the run clock's zero (report --merge)
+        "url": base, "api": api, "model": model, **features.info(), "profile": profile_notes,
+        "started_unix_s": time.time() - (time.perf_counter() - start_s)}, secret)
 
 
 async def probe_server(http: httpx.AsyncClient, base: str, path: str, api: str, served_model_name: str | None,
