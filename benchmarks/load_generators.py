@@ -1,7 +1,9 @@
 """kvplan's load generator beside guidellm and AIPerf, in one run, against the same fast server.
 
-The server is client_overhead.py's fake OpenAI server (raw asyncio HTTP/1.1, first token and every
-next one at once: the client is the bottleneck), pinned to the last core. Each client runs pinned to
+The server answers every completion at once with the same 16-token SSE stream: nginx serving it as
+a static file when nginx is installed (C, a few microseconds a request: the clients are the
+bottleneck), else client_overhead.py's fake OpenAI server (Python asyncio, about as costly per
+request as a client); either pinned to the last core. Each client runs pinned to
 core 0 (`taskset -c 0`: "from one core"), the same closed loop: N users, each sending a 4-token
 prompt and streaming 16 tokens, for R requests. Each tool's own figure is read from its own output
 and put on one footing, completed requests / the tool's measured duration:
@@ -63,6 +65,64 @@ def bpe_tokenizer(folder: Path) -> Path:
     return folder
 
 
+NGINX_CONF = """worker_processes 1;
+daemon off;
+error_log {root}/error.log crit;
+pid {root}/nginx.pid;
+events {{ worker_connections 8192; }}
+http {{
+  access_log off;
+  keepalive_requests 100000000;
+  client_body_temp_path {root}/body;
+  server {{
+    listen 127.0.0.1:{port} backlog=8192;
+    root {root}/www;
+    location = /v1/completions {{ default_type text/event-stream; error_page 405 =200 $uri; }}
+    location / {{ default_type application/json; error_page 405 =200 $uri; }}
+  }}
+}}
+"""
+
+
+class NginxServer:
+    """nginx answering POST /v1/completions with a static 16-token stream (405 -> 200 on the file)."""
+
+    def __init__(self, root: Path, core: int | None) -> None:
+        import socket
+        import time
+
+        import httpx
+
+        token = json.dumps({"id": "x", "object": "text_completion",
+                            "choices": [{"index": 0, "text": " t", "finish_reason": None}]})
+        usage = json.dumps({"id": "x", "choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 16}})
+        (root / "www" / "v1").mkdir(parents=True)
+        stream = f"data: {token}\n\n" * 16 + f"data: {usage}\n\ndata: [DONE]\n\n"
+        (root / "www" / "v1" / "completions").write_text(stream)
+        (root / "www" / "v1" / "models").write_text('{"object":"list","data":[{"id":"fake","object":"model"}]}')
+        (root / "www" / "health").write_text("")
+        for folder in (root.parent, root, root / "www", root / "www" / "v1"):
+            folder.chmod(0o755)  # nginx's worker reads as an unprivileged user when started as root
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        (root / "nginx.conf").write_text(NGINX_CONF.format(root=root, port=port))
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc = subprocess.Popen(_pin([str(shutil.which("nginx")), "-c", str(root / "nginx.conf")], core))
+        for _ in range(100):
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("nginx did not start")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
 def run_kvplan(url: str, users: int, requests: int, work: Path, core: int | None, workers: int = 1) -> float:
     out = work / f"kvplan-{workers}"
     cmd = _pin([*KVPLAN, "stress", "--target", url, "--model", "tiny-llama", "--server-kind", "openai",
@@ -112,16 +172,20 @@ def main() -> None:
     args = ap.parse_args()
     cores = os.cpu_count() or 1
     client_core = 0 if cores > 1 else None
-    server = FakeServer(0.0, 0.0)
-    if cores > 1 and shutil.which("taskset"):
-        subprocess.run(["taskset", "-a", "-p", "-c", str(cores - 1), str(server.proc.pid)], capture_output=True)
     rates: dict[str, float] = {}
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            work = Path(tmp)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        server: NginxServer | FakeServer
+        if shutil.which("nginx"):
+            server, kind = NginxServer(work / "nginx", cores - 1 if cores > 1 else None), "nginx"
+        else:
+            server, kind = FakeServer(0.0, 0.0), "the Python fake server"
+            if cores > 1 and shutil.which("taskset"):
+                subprocess.run(["taskset", "-a", "-p", "-c", str(cores - 1), str(server.proc.pid)], capture_output=True)
+        try:
             tok = bpe_tokenizer(work / "tok")
             print(f"closed loop: {args.users} users x {args.requests} requests, 4-token prompts, 16 streamed tokens; "
-                  f"each client on core {client_core}, the server on core {cores - 1}")
+                  f"each client on core {client_core}, {kind} on core {cores - 1}")
             rates["kvplan"] = run_kvplan(server.url, args.users, args.requests, work, client_core)
             for name, exe, fn in (("guidellm", args.guidellm, run_guidellm), ("AIPerf", args.aiperf, run_aiperf)):
                 if exe is None or not Path(exe).exists():
@@ -132,12 +196,12 @@ def main() -> None:
                 ratio = "" if name == "kvplan" else f"   kvplan / {name}: {rates['kvplan'] / rate:.1f}x"
                 print(f"  {name:>8}: {rate:>7,.0f} req/s{ratio}", flush=True)
             if cores > 1:
-                one = run_kvplan(server.url, 256, 4 * args.requests, work, None, workers=1)
-                two = run_kvplan(server.url, 256, 4 * args.requests, work, None, workers=2)
-                print(f"kvplan --workers 2 vs 1 on {cores} cores (256 users, {4 * args.requests} requests, the server "
+                one = run_kvplan(server.url, 256, 8 * args.requests, work, None, workers=1)
+                two = run_kvplan(server.url, 256, 8 * args.requests, work, None, workers=2)
+                print(f"kvplan --workers 2 vs 1 on all {cores} cores (256 users, {8 * args.requests} requests, {kind} "
                       f"on core {cores - 1} too): {two:,.0f} vs {one:,.0f} req/s, {two / one:.2f}x")
-    finally:
-        server.stop()
+        finally:
+            server.stop()
 
 
 if __name__ == "__main__":
