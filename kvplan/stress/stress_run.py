@@ -291,9 +291,10 @@ def _recalibrate(opts: StressOptions, scenario: Scenario, console: Console) -> S
 
 def _make_target(allocator: Allocator, opts: StressOptions, scenario: Scenario) -> Target:
     if opts.target:
-        if scenario.workload.sessions is not None:
-            raise KvplanError("workload.sessions runs on the bundled engine only (a later turn resends the "
-                              "reply's token ids, which an OpenAI server does not return); drop --target")
+        if (scenario.workload.sessions is not None or scenario.workload.conversations is not None) \
+                and opts.workers > 1:
+            raise KvplanError("conversations run from one client process (a later turn resends the reply its "
+                              "process received): drop --workers")
         from kvplan.stress.targets.http_target import HttpOptions, HttpTarget
         from kvplan.stress.targets.openai_stream import RequestSettings
 

@@ -5,5 +5,6 @@ openai_stream.py (requests and streamed answers), http1.py (the hot-path HTTP/1.
 prompt_text.py (text prompts of exact length), server_features.py (what a server accepts),
 server_settings.py (its pool, block size, KV dtype and max_model_len, read before the run),
 target_url.py (the --target URL, checked before any of them reads it), workers.py (--workers: N
-client processes, one merged run), profiler.py (--profile: the server's profiler around the run).
+client processes, one merged run), profiler.py (--profile: the server's profiler around the run),
+text_turns.py (conversations: later turns resend the history the server streamed).
 """

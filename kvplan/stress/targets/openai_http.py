@@ -283,7 +283,7 @@ def _check_args(requests: list[Request], api: str, timeout_s: float, concurrency
         raise KvplanError(f"--api must be 'completions' or 'chat', got {api!r}")
     if timeout_s <= 0:
         raise KvplanError(f"the request timeout must be positive, got {timeout_s}")
-    closed = [r.arrival_s is None for r in requests]
+    closed = [r.arrival_s is None for r in requests if not r.follows_turn]  # later turns: sent after replies
     if any(closed) and not all(closed):
         raise KvplanError("requests mix open-loop arrival times with closed-loop (None) ones")
     if any(closed) and not concurrency:
@@ -360,7 +360,11 @@ async def _drive(client: StreamClient, requests: list[Request], concurrency: int
     tasks: list[asyncio.Task] = []
     complete = True
     try:
-        if requests and requests[0].arrival_s is None:  # closed loop: N workers, each one request at a time
+        if any(r.session_id is not None for r in requests):  # conversations: later turns resend the replies
+            from kvplan.stress.targets.text_turns import drive_sessions
+
+            await drive_sessions(client, requests, concurrency, warmup_ids, on_progress, results, in_flight)
+        elif requests and requests[0].arrival_s is None:  # closed loop: N workers, each one request at a time
             queue = iter(requests)
 
             async def worker() -> None:

@@ -62,6 +62,7 @@ class Progress:
     finish_reason: str | None = None
     done: bool = False
     progress_read_s: float = 0.0  # perf_counter of the read that brought the last content token (0: none yet)
+    reply: list[str] | None = None  # the streamed text, kept when a conversation's next turn resends it
 
 
 def one_line(
@@ -102,15 +103,37 @@ class StreamClient:
         self.features = features
         self.settings = settings or RequestSettings()
         self._texts: dict[str, str] = {}
+        self._messages: dict[str, list[dict[str, str]]] = {}  # a conversation's later turn on the chat API
 
     def prepare(self, requests: Iterable[Request]) -> None:
         """Build every text prompt before the clock starts (a tokenizer takes a while per prompt)."""
         for spec in requests:
+            if spec.follows_turn:  # a conversation's later turn: its prompt is built when the reply is in
+                continue
             if spec.prompt_text is not None:  # a dataset's own text: sent as it is, the server counts it
                 self._texts[spec.request_id] = spec.prompt_text
             elif self.api == "chat" or not self.features.token_id_prompts:
                 ids = spec.token_ids
                 self._texts[spec.request_id] = self.prompts.text(ids) if self.prompts is not None else ids_to_words(ids)
+
+    def message_text(self, spec: Request) -> str:
+        """A conversation turn's new message as text (text_turns.py)."""
+        ids = spec.new_turn_ids
+        return self.prompts.text(ids) if self.prompts is not None else " " + ids_to_words(ids)
+
+    def use_prompt(self, spec: Request, prompt: str | list[dict[str, str]] | None) -> str | list[dict[str, str]]:
+        """Send `spec` with `prompt` (a later turn's history; None: its own); the prompt as sent."""
+        if isinstance(prompt, list):
+            self._messages[spec.request_id] = prompt
+            return prompt
+        if prompt is not None:
+            self._texts[spec.request_id] = prompt
+        text = self._texts.get(spec.request_id, spec.prompt_text)
+        if text is None:
+            ids = spec.token_ids
+            text = self._texts[spec.request_id] = self.prompts.text(ids) if self.prompts is not None \
+                else ids_to_words(ids)
+        return [{"role": "user", "content": text}] if self.api == "chat" else text
 
     def __repr__(self) -> str:
         return f"StreamClient({self.path})"
@@ -129,12 +152,13 @@ class StreamClient:
         model = settings.model_for(spec.index, self.model)
         if model is not None:
             body["model"] = model
+        messages = self._messages.get(spec.request_id)  # a conversation's later turn on the chat API
         text = self._texts.get(spec.request_id, spec.prompt_text)
-        if text is None and (self.api == "chat" or not self.features.token_id_prompts):
+        if text is None and messages is None and (self.api == "chat" or not self.features.token_id_prompts):
             ids = spec.token_ids
             text = self.prompts.text(ids) if self.prompts is not None else ids_to_words(ids)
         if self.api == "chat":
-            body["messages"] = [{"role": "user", "content": text}]
+            body["messages"] = messages if messages is not None else [{"role": "user", "content": text}]
         elif text is not None:
             body["prompt"] = text
         else:
@@ -163,6 +187,8 @@ class StreamClient:
             piece = choice.get("delta", {}).get("content") if self.api == "chat" else choice.get("text")
             if piece:  # content: the only thing that counts as the answer moving
                 p.token_times_s.append(t_s)
+                if p.reply is not None:
+                    p.reply.append(piece)
                 p.progress_read_s = t_s + self.start_s
                 if len(p.token_times_s) > 2 * p.spec.output_tokens + 16:  # max_tokens is output_tokens
                     raise ValueError(f"more than {2 * p.spec.output_tokens + 16} tokens streamed for a request "
