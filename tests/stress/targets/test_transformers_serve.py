@@ -184,3 +184,26 @@ def test_vllm_bench_serve_datasets_run_against_it(transformers_server: str, mode
     assert info.value.code in (0, None)
     records = load_result(out / "result.json").records()
     assert len(records) == 4 and all(r.status == "ok" for r in records), [r.error for r in records]
+
+
+@pytest.mark.parametrize("api", ["completions", "chat"])
+def test_conversations_run_against_it(transformers_server: str, model_dir: Path, tmp_path: Path, api: str) -> None:
+    """Later turns resend the history the server streamed; its own prompt counts grow turn by turn."""
+    data = yaml.safe_load(_scenario(tmp_path).read_text())
+    data.pop("workload", None)
+    data["workload"] = {"sessions": {"num_sessions": 2, "turns": 3, "shared_prefix_tokens": 16, "first_turn_tokens": 8,
+                                     "turn_tokens": 6, "output_tokens": 4, "think_time_s": 0.0}}
+    data.update(num_requests=6, arrival={"type": "concurrency", "concurrency": 2})
+    path = tmp_path / "turns.yaml"
+    path.write_text(yaml.safe_dump(data))
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as info:
+        main(["stress", "-s", str(path), "--target", transformers_server, "--api", api, "--tokenizer", str(model_dir),
+              "--out", str(out), "--no-progress", "--timeout-s", "60"])
+    assert info.value.code in (0, None)
+    records = load_result(out / "result.json").records()
+    assert len(records) == 6 and all(r.status == "ok" for r in records), [r.error for r in records]
+    for session in ("session-0", "session-1"):
+        counts = [next(r.server_input_tokens for r in records if r.request_id == f"{session}-turn-{t}")
+                  for t in range(3)]
+        assert counts[0] < counts[1] < counts[2], counts  # each turn carries the one before it and its reply
