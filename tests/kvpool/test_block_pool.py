@@ -102,3 +102,90 @@ def test_a_stream_gives_no_more_hashes_than_asked_for() -> None:
     s = TokenStream(2, [1, 2, 3, 4])
     assert len(s.block_hashes(2)) == 2
     assert s.block_hashes(1) == s.block_hashes(2)[:1] and len(s.block_hashes(1)) == 1
+
+
+def test_a_new_pool_is_all_free_and_consistent() -> None:
+    pool = BlockPool(3)
+    assert (pool.num_blocks, pool.num_free_blocks, pool.num_used_blocks, pool.num_cached_free_blocks) == (3, 3, 0, 0)
+    pool.check()  # every block unowned (ref 0) and in the queue
+
+
+def test_lookup_stops_at_its_limit_and_at_the_hashes_end() -> None:
+    pool = BlockPool(4)
+    blocks = pool.allocate(3)
+    pool.cache_blocks(blocks, [7, 8, 9], 0, 3)
+    assert pool.lookup([7, 8, 9], limit=2) == blocks[:2]  # vLLM looks up all but the last token's block
+    assert pool.lookup([7, 8, 9], limit=10) == blocks and pool.lookup([7, 8, 9]) == blocks
+    assert pool.lookup([7, 5, 9]) == blocks[:1]  # the first miss ends the prefix
+
+
+def test_registering_a_later_range_leaves_the_earlier_blocks_alone() -> None:
+    pool = BlockPool(4)
+    blocks = pool.allocate(4)
+    pool.cache_blocks(blocks, [1, 2, 3, 4], 0, 2)
+    pool.cache_blocks(blocks, [1, 2, 3, 4], 2, 4)  # a request's next full blocks (vLLM: num_cached_block on)
+    assert pool.lookup([1, 2, 3, 4]) == blocks
+    with pytest.raises(AssertionError, match=f"block {blocks[0]} is registered already"):
+        pool.cache_blocks(blocks, [1, 2, 3, 4], 0, 1)
+
+
+def test_every_change_to_the_cache_moves_its_version_and_evictions_add_up() -> None:
+    pool = BlockPool(2)
+    seen = [pool.version]
+    a = pool.allocate(2)
+    pool.cache_blocks(a, [1, 2], 0, 1)
+    seen.append(pool.version)
+    pool.cache_blocks(a, [1, 2], 1, 2)
+    seen.append(pool.version)
+    pool.free(reversed(a))
+    pool.allocate(1)  # evicts hash 2 (block a[1], freed first)
+    seen.append(pool.version)
+    pool.allocate(1)  # evicts hash 1
+    seen.append(pool.version)
+    assert seen == sorted(set(seen)) and pool.evicted_blocks == 2  # strictly increasing: a kept answer goes stale
+    assert pool.lookup([1]) == [] and pool.lookup([2]) == []
+
+
+def test_a_shared_block_stays_owned_until_its_last_holder_frees_it() -> None:
+    pool = BlockPool(3)
+    a = pool.allocate(1)
+    pool.cache_blocks(a, [5], 0, 1)
+    pool.touch(a)  # a second request hits it: ref 2
+    pool.free(a)
+    assert pool.num_free_blocks == 2 and pool.num_used_blocks == 1
+    pool.free(a)
+    assert pool.num_free_blocks == 3 and pool.num_cached_free_blocks == 1
+    with pytest.raises(AssertionError, match=f"block {a[0]} freed twice"):
+        pool.free(a)
+
+
+def test_the_shortage_names_the_blocks() -> None:
+    with pytest.raises(ValueError, match="cannot take 3 blocks: 2 free"):
+        BlockPool(2).allocate(3)
+
+
+def test_the_first_block_hangs_off_vllm_s_root_and_stand_in_ids_are_negative() -> None:
+    assert chain_hash(None, [1, 2]) == chain_hash(-1, [1, 2])  # the root is a value like any parent (NONE_HASH)
+    s = TokenStream(2, [1, 2])
+    s.extend([-5, -5])  # a reply's stand-in tokens live below 0
+    assert len(s.block_hashes(2)) == 2 and s.ids[-1] == -5
+
+
+def test_a_partial_block_is_never_hashed() -> None:
+    s = TokenStream(16, range(20))
+    assert len(s.hashes_to(5)) == 1 and len(s.hashes) == 1  # 20 tokens: one full block of 16
+
+
+def test_forgetting_an_unfilled_block_is_not_an_eviction() -> None:
+    """A failed step's blocks lose their hashes (their K/V was never written): the engine's
+    `forget_uncomputed`; vLLM's counters never saw them as cached."""
+    pool = BlockPool(2)
+    a = pool.allocate(2)
+    pool.cache_blocks(a, [1, 2], 0, 2)
+    before = pool.version
+    pool.uncache(a[1])
+    assert pool.lookup([1, 2]) == a[:1] and pool.hash_of[a[1]] is None
+    assert pool.evicted_blocks == 0 and pool.version != before
+    pool.uncache(a[1])  # no hash: nothing to forget
+    assert pool.evicted_blocks == 0
+    pool.check()

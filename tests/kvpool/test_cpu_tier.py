@@ -42,3 +42,47 @@ def test_host_blocks_fresh_first_then_the_last_freed() -> None:
     assert [tier.slot[h] for h in (1, 2, 3)] == [0, 1, 2]
     tier.store([4, 5])  # evicts 1 then 2 (LRU): slots 0, 1 freed in that order; 4 takes 1, 5 takes 0
     assert (tier.slot[4], tier.slot[5]) == (1, 0)
+
+
+def test_a_tier_filled_exactly_evicts_nothing() -> None:
+    tier = CpuTier(4)
+    tier.stored(tier.store([1, 2]) or [])
+    assert tier.store([3, 4]) == [3, 4]  # 2 + 2 = 4 blocks: room without an eviction
+    tier.stored([3, 4])
+    assert tier.lookup([1, 2]) == 2 and tier.evicted_blocks == 0
+
+
+def test_counters_add_up_over_stores() -> None:
+    tier = CpuTier(2)
+    tier.stored(tier.store([1]) or [])
+    tier.stored(tier.store([2]) or [])
+    assert tier.stored_blocks == 2
+    tier.stored(tier.store([3]) or [])  # evicts 1
+    tier.stored(tier.store([4]) or [])  # evicts 2
+    assert (tier.stored_blocks, tier.evicted_blocks) == (4, 2)
+    tier.read([3, 4])
+    assert tier.store([5]) is None and tier.store([6]) is None  # both pinned: no room, twice
+    assert tier.refused_blocks == 2
+
+
+def test_a_block_read_twice_stays_pinned_until_both_reads_end() -> None:
+    tier = CpuTier(1)
+    tier.stored(tier.store([1]) or [])
+    tier.read([1])
+    tier.read([1])  # two requests load it
+    tier.read_done([1])
+    assert tier.store([2]) is None  # still read by one
+    tier.read_done([1])
+    assert tier.store([2]) == [2] and tier.evicted_blocks == 1
+
+
+def test_a_failed_store_frees_its_host_block() -> None:
+    """vLLM's complete_store(success=False): the block is forgotten and its host block reused."""
+    tier = CpuTier(2)
+    assert tier.store([1, 2]) == [1, 2] and (tier.slot[1], tier.slot[2]) == (0, 1)
+    tier.unstore([1])
+    assert 1 not in tier.blocks and 1 not in tier.slot and tier.stored_blocks == 1
+    assert tier.store([3]) == [3] and tier.slot[3] == 0  # no fresh block left: the freed one
+    tier.stored([2])
+    tier.unstore([2])  # already readable: a finished copy is not undone
+    assert tier.lookup([2]) == 1 and tier.stored_blocks == 2
