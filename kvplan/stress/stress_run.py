@@ -144,7 +144,7 @@ def _check_memory(name: str, expected: int, sample: list[Request], baseline_byte
         raise KvplanError(f"scenario {name!r}: {expected:,} requests of ~{tokens:,.0f} tokens need about "
                           f"{need / GIB:.1f} GiB to hold with their prediction and records; this process may take "
                           f"{room / GIB:.1f} GiB more: lower num_requests, or split the run (several hosts with "
-                          "disjoint seeds, merged with `kvplan report`)")
+                          "disjoint seeds, merged with `kvplan report --merge`)")
 
 
 def engine_baseline_bytes(scenario: Scenario) -> int:
