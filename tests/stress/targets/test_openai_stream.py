@@ -1,10 +1,24 @@
 """The SSE side of the HTTP target: `data:` lines as the SSE spec reads them (the space after the
-colon is optional), events split across reads, comments and other fields ignored, CRLF endings."""
+colon is optional), events split across reads, comments and other fields ignored, CRLF endings;
+then one event at a time, the request body and the record (as vLLM's request functions in
+benchmarks/lib/endpoint_request_func.py 0.19.1 build and read them)."""
 from __future__ import annotations
 
 import json
+import random
 
-from kvplan.stress.targets.openai_stream import Progress, StreamClient
+import pytest
+
+from kvplan.stress.targets.openai_stream import (
+    MAX_REPORTED_TOKENS,
+    Progress,
+    RequestSettings,
+    ServerError,
+    StreamClient,
+    _token_count,
+    make_record,
+)
+from kvplan.stress.targets.server_features import KNOWN_KINDS
 from kvplan.workload.request import Request
 
 
@@ -35,3 +49,112 @@ def test_an_event_split_across_reads_is_stamped_when_it_ends() -> None:
 def test_comments_other_fields_and_crlf() -> None:
     p = _feed([b": keep-alive\r\n\r\nevent: message\r\nid: 7\r\ndata: " + _event("a") + b"\r\n\r\n"])
     assert p.token_times_s == [0.0]
+
+
+# --- one event at a time, and the request body (vLLM's request functions, endpoint_request_func.py 0.19.1) ---
+
+
+def _client(api: str = "completions", kind: str = "vllm", settings: RequestSettings | None = None) -> StreamClient:
+    return StreamClient(None, "/base", api, "served", clock_s=lambda: 0.0, start_s=0.0, secret=None,  # type: ignore[arg-type]
+                        features=KNOWN_KINDS[kind], settings=settings)
+
+
+def _progress(out: int = 4) -> Progress:
+    return Progress(Request.of_ids((11, 12, 13), out, 0.5, request_id="r0", index=3), arrival_s=0.5)
+
+
+def test_an_event_s_text_usage_and_finish() -> None:
+    client, p = _client(), _progress()
+    client._event(p, json.dumps({"choices": [{"text": "a", "finish_reason": None}]}).encode(), 1.0)
+    client._event(p, json.dumps({"choices": [{"text": "", "finish_reason": None}]}).encode(), 1.5)  # empty: no token
+    client._event(p, json.dumps({"choices": [], "usage": {"completion_tokens": 7, "prompt_tokens": 3}}).encode(), 2.0)
+    client._event(p, json.dumps({"choices": [{"text": "b", "finish_reason": "length"}]}).encode(), 2.5)
+    assert p.token_times_s == [1.0, 2.5] and (p.usage_tokens, p.usage_prompt_tokens) == (7, 3)
+    assert p.finish_reason == "length" and not p.done
+    client._event(p, b"[DONE]", 3.0)
+    assert p.done and p.token_times_s == [1.0, 2.5]
+
+
+def test_chat_events_count_delta_content_and_keep_the_reply_when_asked() -> None:
+    client, p = _client("chat"), _progress()
+    p.reply = []
+    for piece in ("He", None, "llo"):
+        client._event(p, json.dumps({"choices": [{"delta": {"content": piece}}]}).encode(), 1.0)
+    client._event(p, json.dumps({"choices": [{"text": "ignored on chat"}]}).encode(), 1.0)
+    assert p.reply == ["He", "llo"] and len(p.token_times_s) == 2
+
+
+@pytest.mark.parametrize("payload, error, needle", [
+    (b'{"error": {"message": "too long"}}', ServerError, "too long"),
+    (b'{"error": "plain"}', ServerError, "plain"),
+    (b"[1, 2]", ValueError, "not a JSON object"),
+    (b'{"usage": [1]}', ValueError, "usage that is not a JSON object"),
+    (b'{"choices": [], "usage": {"completion_tokens": -1}}', ValueError, "completion_tokens -1"),
+    (b'{"choices": [], "usage": {"completion_tokens": 1, "prompt_tokens": 1.5}}', ValueError, "prompt_tokens 1.5"),
+])
+def test_bad_events_fail_the_request(payload: bytes, error: type, needle: str) -> None:
+    with pytest.raises(error, match=needle):
+        _client()._event(_progress(), payload, 1.0)
+
+
+def test_more_tokens_than_a_request_may_stream_is_a_protocol_error() -> None:
+    client, p = _client(), _progress(out=1)  # at most 2 x 1 + 16 = 18 tokens
+    event = json.dumps({"choices": [{"text": "x"}]}).encode()
+    for _ in range(18):
+        client._event(p, event, 1.0)
+    with pytest.raises(ValueError, match="more than 18 tokens streamed for a request of max_tokens 1"):
+        client._event(p, event, 1.0)
+
+
+def test_token_counts_are_whole_and_bounded() -> None:
+    assert _token_count(5, "k") == 5 and _token_count(5.0, "k") == 5 and _token_count(0, "k") == 0
+    for bad in (True, "5", -1, 2.5, MAX_REPORTED_TOKENS, float("nan"), None):
+        with pytest.raises(ValueError, match=f"the server reported k {str(bad)[:40]}, not a token count"):
+            _token_count(bad, "k")
+
+
+def test_the_body_as_vllm_sends_it() -> None:
+    settings = RequestSettings(body={"temperature": 0.7, "top_k": 5}, ignore_eos=True)
+    body = _client(settings=settings).body(_progress().spec)
+    assert body == {"max_tokens": 4, "temperature": 0.7, "stream": True, "stream_options": {"include_usage": True},
+                    "ignore_eos": True, "min_tokens": 4, "top_k": 5, "model": "served", "prompt": [11, 12, 13]}
+    plain = _client(kind="openai").body(_progress().spec)  # no token ids, no ignore_eos / min_tokens on this server
+    assert plain == {"max_tokens": 4, "temperature": 0.0, "stream": True, "stream_options": {"include_usage": True},
+                     "model": "served", "prompt": "t11 t12 t13"}
+    chat = _client("chat").body(_progress().spec)
+    assert chat["messages"] == [{"role": "user", "content": "t11 t12 t13"}] and "prompt" not in chat
+    assert _client().path == "/base/v1/completions" and _client("chat").path == "/base/v1/chat/completions"
+
+
+def test_lora_modules_as_the_model_field() -> None:
+    rr = RequestSettings(lora_modules=("a", "b", "c"), lora_assignment="round-robin")
+    assert [rr.model_for(i, "m") for i in range(4)] == ["a", "b", "c", "a"]
+    assert RequestSettings().model_for(3, "m") == "m"
+    seeded = RequestSettings(lora_modules=("a", "b"), seed=2)
+    assert [seeded.model_for(i, "m") for i in range(5)] == [random.Random(2 * 1_000_003 + i).choice(("a", "b"))
+                                                            for i in range(5)]
+
+
+def test_a_later_turn_s_prompt_is_sent_as_given() -> None:
+    client, spec = _client(), _progress().spec
+    assert client.use_prompt(spec, None) == "t11 t12 t13" and client.body(spec)["prompt"] == "t11 t12 t13"
+    assert client.use_prompt(spec, "history reply new") == "history reply new"
+    assert client.body(spec)["prompt"] == "history reply new"
+    chat = _client("chat")
+    messages = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    assert chat.use_prompt(spec, messages) is messages and chat.body(spec)["messages"] == messages
+    assert chat.use_prompt(_progress().spec, None) == [{"role": "user", "content": "t11 t12 t13"}]
+
+
+def test_a_record_of_what_was_seen() -> None:
+    p = _progress()
+    p.token_times_s, p.usage_tokens, p.usage_prompt_tokens = [1.0, 1.5], 3, 9
+    rec = make_record(p, "ok", None, 2.0, False)
+    assert (rec.request_id, rec.arrival_s, rec.first_token_s, rec.token_times_s, rec.finish_s) == (
+        "r0", 0.5, 1.0, (1.0, 1.5), 2.0)
+    assert (rec.prompt_tokens, rec.output_tokens, rec.server_input_tokens, rec.server_output_tokens) == (3, 3, 9, 3)
+    assert rec.queue_s == 0.0 and rec.status == "ok" and not rec.is_warmup
+    late = Progress(p.spec, arrival_s=0.75)  # sent 0.25 s after it was due (a client slot)
+    late_rec = make_record(late, "error", "boom", 1.0, True)
+    assert late_rec.queue_s == pytest.approx(0.25) and late_rec.output_tokens == 0 and late_rec.first_token_s is None
+    assert (late_rec.status, late_rec.error, late_rec.is_warmup) == ("error", "boom", True)
