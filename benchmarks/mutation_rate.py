@@ -24,8 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGETS = {  # name -> (mutant glob, tests mutmut runs)
     "kvpool": ("kvplan.kvpool*", ["tests/kvpool/"]),
     "gate-checks": ("kvplan.gate.checks*", ["tests/gate/"]),
-    "sse-parser": ("kvplan.stress.targets.openai_stream*", ["tests/stress/targets/test_openai_stream.py",
-                                                             "tests/stress/targets/test_http1.py"]),
+    "sse-parser": ("kvplan.stress.targets.openai_stream*", [
+        "tests/stress/targets/test_openai_stream.py", "tests/stress/targets/test_http1.py",
+        "tests/stress/targets/test_http_target.py", "tests/stress/targets/test_faults.py"]),
 }
 
 
