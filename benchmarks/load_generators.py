@@ -72,6 +72,9 @@ pid {root}/nginx.pid;
 events {{ worker_connections 8192; }}
 http {{
   access_log off;
+  sendfile on;
+  tcp_nopush on;
+  open_file_cache max=16;  # the one response file stays open: no open/stat per request
   keepalive_requests 100000000;
   client_body_temp_path {root}/body;
   server {{
