@@ -7,7 +7,7 @@ stamp is taken once per read, before any parsing, so parsing cost never shifts a
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -113,13 +113,15 @@ class StreamClient:
             if spec.prompt_text is not None:  # a dataset's own text: sent as it is, the server counts it
                 self._texts[spec.request_id] = spec.prompt_text
             elif self.api == "chat" or not self.features.token_id_prompts:
-                ids = spec.token_ids
-                self._texts[spec.request_id] = self.prompts.text(ids) if self.prompts is not None else ids_to_words(ids)
+                self._texts[spec.request_id] = self.text_of(spec.token_ids)
+
+    def text_of(self, ids: Sequence[int]) -> str:
+        """Token ids as prompt text: the tokenizer's (--tokenizer), else the word form `t<id> ...`."""
+        return self.prompts.text(ids) if self.prompts is not None else ids_to_words(ids)
 
     def message_text(self, spec: Request) -> str:
         """A conversation turn's new message as text (text_turns.py)."""
-        ids = spec.new_turn_ids
-        return self.prompts.text(ids) if self.prompts is not None else " " + ids_to_words(ids)
+        return (" " if self.prompts is None else "") + self.text_of(spec.new_turn_ids)  # words need a space
 
     def use_prompt(self, spec: Request, prompt: str | list[dict[str, str]] | None) -> str | list[dict[str, str]]:
         """Send `spec` with `prompt` (a later turn's history; None: its own); the prompt as sent."""
@@ -130,9 +132,7 @@ class StreamClient:
             self._texts[spec.request_id] = prompt
         text = self._texts.get(spec.request_id, spec.prompt_text)
         if text is None:
-            ids = spec.token_ids
-            text = self._texts[spec.request_id] = self.prompts.text(ids) if self.prompts is not None \
-                else ids_to_words(ids)
+            text = self._texts[spec.request_id] = self.text_of(spec.token_ids)
         return [{"role": "user", "content": text}] if self.api == "chat" else text
 
     def __repr__(self) -> str:
@@ -152,11 +152,11 @@ class StreamClient:
         model = settings.model_for(spec.index, self.model)
         if model is not None:
             body["model"] = model
-        messages = self._messages.get(spec.request_id)  # a conversation's later turn on the chat API
-        text = self._texts.get(spec.request_id, spec.prompt_text)
+        # a request is sent once: its prepared prompt is dropped here (a conversation's grow turn by turn)
+        messages = self._messages.pop(spec.request_id, None)  # a conversation's later turn on the chat API
+        text = self._texts.pop(spec.request_id, spec.prompt_text)
         if text is None and messages is None and (self.api == "chat" or not self.features.token_id_prompts):
-            ids = spec.token_ids
-            text = self.prompts.text(ids) if self.prompts is not None else ids_to_words(ids)
+            text = self.text_of(spec.token_ids)
         if self.api == "chat":
             body["messages"] = messages if messages is not None else [{"role": "user", "content": text}]
         elif text is not None:
