@@ -65,6 +65,11 @@ def stress(
         str, typer.Option(help="paged, contiguous, or both (same KV memory, side by side).")
     ] = "paged",
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.", metavar="")] = False,
+    replicas: Annotated[int | None, typer.Option(
+        help="The bundled engine as N replicas, each with its own KV pool, behind --router (the scenario's "
+             "replicas).")] = None,
+    router: Annotated[str | None, typer.Option(
+        help="How requests reach the --replicas: round-robin, least-loaded, session or prefix (KV-aware).")] = None,
     calibration: Annotated[
         Path | None, typer.Option(help="Cost-model file from `kvplan calibrate` (default: profiles/calibration/).")
     ] = None,
@@ -230,6 +235,8 @@ def stress(
             tokenizer=tokenizer,
             output_format="vllm" if save_result or extras.wants_vllm_result else output_format,
             threads=threads,
+            replicas=replicas,
+            router=router,
             gpu=gpu,
             bench=BenchFlags(model, dataset_name, dataset_path, num_prompts, _rate(request_rate), burstiness,
                              max_concurrency, random_input_len, random_output_len, random_range_ratio,

@@ -169,6 +169,9 @@ class BlockManager:
             raise RuntimeError("the prefix cache is reset only when no request holds blocks")
         self.pool = BlockPool(self.num_blocks)
         self._registered.clear()
+        if self.tier is not None:  # and the CPU tier: what a warm-up stored is not part of the run
+            self.tier = CpuTier(self.tier.num_blocks)
+            self._offered.clear()
 
     # --- allocation ---------------------------------------------------------------------------
     def can_allocate(self, seq: Sequence, hits: list[int], num_tokens: int) -> bool:

@@ -120,6 +120,7 @@ class LLMEngine:
         self._total_preemptions = 0
         self._total_prefix_hit_tokens = 0
         self._total_cpu_hit_tokens = 0
+        self._total_computed_prompt_tokens = 0
         self.num_failed_requests = 0  # requests failed by their step (finish_reason "error")
 
     # --- construction -------------------------------------------------------------------------
@@ -242,6 +243,12 @@ class LLMEngine:
         s = self.scheduler
         return len(s.waiting) + len(s.running) + len(s.swapped)
 
+    def reset_stats(self) -> None:
+        """Counters from zero (after a warm-up): `stats` is None until the next step."""
+        self.stats = None
+        self._total_preemptions = self._total_prefix_hit_tokens = self._total_cpu_hit_tokens = 0
+        self._total_computed_prompt_tokens = 0
+
     # --- stepping -----------------------------------------------------------------------------
     def _finish_reason(self, seq: Sequence) -> str | None:
         token = seq.token_ids[-1]
@@ -315,6 +322,7 @@ class LLMEngine:
         self._step += 1
         self._total_preemptions += batch.num_preempted
         self._total_prefix_hit_tokens += batch.num_prefix_hit_tokens
+        self._total_computed_prompt_tokens += batch.num_computed_prompt_tokens
         decode = sum(1 for n in batch.num_new_tokens if n == 1)
         now = time.perf_counter()
         self.stats = EngineStats(
@@ -343,6 +351,7 @@ class LLMEngine:
             total_prefix_hit_tokens=self._total_prefix_hit_tokens,
             total_evicted_blocks=bm.num_evicted_blocks,
             total_cpu_hit_tokens=self._total_cpu_hit_tokens,
+            total_computed_prompt_tokens=self._total_computed_prompt_tokens,
         )
 
     def generate(

@@ -56,6 +56,7 @@ class EngineStats:
     total_prefix_hit_tokens: int
     total_evicted_blocks: int = 0  # cached blocks a new allocation has taken the hash from
     total_cpu_hit_tokens: int = 0  # prompt tokens the CPU tier (kv_offloading_bytes) served
+    total_computed_prompt_tokens: int = 0  # prompt tokens neither cache served, computed (again after a recompute)
 
     @property
     def kv_cache_usage(self) -> float:

@@ -31,6 +31,8 @@ class ScheduledBatch:
     num_prefix_hit_tokens: int = 0
     blocks_to_load: tuple[tuple[int, int], ...] = ()  # (tier host block, device block): copied before the step
     num_cpu_hit_tokens: int = 0  # prompt tokens the CPU tier served this step
+    # prompt tokens computed this step: those neither cache served (again after a recompute preemption)
+    num_computed_prompt_tokens: int = 0
 
     @property
     def num_tokens(self) -> int:
@@ -52,16 +54,19 @@ class _Step:
     hit_tokens: int = 0
     load: list[tuple[int, int]] = field(default_factory=list)
     cpu_hit_tokens: int = 0
+    computed_prompt_tokens: int = 0
 
     def add(self, seq: Sequence, num_tokens: int) -> None:
+        """`num_tokens` of `seq` from its `num_computed_tokens` on (a cache hit already counted there)."""
         self.seqs.append(seq)
         self.counts.append(num_tokens)
         self.budget -= num_tokens
+        self.computed_prompt_tokens += max(0, min(num_tokens, seq.num_prompt_tokens - seq.num_computed_tokens))
 
     def batch(self) -> ScheduledBatch:
         return ScheduledBatch(tuple(self.seqs), tuple(self.counts), tuple(self.swap_out), tuple(self.swap_in),
                               self.preempted, self.swapped_out, self.swapped_in, self.hit_tokens, tuple(self.load),
-                              self.cpu_hit_tokens)
+                              self.cpu_hit_tokens, self.computed_prompt_tokens)
 
 
 class Scheduler:

@@ -284,6 +284,8 @@ def build_view(result: RunResult, anchor: str) -> ResultView:
     env = result.environment
     facts = (("scenario", result.scenario_name), ("description", str(result.scenario.get("description", "")) or "—"),
              ("model", _model_text(result)), ("allocator", result.allocator),
+             *((("replicas", f"{result.scenario['replicas']} behind the {result.scenario.get('router')} router"),)
+               if result.scenario.get("replicas", 1) > 1 else ()),
              ("device", f"{env.device}" + (f" ({env.device_name})" if env.device_name else "")),
              ("git commit", env.git_commit or "unknown"), ("run at", result.created_at),
              ("requests", f"{len(records):,} recorded ({sum(r.is_warmup for r in records)} warmup)"),

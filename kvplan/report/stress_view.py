@@ -17,7 +17,9 @@ def render_agreement(console: Console, result: RunResult) -> None:
     speed, each judged against the row's tolerance as the HTML report does (agreement.py), then
     the notes and the verdict."""
     rows = agreements(result)
-    t = Table(title=f"{result.scenario_name} ({result.allocator}): predicted vs measured", header_style="bold")
+    replicas = result.scenario.get("replicas", 1)
+    routed = f", {replicas} replicas, {result.scenario.get('router')} router" if replicas > 1 else ""
+    t = Table(title=f"{result.scenario_name} ({result.allocator}{routed}): predicted vs measured", header_style="bold")
     at_speed = {r.key: r for r in rows if r.kind == "timing at measured speed"}
     speed_tol = next(iter(at_speed.values())).tolerance_pct if at_speed else 0.0
     cols = ("metric", "predicted", "measured", "error", "tolerance") + (

@@ -54,6 +54,8 @@ _MEMORY = (
     Figure("prefix_cache_evicted_blocks", "blocks", "memory", True),
     # a KV connector's hits (vLLM's external_prefix_cache_hits; the engine's CPU tier)
     Figure("external_prefix_hit_tokens", "tokens", "memory", True),
+    # prompt tokens neither cache served: computed (again, after a recompute preemption); the bundled engine's
+    Figure("computed_prompt_tokens", "tokens", "memory", True),
     Figure("num_steps", "count", "memory", True),
     Figure("mean_tokens_per_step", "tokens", "memory"),  # scheduled tokens / steps: the batching, not the clock
     Figure("peak_rss_bytes", "bytes", "memory"),

@@ -65,6 +65,7 @@ class TimelineSample(BaseModel):
     prefix_hit_tokens: int | None = None  # cumulative
     evicted_blocks: int | None = None  # cumulative: cached blocks a new allocation took the hash from
     cpu_hit_tokens: int | None = None  # cumulative: prompt tokens a CPU tier served
+    computed_prompt_tokens: int | None = None  # cumulative: prompt tokens neither cache served
     swaps: int | None = None  # cumulative
     rss_bytes: int | None = None
     cuda_allocated_bytes: int | None = None

@@ -83,13 +83,14 @@ def predict_run(scenario: Scenario, requests: list[Request], *, num_gpu_blocks: 
     model = cost_model or LinearCostModel(1e-3, 0.0, 0.0, 0.0, 0.0)
     sim = _simulate(scenario, requests, num_gpu_blocks, bytes_per_block, model, allocator)
     out: dict[str, Any] = {
-        "allocator": allocator, "num_gpu_blocks": num_gpu_blocks, "kv_pool_bytes": num_gpu_blocks * bytes_per_block,
+        "allocator": allocator, "num_gpu_blocks": num_gpu_blocks, "kv_pool_bytes": sim.kv_cache_bytes,
         "bytes_per_block": bytes_per_block, "peak_kv_bytes": sim.peak_kv_bytes,
         "peak_kv_blocks": sim.peak_kv_bytes // bytes_per_block, "peak_running_requests": sim.max_running,
         "num_preemptions": sim.num_preemptions, "preemption_onset_step": sim.first_preemption_step,
         "prefix_hit_tokens": sim.timeline[-1].prefix_hit_tokens if sim.timeline else 0,
         "prefix_cache_evicted_blocks": sim.evicted_blocks,
         "external_prefix_hit_tokens": sim.cpu_hit_tokens,
+        "computed_prompt_tokens": sim.computed_prompt_tokens,
         "num_steps": sim.num_steps, "cost_model_source": cost_source,
         "cost_model": ({"kind": type(cost_model).__name__, **asdict(cost_model)} if is_dataclass(cost_model) else None),
     }
@@ -132,6 +133,8 @@ def _simulate(scenario: Scenario, requests: list[Request], num_gpu_blocks: int, 
         num_cpu_blocks=blocks_in_budget(engine.swap_space_bytes, bytes_per_block),
         num_tier_blocks=blocks_in_budget(engine.kv_offloading_bytes, bytes_per_block) if engine.enable_prefix_caching
         else 0,
+        replicas=scenario.replicas,
+        router=scenario.router,
     )
 
 

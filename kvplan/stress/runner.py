@@ -6,6 +6,10 @@ of requests open, topping up between engine steps, so the scheduling (and so the
 depends on token counts only. Every step appends a timeline sample: KV bytes in use and pool size
 from the engine, queue lengths and counters, process RSS and, on CUDA, the allocator's figures.
 Ctrl-C stops the loop; what was measured so far is returned with `complete=False`.
+
+Replicas (a scenario's `replicas` and `router`): several engines, each with its own pool, share the
+loop. A request is routed when it is sent (`replica_router.py`); the engines with work then step one
+after another, a round per loop, and each step's sample sums every replica's pool and counters.
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from kvplan.results.result import TimelineSample
 from kvplan.stress.cpu_waits import CpuWaits
 from kvplan.stress.machine_speed import ReferenceSampler, ReferenceTiming
 from kvplan.stress.memory import NvmlSampler, cuda_bytes, rss_bytes
+from kvplan.stress.replica_router import ReplicaRouter
 from kvplan.stress.run_queue import RunQueueClock
 from kvplan.stress.scenario import Scenario
 from kvplan.workload.arrivals import ClosedLoop
@@ -54,16 +59,24 @@ class EngineRun:
     wait_marks: list[tuple[float, float]] = field(default_factory=list)
 
 
-def _sample(engine: LLMEngine, t_s: float, shape: StepShape, nvml: NvmlSampler | None) -> TimelineSample:
-    stats = engine.stats
+def _sample(engines: list[LLMEngine], stepped: LLMEngine, t_s: float, shape: StepShape,
+            nvml: NvmlSampler | None) -> TimelineSample:
+    """After `stepped`'s step: its batch, and every replica's pool and counters summed."""
+    stats = stepped.stats
     assert stats is not None, "sampled after a step"
+    every = [e.stats for e in engines if e.stats is not None]
+
+    def total(name: str) -> int:
+        return sum(getattr(x, name) for x in every)
+
     allocated, peak = cuda_bytes()
     return TimelineSample(
-        t_s=t_s, kv_bytes_used=stats.kv_bytes_in_use, kv_pool_bytes=stats.kv_cache_bytes,
-        kv_blocks_used=stats.num_blocks_used, running=stats.num_running, waiting=stats.num_waiting,
-        swapped=stats.num_swapped, preemptions=stats.total_preemptions,
-        prefix_hit_tokens=stats.total_prefix_hit_tokens, evicted_blocks=stats.total_evicted_blocks,
-        cpu_hit_tokens=stats.total_cpu_hit_tokens,
+        t_s=t_s, kv_bytes_used=sum(e.block_manager.num_used_blocks * e.bytes_per_block for e in engines),
+        kv_pool_bytes=sum(e.kv_cache_bytes for e in engines),
+        kv_blocks_used=sum(e.block_manager.num_used_blocks for e in engines), running=total("num_running"),
+        waiting=total("num_waiting"), swapped=total("num_swapped"), preemptions=total("total_preemptions"),
+        prefix_hit_tokens=total("total_prefix_hit_tokens"), evicted_blocks=total("total_evicted_blocks"),
+        cpu_hit_tokens=total("total_cpu_hit_tokens"), computed_prompt_tokens=total("total_computed_prompt_tokens"),
         rss_bytes=rss_bytes(),
         cuda_allocated_bytes=allocated, cuda_max_allocated_bytes=peak,
         nvml_used_bytes=nvml.samples[-1][1] if nvml is not None and nvml.samples else None,
@@ -83,20 +96,22 @@ def _warm_up(engine: LLMEngine) -> None:
     engine.generate([[3 + i % (vocab - 3) for i in range(24)]],
                     SamplingParams(max_tokens=2, ignore_eos=True, temperature=0.0))
     engine.block_manager.reset_prefix_cache()  # the run starts with the pool its prediction starts with
+    engine.reset_stats()  # and its counters from zero
 
 
 class _Session:
     """One run's bookkeeping: which request is next, which are live, what finished."""
 
-    def __init__(self, engine: Any, scenario: Scenario, requests: Iterable[Request],
+    def __init__(self, engines: list[Any], scenario: Scenario, requests: Iterable[Request],
                  on_progress: Callable[[int], None] | None, t0: float) -> None:
-        self.engine, self.scenario, self.on_progress, self.t0 = engine, scenario, on_progress, t0
+        self.engines, self.scenario, self.on_progress, self.t0 = engines, scenario, on_progress, t0
+        self.router = ReplicaRouter(scenario.router, [e.scheduler for e in engines]) if scenario.router else None
         arrival = scenario.arrival
         self.closed_loop = arrival if isinstance(arrival, ClosedLoop) else None
         self.turns = TurnChain()  # conversations: a later turn is released when the one before it ends
         self.stream: Iterator[Request] = self.turns.first_turns(requests)
         self.upcoming: Request | None = next(self.stream, None)
-        self.live: dict[str, tuple[Request, float]] = {}  # request id -> (spec, arrival on the run clock)
+        self.live: dict[str, tuple[Request, float, Any]] = {}  # request id -> (spec, arrival on the run clock, engine)
         self.cap = arrival.in_flight_cap  # requests in flight at most (None: no cap)
         self.last_full_s = -1.0  # when a due request last found every slot taken: it is sent when one frees
         self.done = 0
@@ -104,18 +119,22 @@ class _Session:
     def now(self) -> float:
         return time.perf_counter() - self.t0
 
+    def busy(self) -> bool:
+        return any(e.has_unfinished_requests() for e in self.engines)
+
     def _submit(self, spec: Request, arrival_s: float, prompt_ids: list[int] | None = None) -> None:
         from kvplan.engine.sampling_params import SamplingParams
 
         ids = list(spec.token_ids) if prompt_ids is None else prompt_ids
         self.turns.sent(spec, ids)
-        self.engine.add_request(
+        engine = self.engines[self.router.pick(spec.request_id, ids, spec.session_id) if self.router else 0]
+        engine.add_request(
             ids,
             SamplingParams(max_tokens=spec.output_tokens, ignore_eos=True, temperature=0.0, seed=spec.index),
             request_id=spec.request_id,
             arrival_time_s=self.t0 + arrival_s,
         )
-        self.live[spec.request_id] = (spec, arrival_s)
+        self.live[spec.request_id] = (spec, arrival_s, engine)
         if prompt_ids is None:
             self.upcoming = next(self.stream, None)
 
@@ -150,7 +169,9 @@ class _Session:
                 break
 
     def finish(self, out: Any) -> RequestRecord:
-        spec, arrival_s = self.live.pop(out.request_id)
+        spec, arrival_s, _ = self.live.pop(out.request_id)
+        if self.router is not None:
+            self.router.finished(out.request_id)
         times = tuple(x - self.t0 for x in out.token_times_s)
         self.turns.ended(out.request_id, out.output_token_ids, times[-1] if times else self.now())
         self.done += 1
@@ -165,8 +186,8 @@ class _Session:
 
     def abort_live(self) -> list[RequestRecord]:
         records = []
-        for request_id, (spec, arrival_s) in list(self.live.items()):
-            self.engine.abort(request_id)
+        for request_id, (spec, arrival_s, engine) in list(self.live.items()):
+            engine.abort(request_id)
             records.append(RequestRecord(
                 request_id=request_id, class_name=spec.class_name, arrival_s=arrival_s, first_token_s=None,
                 token_times_s=(), finish_s=self.now(), prompt_tokens=spec.prompt_tokens, output_tokens=0,
@@ -176,6 +197,7 @@ class _Session:
 
 def _step(engine: Any, session: _Session, run: EngineRun, probe: Any, nvml: NvmlSampler | None,
           reference: ReferenceSampler, queue: RunQueueClock) -> None:
+    """One step of one replica (`probe`: its StepProbe), recorded."""
     wait0, start = queue.wait_s(), time.perf_counter()
     if run.last_step_start_s is not None and run.step_cycle_s:
         run.step_cycle_s[-1] = start - run.last_step_start_s
@@ -195,33 +217,37 @@ def _step(engine: Any, session: _Session, run: EngineRun, probe: Any, nvml: Nvml
     run.step_cycle_s.append(stats.step_time_s)  # until the next step's start says more
     if stats.num_preemptions and run.first_preemption_s is None:
         run.first_preemption_s, run.first_preemption_step = stats.time_s - session.t0, run.num_steps
-    run.timeline.append(_sample(engine, stats.time_s - session.t0, probe.last, nvml))
+    run.timeline.append(_sample(session.engines, engine, stats.time_s - session.t0, probe.last, nvml))
     run.records.extend(session.finish(out) for out in outputs if out.finished)
     reference.after_step(stats.step_time_s)  # after the bookkeeping: it delays the next step, as a step would
 
 
-def run_engine(engine: Any, scenario: Scenario, requests: Iterable[Request], *,
+def run_engine(engines: list[Any], scenario: Scenario, requests: Iterable[Request], *,
                on_progress: Callable[[int], None] | None = None, max_duration_s: float | None = None) -> EngineRun:
-    """Run `requests` through `engine` by the wall clock; see the module doc."""
+    """Run `requests` through `engines` (one per replica) by the wall clock; see the module doc."""
     from kvplan.engine.reference_kernel import ReferenceKernel
     from kvplan.stress.step_probe import StepProbe
 
-    probe = StepProbe(engine)
+    probes = [StepProbe(e) for e in engines]
     run = EngineRun()
     duration = max_duration_s if max_duration_s is not None else scenario.duration_s
-    _warm_up(engine)
-    reference = ReferenceSampler(ReferenceKernel(engine.config.device).time_s)
+    for e in engines:
+        _warm_up(e)
+    config = engines[0].config
+    reference = ReferenceSampler(ReferenceKernel(config.device).time_s)
     queue = RunQueueClock()
     # device memory as the driver sees it, from a sampler thread (CUDA only; None where NVML is missing)
-    nvml = NvmlSampler().start() if engine.config.is_cuda else None
-    session = _Session(engine, scenario, requests, on_progress, time.perf_counter())
+    nvml = NvmlSampler().start() if config.is_cuda else None
+    session = _Session(engines, scenario, requests, on_progress, time.perf_counter())
     cpu0 = time.process_time()
     try:
-        while session.upcoming is not None or session.turns.due or engine.has_unfinished_requests():
+        while session.upcoming is not None or session.turns.due or session.busy():
             t = session.now()
             session.admit(t, stop_arrivals=duration is not None and t >= duration)
-            if engine.has_unfinished_requests():
-                _step(engine, session, run, probe, nvml, reference, queue)
+            if session.busy():
+                for engine, probe in zip(engines, probes):  # a round: each replica with work steps once
+                    if engine.has_unfinished_requests():
+                        _step(engine, session, run, probe, nvml, reference, queue)
             elif (session.upcoming is not None and session.closed_loop is None) or session.turns.due:
                 run.last_step_start_s = None
                 next_s = min(session.upcoming.arrival_s or 0.0 if session.upcoming is not None else float("inf"),

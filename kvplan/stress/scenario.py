@@ -34,6 +34,7 @@ from kvplan.results.slo import Slo
 from kvplan.spec.dtypes import resolve_kv_dtype
 from kvplan.spec.profiles import load_model, model_config
 from kvplan.stress.overrides import check_overrides
+from kvplan.stress.replica_router import MAX_REPLICAS, check_replicas
 from kvplan.validation import FieldIssue, StrictModel, first_error
 from kvplan.validation import short_repr as _short
 from kvplan.workload.arrivals import Arrival
@@ -58,6 +59,10 @@ class Scenario(StrictModel):
     description: str = Field(default="", max_length=10_000)
     model: ModelRef
     engine: EngineConfig = Field(default_factory=EngineConfig)
+    # the bundled engine as `replicas` engines, each with its own pool, behind `router`
+    # (replica_router.py: round-robin, least-loaded, session, prefix); a --target server routes itself
+    replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
+    router: str | None = None
     workload: Workload
     arrival: Arrival
     num_requests: int | None = Field(default=None, gt=0, le=MAX_REQUESTS)
@@ -94,6 +99,7 @@ class Scenario(StrictModel):
         if (self.num_requests is None) == (self.duration_s is None):
             given = "both" if self.num_requests is not None else "neither"
             raise FieldIssue(("num_requests",), f"give exactly one of num_requests or duration_s ({given} given)")
+        check_replicas(self.replicas, self.router)
         if self.num_requests is not None and self.warmup_requests >= self.num_requests:
             raise FieldIssue(
                 ("warmup_requests",), f"{self.warmup_requests} must be less than num_requests {self.num_requests}"

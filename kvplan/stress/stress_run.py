@@ -72,6 +72,8 @@ class StressOptions:
     output_format: str = "kvplan"  # "vllm": also result.vllm.json, as `vllm bench serve --save-result` writes
     force: bool = False  # write into an --out folder that holds an earlier run's files (they are removed)
     threads: int | None = None  # the engine's intra-op threads (scenario's engine.num_threads wins otherwise)
+    replicas: int | None = None  # the bundled engine's replicas and their router (the scenario's otherwise)
+    router: str | None = None
     bench: BenchFlags | None = None  # vllm bench serve's load flags: the scenario, or changes to it
     gpu: str | None = None  # with --target: the server's GPU (catalog name), for the GPU step-cost model
     # vllm bench serve's other flags (bench_serve_flags.BenchExtras): what each request carries, the
@@ -237,6 +239,9 @@ def _check(opts: StressOptions) -> None:
         raise KvplanError(f"--allocator {opts.allocator!r}: choose paged, contiguous or both")
     if opts.target and opts.allocator != "paged":
         raise KvplanError("--allocator applies to the bundled engine; a --target server uses its own allocator")
+    if (opts.replicas is not None or opts.router is not None) and opts.target:
+        raise KvplanError("--replicas and --router run the bundled engine as replicas; a --target server (or the "
+                          "router in front of it) routes its own requests")
     if opts.threads is not None and opts.target:
         raise KvplanError("--threads applies to the bundled engine; a --target server sets its own")
     if opts.threads is not None and opts.threads < 1:
@@ -356,16 +361,20 @@ def stress_scenario(opts: StressOptions) -> Scenario:
         data = base.to_dict()
     else:
         data = bench.scenario(base.to_dict() if base is not None else None, opts.tokenizer, opts.api)
+    routed = {k: v for k, v in (("replicas", opts.replicas), ("router", opts.router)) if v is not None}
+    data.update(routed)
     dataset = (data.get("workload") or {}).get("dataset")
     if opts.tokenizer is not None and not opts.target and not isinstance(dataset, dict):
         raise KvplanError("--tokenizer applies to a --target server or to a dataset's text prompts")
-    if base is not None and bench is None and (
+    if base is not None and bench is None and not routed and (
             opts.tokenizer is None or not isinstance(dataset, dict) or dataset.get("tokenizer")):
         return base
     if isinstance(dataset, dict) and opts.tokenizer is not None:
         dataset.setdefault("tokenizer", opts.tokenizer)
     where = f"{opts.scenario_path} with {' '.join(bench.given())}" if base is not None and bench else \
         ("the command's flags" if base is None else str(opts.scenario_path))
+    if routed:
+        where += " with " + " ".join(f"--{k} {v}" for k, v in routed.items())
     return parse_scenario(data, where)
 
 

@@ -84,3 +84,40 @@ def test_swap_preemption_and_swap_in() -> None:
     assert [s.status for s in seqs[1:]] == [SequenceStatus.RUNNING, SequenceStatus.SWAPPED]
     assert seqs[1].num_computed_tokens == 4 and batch.num_new_tokens == (1,)  # no recompute
     bm.check_invariants(sched.running + list(sched.swapped))
+
+
+def test_computed_prompt_tokens_leave_out_hits_and_decodes_and_count_a_recompute_again() -> None:
+    """100 prompt tokens in chunks of 32: 32 + 32 + 32 + 4 computed, decodes add none. A second
+    request with the same first 64 tokens hits 4 cached blocks and computes only its other 36. A
+    request preempted by recompute computes its prompt again (vLLM's recompute preemption)."""
+    sched = Scheduler(BlockManager(64, 16, enable_prefix_caching=True), max_num_seqs=8, max_num_batched_tokens=32)
+    a = Sequence(0, "a", list(range(100)), SamplingParams(), 0.0)
+    sched.add(a)
+    counted = []
+    while a.num_output_tokens < 3:
+        batch = sched.schedule()
+        counted.append(batch.num_computed_prompt_tokens)
+        advance(sched, batch)
+    assert counted == [32, 32, 32, 4, 0, 0]
+    b = Sequence(1, "b", list(range(64)) + [500 + i for i in range(36)], SamplingParams(), 1.0)
+    sched.add(b)
+    total = 0
+    while b.num_output_tokens == 0:
+        batch = sched.schedule()
+        total += batch.num_computed_prompt_tokens
+        advance(sched, batch)
+    assert total == 36 and b.num_cached_tokens == 64
+
+    small = Scheduler(BlockManager(3, 4), max_num_seqs=8, max_num_batched_tokens=100)
+    seqs = [Sequence(i, str(i), [5 + i] * 4, SamplingParams(), float(i)) for i in range(3)]
+    for s in seqs:
+        small.add(s)
+    first = small.schedule()
+    assert first.num_computed_prompt_tokens == 12
+    advance(small, first)
+    second = small.schedule()  # 0 decodes; 1 and 2 are preempted by recompute
+    assert second.num_preempted == 2 and second.num_computed_prompt_tokens == 0
+    advance(small, second)
+    small.finish(seqs[0], "length")
+    third = small.schedule()  # 1 comes back (prompt + its sampled token: 5 tokens, 2 blocks; 2 waits)
+    assert third.num_new_tokens == (5,) and third.num_computed_prompt_tokens == 4  # its prompt again, not the reply

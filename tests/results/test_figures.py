@@ -27,7 +27,7 @@ def test_engine_target_memory_figures_are_the_registry_memory_group() -> None:
     run = EngineRun(timeline=[TimelineSample(t_s=0.1, kv_bytes_used=64, running=2, preemptions=0, prefix_hit_tokens=0)],
                     num_steps=1)
     engine = SimpleNamespace(num_gpu_blocks=8, bytes_per_block=32)
-    assert set(measured_memory(run, engine)) == set(names("memory"))
+    assert set(measured_memory(run, [engine])) == set(names("memory"))
 
 
 def test_metrics_keys_are_the_registry_metric_names() -> None:
