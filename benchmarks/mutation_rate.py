@@ -23,6 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TARGETS = {  # name -> (mutant glob, tests mutmut runs)
     "kvpool": ("kvplan.kvpool*", ["tests/kvpool/"]),
+    "plan-kv": ("kvplan.plan.kv.*", ["tests/plan/"]),
+    "plan-budget": ("kvplan.plan.budget*", ["tests/plan/"]),
+    "replica-router": ("kvplan.stress.replica_router*", ["tests/stress/test_replica_router.py"]),
     "gate-checks": ("kvplan.gate.checks*", ["tests/gate/"]),
     "sse-parser": ("kvplan.stress.targets.openai_stream*", [
         "tests/stress/targets/test_openai_stream.py", "tests/stress/targets/test_http1.py",

@@ -406,6 +406,9 @@ def run_stress(opts: StressOptions, console: Console | None = None) -> StressRun
 
         check_output_path(opts.calibration or calibration_path(scenario.name, scenario.engine.device))
     notes: list[str] = []
+    if opts.target and scenario.replicas > 1:
+        raise KvplanError(f"the scenario runs {scenario.replicas} replicas behind the {scenario.router} router: that "
+                          "is the bundled engine's; a --target server (or the router in front of it) routes its own")
     if opts.target:
         scenario = _with_server_settings(opts, scenario, notes)
     requests = scenario_requests(scenario, notes, 0 if opts.target else engine_baseline_bytes(scenario))

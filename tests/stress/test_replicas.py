@@ -67,6 +67,14 @@ def test_the_gate_passes_the_run_and_fails_a_cpu_tier_figure_one_block_off(
         assert info.value.code == 1 and key in capsys.readouterr().out
 
 
+def test_a_replicas_scenario_against_a_server_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["stress", "--scenario", "multi-turn-replicas", "--target", "http://127.0.0.1:9", "--out",
+              str(tmp_path / "out"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "routes its own" in err and err.count("\n") == 1, err
+
+
 @pytest.mark.parametrize(("args", "needle"), [
     (["--router", "prefix"], "on one replica routes nothing"),
     (["--replicas", "2"], "needs a router"),
