@@ -25,6 +25,9 @@ MAX_TIER_GIB = 2**20  # a TiB-scale host holds ~2^10 GiB; anything past 2^20 GiB
 # no published vLLM offloading run in kvplan's data times a load.
 HOST_LINK_EFFICIENCY = 0.8
 BACKENDS = ("native", "lmcache")
+# An 8-GPU H100/H200/B200 server (DGX) ships 2 TiB of host memory: 256 GiB a GPU. Without
+# --host-memory-gib a larger tier is planned, with a note that the host may not hold it.
+HOST_GIB_PER_GPU = 256
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,8 @@ class CpuTierPlan:
     block_bytes_all_ranks: int
     load_s_per_block: float
     host_link: str
-    hybrid_note: str | None  # a hybrid pool planned with the hybrid manager on, though vLLM turns it off
+    hybrid_note: str | None  # notes: a hybrid pool planned with the hybrid manager on (vLLM turns it
+    # off with a connector); a tier larger than the usual host holds, the host unknown
 
     def figures(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -71,10 +75,15 @@ def cpu_tier_plan(plan: CapacityPlan, args: EngineArgs, size_gib: float, backend
     world = args.tensor_parallel_size * args.pipeline_parallel_size
     per_gpu = plan.block_bytes
     num_blocks = int(size_gib * GIB) // (per_gpu * world)
-    note = None
+    notes = []
     if len(plan.groups) > 1:
-        note = ("vLLM turns the hybrid KV cache manager off when a KV connector is set (0.13 to 0.19, unless "
-                "--no-disable-hybrid-kv-cache-manager); kvplan plans this model's GPU pool with it on, so "
-                "the pool is approximate")
+        notes.append("vLLM turns the hybrid KV cache manager off when a KV connector is set (0.13 to 0.19, unless "
+                     "--no-disable-hybrid-kv-cache-manager); kvplan plans this model's GPU pool with it on, so "
+                     "the pool is approximate")
+    if host_memory_gib is None and size_gib > HOST_GIB_PER_GPU * world:
+        notes.append(f"a {size_gib:g} GiB tier is more than the {HOST_GIB_PER_GPU * world:g} GiB of host memory "
+                     f"{world} GPU(s) of an 8-GPU server have (2 TiB for 8); vLLM pins the whole tier at start-up: "
+                     "pass --host-memory-gib to check it fits")
+    note = "; ".join(notes) or None
     return CpuTierPlan(size_gib, num_blocks, per_gpu * world,
                        per_gpu / (gpu.host_link_gbps * 1e9 * HOST_LINK_EFFICIENCY), gpu.host_link, note)

@@ -114,3 +114,12 @@ def test_estimate_sizes_the_cpu_tier_beside_the_pool(capsys: pytest.CaptureFixtu
 def test_a_cpu_tier_larger_than_the_host_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = run(capsys, "--sessions", "2", "--kv-offloading-size", "512", "--host-memory-gib", "256")
     assert rc == 2 and not out and "more than the host's --host-memory-gib 256" in err and err.count("\n") == 1
+
+
+def test_a_cpu_tier_past_a_usual_host_without_host_memory_is_noted(capsys: pytest.CaptureFixture[str]) -> None:
+    """No --host-memory-gib: a tier past a DGX's 256 GiB a GPU (2 TiB for 8) is planned with a note
+    naming the flag; at TP 2 the same tier is within the two GPUs' 512 GiB and carries none."""
+    rc, out, _ = run(capsys, "--sessions", "2", "--kv-offloading-size", "300", "--json")
+    assert rc == 0 and "pass --host-memory-gib" in json.loads(out)["kv_offloading_note"]
+    rc, out, _ = run(capsys, "--sessions", "2", "--kv-offloading-size", "300", "--tp", "2", "--json")
+    assert rc == 0 and not json.loads(out).get("kv_offloading_note")
