@@ -81,7 +81,7 @@ class _Simulation:
                  router: ReplicaRouter | None = None) -> None:
         self.scheds, self.result, self.cost_model, self.router = scheds, result, cost_model, router
         self.max_model_len = max_model_len
-        self.seqs: dict[int, tuple[Sequence, Request, int]] = {}  # seq id -> (sequence, request, replica)
+        self.seqs: dict[int, Request] = {}  # seq id -> its request
         self.clock = 0.0
         self.admitted = self.in_flight = self.preemptions = self.hits = 0
         self.last_full_s = -1.0  # when a due request last found every client slot taken
@@ -96,7 +96,7 @@ class _Simulation:
         seq = Sequence(self.admitted, req.request_id, ids,
                        SamplingParams(max_tokens=req.output_tokens, ignore_eos=True, temperature=0.0), at_s)
         i = self.router.pick(req.request_id, ids, req.session_id) if self.router is not None else 0
-        self.seqs[seq.seq_id] = (seq, req, i)
+        self.seqs[seq.seq_id] = req
         self.scheds[i].add(seq)
         self.admitted += 1
         self.in_flight += 1
@@ -163,7 +163,7 @@ class _Simulation:
         if seq.num_output_tokens >= seq.params.max_tokens or len(seq) >= self.max_model_len:
             sched.finish(seq, "length")
             self.in_flight -= 1
-            req = self.seqs[seq.seq_id][1]
+            req = self.seqs[seq.seq_id]
             if self.router is not None:
                 self.router.finished(req.request_id)
             self.turns.ended(req.request_id, seq.output_token_ids, self.clock)
