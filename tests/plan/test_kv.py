@@ -180,3 +180,108 @@ def test_block_rounding_wastes_less_than_a_block(ctx, bs, w):
     per_token = sum(layer_bytes_per_token(ln, lay.kv_dtype) for ln in spec.layers)
     waste = lay.request_bytes(ctx) - lay.request_bytes(ctx, paged=False)
     assert 0 <= waste < bs * per_token  # fewer than block_size tokens per layer
+
+
+# --- limits and edges, each value derived by hand ------------------------------------------------
+def test_largest_fitting_finds_the_last_n_that_fits() -> None:
+    from kvplan.plan.kv import largest_fitting
+
+    for bound in range(0, 45):
+        found = largest_fitting(0, 40, lambda n, b=bound: n <= b)
+        assert found == min(bound, 40) and type(found) is int, bound
+    assert largest_fitting(0, 100, lambda n: 7 * n <= 500) == 71
+    assert largest_fitting(5, 5, lambda n: 1 / 0) == 5  # fits(lo) is never asked
+
+
+@pytest.mark.parametrize(("budget", "block", "blocks"), [
+    (1000, 300, 3), (1000, 1, 1000), (0, 16, 0), (-100, 10, 0), (1000, 0, 0), (1000, -5, 0)])
+def test_blocks_in_budget_is_whole_blocks_and_never_negative(budget: int, block: int, blocks: int) -> None:
+    from kvplan.plan.kv import blocks_in_budget
+
+    assert blocks_in_budget(budget, block) == blocks
+
+
+def test_bytes_per_block_per_stage_and_its_bad_block_size() -> None:
+    spec = load_model("llama-2-7b")  # fp16 by default ("auto"): 2 x 32 heads x 128 x 2 B = 16 KiB a token a layer
+    assert bytes_per_block(spec, 16) == 32 * 16 * 16384
+    assert bytes_per_block(spec, 1, "float16") == 32 * 16384
+    # PP 3 splits 32 layers 11 / 11 / 10 (vLLM's get_pp_indices gives the remainder to the first stages)
+    assert bytes_per_block(spec, 16, "float16", 1, 3) == 11 * 16 * 16384  # the busiest stage
+    assert bytes_per_block(spec, 16, "float16", 1, 3, 2) == 10 * 16 * 16384  # the last stage
+    lay = KvLayout.of(load_model("llama-3-8b"), "float16", tp=2, pp=2)  # 8 KV heads: 4 a rank; 16 layers a stage
+    assert lay.bytes_per_block() == 16 * 16 * (2 * 4 * 128 * 2)
+    with pytest.raises(KvplanError, match="block size must be positive, got 0"):
+        bytes_per_block(spec, 0)
+    with pytest.raises(KvplanError, match="--block-size must be positive, got 0"):
+        KvLayout.of(spec, block_size=0)
+
+
+@pytest.mark.parametrize(("model", "tp", "pp", "says"), [
+    ("llama-2-7b", 0, 1, "tensor/pipeline parallel sizes must be positive, got tp=0 pp=1"),
+    ("llama-2-7b", 1, 0, "tensor/pipeline parallel sizes must be positive, got tp=1 pp=0"),
+    ("llama-2-7b", 1, 33, "--pp 33 is larger than llama-2-7b's 32 layers"),
+    ("llama-2-7b", 3, 1, "--tp 3 does not divide llama-2-7b's 32 attention heads; valid: 1, 2, 4, 8, 16, 32"),
+    ("llama-3.1-405b", 3, 1, "valid: 1, 2, 4, 8, 16, 32, 64$"),  # 128 heads: TP sizes up to 64 offered
+    ("falcon-mamba-7b", 3, 1, "8192 heads and 8192 conv channels must divide by --tp 3"),
+])
+def test_parallel_layouts_vllm_refuses_are_named(model: str, tp: int, pp: int, says: str) -> None:
+    with pytest.raises(KvplanError, match=says.replace("(", r"\(").replace(")", r"\)")):
+        KvLayout.of(load_model(model), tp=tp, pp=pp)
+
+
+def test_tp_must_divide_or_multiply_the_kv_heads_except_for_mla() -> None:
+    cfg = {"model_type": "llama", "hidden_size": 6144, "num_attention_heads": 48, "num_key_value_heads": 12,
+           "num_hidden_layers": 4, "intermediate_size": 16384, "vocab_size": 32000, "max_position_embeddings": 4096}
+    spec = spec_from_config(cfg, "gqa-12")
+    with pytest.raises(KvplanError, match="--tp 8 must divide or be a multiple of gqa-12's 12 KV heads"):
+        KvLayout.of(spec, tp=8)  # 48 heads split by 8, but 12 KV heads neither split by 8 nor repeat evenly
+    assert KvLayout.of(spec, tp=4).bytes_per_token_per_gpu() == 4 * 2 * 3 * 128 * 2  # 3 KV heads a rank
+    assert KvLayout.of(load_model("deepseek-v2-lite"), tp=16).bytes_per_token_per_gpu() == 27 * 576 * 2  # latent
+
+
+def test_a_shared_prefix_is_counted_once_in_the_batch_and_in_max_concurrency() -> None:
+    """Llama-2-7B fp16, 4 requests of 1,024 tokens sharing 512: 4 x 512 MiB - 3 x 32 shared blocks
+    (256 MiB each request) = 1,280 MiB; the budget of exactly that fits 4, one byte less 3."""
+    lay = KvLayout.of(load_model("llama-2-7b"), "float16")
+    assert lay.batch_bytes_per_gpu(1024, 4) == 2048 * MIB
+    assert lay.batch_bytes_per_gpu(1024, 4, prefix_tokens=512) == 1280 * MIB
+    assert lay.batch_bytes_per_gpu(1024, 1, prefix_tokens=512) == 512 * MIB  # nothing to share with
+    assert lay.max_concurrency(1024, 2048 * MIB) == 4
+    assert lay.max_concurrency(1024, 2048 * MIB - 1) == 3
+    assert lay.max_concurrency(1024, 1280 * MIB, prefix_tokens=512) == 4
+    assert lay.max_concurrency(1024, 1280 * MIB - 1, prefix_tokens=512) == 3
+    assert lay.max_concurrency(1024, 511 * MIB) == 0
+
+
+def test_max_tokens_is_the_longest_context_n_requests_fit() -> None:
+    lay = KvLayout.of(load_model("llama-2-7b"), "float16")  # 8 MiB a 16-token block
+    assert lay.max_tokens(4, 2048 * MIB, 100_000) == 1024  # 64 blocks each; 1,025 tokens need a 65th
+    assert lay.max_tokens(4, 2048 * MIB, 1000) == 1000  # the limit
+    assert lay.max_tokens(4, 32 * MIB - 1, 100_000) == 0  # not one block each
+
+
+def test_a_mamba_models_state_is_per_request_and_split_by_tp() -> None:
+    """falcon-mamba-7b (bf16, 64 layers, intermediate 8,192, d_state 16, d_conv 4): vLLM's MambaSpec
+    holds a conv state of 8,192 x 3 and an SSM state of 8,192 x 16 a layer, 2 B each: 311,296 B,
+    x 64 = 19,922,944 B a request; TP 2 halves the channels. No token grows it."""
+    spec = load_model("falcon-mamba-7b")
+    lay = KvLayout.of(spec)
+    assert lay.bytes_per_token() == 0 and lay.state_bytes_per_request() == 64 * 311_296 == 19_922_944
+    assert lay.request_bytes_all_full(1000) == 19_922_944
+    two = KvLayout.of(spec, tp=2)
+    assert two.request_bytes_per_gpu(1000, paged=False) == two.request_bytes_per_gpu(1000) == 19_922_944 // 2
+    assert KvLayout.of(spec, state_copies=2).request_bytes(1000) == 2 * 19_922_944
+
+
+def test_deepseek_v4_blocks_hold_whole_compressed_entries() -> None:
+    """DeepSeek-V4-Pro compresses some layers' caches 128:1 (`compress_ratios` in its config.json), so
+    a block holds a multiple of 128 tokens: 16 -> 128, 128 stays, 129 -> 256."""
+    import json
+    from pathlib import Path
+
+    from kvplan.plan.kv import unified_block_size
+
+    path = Path(__file__).parents[1] / "data/aiconfigurator/model_configs/deepseek-ai--DeepSeek-V4-Pro_config.json"
+    spec = spec_from_config(json.loads(path.read_text()), "deepseek-v4-pro")
+    kv = spec.kv_dtype("auto")
+    assert [unified_block_size(spec, b, kv) for b in (16, 128, 129)] == [128, 128, 256]
