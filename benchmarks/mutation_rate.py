@@ -39,11 +39,13 @@ def _copy(dest: Path) -> None:
 
 
 def _configure(copy: Path, tests: list[str]) -> None:
+    # --timeout: a mutant that loops forever (a bisection that never narrows) fails its test in 60 s
+    # instead of holding a worker for the whole run
     text = (copy / "pyproject.toml").read_text()
     text = text.replace("addopts = \"-ra -m 'not slow'\"", "addopts = \"-m 'not slow'\"")
     text += ("\n[tool.mutmut]\nsource_paths = [\"kvplan\"]\npaths_to_mutate = [\"kvplan/\"]\n"
              f"tests_dir = {tests!r}\n".replace("'", '"')
-             + 'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x", "-p", "no:xdist"]\n'
+             + 'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x", "-p", "no:xdist", "--timeout=60"]\n'
              'also_copy = ["tests/", "profiles/", "scenarios/", "benchmarks/"]\n')
     (copy / "pyproject.toml").write_text(text)
 
