@@ -7,7 +7,7 @@ the killed / survived / untested counts of that module are printed. A survivor i
 noticed: a missing test or an equivalent mutant (`mutmut show NAME` in the copy tells which).
 
     .venv/bin/python benchmarks/mutation_rate.py              # ~25 min on 2 cores
-    .venv/bin/python benchmarks/mutation_rate.py --only kvpool
+    .venv/bin/python benchmarks/mutation_rate.py --only kvpool --survivors   # and what survived
 """
 from __future__ import annotations
 
@@ -50,7 +50,17 @@ def _configure(copy: Path, tests: list[str]) -> None:
     (copy / "pyproject.toml").write_text(text)
 
 
-def run(name: str, mutmut: str, children: int) -> tuple[int, int, int]:
+def _print_survivors(copy: Path, env: dict[str, str], mutmut: str, results: str) -> None:
+    """Each survivor's changed lines (`mutmut show`), to aim a test at it."""
+    for line in results.splitlines():
+        if line.strip().endswith(": survived"):
+            name = line.strip().rsplit(":", 1)[0]
+            shown = subprocess.run([mutmut, "show", name], cwd=copy, env=env, capture_output=True, text=True).stdout
+            changed = [x for x in shown.splitlines() if x[:1] in "+-" and x[:3] not in ("+++", "---")]
+            print(f"  survived {name}:\n    " + "\n    ".join(changed), flush=True)
+
+
+def run(name: str, mutmut: str, children: int, survivors: bool = False) -> tuple[int, int, int]:
     glob, tests = TARGETS[name]
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp)
@@ -61,6 +71,8 @@ def run(name: str, mutmut: str, children: int) -> tuple[int, int, int]:
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         out = subprocess.run([mutmut, "results", "--all", "true"], cwd=copy, env=env, capture_output=True,
                              text=True).stdout
+        if survivors:
+            _print_survivors(copy, env, mutmut, out)
     prefix = glob.rstrip("*")
     counts = collections.Counter(line.split(":", 1)[1].strip().split()[0] for line in out.splitlines()
                                  if line.strip().startswith(prefix) and ":" in line)
@@ -71,11 +83,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", choices=sorted(TARGETS), action="append")
     ap.add_argument("--max-children", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--survivors", action="store_true", help="print each surviving mutant's change")
     args = ap.parse_args()
     mutmut = shutil.which("mutmut") or str(Path(sys.executable).with_name("mutmut"))
     total_killed = total = 0
     for name in args.only or list(TARGETS):
-        killed, survived, untested = run(name, mutmut, args.max_children)
+        killed, survived, untested = run(name, mutmut, args.max_children, args.survivors)
         tested = killed + survived
         total_killed, total = total_killed + killed, total + tested
         print(f"{name:>12}: {killed:,} of {tested:,} killed ({100 * killed / max(tested, 1):.1f}%), "
