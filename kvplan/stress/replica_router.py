@@ -68,18 +68,19 @@ class ReplicaRouter:
             self.load[i] -= 1
 
     def _cheapest(self, prompt_ids: Seq[int]) -> int:
+        # the prompt's own blocks cost every replica the same, so the choice is by what differs:
+        # blocks held + blocks waiting requests want - blocks of this prompt already cached (none
+        # without prefix caching: nothing is ever registered)
         bs = self.schedulers[0].block_manager.block_size
         usable = (len(prompt_ids) - 1) // bs  # a full hit still computes the last token
         hashes: list[int] = []
         for b in range(usable):
             hashes.append(chain_hash(hashes[-1] if hashes else None, prompt_ids[b * bs:(b + 1) * bs]))
-        blocks = -(-len(prompt_ids) // bs)
 
         def cost(s: Scheduler) -> int:
             bm = s.block_manager
-            hit = len(bm.pool.lookup(hashes)) if bm.enable_prefix_caching else 0
             queued = sum(-(-len(q) // bs) for q in s.waiting)
-            return blocks - hit + bm.num_used_blocks + queued
+            return bm.num_used_blocks + queued - len(bm.pool.lookup(hashes))
 
         costs = [cost(s) for s in self.schedulers]
         return costs.index(min(costs))
