@@ -117,7 +117,7 @@ def test_without_prefix_caching_prefix_routes_by_blocks_held_and_wanted() -> Non
 @pytest.mark.parametrize(("replicas", "router", "says"), [
     (1, "prefix", "'prefix' on one replica routes nothing: set replicas to 2 or more, or drop the router"),
     (2, None, "replicas: 2 needs a router: one of round-robin, least-loaded, session, prefix"),
-    (2, "random", "choose one of round-robin, least-loaded, session, prefix"),
+    (2, "random", "'random': choose one of round-robin, least-loaded, session, prefix"),
 ])
 def test_replicas_and_router_that_cannot_run_are_named(replicas: int, router: str | None, says: str) -> None:
     with pytest.raises(FieldIssue, match=says) as info:
