@@ -6,7 +6,7 @@ changes: operators, constants, strings, arguments) and runs the tests that cover
 the killed / survived / untested counts of that module are printed. A survivor is a change no test
 noticed: a missing test or an equivalent mutant (`mutmut show NAME` in the copy tells which).
 
-    .venv/bin/python benchmarks/mutation_rate.py              # ~25 min on 2 cores
+    .venv/bin/python benchmarks/mutation_rate.py              # ~75 min on 2 cores
     .venv/bin/python benchmarks/mutation_rate.py --only kvpool --survivors   # and what survived
 """
 from __future__ import annotations
