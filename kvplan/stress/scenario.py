@@ -150,8 +150,13 @@ class Scenario(StrictModel):
         return None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form for result.json; `parse_scenario` accepts it back."""
-        return self.model_dump(mode="json", exclude_none=True)
+        """JSON-ready form for result.json; `parse_scenario` accepts it back. One replica is left
+        out, so a one-engine run's settings read as they did before replicas (the gate compares them
+        with older baselines)."""
+        data = self.model_dump(mode="json", exclude_none=True)
+        if data.get("replicas") == 1:
+            del data["replicas"]
+        return data
 
 
 def check_against_model(scenario: Scenario) -> None:
