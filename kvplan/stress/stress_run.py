@@ -239,9 +239,6 @@ def _check(opts: StressOptions) -> None:
         raise KvplanError(f"--allocator {opts.allocator!r}: choose paged, contiguous or both")
     if opts.target and opts.allocator != "paged":
         raise KvplanError("--allocator applies to the bundled engine; a --target server uses its own allocator")
-    if (opts.replicas is not None or opts.router is not None) and opts.target:
-        raise KvplanError("--replicas and --router run the bundled engine as replicas; a --target server (or the "
-                          "router in front of it) routes its own requests")
     if opts.threads is not None and opts.target:
         raise KvplanError("--threads applies to the bundled engine; a --target server sets its own")
     if opts.threads is not None and opts.threads < 1:
@@ -407,8 +404,8 @@ def run_stress(opts: StressOptions, console: Console | None = None) -> StressRun
         check_output_path(opts.calibration or calibration_path(scenario.name, scenario.engine.device))
     notes: list[str] = []
     if opts.target and scenario.replicas > 1:
-        raise KvplanError(f"the scenario runs {scenario.replicas} replicas behind the {scenario.router} router: that "
-                          "is the bundled engine's; a --target server (or the router in front of it) routes its own")
+        raise KvplanError(f"{scenario.replicas} replicas behind the {scenario.router} router are the bundled "
+                          "engine's; a --target server (or the router in front of it) routes its own requests")
     if opts.target:
         scenario = _with_server_settings(opts, scenario, notes)
     requests = scenario_requests(scenario, notes, 0 if opts.target else engine_baseline_bytes(scenario))

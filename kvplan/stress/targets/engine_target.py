@@ -45,7 +45,7 @@ def measured_memory(run: EngineRun, engines: list[Any]) -> dict[str, Any]:
         "prefix_hit_tokens": tl[-1].prefix_hit_tokens if tl else 0,
         "prefix_cache_evicted_blocks": (tl[-1].evicted_blocks or 0) if tl else 0,
         "external_prefix_hit_tokens": (tl[-1].cpu_hit_tokens or 0) if tl else 0,  # its CPU tier's
-        "computed_prompt_tokens": getattr(tl[-1], "computed_prompt_tokens", 0) if tl else 0,
+        "computed_prompt_tokens": (tl[-1].computed_prompt_tokens or 0) if tl else 0,
         "peak_rss_bytes": max((s.rss_bytes or 0 for s in tl), default=None) or None,
         "peak_cuda_allocated_bytes": max((s.cuda_max_allocated_bytes or 0 for s in tl), default=0) or None,
         "peak_nvml_used_bytes": max((s.nvml_used_bytes or 0 for s in tl), default=0) or None,
