@@ -1,10 +1,23 @@
+import atexit
+import functools
 import os
+import shutil
 import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def _throwaway_dir(prefix: str) -> str:
+    """A temporary folder removed when this test process exits (each xdist worker has its own)."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(functools.partial(shutil.rmtree, path, ignore_errors=True))
+    return path
+
+
 # calibrations written by tests go to a throwaway folder, never the user's data folder
-os.environ.setdefault("KVPLAN_HOME", tempfile.mkdtemp(prefix="kvplan-test-home-"))
+if "KVPLAN_HOME" not in os.environ:
+    os.environ["KVPLAN_HOME"] = _throwaway_dir("kvplan-test-home-")
 
 from pathlib import Path
 
@@ -12,7 +25,7 @@ import pytest
 from hypothesis import configuration, settings
 
 # property tests keep no example database, and hypothesis its own files, out of the checkout
-configuration.set_hypothesis_home_dir(tempfile.mkdtemp(prefix="kvplan-test-hypothesis-"))
+configuration.set_hypothesis_home_dir(_throwaway_dir("kvplan-test-hypothesis-"))
 settings.register_profile("kvplan", database=None)
 settings.load_profile("kvplan")
 
