@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+from array import array
 
 import pytest
 
@@ -158,3 +159,99 @@ def test_a_record_of_what_was_seen() -> None:
     late_rec = make_record(late, "error", "boom", 1.0, True)
     assert late_rec.queue_s == pytest.approx(0.25) and late_rec.output_tokens == 0 and late_rec.first_token_s is None
     assert (late_rec.status, late_rec.error, late_rec.is_warmup) == ("error", "boom", True)
+
+
+# --- error texts, the line bound, what prepare builds (the SSE parser's mutation survivors) ---------------
+
+
+def test_one_line_collapses_masks_then_cuts() -> None:
+    from kvplan.stress.targets.openai_stream import MAX_RECORD_ERROR_CHARS, one_line
+
+    assert one_line("a\n  b\tc") == "a b c"
+    assert one_line(ValueError()) == "ValueError" and one_line(KeyError("k")) == "'k'"
+    assert one_line("key sk-secret-123 echoed", secrets=["sk-secret-123"]) == "key *** echoed"
+    assert one_line("x" * 1000) == "x" * MAX_RECORD_ERROR_CHARS and MAX_RECORD_ERROR_CHARS == 300
+    assert one_line("abcdef", max_chars=4) == "abcd"
+
+
+@pytest.mark.parametrize("code, reason, headers, body, expected", [
+    (500, "Internal Server Error", {}, b"  boom \n", "http 500: boom"),
+    (503, " Service Unavailable ", {}, b"", "http 503: Service Unavailable"),
+    (302, "Found", {"location": "/elsewhere"}, b"", "http 302: redirected to /elsewhere; Found"),
+    (300, "Multiple", {"location": "/a"}, b"x", "http 300: redirected to /a; x"),
+    (399, "", {"location": "/b"}, b"", "http 399: redirected to /b"),
+    (400, "Bad Request", {"location": "/c"}, b"bad", "http 400: bad"),  # a location outside 3xx is not a redirect
+    (299, "Odd", {"location": "/d"}, b"", "http 299: Odd"),
+    (502, "", {}, b"\xff\xfe", "http 502: \ufffd\ufffd"),  # bytes that are not UTF-8 are replaced, not raised
+])
+def test_http_error_texts(code: int, reason: str, headers: dict[str, str], body: bytes, expected: str) -> None:
+    from kvplan.stress.targets.openai_stream import http_error
+
+    assert http_error(code, reason, headers, body) == expected
+
+
+def test_an_sse_line_is_bounded_until_it_ends() -> None:
+    from kvplan.stress.targets.http1 import HttpProtocolError
+    from kvplan.stress.targets.openai_stream import MAX_SSE_LINE_BYTES
+
+    assert MAX_SSE_LINE_BYTES == 4 * 2**20
+    progress = Progress(Request.of_ids((11,), 8, 0.0, request_id="r0"), arrival_s=0.0)
+    sink = _client()._sse_sink(progress)
+    sink(b": " + b"x" * (MAX_SSE_LINE_BYTES - 2), 0.0)  # exactly the bound, still open: kept
+    with pytest.raises(HttpProtocolError, match="an SSE line longer than 4,194,304 bytes"):
+        sink(b"y", 1.0)  # one byte past it
+    ended = Progress(Request.of_ids((11,), 8, 0.0, request_id="r1"), arrival_s=0.0)
+    long_sink = _client()._sse_sink(ended)
+    with pytest.raises(HttpProtocolError):  # past the bound in one read: refused too
+        long_sink(b": " + b"x" * MAX_SSE_LINE_BYTES, 0.0)
+    whole = Progress(Request.of_ids((11,), 8, 0.0, request_id="r2"), arrival_s=0.0)
+    _client()._sse_sink(whole)(b": " + b"x" * MAX_SSE_LINE_BYTES + b"\n", 0.0)  # a long line that ends: read
+
+
+def test_events_in_one_read_share_its_stamp_and_the_run_start_is_subtracted() -> None:
+    client = StreamClient(None, "", "completions", "m", clock_s=lambda: 0.0, start_s=100.0, secret=None)  # type: ignore[arg-type]
+    p = Progress(Request.of_ids((11,), 8, 0.0, request_id="r0"), arrival_s=0.0)
+    sink = client._sse_sink(p)
+    sink(b"data: " + _event("a") + b"\n\ndata: " + _event("b") + b"\n\ndata: " + _event("c")[:5], 103.5)
+    assert p.token_times_s == [3.5, 3.5] and p.progress_read_s == 103.5
+    sink(_event("c")[5:] + b"\n\n", 104.0)  # the rest of the third event
+    assert p.token_times_s == [3.5, 3.5, 4.0] and p.progress_read_s == 104.0
+    sink(b"data: " + _event("") + b"\n\n", 105.0)  # no content: progress stays at the last token's read
+    assert p.progress_read_s == 104.0
+    sink(b"data:  [DONE]  \n", 106.0)  # the payload is stripped before it is read
+    assert p.done
+
+
+def test_usage_without_counts_and_choices_that_are_null() -> None:
+    client, p = _client(), _progress()
+    client._event(p, b'{"choices": null, "usage": {"prompt_tokens": null}}', 1.0)
+    assert (p.usage_tokens, p.usage_prompt_tokens) == (0, None)  # vLLM always sends completion_tokens; 0 if not
+    client._event(p, b'{"choices": [{"text": "a"}], "usage": {}}', 1.0)  # an empty usage is no usage
+    assert (p.usage_tokens, p.token_times_s) == (0, [1.0])
+
+
+def test_prepare_builds_text_only_where_it_is_sent() -> None:
+    first = Request.of_ids((11, 12), 4, 0.0, request_id="a")
+    own = Request(0.0, 2, 4, request_id="b", prompt_text="a dataset's own prompt")
+    later = Request.of_ids((11, 12, 13), 4, None, request_id="c", turn_index=1)
+    tokens = _client()  # vLLM takes token ids on completions: nothing to build
+    tokens.prepare([first, own, later])
+    assert tokens._texts == {"b": "a dataset's own prompt"}
+    plain = _client(kind="openai")  # a server without token-id prompts: text for each first turn
+    plain.prepare([first, own, later])
+    assert plain._texts == {"a": "t11 t12", "b": "a dataset's own prompt"}
+    chat = _client("chat")
+    chat.prepare([first, later])
+    assert chat._texts == {"a": "t11 t12"}
+
+
+def test_a_turn_s_new_message_has_a_leading_space_in_word_form() -> None:
+    later = Request.of_ids((11, 12, 13), 4, None, request_id="c", turn_index=1, turn_ids=bytes(array("I", [13])))
+    assert _client().message_text(later) == " t13"
+
+
+def test_the_prompt_is_sent_once() -> None:
+    client = _client(kind="openai")
+    spec = _progress().spec
+    client.prepare([spec])
+    assert client.body(spec)["prompt"] == "t11 t12 t13" and client._texts == {}
