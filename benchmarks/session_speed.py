@@ -8,16 +8,25 @@ shared prefix, 256-token first message, 128-token messages and replies, 2 s thin
 lengths at the same rate (20 req/s). Then the same conversations with an 8 GiB CPU tier, and
 behind 4 replicas with the KV-aware router. In-process: the time excludes Python's start-up and
 imports (`benchmarks/cli_startup.py` times those).
+
+Then `plan-sessions` (issue 45: a 10,000-session agent workload in <= 5 s on 2 cores): 10,000
+sessions of 4 turns (a 2,000-token shared tool prefix, 8 sessions/s, exponential 2 s think time),
+H100 TP1, CPU tiers 0 and 16 GiB, the KV-aware router up to 8 replicas, P99 TTFT 2 s / TPOT 50 ms;
+as shipped (a trial that misses stops once the miss is certain) beside every trial simulated to its
+end (the search before early stopping), with the answers compared.
 """
 from __future__ import annotations
 
+import functools
 import os
 import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from kvplan.perf import session_plan  # noqa: E402
 from kvplan.perf.predict import predict  # noqa: E402
 from kvplan.plan.engine_args import EngineArgs  # noqa: E402
+from kvplan.results.slo import Slo  # noqa: E402
 from kvplan.spec.gpu import load_gpu  # noqa: E402
 from kvplan.spec.profiles import load_model  # noqa: E402
 from kvplan.workload.datasets.random_dataset import RandomDataset  # noqa: E402
@@ -62,6 +71,34 @@ def main() -> None:
               f"prefix hit rate {figures.get('prefix_cache_hit_rate', 0.0):.0%})")
     print(f"conversations / single-turn: {results[0] / results[1]:.2f}x (best of {REPEATS} each); goal: "
           f"10,000 turns <= 2 s: {'met' if results[0] <= 2.0 else 'not met'} here")
+    plan_sessions_speed(spec, args)
+
+
+def plan_sessions_speed(spec, args) -> None:
+    agents = Sessions(num_sessions=10_000, turns=4, shared_prefix_tokens=2000, first_turn_tokens=256, turn_tokens=128,
+                      output_tokens=128, think_time_s=2.0, think_distribution="exponential",
+                      session_rate_per_s=8.0).requests(0, spec.vocab_size)
+    slo = Slo(ttft_ms=2000.0, tpot_ms=50.0, percentile=99.0)
+
+    def plan():
+        return session_plan.plan_sessions(spec, args, agents, slo, [args.gpu], [1], [0.0, 16.0], "prefix", 8, {})
+
+    shipped_trial = session_plan._trial
+    times = {}
+    answers = {}
+    for name, may_stop in (("as shipped (misses stop early)", True), ("every trial to its end", False)):
+        session_plan._trial = shipped_trial if may_stop else functools.partial(shipped_trial, may_stop=False)
+        start = time.perf_counter()
+        answers[name] = plan()
+        times[name] = time.perf_counter() - start
+        session_plan._trial = shipped_trial
+        best = answers[name]["best"]
+        print(f"plan-sessions, 10,000 sessions, {name:32s} {times[name]:6.2f} s   ({len(answers[name]['trials'])} "
+              f"trials; answer {best and (best['replicas'], best['tier_gib'])})")
+    shipped, whole = times.values()
+    same = [answers[n]["best"] and (answers[n]["best"]["replicas"], answers[n]["best"]["tier_gib"]) for n in answers]
+    print(f"early stopping: {whole / shipped:.2f}x faster, same answer: {same[0] == same[1]}; goal <= 5 s: "
+          f"{'met' if shipped <= 5.0 else 'not met'} here")
 
 
 if __name__ == "__main__":

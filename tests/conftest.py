@@ -3,13 +3,17 @@ import functools
 import os
 import shutil
 import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import configuration, settings
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
 def _throwaway_dir(prefix: str) -> str:
-    """A temporary folder removed when this test process exits (each xdist worker has its own)."""
+    """A temporary folder, removed when this test process exits."""
     path = tempfile.mkdtemp(prefix=prefix)
     atexit.register(functools.partial(shutil.rmtree, path, ignore_errors=True))
     return path
@@ -18,11 +22,6 @@ def _throwaway_dir(prefix: str) -> str:
 # calibrations written by tests go to a throwaway folder, never the user's data folder
 if "KVPLAN_HOME" not in os.environ:
     os.environ["KVPLAN_HOME"] = _throwaway_dir("kvplan-test-home-")
-
-from pathlib import Path
-
-import pytest
-from hypothesis import configuration, settings
 
 # property tests keep no example database, and hypothesis its own files, out of the checkout
 configuration.set_hypothesis_home_dir(_throwaway_dir("kvplan-test-hypothesis-"))

@@ -19,7 +19,8 @@ named parts out, shared with `kvplan stress`), cost_models.py (its one factory, 
 bench_result.py (a result file it wrote,
 read back as its workload and figures), bench_metrics.py (its figures), predict.py (`kvplan
 predict`), explain.py (`predict --explain`: where the median TTFT and a step go),
-capacity.py (`kvplan plan`: the configurations that meet SLOs). The coefficients are
+capacity.py (`kvplan plan`: the configurations that meet SLOs), slo_watch.py (stops a simulation
+once its SLO is surely missed). The coefficients are
 fitted offline by benchmarks/gpu_cost_fit.py. Requests come from kvplan.workload. Pure Python + numpy:
 may import workload, plan and below, never
 engine, server, stress, gate, report or cli.

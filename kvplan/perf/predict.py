@@ -14,10 +14,12 @@ from kvplan.perf.gpu_cost import Coefficients
 from kvplan.perf.lockstep import simulate_lockstep
 from kvplan.perf.schedule import simulate
 from kvplan.perf.scheduler_config import SchedulerConfig
+from kvplan.perf.slo_watch import SloWatch
 from kvplan.perf.trace import Trace, merge_traces
 from kvplan.plan import overheads as oh
 from kvplan.plan.budget import CapacityPlan, plan_capacity
 from kvplan.plan.engine_args import EngineArgs
+from kvplan.results.slo import Slo
 from kvplan.spec.model import ModelSpec
 from kvplan.workload.request import Request
 
@@ -117,10 +119,12 @@ def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_c
             perf_model: str = "roofline", explain: bool = False, prefix_caching: bool = True,
             kv_offloading_size_gib: float | None = None, kv_offloading_backend: str = "native",
             replicas: int = 1, router: str | None = None, goodput_ms: dict[str, float] | None = None,
-            host_memory_gib: float | None = None) -> Prediction:
+            host_memory_gib: float | None = None, stop_on_miss: Slo | None = None) -> Prediction:
     """Simulate `requests` against vLLM serving `spec` with `args`; `num_gpu_blocks` overrides the
     planned pool (a start-up log's figure); `explain`: figures["explain"] says where the median
-    request's TTFT and a decode step's time go (`kvplan.perf.explain`)."""
+    request's TTFT and a decode step's time go (`kvplan.perf.explain`). `stop_on_miss` (a search's
+    probe): the simulation stops once this SLO's percentile is surely missed, and the figures are
+    then only {"missed_slo": True} (the trace is partial)."""
     if not requests:
         raise KvplanError("no requests to simulate")
     plan = server_plan(spec, args)
@@ -132,15 +136,21 @@ def predict(spec: ModelSpec, args: EngineArgs, requests: list[Request], *, max_c
     check_requests(requests, plan, config.num_gpu_blocks)
     model = step_cost(spec, args, coefficients, perf_model)
     routing = check_routing(requests, config, args, replicas, router)
+    lockstep = bool(spec.moe_shape[0])
+    watch = None if stop_on_miss is None else SloWatch.of(stop_on_miss, model.coefficients.request_latency_s, requests)
+    if watch is not None and args.data_parallel_size > 1 and not lockstep:
+        raise KvplanError("stop_on_miss with independent data-parallel replicas is not modelled")  # API misuse
     if routing is not None:
         from kvplan.perf.router import simulate_routed
 
         traces, shares = simulate_routed(requests, config, model, replicas, routing, max_concurrency,
-                                         model.coefficients.frontend_request_s)
+                                         model.coefficients.frontend_request_s, watch=watch)
         trace = merge_traces(traces)
     else:
         trace = simulate_replicas(requests, config, model, args.data_parallel_size, max_concurrency,
-                                  lockstep=bool(spec.moe_shape[0]))
+                                  lockstep=lockstep, watch=watch)
+    if trace.extras.get("missed_slo"):
+        return Prediction({"missed_slo": True}, plan, trace, config)
     figures = bench_figures(trace, model.coefficients.request_latency_s, goodput_ms)
     figures.update({
         "num_gpu_blocks": config.num_gpu_blocks, "kv_cache_tokens": config.num_gpu_blocks * config.block_size,

@@ -89,12 +89,14 @@ def _busy(e: Engine) -> bool:
 
 def simulate_routed(requests: list[Request], config: SchedulerConfig, cost: StepCost, replicas: int, policy: str,
                     max_concurrency: int | None = None, frontend_s: float = 0.0,
-                    max_steps: int = 5_000_000) -> tuple[list[Trace], list[dict[str, Any]]]:
-    """Each replica's trace and its share of the routing (requests, prefix-cache hit tokens)."""
+                    max_steps: int = 5_000_000, watch: Any = None) -> tuple[list[Trace], list[dict[str, Any]]]:
+    """Each replica's trace and its share of the routing (requests, prefix-cache hit tokens);
+    `watch` (slo_watch.SloWatch, one for every replica's requests) stops the run once the SLO is
+    surely missed (the traces are then partial, `extras["missed_slo"]` True)."""
     states = [RequestState(r) for r in requests]
     arrivals = [(r.arrival_s, r.uid, r) for r in link_turns(requests, states, config.block_size)]
     heapq.heapify(arrivals)
-    engines = [Engine([], config, cost, None, frontend_s) for _ in range(replicas)]
+    engines = [Engine([], config, cost, None, frontend_s, watch) for _ in range(replicas)]
     for e in engines:
         e.cap = 1 << 62  # the client's concurrency is the router's to keep (below), not a replica's
         e.on_release = lambda r: heapq.heappush(arrivals, (r.arrival_s, r.uid, r))
@@ -122,5 +124,7 @@ def simulate_routed(requests: list[Request], config: SchedulerConfig, cost: Step
             continue
         if not e.fast_decode():
             e.step()
+        if e.missed:
+            break
     shares = [{"requests": len(e.reqs), "prefix_cache_hits_tokens": e.reuse["hit_tokens"]} for e in engines]
     return [e.trace() for e in engines if e.reqs], shares

@@ -418,7 +418,7 @@ def simulate(requests: list[Request], config: SchedulerConfig, cost: StepCost,
              frontend_s: float = 0.0, watch: Any = None, record: bool = True) -> Trace:
     """Run every request to completion; `cost` gives each step's duration, `frontend_s` the API
     server's serial time per request. `fast=False` steps one at a time even through pure-decode
-    stretches (the tests compare the two). `watch` (capacity.SloWatch) is told each first token and
+    stretches (the tests compare the two). `watch` (slo_watch.SloWatch) is told each first token and
     each finish, and stops the run as soon as it says the SLO is missed for sure: the trace is then
     partial and `extras["missed_slo"]` is True. `record=False` leaves the per-step columns and the
     ITL samples empty: a search probe needs only each request's send, first and last token times."""

@@ -4,7 +4,9 @@ limits, over GPU x TP x CPU tier size x replicas (behind one router policy), eac
 
     for each GPU and TP that starts the model, and each CPU tier size (0: none):
         the fewest replicas (up to max_replicas: doubling, then bisection) whose predicted P99 TTFT
-        and TPOT meet the limits; cost = replicas x TP x the GPU's price per hour
+        and TPOT meet the limits; cost = replicas x TP x the GPU's price per hour. A trial that
+        misses stops once the miss is certain (more requests over a limit than P99 leaves room
+        for): its figures stay unknown, only that it missed
     the answer: the cheapest candidate (a smaller tier first on a tie), and for its GPU, TP and
     replica count the prefix hit rate, CPU hits and P99 TTFT at every tier size: the curve of
     what host memory buys
@@ -34,27 +36,32 @@ class Trial:
     tp: int
     tier_gib: float
     replicas: int
-    p99_ttft_ms: float | None
+    p99_ttft_ms: float | None  # None: stopped once the miss was certain (and its hit figures with it)
     p99_tpot_ms: float | None
-    hit_rate: float  # the GPU prefix cache's (vLLM's prefix_cache_hits / queries)
-    cpu_hit_tokens: int
-    total_hit_rate: float  # GPU and CPU tier together: the prompt tokens not computed
+    hit_rate: float | None  # the GPU prefix cache's (vLLM's prefix_cache_hits / queries)
+    cpu_hit_tokens: int | None
+    total_hit_rate: float | None  # GPU and CPU tier together: the prompt tokens not computed
     meets: bool
     usd_per_hour: float | None
+    stopped: bool = False  # the simulation stopped at a certain miss
 
     def row(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
 def _trial(spec: ModelSpec, args: EngineArgs, requests: list[Request], tier: float, replicas: int, router: str,
-           slo: Slo, price: GpuPrice | None, perf_model: str) -> Trial:
+           slo: Slo, price: GpuPrice | None, perf_model: str, may_stop: bool = True) -> Trial:
+    """One whole-workload `predict`; `may_stop`: only whether it meets `slo` matters when it misses."""
     pred = predict(spec, args, requests, perf_model=perf_model, kv_offloading_size_gib=tier or None,
-                   replicas=replicas, router=router if replicas > 1 else None)
+                   replicas=replicas, router=router if replicas > 1 else None, stop_on_miss=slo if may_stop else None)
     f = pred.figures
+    usd = None if price is None else price.usd_per_hour * args.tensor_parallel_size * replicas
+    if f.get("missed_slo"):
+        return Trial(args.gpu.name if args.gpu else "", args.tensor_parallel_size, tier, replicas, None, None, None,
+                     None, None, False, usd, stopped=True)
     ttft, tpot = f.get("p99_ttft_ms"), f.get("p99_tpot_ms")
     meets = (ttft is not None and ttft <= (slo.ttft_ms or float("inf"))
              and (tpot is None or tpot <= (slo.tpot_ms or float("inf"))))
-    usd = None if price is None else price.usd_per_hour * args.tensor_parallel_size * replicas
     queries = f.get("prefix_cache_queries_tokens") or 0
     cpu = int(f.get("external_prefix_cache_hits_tokens", 0))
     total = (f.get("prefix_cache_hits_tokens", 0) + cpu) / queries if queries else 0.0
@@ -116,9 +123,10 @@ def plan_sessions(spec: ModelSpec, base: EngineArgs, requests: list[Request], sl
     curve: list[Trial] = []
     if best is not None:
         args = replace(base, gpu=next(g for g, _ in started if g.name == best.gpu), tensor_parallel_size=best.tp)
-        known = {(t.tier_gib): t for t in trials if (t.gpu, t.tp, t.replicas) == (best.gpu, best.tp, best.replicas)}
+        known = {t.tier_gib: t for t in trials
+                 if (t.gpu, t.tp, t.replicas) == (best.gpu, best.tp, best.replicas) and not t.stopped}
         curve = [known.get(tier) or _trial(spec, args, requests, tier, best.replicas, router, slo,
-                                           prices.get(best.gpu), perf_model) for tier in tiers_gib]
+                                           prices.get(best.gpu), perf_model, may_stop=False) for tier in tiers_gib]
     answer: dict[str, Any] = {"trials": [t.row() for t in trials], "best": best and best.row(),
                               "curve": [t.row() for t in curve], "router": router,
                               "slo": {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "percentile": 99.0}}

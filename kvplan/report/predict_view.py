@@ -261,7 +261,14 @@ def render_session_plan(console: Console, answer: dict[str, Any]) -> None:
                  "with CPU tier", "meets", "$/h"):
         table.add_column(name, justify="left" if name == "GPU" else "right")
     for t in answer["trials"]:
-        table.add_row(t["gpu"], str(t["tp"]), f"{t['tier_gib']:g}", str(t["replicas"]), _fmt(t["p99_ttft_ms"], ".0f"),
-                      _fmt(t["p99_tpot_ms"], ".1f"), f"{t['hit_rate']:.1%}", f"{t['total_hit_rate']:.1%}",
+        if t.get("stopped"):  # a certain miss: simulated only until it was certain
+            figures = ["over", "-", "-", "-"]
+        else:
+            figures = [_fmt(t["p99_ttft_ms"], ".0f"), _fmt(t["p99_tpot_ms"], ".1f"), f"{t['hit_rate']:.1%}",
+                       f"{t['total_hit_rate']:.1%}"]
+        table.add_row(t["gpu"], str(t["tp"]), f"{t['tier_gib']:g}", str(t["replicas"]), *figures,
                       "yes" if t["meets"] else "no", "-" if t["usd_per_hour"] is None else f"{t['usd_per_hour']:.2f}")
     console.print(table)
+    if any(t.get("stopped") for t in answer["trials"]):
+        console.print("[dim]over: the trial stopped once more requests were over a limit than P99 allows; its "
+                      "figures were not simulated to the end[/dim]")

@@ -226,7 +226,8 @@ def test_probes_stopped_at_a_certain_miss_change_no_answer(monkeypatch: pytest.M
     import math
 
     from kvplan.perf import capacity
-    from kvplan.perf.capacity import SloWatch, _Runner, search
+    from kvplan.perf.capacity import _Runner, search
+    from kvplan.perf.slo_watch import SloWatch
     from kvplan.plan.engine_args import EngineArgs
     from kvplan.results.slo import Slo
     from kvplan.spec.gpu import load_gpu

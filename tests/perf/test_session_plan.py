@@ -68,3 +68,64 @@ def test_bad_plan_sessions_input_is_one_line(capsys: pytest.CaptureFixture[str],
               *args])
     err = capsys.readouterr().err
     assert info.value.code == 2 and needle in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize(("replicas", "ttft_ms", "tpot_ms"), [
+    (1, 50.0, 1e9), (1, 1e9, 12.0), (1, 1e9, 1e9), (2, 60.0, 1e9), (2, 1e9, 1e9), (3, 40.0, 20.0),
+    (3, 600.0, 200.0), (3, 520.0, 1e9), (3, 1e9, 130.0),  # P99s near 530 ms / 136 ms: met, then just missed
+])
+def test_a_trial_stops_only_at_a_certain_miss(replicas: int, ttft_ms: float, tpot_ms: float) -> None:
+    """Early stopping never changes the verdict: a trial that meets is simulated to its end with the
+    very figures of an unstopped run; one that stops is one the whole run misses."""
+    from kvplan.perf.predict import predict
+    from kvplan.plan.engine_args import EngineArgs
+    from kvplan.results.slo import Slo
+    from kvplan.spec.gpu import load_gpu
+    from kvplan.spec.profiles import load_model
+    from kvplan.workload.sessions import Sessions
+
+    spec = load_model("llama-3.1-8b-instruct")
+    args = EngineArgs.from_flags(gpu=load_gpu("l4"), max_model_len=8192)
+    reqs = Sessions(num_sessions=120, turns=3, shared_prefix_tokens=1024, first_turn_tokens=256, turn_tokens=128,
+                    output_tokens=64, think_time_s=1.0, session_rate_per_s=6.0).requests(0, spec.vocab_size)
+    router = "prefix" if replicas > 1 else None
+    whole = predict(spec, args, reqs, replicas=replicas, router=router).figures
+    slo = Slo(ttft_ms=ttft_ms, tpot_ms=tpot_ms, percentile=99.0)
+    quick = predict(spec, args, reqs, replicas=replicas, router=router, stop_on_miss=slo).figures
+    whole_meets = whole["p99_ttft_ms"] <= ttft_ms and whole["p99_tpot_ms"] <= tpot_ms
+    if quick.get("missed_slo"):
+        assert not whole_meets and quick == {"missed_slo": True}
+    else:
+        assert quick == whole
+
+
+def test_a_stopped_trial_has_no_figures_and_the_curve_is_simulated_to_the_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a tier 2 replicas meet the limits, with 8 GiB 4 do (made up): the answer is 2
+    replicas without a tier, and the curve's 8 GiB point at 2 replicas, stopped in the search, is
+    simulated again to its end."""
+    from kvplan.results.slo import Slo
+
+    calls: list[tuple[int, float, bool]] = []
+
+    def trial(spec, args, requests, tier, replicas, router, slo, price, perf_model, may_stop=True) -> Trial:
+        calls.append((replicas, tier, may_stop))
+        meets = replicas >= (2 if tier == 0 else 4)
+        if not meets and may_stop:
+            return Trial("g", 1, tier, replicas, None, None, None, None, None, False, None, stopped=True)
+        return Trial("g", 1, tier, replicas, 1.0, 1.0, 0.5, 0, 0.5, meets, None)
+
+    monkeypatch.setattr(session_plan, "_trial", trial)
+    monkeypatch.setattr(session_plan, "fork_map", lambda fn, jobs, workers: [fn(j) for j in jobs])
+    monkeypatch.setattr(session_plan, "plan_capacity", lambda spec, args: type("P", (), {
+        "fits": True, "num_gpu_blocks": 10, "args": args})())
+    monkeypatch.setattr(session_plan, "vllm_serve_line", lambda spec, args: "vllm serve m")
+    monkeypatch.setattr(session_plan, "replace", lambda obj, **kw: obj)
+    gpu = type("G", (), {"name": "g"})()
+    slo = Slo(ttft_ms=1.0, tpot_ms=1.0, percentile=99.0)
+    answer = session_plan.plan_sessions(None, None, [], slo, [gpu], [1], [0.0, 8.0], "prefix", 4, {})  # type: ignore[arg-type]
+    assert (answer["best"]["replicas"], answer["best"]["tier_gib"]) == (2, 0.0)
+    assert [(t["tier_gib"], t["replicas"], t["stopped"]) for t in answer["trials"]] == [
+        (0.0, 1, True), (0.0, 2, False), (8.0, 1, True), (8.0, 2, True), (8.0, 3, True), (8.0, 4, False)]
+    assert all(may_stop for _, _, may_stop in calls[:-1]) and calls[-1] == (2, 8.0, False)
+    assert [(c["tier_gib"], c["replicas"], c["stopped"], c["p99_ttft_ms"]) for c in answer["curve"]] == [
+        (0.0, 2, False, 1.0), (8.0, 2, False, 1.0)]
