@@ -291,3 +291,213 @@ def test_estimate_stays_light():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+# --- vLLM's "KV cache is needed" and its binary search, by hand (kv_cache_utils.py) -----------------
+def test_needed_bytes_of_one_request_by_hand():
+    """llama-2-7b (32 layers x 32 KV heads x 128, fp16): 512 KiB a token, paged by 16-token blocks;
+    TP 2 holds half the heads. falcon-mamba-7b: 311,296 B of state a layer whatever the length
+    (test_kv derives it), two pages with mamba_cache_mode align, halved at TP 2."""
+    from kvplan.plan.budget import needed_bytes
+
+    llama = load_model("llama-2-7b")
+    one, two = EngineArgs(gpu=load_gpu("h100")), EngineArgs(gpu=load_gpu("h100"), tensor_parallel_size=2)
+    assert needed_bytes(llama, range(32), one, 4096, 8192) == 4096 * 512 * 1024 == 2 * GIB
+    assert needed_bytes(llama, range(32), one, 4097, 8192) == 4112 * 512 * 1024  # a 257th block
+    assert needed_bytes(llama, range(32), two, 4096, 8192) == GIB
+    assert needed_bytes(llama, range(16), one, 4096, 8192) == GIB  # the layers asked for only
+    mamba = load_model("falcon-mamba-7b")
+    assert needed_bytes(mamba, range(64), one, 100, 8192) == needed_bytes(mamba, range(64), one, 9000, 8192) \
+        == 64 * 311_296
+    assert needed_bytes(mamba, range(64), two, 100, 8192) == 32 * 311_296
+    align = EngineArgs(gpu=load_gpu("h100"), mamba_cache_mode="align")
+    assert needed_bytes(mamba, range(64), align, 100, 8192) == 2 * 64 * 311_296
+
+
+def test_a_sliding_window_need_follows_the_batch_budget():
+    """gemma-3-27b-it (52 sliding layers of window 1,024, 10 full; 16 KV heads x 128, bf16: 128 KiB a
+    16-token block a layer) at 8,192 tokens: a full layer needs 512 blocks, a sliding one
+    cdiv(min(1,023 + max_num_batched_tokens, 8,192), 16) + 1."""
+    from kvplan.plan.budget import needed_bytes
+
+    spec = load_model("gemma-3-27b-it")
+    args = EngineArgs(gpu=load_gpu("h100"))
+    page = 16 * 2 * 16 * 128 * 2
+    assert needed_bytes(spec, range(62), args, 8192, 512) == page * (10 * 512 + 52 * (-(-1535 // 16) + 1))
+    assert needed_bytes(spec, range(62), args, 8192, 8192) == page * (10 * 512 + 52 * 513)
+
+
+def test_estimated_max_model_len_is_the_last_length_that_fits():
+    """llama-2-7b: n tokens need cdiv(n, 16) x 8 MiB; the search ends on whole blocks."""
+    from kvplan.plan.budget import estimate_max_model_len
+
+    spec, args = load_model("llama-2-7b"), EngineArgs(gpu=load_gpu("h100"))
+    block = 8 * 2**20
+
+    def est(available: int, mml: int = 8192, mnbt: int = 8192) -> int:
+        return estimate_max_model_len(spec, range(32), args, available, mml, mnbt)
+
+    assert est(256 * block) == 4096  # exactly 256 blocks: 4,096 tokens fit, 4,097 do not
+    assert est(256 * block - 1) == 4080
+    assert est(block) == 16 and est(block - 1) == 0  # not one block: 0, as vLLM says nothing fits
+    assert est(10**15, mml=3000) == 3000  # never past max_model_len
+    gemma, gargs = load_model("gemma-3-27b-it"), EngineArgs(gpu=load_gpu("h100"))
+    page = 16 * 2 * 16 * 128 * 2
+    # at 8,192 tokens a 512-token batch needs 10 x 512 + 52 x 97 blocks, a 8,192-token one 10 x 512 + 52 x 513
+    small_batch = page * (10 * 512 + 52 * 97)
+    assert estimate_max_model_len(gemma, range(62), gargs, small_batch, 8192, 512) == 8192
+    assert estimate_max_model_len(gemma, range(62), gargs, small_batch, 8192, 8192) < 8192
+
+
+# --- the batch limits in force (vLLM's defaults and its refusals as warnings) -----------------------
+def test_batch_limits_name_what_was_defaulted_and_warn_at_the_bounds():
+    spec = load_model("llama-2-7b")  # max_position_embeddings 4,096
+    h100 = load_gpu("h100")
+    plan = plan_capacity(spec, EngineArgs(gpu=h100))
+    assert plan.defaulted == ("max_num_seqs", "max_num_batched_tokens", "max_model_len") and not plan.warnings
+    assert plan_capacity(spec, EngineArgs(gpu=h100, max_num_seqs=8)).defaulted == (
+        "max_num_batched_tokens", "max_model_len")
+    assert not plan_capacity(spec, EngineArgs(gpu=h100, max_model_len=4096)).warnings
+    long = plan_capacity(spec, EngineArgs(gpu=h100, max_model_len=4097))
+    assert long.warnings == ("--max-model-len 4097 exceeds llama-2-7b's max_position_embeddings (4096); vLLM "
+                             "refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",)
+    equal = plan_capacity(spec, EngineArgs(gpu=h100, max_num_seqs=256, max_num_batched_tokens=256))
+    assert not equal.warnings
+    fewer = plan_capacity(spec, EngineArgs(gpu=h100, max_num_seqs=256, max_num_batched_tokens=255))
+    assert fewer.warnings == ("--max-num-batched-tokens 255 < --max-num-seqs 256: vLLM rejects this",)
+
+
+def test_each_pipeline_stage_is_charged_for_its_own_rank():
+    """PP 3 x TP 2 of Llama-3.1-8B (32 layers: vLLM's get_pp_indices gives 11 / 11 / 10), float32,
+    64 sequences and batched tokens (so the sampler's logits outweigh the forward): each stage's
+    weights, activation, non-torch and CUDA-graph terms are the overhead models' for that rank, TP,
+    dtype and batch. By hand: the first stage holds the embedding (128,256 x 4,096 fp32 =
+    2,101,346,304 B, half per TP rank), the last the LM head and final norm; only the last computes
+    logits; the graphs of 10 layers are fewer than those of 11."""
+    from kvplan.plan import overheads as oh
+
+    spec = load_model("llama-3.1-8b-instruct")
+    args = EngineArgs(gpu=load_gpu("h200"), tensor_parallel_size=2, pipeline_parallel_size=3, dtype="float32",
+                      max_num_seqs=64, max_num_batched_tokens=64, vllm_version="0.19.0")
+    plan = plan_capacity(spec, args)
+    s0, s1, s2 = plan.stages
+    assert [s.layers for s in plan.stages] == [11, 11, 10]
+    assert s0.weights_bytes - s1.weights_bytes == 128_256 * 4096 * 4 // 2  # vocab-parallel: half per TP rank
+    assert s0.activation_bytes == s1.activation_bytes < s2.activation_bytes  # the sampler's logits: last stage only
+    version = (0, 19, 0)
+    for rank, st in enumerate(plan.stages):
+        assert st.weights_bytes == oh.weights_bytes_per_gpu(spec, dtype="float32", quantization=None, tp=2, pp=3,
+                                                            pp_rank=rank, expert_shards=args.moe_group_size)
+        assert st.activation_bytes == oh.activation_bytes(spec, dtype="float32", max_num_batched_tokens=64,
+                                                          max_num_seqs=64, tp=2, last_stage=rank == 2, version=version)
+        assert st.non_torch_bytes == oh.non_torch_bytes(2, 3) > oh.non_torch_bytes(2, 1)
+        assert st.cudagraph_bytes == oh.cudagraph_bytes(spec, dtype="float32", tp=2, pp=3, pp_rank=rank,
+                                                        max_num_seqs=64)
+    assert s2.cudagraph_bytes < s1.cudagraph_bytes
+    one_tp = plan_capacity(spec, replace(args, tensor_parallel_size=1)).stages[0]
+    assert one_tp.activation_bytes > s0.activation_bytes and one_tp.cudagraph_bytes > s0.cudagraph_bytes
+    bf16 = plan_capacity(spec, replace(args, dtype="bfloat16")).stages[0]
+    assert bf16.cudagraph_bytes < s0.cudagraph_bytes
+    more_seqs = plan_capacity(spec, replace(args, max_num_seqs=256)).stages[0]  # captures 512 tokens, not 128
+    assert more_seqs.cudagraph_bytes > s0.cudagraph_bytes
+
+
+# --- the capacity log lines by version, and the start-up errors at their bounds ---------------------
+def _gemma2_9b(version: str, blocks: int = 1000, **kw):
+    """gemma-2-9b: 21 sliding (window 4,096) + 21 full layers of 8 KV heads x 256, bf16: two groups
+    of 21 layers, a block id = 21 pages of 16 x 2 x 8 x 256 x 2 = 131,072 B."""
+    spec = load_model("gemma-2-9b")
+    block_bytes = 21 * 131_072
+    args = EngineArgs(kv_cache_memory_bytes=blocks * block_bytes, max_model_len=4096, vllm_version=version, **kw)
+    return plan_capacity(spec, args)
+
+
+def test_token_line_and_concurrency_by_version():
+    """1,000 block ids; a 4,096-token request needs 256 full + cdiv(min(4,095 + 8,192, 4,096), 16) + 1
+    = 257 sliding blocks = 513. Before 0.20 the token line is (blocks // groups) x 16 = 8,000; from
+    0.20, int(max concurrency x max_model_len) = int(1,000 / 513 x 4,096) = 7,984. V1 concurrency is
+    blocks / need; V0 (before 0.8) blocks x block size / max_model_len."""
+    old, new = _gemma2_9b("0.19.0"), _gemma2_9b("0.20.0")
+    assert old.num_gpu_blocks == new.num_gpu_blocks == 1000 and old.blocks_per_request == 513
+    assert old.max_concurrency == new.max_concurrency == 1000 / 513
+    assert (old.kv_cache_tokens, new.kv_cache_tokens) == (8000, 7984)
+    first_v1 = _gemma2_9b("0.8.0")
+    assert first_v1.max_concurrency == 1000 / 513
+    llama = load_model("llama-2-7b")  # one group: blocks x 16 before 0.20
+    v0 = plan_capacity(llama, EngineArgs(kv_cache_memory_bytes=1000 * 8 * 2**20, max_model_len=4096,
+                                         vllm_version="0.7.3"))
+    assert v0.num_gpu_blocks == 1000 and v0.max_concurrency == 1000 * 16 / 4096 and v0.kv_cache_tokens == 16_000
+
+
+def test_unmodelled_pool_concurrency_is_the_budget_over_one_request():
+    """DeepSeek-V4-Pro (its pool layout is not modelled): max concurrency = available bytes / one
+    max_model_len request's paged bytes (vLLM's "KV cache is needed"), the token line that times
+    max_model_len, blocks per request the need in whole block ids; no budget gives 0, never less."""
+    import json
+    from pathlib import Path
+
+    from kvplan.spec.model import spec_from_config
+
+    path = Path(__file__).parents[1] / "data/aiconfigurator/model_configs/deepseek-ai--DeepSeek-V4-Pro_config.json"
+    spec = spec_from_config(json.loads(path.read_text()), "deepseek-v4-pro")
+    args = EngineArgs(kv_cache_memory_bytes=40 * GIB, max_model_len=65_536, tensor_parallel_size=8,
+                      vllm_version="0.19.0")
+    plan = plan_capacity(spec, args)
+    need = plan.kv_bytes_per_request
+    assert plan.max_concurrency == 40 * GIB / need
+    assert plan.kv_cache_tokens == int(40 * GIB / need * 65_536)
+    assert plan.blocks_per_request == -(-need // plan.block_bytes)
+    empty = plan_capacity(spec, replace(args, kv_cache_memory_bytes=0))
+    assert (empty.max_concurrency, empty.kv_cache_tokens) == (0.0, 0)
+
+
+def test_start_up_errors_at_their_bounds():
+    """llama-2-7b at 4,096 tokens needs exactly 2 GiB (256 blocks of 8 MiB)."""
+    spec = load_model("llama-2-7b")
+    base = EngineArgs(max_model_len=4096, vllm_version="0.19.0")
+    exact = plan_capacity(spec, replace(base, kv_cache_memory_bytes=2 * GIB))
+    assert exact.fits and exact.error is None and exact.estimated_max_model_len == 4096
+    short = plan_capacity(spec, replace(base, kv_cache_memory_bytes=2 * GIB - 1))
+    assert short.error.startswith("ValueError: To serve at least one request with the model's max seq len (4096), "
+                                  "(2.00 GiB KV cache is needed, which is larger than the available KV cache memory "
+                                  "(2.00 GiB). Based on the available memory, the estimated maximum model length is "
+                                  "4080. Try increasing")
+    assert (short.kv_bytes_per_request, short.estimated_max_model_len) == (2 * GIB, 4080)
+    one = plan_capacity(spec, replace(base, kv_cache_memory_bytes=1))  # a byte: the need error, and no estimate
+    assert one.error.startswith("ValueError: To serve at least one request") and "estimated" not in one.error
+    assert one.estimated_max_model_len == 0
+    none = plan_capacity(spec, replace(base, kv_cache_memory_bytes=0))
+    assert none.error.startswith("ValueError: No available memory for the cache blocks.")
+    assert (none.kv_bytes_per_request, none.estimated_max_model_len) == (2 * GIB, 0)
+    older = plan_capacity(spec, replace(base, kv_cache_memory_bytes=1, vllm_version="0.11.0"))
+    assert "with the models's max seq len (4096)" in older.error  # vLLM's wording before 0.12
+
+
+def test_v0_checks_pool_tokens_against_max_model_len():
+    """Before V1 (0.8) vLLM compares the pool's tokens with max_model_len: 256 blocks hold 4,096."""
+    spec = load_model("llama-2-7b")
+    base = EngineArgs(kv_cache_memory_bytes=256 * 8 * 2**20, vllm_version="0.7.3")
+    assert plan_capacity(spec, replace(base, max_model_len=4096)).fits
+    over = plan_capacity(spec, replace(base, max_model_len=4097))
+    assert over.error == ("ValueError: The model's max seq len (4097) is larger than the maximum number of tokens "
+                          "that can be stored in KV cache (4096). Try increasing `gpu_memory_utilization` or "
+                          "decreasing `max_model_len` when initializing the engine.")
+    assert (over.kv_bytes_per_request, over.estimated_max_model_len) == (4112 * 512 * 1024, 4096)
+
+
+def test_free_memory_error_names_free_and_total():
+    """H100 (85,029,615,043 B as CUDA reports it) less the CUDA context vLLM finds resident (0.51
+    GiB, kvplan's figure): 78.68 of 79.19 GiB free; utilization 1.0 asks for all 79.19."""
+    spec = load_model("llama-3.1-8b-instruct")
+    full = plan_capacity(spec, EngineArgs(gpu=load_gpu("h100"), gpu_memory_utilization=1.0, max_model_len=8192))
+    assert full.error == ("ValueError: Free memory on device (78.68/79.19 GiB) on startup is less than desired GPU "
+                          "memory utilization (1.0, 79.19 GiB). Decrease GPU memory utilization or reduce GPU "
+                          "memory used by other processes.")
+    assert full.estimated_max_model_len == 8192 and full.kv_bytes_per_request == 8192 * 128 * 1024
+    # exactly the free memory asked for: no such error (vLLM's check is strictly greater)
+    from kvplan.plan import overheads as oh
+
+    total = 2 * oh.CUDA_CONTEXT_BYTES
+    at_free = plan_capacity(spec, EngineArgs(gpu=custom_gpu(total / GIB), gpu_memory_utilization=0.5))
+    assert at_free.requested_bytes == total - oh.CUDA_CONTEXT_BYTES
+    assert not at_free.error.startswith("ValueError: Free memory")
