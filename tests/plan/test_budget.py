@@ -501,3 +501,87 @@ def test_free_memory_error_names_free_and_total():
     at_free = plan_capacity(spec, EngineArgs(gpu=custom_gpu(total / GIB), gpu_memory_utilization=0.5))
     assert at_free.requested_bytes == total - oh.CUDA_CONTEXT_BYTES
     assert not at_free.error.startswith("ValueError: Free memory")
+
+
+# --- what the plan warns of -----------------------------------------------------------------------
+def test_cuda_graphs_past_the_device_before_0_21_are_warned():
+    """Before 0.21 graphs are captured after the pool: CUDA context (0.51 GiB) + util x 79.19 GiB +
+    the graphs must fit the H100's 79.19 GiB; at 0.99 they cannot, at 0.95 they can; eager and 0.21
+    (graphs budgeted) never warn."""
+    from kvplan.plan import overheads as oh
+
+    spec, h100 = load_model("llama-3.1-8b-instruct"), load_gpu("h100")
+    tight = plan_capacity(spec, EngineArgs(gpu=h100, gpu_memory_utilization=0.99, vllm_version="0.19.0"))
+    peak = oh.CUDA_CONTEXT_BYTES + int(h100.memory_bytes * 0.99) + tight.cudagraph_bytes
+    assert tight.cudagraph_bytes > 0 and tight.warnings == (
+        f"CUDA graphs (~{tight.cudagraph_bytes / GIB:.2f} GiB) are captured after the KV cache and are not budgeted "
+        f"before vLLM 0.21: about {peak / GIB:.2f} GiB would be used of 79.19 GiB, so capture will likely OOM; lower "
+        "--gpu-memory-utilization or add --enforce-eager",)
+    assert not plan_capacity(spec, EngineArgs(gpu=h100, gpu_memory_utilization=0.95, vllm_version="0.19.0")).warnings
+    for quiet in (dict(enforce_eager=True, vllm_version="0.19.0"), dict(vllm_version="0.21.0")):
+        assert not plan_capacity(spec, EngineArgs(gpu=h100, gpu_memory_utilization=0.99, **quiet)).warnings
+
+
+def test_free_memory_counts_the_nccl_context_from_two_ranks():
+    """TP 2 adds vLLM's NCCL context (kvplan's 1.0 GiB) to what is resident before the budget:
+    0.99 x 79.19 = 78.40 GiB fits beside 0.51 GiB but not beside 1.51 GiB (77.68 free)."""
+    spec, h100 = load_model("llama-3.1-8b-instruct"), load_gpu("h100")
+    assert plan_capacity(spec, EngineArgs(gpu=h100, gpu_memory_utilization=0.99, vllm_version="0.21.0")).fits
+    two = plan_capacity(spec, EngineArgs(gpu=h100, gpu_memory_utilization=0.99, tensor_parallel_size=2,
+                                         vllm_version="0.21.0"))
+    assert two.error.startswith("ValueError: Free memory on device (77.68/79.19 GiB) on startup is less than desired "
+                                "GPU memory utilization (0.99, 78.40 GiB).")
+
+
+def test_state_outside_the_pool_before_0_10_is_named():
+    mamba, llama, h100 = load_model("falcon-mamba-7b"), load_model("llama-2-7b"), load_gpu("h100")
+    old = plan_capacity(mamba, EngineArgs(gpu=h100, vllm_version="0.9.2"))
+    assert ("vLLM 0.9.2 kept Mamba state outside the KV cache pool; kvplan models the V1 hybrid allocator of vLLM "
+            "0.10 and later, so its figures for this model are approximate") in old.warnings
+    assert not any("Mamba" in w for w in plan_capacity(mamba, EngineArgs(gpu=h100, vllm_version="0.10.0")).warnings)
+    assert not any("Mamba" in w for w in plan_capacity(llama, EngineArgs(gpu=h100, vllm_version="0.9.2")).warnings)
+
+
+def test_encoder_warnings_by_case():
+    """gemma-3-27b-it: a SigLIP image is 896/14 = 64 x 64 = 4,096 patches and 260 prompt tokens (256
+    soft tokens with its markers); an 8,192-token batch profiles floor(8,192 / 260) = 31 images.
+    Before V1 the profile is not modelled; --skip-mm-profiling reserves nothing; an audio tower
+    the weight count leaves out is named unless the checkpoint's bytes are known."""
+    from kvplan.spec.model import spec_from_config
+
+    spec, h100 = load_model("gemma-3-27b-it"), load_gpu("h100")
+    args = EngineArgs(gpu=h100, max_model_len=8192, vllm_version="0.19.0")
+    (profiled,) = plan_capacity(spec, args).warnings
+    assert profiled.startswith("gemma-3-27b-it: vLLM profiles the vision encoder on 31 image item(s) of 260 tokens "
+                               "(126,976 ViT patches): ")
+    assert profiled.endswith(" GiB of outputs beside the decoder's dummy forward, charged to the activation (predicted "
+                             "from vLLM's rules; --limit-mm-per-prompt image=0,video=0 plans a text-only deployment)")
+    assert plan_capacity(spec, replace(args, vllm_version="0.7.3")).warnings == (
+        "gemma-3-27b-it: vLLM's encoder profiling is not modelled for this tower or version (a dummy multimodal batch "
+        "in the profile run), so KV may be over-predicted by a few percent; --limit-mm-per-prompt image=0,video=0 "
+        "plans a text-only deployment",)
+    assert plan_capacity(spec, replace(args, skip_mm_profiling=True)).warnings == (
+        "gemma-3-27b-it: --skip-mm-profiling: the vision encoder's activations are not reserved, so a request with "
+        "images can run out of memory at the KV cache vLLM sized without them",)
+    with_audio = spec_from_config({**spec.config, "audio_config": {}}, "g3-audio")
+    gap = ("g3-audio: the audio tower (audio_config) is not counted: weights are under-predicted by its size; a local "
+           "model directory with its safetensors gives the exact weight bytes")
+    assert gap in plan_capacity(with_audio, args).warnings
+    assert gap not in plan_capacity(replace(with_audio, checkpoint_weights_bytes=10**10), args).warnings
+    assert gap not in plan_capacity(spec, args).warnings
+    both = plan_capacity(spec, replace(args, max_num_seqs=256, max_num_batched_tokens=255))
+    assert len(both.warnings) == 2 and both.warnings[0].startswith("--max-num-batched-tokens 255")  # kept together
+
+
+def test_the_plan_says_what_it_planned():
+    from kvplan.plan import overheads as oh
+
+    spec, h100 = load_model("llama-2-7b"), load_gpu("h100")
+    plan = plan_capacity(spec, EngineArgs(gpu=h100, max_model_len=4096, vllm_version="0.19.0"))
+    assert plan.spec_name == "llama-2-7b" and plan.kv_bytes_per_request == 2 * GIB
+    assert plan.requested_bytes == int(h100.memory_bytes * 0.9)
+    assert plan.defaults_rule == oh.batch_defaults(h100.memory_bytes, h100.name, (0, 19, 0), 4096).rule != ""
+    given = plan_capacity(spec, EngineArgs(kv_cache_memory_bytes=3 * GIB, max_model_len=4096))
+    assert given.requested_bytes == 3 * GIB and given.gpu_memory_bytes is None
+    mamba = load_model("falcon-mamba-7b")
+    assert plan_capacity(mamba, EngineArgs(gpu=h100, mamba_cache_mode="align")).mamba_cache_mode == "align"
