@@ -585,3 +585,46 @@ def test_the_plan_says_what_it_planned():
     assert given.requested_bytes == 3 * GIB and given.gpu_memory_bytes is None
     mamba = load_model("falcon-mamba-7b")
     assert plan_capacity(mamba, EngineArgs(gpu=h100, mamba_cache_mode="align")).mamba_cache_mode == "align"
+
+
+# --- hybrid state models, MoE expert sharding, the encoder's dtype ---------------------------------
+def test_a_hybrid_model_s_need_uses_the_block_size_of_its_tp():
+    """qwen3-next-80b-a3b (12 full-attention layers of 2 KV heads x 256, 36 gated-DeltaNet layers;
+    bf16). At TP 4 a rank keeps 1 KV head: 1,024 B a token a layer; its DeltaNet state is a conv
+    state of 3 x (16 x 128 x 2 + 32 x 128) / 4 x 2 B = 12,288 B and an SSM state of 32 / 4 x 128 x
+    128 x 2 B = 262,144 B, so vLLM raises the block to cdiv(274,432 / 1,024, 16) x 16 = 272 tokens
+    (544 at TP 1) and pads the state page to the attention page, 278,528 B. At 4,096 tokens a
+    request needs 12 x 16 attention pages + 36 state pages (mamba_cache_mode none before 0.28)."""
+    from kvplan.plan.budget import needed_bytes
+
+    spec = load_model("qwen3-next-80b-a3b-thinking")
+    args = EngineArgs(gpu=load_gpu("h100"), tensor_parallel_size=4, vllm_version="0.19.0")
+    assert needed_bytes(spec, range(48), args, 4096, 8192) == (12 * 16 + 36) * 272 * 1024
+    plan = plan_capacity(spec, replace(args, max_model_len=4096))
+    assert plan.block_size_tokens == 272 and plan.state_page_bytes == 272 * 1024 and plan.mamba_cache_mode == "none"
+    # vLLM's MambaSpec.block_size: max_model_len without prefix caching, the attention block in "align"
+    state_group = next(g for g in plan.groups if g.kind == "state")
+    assert state_group.block_size == 4096
+    aligned = plan_capacity(spec, replace(args, max_model_len=4096, mamba_cache_mode="align"))
+    assert next(g for g in aligned.groups if g.kind == "state").block_size == 272
+    assert aligned.kv_bytes_per_request == (12 * 16 + 2 * 36) * 272 * 1024  # two state pages a layer
+
+
+def test_experts_are_sharded_over_every_data_parallel_rank():
+    """Qwen3-30B-A3B: 48 layers x 128 experts x 3 x 2,048 x 768 bf16 = 57,982,058,496 B of experts;
+    with --data-parallel-size 2 and expert parallelism each GPU holds half of them."""
+    spec = load_model("qwen3-30b-a3b")
+    one = plan_capacity(spec, EngineArgs(gpu=load_gpu("h100"), vllm_version="0.19.0"))
+    two = plan_capacity(spec, EngineArgs(gpu=load_gpu("h100"), data_parallel_size=2, enable_expert_parallel=True,
+                                         vllm_version="0.19.0"))
+    assert one.weights_bytes - two.weights_bytes == 57_982_058_496 // 2
+
+
+def test_the_encoder_profile_runs_from_v1_in_the_served_dtype():
+    """The encoder's outputs kept beside the decoder scale with the served dtype (fp32 = 2 x bf16);
+    V1 (0.8.0 on) profiles the encoder."""
+    spec, h100 = load_model("gemma-3-27b-it"), load_gpu("h100")
+    args = EngineArgs(gpu=h100, max_model_len=8192, vllm_version="0.8.0")
+    bf16 = plan_capacity(spec, args).stages[0].encoder
+    fp32 = plan_capacity(spec, replace(args, dtype="float32")).stages[0].encoder
+    assert bf16 is not None and fp32.cache_bytes == 2 * bf16.cache_bytes
