@@ -146,8 +146,11 @@ def candidates(gpus: list[GpuSpec], kv_dtypes: list[str], quantizations: list[st
 
 
 def vllm_serve_line(spec: ModelSpec, args: EngineArgs) -> str:
+    """The `vllm serve` command of a planned configuration (`args.max_model_len`: the planned one;
+    None leaves vLLM its default, the model's own length)."""
     parts = [f"vllm serve {spec.serve_arg}", f"--tensor-parallel-size {args.tensor_parallel_size}",
-             f"--max-model-len {args.max_model_len}", f"--gpu-memory-utilization {args.gpu_memory_utilization:g}"]
+             *([f"--max-model-len {args.max_model_len}"] if args.max_model_len else []),
+             f"--gpu-memory-utilization {args.gpu_memory_utilization:g}"]
     if args.kv_cache_dtype not in ("auto", None):
         parts.append(f"--kv-cache-dtype {args.kv_cache_dtype}")
     if args.quantization:

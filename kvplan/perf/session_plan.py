@@ -132,7 +132,8 @@ def plan_sessions(spec: ModelSpec, base: EngineArgs, requests: list[Request], sl
                               "slo": {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "percentile": 99.0}}
     if best is not None:
         args = replace(base, gpu=next(g for g, _ in started if g.name == best.gpu), tensor_parallel_size=best.tp)
-        line = vllm_serve_line(spec, plan_capacity(spec, args).args)
+        served = plan_capacity(spec, args)
+        line = vllm_serve_line(spec, replace(served.args, max_model_len=served.max_model_len))
         if best.tier_gib:
             line += f" --kv-offloading-size {best.tier_gib:g} --kv-offloading-backend native"
         answer["vllm_serve"] = line

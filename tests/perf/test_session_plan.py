@@ -53,6 +53,18 @@ def test_plan_sessions_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_the_serve_line_carries_the_planned_length(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --max-model-len the plan serves the model's own 131,072 tokens, and says so."""
+    from kvplan.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["plan-sessions", "--model", "llama-3.1-8b-instruct", "--sessions", "10", "--turns", "2",
+              "--slo-ttft-ms", "2000", "--slo-tpot-ms", "100", "--kv-offloading-size", "0", "--json"])
+    assert info.value.code == 0
+    line = json.loads(capsys.readouterr().out)["vllm_serve"]
+    assert " --max-model-len 131072 " in line and "None" not in line
+
+
 @pytest.mark.parametrize(("args", "needle"), [
     (["--kv-offloading-size", "a"], "--kv-offloading-size 'a'"),
     (["--kv-offloading-size", "-1"], "--kv-offloading-size '-1'"),
@@ -117,7 +129,7 @@ def test_a_stopped_trial_has_no_figures_and_the_curve_is_simulated_to_the_end(mo
     monkeypatch.setattr(session_plan, "_trial", trial)
     monkeypatch.setattr(session_plan, "fork_map", lambda fn, jobs, workers: [fn(j) for j in jobs])
     monkeypatch.setattr(session_plan, "plan_capacity", lambda spec, args: type("P", (), {
-        "fits": True, "num_gpu_blocks": 10, "args": args})())
+        "fits": True, "num_gpu_blocks": 10, "args": args, "max_model_len": 1024})())
     monkeypatch.setattr(session_plan, "vllm_serve_line", lambda spec, args: "vllm serve m")
     monkeypatch.setattr(session_plan, "replace", lambda obj, **kw: obj)
     gpu = type("G", (), {"name": "g"})()
