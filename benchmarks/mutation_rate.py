@@ -6,7 +6,7 @@ changes: operators, constants, strings, arguments) and runs the tests that cover
 the killed / survived / untested counts of that module are printed. A survivor is a change no test
 noticed: a missing test or an equivalent mutant (`mutmut show NAME` in the copy tells which).
 
-    .venv/bin/python benchmarks/mutation_rate.py              # ~75 min on 2 cores
+    .venv/bin/python benchmarks/mutation_rate.py              # ~2.5 h on 2 cores
     .venv/bin/python benchmarks/mutation_rate.py --only kvpool --survivors   # and what survived
 """
 from __future__ import annotations
@@ -27,6 +27,10 @@ TARGETS = {  # name -> (mutant glob, tests mutmut runs)
     "plan-budget": ("kvplan.plan.budget*", ["tests/plan/"]),
     "replica-router": ("kvplan.stress.replica_router*", ["tests/stress/test_replica_router.py"]),
     "gate-checks": ("kvplan.gate.checks*", ["tests/gate/"]),
+    "perf-gpu-cost": ("kvplan.perf.gpu_cost.*", ["tests/perf/test_gpu_cost.py"]),
+    "perf-schedule": ("kvplan.perf.schedule.*", ["tests/perf/test_schedule.py"]),
+    "perf-router": ("kvplan.perf.router.*", ["tests/perf/test_router.py"]),
+    "perf-slo-watch": ("kvplan.perf.slo_watch.*", ["tests/perf/test_slo_watch.py"]),
     "sse-parser": ("kvplan.stress.targets.openai_stream*", [
         "tests/stress/targets/test_openai_stream.py", "tests/stress/targets/test_http1.py",
         "tests/stress/targets/test_http_target.py", "tests/stress/targets/test_faults.py"]),
