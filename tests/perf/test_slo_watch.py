@@ -43,3 +43,11 @@ def test_latency_outside_the_engine_counts_and_limits_are_strict() -> None:
 def test_no_limit_is_never_over() -> None:
     watch = SloWatch(Slo(ttft_ms=None, tpot_ms=None, percentile=99.0), 0.0, 0, 0)
     assert not watch.first_token(0.0, 1e6) and not watch.finished(0.0, 1e6, 2)
+
+
+def test_a_tpot_miss_is_certain_after_allowed_plus_one_overs() -> None:
+    # two-token requests have a TPOT (one gap): 150 of them at P99 leave room for 2 over
+    watch = SloWatch.of(Slo(ttft_ms=None, tpot_ms=10.0, percentile=99.0), 0.0, _requests(150, out=2))
+    assert watch.tpot_allowed == 2
+    assert [watch.finished(0.0, 0.02, 2) for _ in range(3)] == [False, False, True]
+    assert watch.tpot_over == 3
