@@ -106,3 +106,134 @@ def test_a_norm_spanning_the_tp_group_adds_its_all_reduce() -> None:
         GpuStepModel.build(m, h100, tp=4).step_s(at(16, 16, 0, 16 * 1024, 16 * 1024, 16)) for m in (per_head, minimax)
     ]
     assert step[1] > step[0]  # the extra latency shows in a decode step
+
+
+# --- each input of the roofline by hand (the perf mutation run's survivors) -------------------------
+def test_a_dense_model_s_step_inputs_by_hand() -> None:
+    """Llama-3.1-8B at TP 2 on an H100 SXM (datasheet: 989.4 dense bf16 TFLOPS, 3.35 TB/s, NVLink
+    900 GB/s both ways). Per layer: attention 2 x 4,096^2 + 2 x 4,096 x 1,024 = 41,943,040 and MLP
+    3 x 4,096 x 14,336 = 176,160,768 parameters; 2 x 4,096 norm weights; 128,256 x 4,096 vocabulary."""
+    m = model(tp=2)
+    layers_bytes = 2 * (32 * (41_943_040 + 176_160_768 + 2 * 4096) + 4096)
+    assert m.dense_read_bytes == (layers_bytes + 2 * 128_256 * 4096) / 2  # the LM head, not the embedding
+    assert m.expert_bytes == 0 and m.experts == 0
+    assert m.linear_flops_per_token == 2 * 32 * (41_943_040 + 176_160_768) / 2
+    assert m.lm_head_flops_per_row == 2 * 128_256 * 4096 / 2
+    assert m.kv_bytes_per_token == 32 * 2 * 4 * 128 * 2  # 4 of 8 KV heads a rank
+    assert m.attention_flops_per_pair == 2 * 32 * 32 * (2 * 128) / 2  # QK^T and PV over 32 query heads
+    assert m.peak_flops_per_s == m.attention_peak_flops_per_s == 989.4e12
+    assert m.bandwidth_bytes_per_s == 3350e9 and m.link_bytes_per_s == 450e9 and m.nvlink
+    assert m.num_allreduces == 64 and m.allreduce_bytes_per_token == 64 * 4096 * 2 * 2 * (2 - 1) / 2
+    assert (m.dp, m.num_moe_layers, m.moe_comm_bytes_per_token, m.num_layers) == (1, 0, 0.0, 32)
+    assert model().num_allreduces == 0 and model().allreduce_bytes_per_token == 0
+
+
+def test_experts_over_data_parallel_ranks_by_hand() -> None:
+    """Qwen3-30B-A3B (48 MoE layers, 128 experts of 3 x 2,048 x 768, 8 a token, bf16): the experts
+    spread over tp x dp GPUs; each MoE layer's tokens cross the group once more (ring: 2 (g-1)/g of
+    2,048 x 2 B a token); with TP the attention's all-reduce stays, the MoE's moves to the group."""
+    experts_bytes = 48 * 128 * 3 * 2048 * 768 * 2
+    ep2 = model("qwen3-30b-a3b", dp=2)
+    assert (ep2.experts, ep2.experts_per_token, ep2.num_moe_layers) == (128, 8, 48)
+    assert ep2.expert_bytes == experts_bytes / 2 and ep2.num_allreduces == 0
+    assert ep2.moe_comm_bytes_per_token == 48 * 2048 * 2 * 2 * (2 - 1) / 2
+    tp2 = model("qwen3-30b-a3b", tp=2, dp=2)
+    assert tp2.expert_bytes == experts_bytes / 4
+    assert tp2.moe_comm_bytes_per_token == 48 * 2048 * 2 * 2 * (4 - 1) / 4
+    assert tp2.num_allreduces == 2 * 48 - 48 and tp2.allreduce_bytes_per_token == 48 * 2048 * 2 * 2 * (2 - 1) / 2
+    alone = model("qwen3-30b-a3b", tp=2)  # no DP: two all-reduces a layer, no group traffic
+    assert alone.num_allreduces == 96 and alone.moe_comm_bytes_per_token == 0 and alone.num_moe_layers == 0
+    assert alone.expert_bytes == experts_bytes / 2
+
+
+def test_mla_attends_in_its_latent() -> None:
+    """DeepSeek-V2-Lite: 27 layers, 16 heads, QK^T over 576 latent dims and PV over 512."""
+    assert model("deepseek-v2-lite").attention_flops_per_pair == 2 * 27 * 16 * (576 + 512)
+
+
+def _toy(**kw) -> GpuStepModel:
+    base = dict(dense_read_bytes=1e9, expert_bytes=0.0, experts=0, experts_per_token=0, linear_flops_per_token=1e9,
+                lm_head_flops_per_row=1e8, kv_bytes_per_token=1e5, attention_flops_per_pair=1e4,
+                peak_flops_per_s=1e14, attention_peak_flops_per_s=5e13, bandwidth_bytes_per_s=1e12,
+                link_bytes_per_s=1e11, nvlink=False, allreduce_bytes_per_token=0.0, num_allreduces=0, num_layers=10,
+                legacy=False, enforce_eager=False,
+                coefficients=Coefficients(hbm_efficiency=0.5, gemm_efficiency=0.25, kv_efficiency=0.5,
+                                          attention_efficiency=0.5, allreduce_latency_s=1e-5, link_efficiency=0.5,
+                                          nvlink_allreduce_latency_s=2e-6, nvlink_efficiency=0.25,
+                                          step_overhead_s=1e-3, legacy_step_overhead_s=4e-3,
+                                          legacy_seq_overhead_s=1e-4, eager_layer_overhead_s=5e-5))
+    base.update(kw)
+    return GpuStepModel(**base)
+
+
+def test_a_step_s_parts_by_hand() -> None:
+    """100 tokens, 4 sequences, 2,000 cached tokens, 50,000 attention pairs, 4 sampled rows."""
+    shape = at(100, 4, 0, 2000, 50_000, 4)
+    parts = _toy().components_s(shape)
+    mem = 1e9 / (1e12 * 0.5)  # 2 ms
+    gemm = (1e9 * 100 + 1e8 * 4) / (1e14 * 0.25)  # 4.016 ms
+    assert parts["linear"] == pytest.approx((mem ** 3 + gemm ** 3) ** (1 / 3), rel=1e-12)
+    assert parts["attention"] == pytest.approx(2000 * 1e5 / (1e12 * 0.5) + 50_000 * 1e4 / (5e13 * 0.5), rel=1e-12)
+    assert parts["communication"] == 0.0 and parts["launches"] == 0.0 and parts["host"] == 1e-3
+    assert _toy().step_s(shape) == pytest.approx(sum(parts.values()), rel=1e-12)
+    pcie = _toy(num_allreduces=8, allreduce_bytes_per_token=1e4).components_s(shape)
+    assert pcie["communication"] == pytest.approx(8 * 1e-5 + 100 * 1e4 / (1e11 * 0.5), rel=1e-12)
+    nvlink = _toy(num_allreduces=8, allreduce_bytes_per_token=1e4, nvlink=True).components_s(shape)
+    assert nvlink["communication"] == pytest.approx(8 * 2e-6 + 100 * 1e4 / (1e11 * 0.25), rel=1e-12)
+    moe = _toy(dp=2, num_moe_layers=6, moe_comm_bytes_per_token=3e3).components_s(shape)
+    assert moe["communication"] == pytest.approx(6 * 1e-5 + 100 * 2 * 3e3 / (1e11 * 0.5), rel=1e-12)
+    moe_nv = _toy(dp=2, num_moe_layers=6, moe_comm_bytes_per_token=3e3, nvlink=True).components_s(shape)
+    assert moe_nv["communication"] == pytest.approx(6 * 2e-6 + 100 * 2 * 3e3 / (1e11 * 0.25), rel=1e-12)
+    assert _toy(enforce_eager=True).components_s(shape)["launches"] == pytest.approx(10 * 5e-5)
+    assert _toy(legacy=True).components_s(shape)["host"] == pytest.approx(4e-3 + 1e-4 * 4)
+
+
+def test_experts_read_are_those_the_group_s_tokens_touch() -> None:
+    """8 of 64 experts a token, 10 tokens on each of 2 replicas: 1 - (7/8)^20 of the experts are read."""
+    m = _toy(dense_read_bytes=0.0, expert_bytes=64e9, experts=64, experts_per_token=8, dp=2,
+             linear_flops_per_token=0.0, lm_head_flops_per_row=0.0)
+    read = 64e9 * (1 - (1 - 8 / 64) ** (10 * 2))
+    assert m.components_s(at(10, 1, 0, 0, 0, 0))["linear"] == pytest.approx(read / (1e12 * 0.5), rel=1e-12)
+
+
+@pytest.mark.parametrize(("interconnect", "per_direction", "nvlink"), [
+    ("NVLink 5: 1.8 TB/s", 900e9, True),
+    ("NVLink 900 GB/s (450 per direction); PCIe Gen5 x16 128 GB/s", 450e9, True),
+    ("Infinity Fabric 896 GB/s", 448e9, True),
+    ("PCIe Gen5 x16", 64e9, False),
+    ("PCIe 3.0 x16", 16e9, False),
+    ("PCIe Gen9 x16", 32e9, False),  # a generation kvplan has no figure for: Gen4's
+    ("", 32e9, False),  # nothing said: PCIe Gen4
+])
+def test_links_from_the_catalog_text(interconnect: str, per_direction: float, nvlink: bool) -> None:
+    from kvplan.perf.gpu_cost import has_nvlink
+
+    gpu = replace(load_gpu("l40s"), interconnect=interconnect)
+    assert link_bytes_per_s(gpu) == per_direction and has_nvlink(gpu) is nvlink
+
+
+def test_gemm_peaks_by_quantization_and_missing_datasheet_figures() -> None:
+    from kvplan.errors import KvplanError
+    from kvplan.perf.gpu_cost import compute_peak_flops
+
+    h100 = load_gpu("h100-sxm-80gb")  # 989.4 bf16, 1,978.9 fp8, 1,978.9 int8 dense
+    assert compute_peak_flops(h100, "none") == 989.4e12 and compute_peak_flops(h100, "awq") == 989.4e12
+    assert compute_peak_flops(h100, "fp8") == 1978.9e12 and compute_peak_flops(h100, "int8") == 1978.9e12
+    no_int8 = replace(h100, int8_dense_tops=None, fp8_dense_tflops=None)
+    assert compute_peak_flops(no_int8, "int8") == compute_peak_flops(no_int8, "fp8") == 989.4e12
+    volta = replace(h100, bf16_dense_tflops=None, fp16_dense_tflops=125.0)
+    assert compute_peak_flops(volta, "none") == 125e12
+    no_tflops = replace(h100, bf16_dense_tflops=None, fp16_dense_tflops=None)
+    for gpu in (no_tflops, replace(h100, memory_bandwidth_gbps=None)):
+        with pytest.raises(KvplanError, match=r"GPU 'h100-sxm-80gb' has no bf16 or fp16 TFLOPS or no memory "
+                                              r"bandwidth in the catalog \(kvplan/data/gpus.yaml\); a time prediction "
+                                              r"needs both; `kvplan estimate` plans its memory"):
+            compute_peak_flops(gpu, "none")
+
+
+def test_served_dtype_and_quantization_set_the_bytes_read() -> None:
+    """float32 weights are 4 B, bf16 2 B, fp8 1 B a parameter: experts and dense weights alike."""
+    bf16, fp32 = model("qwen3-30b-a3b", dp=2), model("qwen3-30b-a3b", dp=2, dtype="float32")
+    assert fp32.dense_read_bytes == 2 * bf16.dense_read_bytes and fp32.expert_bytes == 2 * bf16.expert_bytes
+    fp8 = model("qwen3-30b-a3b", dp=2, quantization="fp8")
+    assert fp8.expert_bytes == bf16.expert_bytes / 2
