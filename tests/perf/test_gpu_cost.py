@@ -237,3 +237,33 @@ def test_served_dtype_and_quantization_set_the_bytes_read() -> None:
     assert fp32.dense_read_bytes == 2 * bf16.dense_read_bytes and fp32.expert_bytes == 2 * bf16.expert_bytes
     fp8 = model("qwen3-30b-a3b", dp=2, quantization="fp8")
     assert fp8.expert_bytes == bf16.expert_bytes / 2
+
+
+def test_host_time_beside_or_after_the_gpu() -> None:
+    from kvplan.perf.gpu_cost import host_step_s
+
+    assert host_step_s(0.010, 0.004, overlapped=False) == pytest.approx(0.014)
+    assert host_step_s(0.010, 0.004, overlapped=True) == 0.010 and host_step_s(0.002, 0.004, overlapped=True) == 0.004
+
+
+def test_moe_layers_counted_from_the_parameter_split() -> None:
+    """Qwen3-30B-A3B: all 48 layers routed; DeepSeek-V2-Lite: its first layer dense (first_k_dense_replace 1)."""
+    from kvplan.perf.gpu_cost import moe_layer_count
+
+    assert moe_layer_count(load_model("qwen3-30b-a3b")) == 48
+    assert moe_layer_count(load_model("deepseek-v2-lite")) == 26
+    assert moe_layer_count(load_model("llama-3.1-8b-instruct")) == 0
+
+
+def test_the_bundled_coefficients_are_every_named_one() -> None:
+    """kvplan/data/perf/gpu_cost.yaml: one value per Coefficients field, the fit's facts beside them."""
+    import yaml
+
+    from kvplan.perf.gpu_cost import fitted_coefficients
+    from kvplan.spec.catalog_files import bundled_dir
+
+    coefficients, meta = fitted_coefficients()
+    data = yaml.safe_load((bundled_dir() / "perf" / "gpu_cost.yaml").read_text())
+    assert set(data["coefficients"]) <= set(Coefficients.names())
+    assert all(getattr(coefficients, k) == v for k, v in data["coefficients"].items())
+    assert "coefficients" not in meta and meta["rows_fitted"] == data["rows_fitted"]
