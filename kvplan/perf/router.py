@@ -87,36 +87,54 @@ def _busy(e: Engine) -> bool:
     return bool(e.pending or e.later or e.loading or e.frontend or e.waiting or e.held or e.running)
 
 
+def _due(arrivals: list[Any], released: list[Any], by_s: float) -> list[Any] | None:
+    """The queue the next request to send comes from, as one engine's client picks it
+    (`Engine.pop_due`): a conversation's released turn first, then the earliest arrival; None:
+    nothing is due by `by_s`."""
+    if released and released[0][0] <= by_s:
+        return released
+    return arrivals if arrivals and arrivals[0][0] <= by_s else None
+
+
 def simulate_routed(requests: list[Request], config: SchedulerConfig, cost: StepCost, replicas: int, policy: str,
                     max_concurrency: int | None = None, frontend_s: float = 0.0,
                     max_steps: int = 5_000_000, watch: Any = None) -> tuple[list[Trace], list[dict[str, Any]]]:
     """Each replica's trace and its share of the routing (requests, prefix-cache hit tokens);
     `watch` (slo_watch.SloWatch, one for every replica's requests) stops the run once the SLO is
-    surely missed (the traces are then partial, `extras["missed_slo"]` True)."""
+    surely missed (the traces are then partial, `extras["missed_slo"]` True). A request that came
+    due while every --max-concurrency slot was taken is sent (and timed) when the step that frees
+    one ends, as one engine's client sends it."""
     states = [RequestState(r) for r in requests]
     arrivals = [(r.arrival_s, r.uid, r) for r in link_turns(requests, states, config.block_size)]
     heapq.heapify(arrivals)
+    released: list[tuple[float, int, RequestState]] = []  # later turns, as the turn before ends
     engines = [Engine([], config, cost, None, frontend_s, watch) for _ in range(replicas)]
     for e in engines:
         e.cap = 1 << 62  # the client's concurrency is the router's to keep (below), not a replica's
-        e.on_release = lambda r: heapq.heappush(arrivals, (r.arrival_s, r.uid, r))
+        e.on_release = lambda r: heapq.heappush(released, (r.arrival_s, r.uid, r))
     router = Router(policy, engines, {s.uid: q.session_id for s, q in zip(states, requests) if q.session_id})
     steps, now = 0, 0.0  # now: when the last step started (engines step in time order)
-    while arrivals or any(_busy(e) for e in engines):
+    full_s, freed_s = -1.0, 0.0  # when a due request last found every slot taken; when the last step ended
+    while arrivals or released or any(_busy(e) for e in engines):
         busy = [e for e in engines if _busy(e)]
         t_engine = min((e.clock for e in busy), default=float("inf"))
-        in_flight = sum(router.load(e) for e in engines)
-        room = max_concurrency is None or in_flight < max_concurrency
-        if arrivals and room and arrivals[0][0] <= t_engine:
-            _, _, r = heapq.heappop(arrivals)
-            r.arrival_s = max(r.arrival_s, now)  # held for a client slot: sent (and timed) from now
+        room = max_concurrency is None or sum(router.load(e) for e in engines) < max_concurrency
+        queue = _due(arrivals, released, t_engine)
+        if queue is not None and room:
+            _, _, r = heapq.heappop(queue)
+            # held for a client slot: sent as the step that freed one ended; else when due (or as the
+            # step it came due in started)
+            r.arrival_s = max(r.arrival_s, freed_s if r.arrival_s <= full_s else now)
             router.pick(r).inject(r)
             continue
+        if queue is not None:
+            full_s = t_engine
         if not busy:  # every slot taken: cannot happen without a busy engine
             raise RuntimeError("routing stalled")
         e = min(busy, key=lambda x: x.clock)
         now = max(now, e.clock)
-        e.horizon_s = arrivals[0][0] if arrivals and room else float("inf")
+        e.horizon_s = min(arrivals[0][0] if arrivals else float("inf"),
+                          released[0][0] if released else float("inf")) if room else float("inf")
         steps += 1
         if steps > max_steps:
             raise RuntimeError("simulation did not converge")
@@ -124,6 +142,7 @@ def simulate_routed(requests: list[Request], config: SchedulerConfig, cost: Step
             continue
         if not e.fast_decode():
             e.step()
+        freed_s = e.clock
         if e.missed:
             break
     shares = [{"requests": len(e.reqs), "prefix_cache_hits_tokens": e.reuse["hit_tokens"]} for e in engines]

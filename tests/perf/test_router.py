@@ -99,3 +99,52 @@ def test_data_parallel_ranks_keep_a_conversation_together() -> None:
     # dealt in turn: A0 -> 0, C -> 1, D -> 0, B0 -> 1; A1 follows A0, B1 follows B0
     assert [ranks[i] for i in (0, 2, 3, 4)] == [0, 1, 0, 1]
     assert ranks[1] == ranks[0] and ranks[5] == ranks[4]
+
+
+def busy_home(history_tokens: int) -> list[Request]:
+    """A0 (`history_tokens`, 2 out) and three single requests sent at t=0 in the order A0, C, D, E
+    (8 tokens each; C and E 2 out, D 20 out); A1 = A0's history + its 2-token reply + 3 new tokens,
+    released at t=2 when A0 ends, as C and E end too and D decodes on: D then holds 3 blocks (9
+    tokens computed)."""
+    a0 = Request.of_ids(range(10, 10 + history_tokens), 2, 0.0, session_id="a", index=0)
+    new = b"".join(t.to_bytes(4, "little") for t in (30, 31, 32))
+    a1 = Request(None, history_tokens + 5, 2, session_id="a", turn_index=1, think_s=0.0, index=1, turn_ids=new)
+    c = Request.of_ids(range(100, 108), 2, 0.0, index=2)
+    d = Request.of_ids(range(200, 208), 20, 0.0, index=3)
+    e = Request.of_ids(range(300, 308), 2, 0.0, index=4)
+    return [a0, a1, c, d, e]
+
+
+def route_busy(policy: str, history_tokens: int) -> tuple[list[int], list[float]]:
+    config = SchedulerConfig(num_gpu_blocks=40, block_size=4, max_num_seqs=8, max_num_batched_tokens=2048)
+    _, shares = simulate_routed(busy_home(history_tokens), config, OneSecond(), 2, policy)
+    return [s["requests"] for s in shares], [s["prefix_cache_hits_tokens"] for s in shares]
+
+
+@pytest.mark.parametrize(("policy", "history", "per_replica", "hits"), [
+    # first turns by load: A0 r0, C r1, D r0, E r1; at t=2 r0 holds D, r1 nothing
+    ("least-loaded", 8, [2, 3], [0, 0]),  # A1 to the idle r1, away from its history
+    ("session", 8, [3, 2], [8, 0]),  # A1 home to r0: A0's 2 full blocks hit
+    ("round-robin", 8, [3, 2], [8, 0]),  # A1 is the fifth sent: r0
+    # prefix, 8-token history: A0 r0 (2 vs 2), C r1 (2 + 2 queued vs 2), D r0 (4 vs 4), E r1 (6 vs
+    # 4); A1 (13 tokens: 4 blocks) r0: 4 - 2 hit + D's 3 = 5, r1: 4 -> r1
+    ("prefix", 8, [2, 3], [0, 0]),
+    # prefix, 16-token history (4 blocks): A0 r0, C r1 (6 vs 2), D r1 (6 vs 4), E r0 (6 vs 6);
+    # A1 (21 tokens: 6 blocks) r0: 6 - 4 hit + 0 = 2, r1: 6 + D's 3 = 9 -> r0, its 16 tokens hit
+    ("prefix", 16, [3, 2], [16, 0]),
+    ("least-loaded", 16, [2, 3], [0, 0]),
+])
+def test_policies_part_where_their_rules_differ(policy: str, history: int, per_replica: list[int],
+                                               hits: list[float]) -> None:
+    assert route_busy(policy, history) == (per_replica, hits)
+
+
+def test_a_client_slot_holds_a_request_until_one_frees() -> None:
+    """--max-concurrency 1 over two replicas: one request in flight at a time, each held one sent
+    (and timed) as the step that frees the slot ends, a conversation's released turn first, as one
+    engine's client sends them: A0 0-2, A1 2-4, C 4-6, D 6-26, E 26-28."""
+    config = SchedulerConfig(num_gpu_blocks=40, block_size=4, max_num_seqs=8, max_num_batched_tokens=2048)
+    traces, _ = simulate_routed(busy_home(8), config, OneSecond(), 2, "least-loaded", max_concurrency=1)
+    runs = sorted((float(s), float(e), int(p)) for t in traces
+                  for s, e, p in zip(t.send_s, t.last_token_s, t.prompt_tokens))
+    assert runs == [(0.0, 2.0, 8), (2.0, 4.0, 13), (4.0, 6.0, 8), (6.0, 26.0, 8), (26.0, 28.0, 8)]
