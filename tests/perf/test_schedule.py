@@ -201,3 +201,30 @@ def test_a_preempted_request_recomputes_only_what_was_evicted(prefix_caching: bo
     t = simulate([Request(0.0, 8, 10), Request(0.0, 8, 10)], config, _TenMs(), fast=False)
     assert t.num_preemptions == 1
     assert [int(x) for x in t.step_prefill_tokens] == [16] + [0] * 9 + [recompute] + [0] * 4
+
+
+# --- V0 without chunked prefill, by hand (vLLM 0.x scheduler._schedule_prefills) --------------------
+def _v0(num_gpu_blocks: int = 100, max_num_seqs: int = 8, mnbt: int = 64) -> SchedulerConfig:
+    return SchedulerConfig(num_gpu_blocks, 16, max_num_seqs, mnbt, chunked_prefill=False)
+
+
+def test_v0_fills_a_prefill_step_up_to_the_token_budget() -> None:
+    """Budget 64: prompts of 10, 10 and 44 fill it exactly and prefill together; 10, 10 and 45 do
+    not, so the third prefills alone next step while the first two wait to decode."""
+    exact = simulate([Request(0.0, 10, 2), Request(0.0, 10, 2), Request(0.0, 44, 2)], _v0(), unit)
+    assert list(exact.step_tokens) == [64, 3] and list(exact.step_seqs) == [3, 3]
+    over = simulate([Request(0.0, 10, 2), Request(0.0, 10, 2), Request(0.0, 45, 2)], _v0(), unit)
+    assert list(over.step_tokens) == [20, 45, 3] and list(over.step_prefill_tokens) == [20, 45, 0]
+
+
+def test_v0_admits_at_most_max_num_seqs() -> None:
+    """Two sequences at most: A and B prefill (20 tokens), decode their last token, then C."""
+    t = simulate([Request(0.0, 10, 2), Request(0.0, 10, 2), Request(0.0, 10, 2)], _v0(max_num_seqs=2), unit)
+    assert list(t.step_tokens) == [20, 2, 10, 1]
+
+
+def test_v0_keeps_its_watermark_of_free_blocks() -> None:
+    """100 blocks: V0 keeps 1% (1 block) free at admission; a 99-block prompt (1,584 tokens) leaves
+    exactly that and is admitted, and uses 99 blocks."""
+    t = simulate([Request(0.0, 99 * 16, 1)], _v0(mnbt=2048), unit)
+    assert list(t.step_tokens) == [1584] and t.peak_used_blocks == 99
