@@ -228,3 +228,27 @@ def test_v0_keeps_its_watermark_of_free_blocks() -> None:
     exactly that and is admitted, and uses 99 blocks."""
     t = simulate([Request(0.0, 99 * 16, 1)], _v0(mnbt=2048), unit)
     assert list(t.step_tokens) == [1584] and t.peak_used_blocks == 99
+
+
+@pytest.mark.parametrize("prefix_caching, preemptions, prefill_tokens", [
+    (True, 1, [12] + [0] * 9 + [12, 0]),
+    (False, 3, [12, 0, 11, 0, 11, 0, 0, 0, 0, 0, 12, 4, 0]),
+])
+def test_a_request_preempted_mid_prefill_keeps_its_full_block_behind_the_free_ones(
+        prefix_caching: bool, preemptions: int, prefill_tokens: list[int]) -> None:
+    """By hand, blocks of 4, a pool of 6, 12 tokens a step. Step 1: A (8 tokens, 10 out) prefills
+    in 2 blocks, B (16 tokens, 2 out) its first 4 in 1. Step 2: A takes a 3rd block (2 free); B's
+    next 11 tokens want 3: B, the newest, is preempted. With prefix caching the free queue is then
+    the 2 blocks that were free, then B's full block; B would resume from it, but its 4 cached
+    tokens + 11 want 4 blocks, its hit included (it leaves the free queue), of 3 free. A takes a
+    block at step 6 (13 tokens) and at step 10 (17), from the head: the 2 free ones, never B's. A
+    ends at step 10; at step 11 B finds its block and computes its last 12 tokens in one step.
+    Without prefix caching B restarts from nothing: 11 tokens in 3 blocks fit at step 3, its last
+    5 want a 4th at step 4 (preempted again), back at step 5, preempted at step 6 when A needs its
+    4th block; after A ends, 12 + 4 tokens."""
+    config = SchedulerConfig(num_gpu_blocks=6, block_size=4, max_num_seqs=8, max_num_batched_tokens=12,
+                             prefix_caching=prefix_caching)
+    t = simulate([Request(0.0, 8, 10), Request(0.0, 16, 2)], config, _TenMs(), fast=False)
+    assert t.num_preemptions == preemptions
+    assert [int(x) for x in t.step_prefill_tokens] == prefill_tokens
+    assert list(t.step_tokens[:2]) == [12, 1]  # B left step 2 before it ran
