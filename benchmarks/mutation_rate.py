@@ -28,7 +28,7 @@ TARGETS = {  # name -> (mutant glob, tests mutmut runs)
     "replica-router": ("kvplan.stress.replica_router*", ["tests/stress/test_replica_router.py"]),
     "gate-checks": ("kvplan.gate.checks*", ["tests/gate/"]),
     "perf-gpu-cost": ("kvplan.perf.gpu_cost.*", ["tests/perf/test_gpu_cost.py"]),
-    "perf-schedule": ("kvplan.perf.schedule.*", ["tests/perf/test_schedule.py"]),
+    "perf-schedule": ("kvplan.perf.schedule.*", ["tests/perf/test_schedule.py", "tests/perf/test_reuse_blocks.py"]),
     "perf-router": ("kvplan.perf.router.*", ["tests/perf/test_router.py"]),
     "perf-slo-watch": ("kvplan.perf.slo_watch.*", ["tests/perf/test_slo_watch.py"]),
     "sse-parser": ("kvplan.stress.targets.openai_stream*", [
