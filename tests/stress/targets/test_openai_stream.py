@@ -255,3 +255,140 @@ def test_the_prompt_is_sent_once() -> None:
     spec = _progress().spec
     client.prepare([spec])
     assert client.body(spec)["prompt"] == "t11 t12 t13" and client._texts == {}
+
+
+# --- one request end to end against a scripted pool (what `send` passes and what it returns) ------------
+
+
+class _ScriptedPool:
+    """Stands in for http1.Http1Pool: records what `send` passes, then plays a head, body chunks
+    and a status, or raises."""
+
+    read_timeout_s = 2.0
+
+    def __init__(self, code: int = 200, chunks: tuple[bytes, ...] = (), reason: str = "OK",
+                 headers: dict[str, str] | None = None, raises: BaseException | None = None) -> None:
+        self.code, self.chunks, self.reason, self.headers, self.raises = code, chunks, reason, headers or {}, raises
+        self.seen: dict = {}
+
+    async def post_stream(self, path, body, extra_headers, sink, on_sent=None, on_head=None, total_timeout_s=None,
+                          progress=None) -> int:
+        self.seen = dict(path=path, body=body, headers=extra_headers, timeout_s=total_timeout_s, progress=progress)
+        on_sent()
+        if self.raises is not None:
+            raise self.raises
+        on_head(self.code, self.reason, self.headers)
+        for i, chunk in enumerate(self.chunks):
+            sink(chunk, 10.0 + i)
+        return self.code
+
+
+def _send(pool: _ScriptedPool, out: int = 3, settings: RequestSettings | None = None,
+          prompt_text: str | None = None) -> tuple[str | None, Progress]:
+    import asyncio
+
+    client = StreamClient(pool, "", "completions", "m", clock_s=lambda: 7.5, start_s=10.0, secret=None,  # type: ignore[arg-type]
+                          settings=settings)
+    spec = Request.of_ids((11, 12), out, 0.0, request_id="r9", prompt_text=prompt_text)
+    p = Progress(spec, arrival_s=0.0)
+    return asyncio.run(client.send(p)), p
+
+
+def test_send_passes_the_body_headers_and_deadline() -> None:
+    pool = _ScriptedPool(chunks=(b'data: {"choices":[{"text":"a"}]}\n\ndata: [DONE]\n\n',))
+    error, p = _send(pool, out=3, settings=RequestSettings(headers={"X-A": "1"}, request_id_prefix="run-"),
+                     prompt_text="café")
+    assert error is None and p.done and p.token_times_s == [0.0] and p.arrival_s == 7.5  # on_sent: the clock
+    assert pool.seen["headers"] == {"X-A": "1", "X-Request-Id": "run-r9"}
+    assert pool.seen["timeout_s"] == 2.0 * (3 + 2)  # every token may take the idle timeout, plus two
+    assert pool.seen["progress"]() == 10.0  # the read that brought the last content token
+    body = pool.seen["body"]
+    assert '"prompt":"café"'.encode() in body and b", " not in body and b'": ' not in body  # compact, UTF-8
+
+
+@pytest.mark.parametrize(("chunks", "error"), [
+    ((b'data: {"choices":[{"text":"a"}]}\n\n',),
+     "incomplete: the stream ended without [DONE], a finish_reason or usage"),
+    ((b'data: {"choices":[{"text":"a","finish_reason":"length"}]}\n\n',), None),  # transformers serve: no [DONE]
+    ((b'data: {"choices":[],"usage":{"completion_tokens":1}}\n\n',), None),
+    ((b'data: {"error": {"message": "too long"}}\n\n',), "server error: too long"),
+    ((b'data: {"error": {"code": 400}}\n\n',), "server error: {'code': 400}"),  # no message: the object
+    ((b"data: {nope\n\n",), "protocol: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
+    ((b"data: " + b"[" * 100_000 + b"\n\n",), "protocol: an SSE event nested too deep to read"),
+])
+def test_send_classifies_what_the_stream_said(chunks: tuple[bytes, ...], error: str | None) -> None:
+    assert _send(_ScriptedPool(chunks=chunks))[0] == error
+
+
+@pytest.mark.parametrize(("raised", "error"), [
+    ("HttpTimeout", "timeout: idle 2 s"),
+    ("HttpDisconnected", "disconnected: HttpDisconnected"),  # no text: the kind's name
+    ("HttpConnectError", "connect: refused"),
+    ("HttpProtocolError", "protocol: bad chunk"),
+])
+def test_send_names_each_transport_failure(raised: str, error: str) -> None:
+    from kvplan.stress.targets import http1
+
+    text = {"HttpTimeout": "idle 2 s", "HttpDisconnected": "", "HttpConnectError": "refused",
+            "HttpProtocolError": "bad chunk"}[raised]
+    assert _send(_ScriptedPool(raises=getattr(http1, raised)(text)))[0] == error
+
+
+def test_an_error_page_is_kept_up_to_its_bound() -> None:
+    from kvplan.stress.targets.openai_stream import MAX_ERROR_BODY_BYTES
+
+    chunk = b"x" * (MAX_ERROR_BODY_BYTES // 2)
+    error, _ = _send(_ScriptedPool(code=500, reason="Internal", chunks=(chunk, chunk, chunk)))
+    assert error == "http 500: " + "x" * MAX_ERROR_BODY_BYTES  # the third chunk came past the bound
+    assert _send(_ScriptedPool(code=502, reason="Bad Gateway", chunks=(b"up", b"stream")))[0] == "http 502: upstream"
+
+
+def test_prompts_from_a_tokenizer_are_used_where_given() -> None:
+    class Exact:
+        def text(self, ids) -> str:
+            return "|".join(map(str, ids))
+
+        def token_ids(self, ids) -> list[int]:
+            return [i + 1000 for i in ids]
+
+    client = StreamClient(None, "", "completions", "m", clock_s=lambda: 0.0, start_s=0.0, secret=None,  # type: ignore[arg-type]
+                          prompts=Exact())  # type: ignore[arg-type]
+    spec = _progress().spec
+    assert client.text_of((1, 2)) == "1|2" and client.body(spec)["prompt"] == [1011, 1012, 1013]
+    later = Request.of_ids((11, 12, 13), 4, None, request_id="c", turn_index=1, turn_ids=bytes(array("I", [13])))
+    assert client.message_text(later) == "13"  # a tokenizer's text needs no added space
+
+
+def test_prepare_goes_past_a_later_turn_and_a_dataset_prompt_is_sent_unprepared() -> None:
+    later = Request.of_ids((11, 12, 13), 4, None, request_id="c", turn_index=1)
+    first = Request.of_ids((11, 12), 4, 0.0, request_id="a")
+    plain = _client(kind="openai")
+    plain.prepare([later, first])
+    assert plain._texts == {"a": "t11 t12"}
+    own = Request(0.0, 2, 4, request_id="b", prompt_text="its own words")
+    assert _client().use_prompt(own, None) == "its own words" and _client().body(own)["prompt"] == "its own words"
+
+
+def test_the_model_field_follows_the_request_s_index() -> None:
+    settings = RequestSettings(lora_modules=("a", "b", "c"), lora_assignment="round-robin")
+    assert _client(settings=settings).body(_progress().spec)["model"] == "a"  # index 3 of 3 modules
+
+
+def test_more_tokens_bound_scales_with_max_tokens() -> None:
+    client, p = _client(), _progress(out=3)  # at most 2 x 3 + 16 = 22 tokens
+    event = json.dumps({"choices": [{"text": "x"}]}).encode()
+    for _ in range(22):
+        client._event(p, event, 1.0)
+    with pytest.raises(ValueError, match="more than 22 tokens"):
+        client._event(p, event, 1.0)
+
+
+def test_small_texts_as_they_are() -> None:
+    from kvplan.stress.targets.openai_stream import one_line
+
+    assert one_line("") == "" and one_line(ValueError("")) == "ValueError"
+    long_value = "9" * 50
+    with pytest.raises(ValueError, match=f"the server reported k {'9' * 40}, not"):
+        _token_count(long_value, "k")
+    unsent = Progress(Request(None, 3, 4, request_id="u"), arrival_s=2.5)  # closed loop: due at the start (rate inf)
+    assert make_record(unsent, "ok", None, 3.0, False).queue_s == 2.5
