@@ -49,7 +49,8 @@ class Router:
 
     @staticmethod
     def load(e: Engine) -> int:
-        return e.in_flight + len(e.pending) + len(e.frontend)
+        """Requests routed to `e` and not finished: sent (in its API server or its engine) or not yet."""
+        return e.in_flight + len(e.pending)
 
     def least_loaded(self, among: list[Engine]) -> Engine:
         return min(among, key=self.load)  # min() keeps the first of equals: the lowest index

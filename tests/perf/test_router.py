@@ -148,3 +148,24 @@ def test_a_client_slot_holds_a_request_until_one_frees() -> None:
     runs = sorted((float(s), float(e), int(p)) for t in traces
                   for s, e, p in zip(t.send_s, t.last_token_s, t.prompt_tokens))
     assert runs == [(0.0, 2.0, 8), (2.0, 4.0, 13), (4.0, 6.0, 8), (6.0, 26.0, 8), (26.0, 28.0, 8)]
+
+
+def test_a_request_in_the_api_server_counts_once() -> None:
+    """API server 0.5 s a request, 1 s steps, least-loaded. B (t=0, 1 out) -> r0, in its API server
+    until 0.5, first token 1.5, done; A (t=0.1, 20 out) -> r1 (r0 holds B); D (t=1.6) -> the idle
+    r0, in its API server until 2.1; C (t=1.8): r0 holds D, r1 holds A, one each: a tie, r0."""
+    reqs = [Request.of_ids(range(10, 18), 1, 0.0, index=0), Request.of_ids(range(100, 108), 20, 0.1, index=1),
+            Request.of_ids(range(200, 208), 2, 1.6, index=2), Request.of_ids(range(300, 308), 2, 1.8, index=3)]
+    config = SchedulerConfig(num_gpu_blocks=40, block_size=4, max_num_seqs=8, max_num_batched_tokens=2048)
+    traces, shares = simulate_routed(reqs, config, OneSecond(), 2, "least-loaded", frontend_s=0.5)
+    assert [s["requests"] for s in shares] == [3, 1]
+    assert float(traces[0].first_token_s[0]) == 1.5  # B: its API server, then one step
+
+
+def test_an_unknown_router_names_the_choices() -> None:
+    from kvplan.errors import KvplanError
+    from kvplan.perf.router import check_router
+
+    with pytest.raises(KvplanError) as info:
+        check_router("random")
+    assert str(info.value) == "--router 'random': choose one of round-robin, least-loaded, session, prefix"
