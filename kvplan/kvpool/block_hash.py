@@ -41,10 +41,15 @@ class TokenStream:
         """The stream's own list of block hashes, holding at least the first `num_blocks` (or every
         full block, if fewer) and maybe more: index it only below the bound you asked for."""
         hashes, bs, ids = self.hashes, self.block_size, self.ids
-        num_blocks = min(num_blocks, len(ids) // bs)
-        while len(hashes) < num_blocks:
-            i = len(hashes)
-            hashes.append(chain_hash(hashes[-1] if hashes else None, ids[i * bs:(i + 1) * bs]))
+        first, num_blocks = len(hashes), min(num_blocks, len(ids) // bs)
+        if first < num_blocks:
+            # A block's ids as bytes name it as its tuple would (fixed-width ids), at a third of the cost.
+            raw, width = ids[first * bs:num_blocks * bs].tobytes(), bs * ids.itemsize
+            parent = hashes[-1] if hashes else ROOT_HASH
+            append = hashes.append
+            for start in range(0, len(raw), width):
+                parent = hash((parent, raw[start:start + width]))
+                append(parent)
         return hashes
 
     def block_hashes(self, num_blocks: int) -> list[int]:
