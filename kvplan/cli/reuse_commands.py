@@ -126,7 +126,7 @@ def plan_sessions_command(
     """The cheapest GPU x TP x CPU tier x replicas that serves a conversation workload within P99
     TTFT and TPOT limits (predicted), with its `vllm serve` line and what host memory buys."""
     from kvplan.cli.server_flags import gpu_prices, plan_candidates, served
-    from kvplan.perf.router import check_router
+    from kvplan.perf.route_rule import check_router
     from kvplan.perf.session_plan import plan_sessions
     from kvplan.results.slo import plan_slo
 

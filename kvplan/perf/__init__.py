@@ -5,7 +5,8 @@ Modules: schedule.py (the scheduler simulation), scheduler_config.py (its settin
 shortcut), request_state.py (a request's state in it), reuse_blocks.py (its block pool by id and hash
 when prompts carry token ids: prefix hits, evictions, conversations' turns), cpu_offload.py (a CPU
 tier behind it, vLLM's native offloading), cpu_tier_plan.py (the tier --kv-offloading-size gives),
-router.py (replicas behind a router: round-robin, least-loaded, session, KV-aware),
+router.py (replicas behind a router), route_rule.py (which replica: round-robin, least-loaded, session, KV-aware;
+shared with `kvplan stress`),
 session_plan.py (`kvplan plan-sessions`: GPU x TP x CPU tier x replicas for conversations), lockstep.py
 (data-parallel MoE replicas stepping together), trace.py
 (what a simulation did; replicas merged), cache_kinds.py (the cache kinds the step times, and

@@ -183,7 +183,7 @@ def check_routing(requests: list[Request], config: SchedulerConfig, args: Engine
                   router: str | None) -> str | None:
     """The router policy to simulate, or None for one replica (vLLM's own data parallelism aside)."""
     from kvplan.perf.reuse_blocks import uses_hashed_pool
-    from kvplan.perf.router import POLICIES, check_router
+    from kvplan.perf.route_rule import POLICIES, check_router
 
     if router is None:
         if replicas != 1:

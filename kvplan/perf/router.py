@@ -1,17 +1,7 @@
 """Replicas behind a router (`predict --replicas N --router POLICY`): N engines, each with its own
 block pool (and CPU tier), on one clock; every request, a conversation's later turns included, is
-routed when it is sent, from the replicas' state at that moment:
-
-    round-robin    in turn
-    least-loaded   fewest requests sent and not finished (llm-d's load-aware scorer, reduced to
-                   queue depth); ties to the lowest index
-    session        a conversation's turns stay on the replica its first turn went to (first turns:
-                   least-loaded)
-    prefix         KV-aware, as Dynamo's KV router scores a worker: the prompt blocks it would have
-                   to compute (those past the longest prefix its GPU cache holds) plus the blocks its
-                   requests hold or, sent and not yet admitted, will want; lowest wins (overlap
-                   weight 1, Dynamo's default), ties to the lowest index. Overlap alone would send
-                   every request sharing a system prompt to one replica.
+routed when it is sent, from the replicas' state at that moment, by `route_rule.RouteRule` (the
+rule `kvplan stress` routes its replicas by).
 
 The engines step in time order (the one whose step ends first runs next); a request is routed once
 every engine has reached its send time, so the state it is routed on is that of the steps then
@@ -22,55 +12,33 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from kvplan.errors import KvplanError
 from kvplan.perf.request_state import RequestState
 from kvplan.perf.reuse_blocks import link_turns
+from kvplan.perf.route_rule import RouteRule
 from kvplan.perf.schedule import Engine
 from kvplan.perf.scheduler_config import SchedulerConfig
 from kvplan.perf.step_cost import StepCost
 from kvplan.perf.trace import Trace
 from kvplan.workload.request import Request
 
-POLICIES = ("round-robin", "least-loaded", "session", "prefix")
-
-
-def check_router(policy: str) -> str:
-    """`policy` if kvplan models it; else one line naming the choices."""
-    if policy not in POLICIES:
-        raise KvplanError(f"--router {policy!r}: choose one of {', '.join(POLICIES)}")
-    return policy
-
 
 class Router:
     def __init__(self, policy: str, engines: list[Engine], sessions: dict[int, str]) -> None:
-        self.policy, self.engines, self.sessions = policy, engines, sessions
-        self.turn = 0
-        self.home: dict[str, Engine] = {}
+        self.engines, self.sessions = engines, sessions
+        self.rule = RouteRule(policy, len(engines))
 
     @staticmethod
     def load(e: Engine) -> int:
         """Requests routed to `e` and not finished: sent (in its API server or its engine) or not yet."""
         return e.in_flight + len(e.pending)
 
-    def least_loaded(self, among: list[Engine]) -> Engine:
-        return min(among, key=self.load)  # min() keeps the first of equals: the lowest index
-
     def pick(self, r: RequestState) -> Engine:
-        if self.policy == "round-robin":
-            e = self.engines[self.turn % len(self.engines)]
-            self.turn += 1
-            return e
-        if self.policy == "prefix":
-            return self._longest_prefix(r)
-        session = self.sessions.get(r.uid)
-        if self.policy == "session" and session is not None and session in self.home:
-            return self.home[session]
-        e = self.least_loaded(self.engines)
-        if session is not None:
-            self.home.setdefault(session, e)
-        return e
+        i = self.rule.pick(self.sessions.get(r.uid), lambda: [self.load(e) for e in self.engines],
+                           lambda: self._kv_costs(r))
+        return self.engines[i]
 
-    def _longest_prefix(self, r: RequestState) -> Engine:
+    def _kv_costs(self, r: RequestState) -> list[int]:
+        """Each engine's blocks to compute for `r` (past its cached prefix) + blocks held + blocks wanted."""
         bs = self.engines[0].config.block_size
         usable = (r.known - 1) // bs
         hashes = r.stream.hashes_to(usable)
@@ -81,7 +49,7 @@ class Router:
             queued = sum(-(-q.known // bs) for q in (*e.pending, *e.frontend, *e.held, *e.waiting))
             return blocks - len(e.pool.lookup(hashes, usable)) + e.pool.num_used_blocks + queued
 
-        return min(self.engines, key=cost)
+        return [cost(e) for e in self.engines]
 
 
 def _busy(e: Engine) -> bool:

@@ -1,14 +1,8 @@
 """`ReplicaRouter`: which of the bundled engine's replicas a request goes to (a scenario's
 `replicas` and `router`), one object for the measured run (`runner.py`) and its prediction
-(`simulate.py`), so both route from the same state by the same rule. The rules are `predict
---router`'s (kvplan.perf.router), on the engine's own scheduler and block manager:
-
-    round-robin    in turn
-    least-loaded   fewest requests routed there and not finished; ties to the lowest index
-    session        a conversation's turns stay where its first turn went (first turns: least-loaded)
-    prefix         Dynamo's KV-router cost: the prompt blocks the replica would compute (those past
-                   the longest prefix its GPU cache holds) + the blocks its requests hold + those
-                   its waiting requests will want; lowest wins, ties to the lowest index
+(`simulate.py`), so both route from the same state. The rule is `predict --router`'s
+(kvplan.perf.route_rule: round-robin, least-loaded, session, prefix), read here from the engine's
+own schedulers and block managers.
 """
 from __future__ import annotations
 
@@ -16,7 +10,7 @@ from collections.abc import Sequence as Seq
 from typing import TYPE_CHECKING
 
 from kvplan.kvpool.block_hash import chain_hash
-from kvplan.perf.router import POLICIES, check_router
+from kvplan.perf.route_rule import POLICIES, RouteRule
 from kvplan.validation import FieldIssue, short_repr
 
 if TYPE_CHECKING:
@@ -38,26 +32,15 @@ def check_replicas(replicas: int, router: str | None) -> None:
 
 class ReplicaRouter:
     def __init__(self, policy: str, schedulers: Seq[Scheduler]) -> None:
-        self.policy = check_router(policy)
         self.schedulers = list(schedulers)
-        self.turn = 0
+        self.rule = RouteRule(policy, len(self.schedulers))
+        self.policy = self.rule.policy
         self.load = [0] * len(self.schedulers)  # requests routed and not finished, per replica
         self.where: dict[str, int] = {}  # live request id -> its replica
-        self.home: dict[str, int] = {}  # session id -> the replica its first turn went to
 
     def pick(self, request_id: str, prompt_ids: Seq[int], session_id: str | None) -> int:
         """The replica for this request; it counts as routed there until `finished`."""
-        if self.policy == "round-robin":
-            i = self.turn % len(self.schedulers)
-            self.turn += 1
-        elif self.policy == "prefix":
-            i = self._cheapest(prompt_ids)
-        elif self.policy == "session" and session_id is not None and session_id in self.home:
-            i = self.home[session_id]
-        else:
-            i = self.load.index(min(self.load))  # the first of equals: the lowest index
-            if session_id is not None:
-                self.home.setdefault(session_id, i)
+        i = self.rule.pick(session_id, lambda: self.load, lambda: self._kv_costs(prompt_ids))
         self.load[i] += 1
         self.where[request_id] = i
         return i
@@ -67,8 +50,8 @@ class ReplicaRouter:
         if i is not None:
             self.load[i] -= 1
 
-    def _cheapest(self, prompt_ids: Seq[int]) -> int:
-        # the prompt's own blocks cost every replica the same, so the choice is by what differs:
+    def _kv_costs(self, prompt_ids: Seq[int]) -> list[int]:
+        # the prompt's own blocks cost every replica the same, so the cost is what differs:
         # blocks held + blocks waiting requests want - blocks of this prompt already cached (none
         # without prefix caching: nothing is ever registered)
         bs = self.schedulers[0].block_manager.block_size
@@ -82,5 +65,4 @@ class ReplicaRouter:
             queued = sum(-(-len(q) // bs) for q in s.waiting)
             return bm.num_used_blocks + queued - len(bm.pool.lookup(hashes))
 
-        costs = [cost(s) for s in self.schedulers]
-        return costs.index(min(costs))
+        return [cost(s) for s in self.schedulers]

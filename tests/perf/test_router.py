@@ -164,7 +164,7 @@ def test_a_request_in_the_api_server_counts_once() -> None:
 
 def test_an_unknown_router_names_the_choices() -> None:
     from kvplan.errors import KvplanError
-    from kvplan.perf.router import check_router
+    from kvplan.perf.route_rule import check_router
 
     with pytest.raises(KvplanError) as info:
         check_router("random")
