@@ -102,14 +102,27 @@ class ModelSpec:
 
     def kv_dtype(self, kv_cache_dtype: str, model_dtype: str | None = None) -> KvDtype:
         """What `--kv-cache-dtype` caches for this model, served in `model_dtype` (default: its own):
-        the one place `auto`, the checkpoint's KV quantization and sparse MLA are decided."""
+        the one place `auto`, the checkpoint's KV quantization and sparse MLA are decided, once per
+        setting for this model (a plan asks it for every layer and every what-if; later asks read
+        the answer)."""
+        key = (str(kv_cache_dtype), model_dtype or self.dtype)
+        found = self._kv_dtypes.get(key)
+        if found is None:
+            found = self._kv_dtypes[key] = self._decide_kv_dtype(*key)
+        return found
+
+    @cached_property
+    def _kv_dtypes(self) -> dict[tuple[str, str], KvDtype]:
+        return {}
+
+    def _decide_kv_dtype(self, kv_cache_dtype: str, model_dtype: str) -> KvDtype:
         if self.has_fixed_layout:  # DeepSeek-V4: its fp8 layout
-            key = str(kv_cache_dtype).lower()
+            key = kv_cache_dtype.lower()
             if key != "auto" and not key.startswith("fp8"):
                 raise ConfigError(f"{self.name} caches DeepSeek-V4's fixed fp8 layout only (vLLM serves it so): "
                                   f"--kv-cache-dtype {kv_cache_dtype!r} is not possible; choices: auto, fp8")
             return KV_DTYPES["fp8_ds_mla"]
-        return resolve_kv_dtype(kv_cache_dtype, model_dtype or self.dtype, sparse_mla=self.has_sparse_indexer,
+        return resolve_kv_dtype(kv_cache_dtype, model_dtype, sparse_mla=self.has_sparse_indexer,
                                 checkpoint=self.quant.kv_cache_dtype,
                                 auto_fp8_ds_mla=self.architecture in SPARSE_MLA_FP8_BY_DEFAULT)
 

@@ -75,6 +75,7 @@ class Scenario(StrictModel):
     gate: Gate = Field(default_factory=Gate)
 
     _spec: Any = PrivateAttr(default=None)
+    _kv_decided: tuple[tuple[str, str], str] | None = PrivateAttr(default=None)  # (its inputs, the answer)
 
     @field_validator("model", mode="before")
     @classmethod
@@ -136,7 +137,12 @@ class Scenario(StrictModel):
         return dataset_stream(self.workload, self.stream_settings(vocab_size))
 
     def kv_cache_dtype_name(self) -> str:
-        return resolve_kv_dtype(self.engine.kv_cache_dtype, self.engine.compute_dtype()).name
+        """The KV dtype the engine caches (`auto`: its compute dtype); decided once (a copy with
+        another engine setting decides again)."""
+        asked = (self.engine.kv_cache_dtype, self.engine.compute_dtype())
+        if self._kv_decided is None or self._kv_decided[0] != asked:
+            self._kv_decided = (asked, resolve_kv_dtype(*asked).name)
+        return self._kv_decided[1]
 
     def bytes_per_block(self) -> int:
         return bytes_per_block(self.model_spec(), self.engine.block_size, self.kv_cache_dtype_name())
