@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.kvpool.block_hash import TokenStream, chain_hash
 from kvplan.kvpool.block_pool import BlockPool
 
 
@@ -78,32 +77,6 @@ def test_taking_more_blocks_than_are_free_raises() -> None:
         BlockPool(2).allocate(3)
 
 
-def test_chained_hashes_differ_for_the_same_block_after_different_prefixes() -> None:
-    assert chain_hash(None, [1, 2]) != chain_hash(chain_hash(None, [9, 9]), [1, 2])
-    a, b = TokenStream(2, [9, 9, 1, 2]), TokenStream(2, [8, 8, 1, 2])
-    assert a.block_hashes(2)[1] != b.block_hashes(2)[1]
-    assert TokenStream(2, [9, 9, 1, 2, 3]).block_hashes(5) == a.block_hashes(2)  # only full blocks
-
-
-def test_a_stream_extended_by_a_turn_keeps_its_earlier_hashes() -> None:
-    s = TokenStream(2, [1, 2, 3])
-    first = list(s.block_hashes(1))
-    s.extend([4, 5, 6])
-    assert s.block_hashes(3)[:1] == first
-    assert s.block_hashes(3) == TokenStream(2, [1, 2, 3, 4, 5, 6]).block_hashes(3)
-    s.truncate(3)
-    s.extend([7])
-    assert s.block_hashes(2) == TokenStream(2, [1, 2, 3, 7]).block_hashes(2)
-
-
-def test_a_stream_gives_no_more_hashes_than_asked_for() -> None:
-    """A preempted request's stream was hashed past its lookup's end: a lookup of all but its last
-    token must not see the last block (else it would hit every token and compute none)."""
-    s = TokenStream(2, [1, 2, 3, 4])
-    assert len(s.block_hashes(2)) == 2
-    assert s.block_hashes(1) == s.block_hashes(2)[:1] and len(s.block_hashes(1)) == 1
-
-
 def test_a_new_pool_is_all_free_and_consistent() -> None:
     pool = BlockPool(3)
     assert (pool.num_blocks, pool.num_free_blocks, pool.num_used_blocks, pool.num_cached_free_blocks) == (3, 3, 0, 0)
@@ -162,18 +135,6 @@ def test_a_shared_block_stays_owned_until_its_last_holder_frees_it() -> None:
 def test_the_shortage_names_the_blocks() -> None:
     with pytest.raises(ValueError, match="cannot take 3 blocks: 2 free"):
         BlockPool(2).allocate(3)
-
-
-def test_the_first_block_hangs_off_vllm_s_root_and_stand_in_ids_are_negative() -> None:
-    assert chain_hash(None, [1, 2]) == chain_hash(-1, [1, 2])  # the root is a value like any parent (NONE_HASH)
-    s = TokenStream(2, [1, 2])
-    s.extend([-5, -5])  # a reply's stand-in tokens live below 0
-    assert len(s.block_hashes(2)) == 2 and s.ids[-1] == -5
-
-
-def test_a_partial_block_is_never_hashed() -> None:
-    s = TokenStream(16, range(20))
-    assert len(s.hashes_to(5)) == 1 and len(s.hashes) == 1  # 20 tokens: one full block of 16
 
 
 def test_forgetting_an_unfilled_block_is_not_an_eviction() -> None:
