@@ -30,6 +30,8 @@ TARGETS = {  # name -> (mutant glob, tests mutmut runs)
     "perf-gpu-cost": ("kvplan.perf.gpu_cost.*", ["tests/perf/test_gpu_cost.py"]),
     "perf-schedule": ("kvplan.perf.schedule.*", ["tests/perf/test_schedule.py", "tests/perf/test_reuse_blocks.py"]),
     "perf-router": ("kvplan.perf.router.*", ["tests/perf/test_router.py"]),
+    "perf-route-rule": ("kvplan.perf.route_rule.*", [
+        "tests/perf/test_route_rule.py", "tests/perf/test_router.py", "tests/stress/test_replica_router.py"]),
     "perf-slo-watch": ("kvplan.perf.slo_watch.*", ["tests/perf/test_slo_watch.py"]),
     "sse-parser": ("kvplan.stress.targets.openai_stream*", [
         "tests/stress/targets/test_openai_stream.py", "tests/stress/targets/test_http1.py",
