@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
+from typing import cast
 
 
 class BlockPool:
@@ -50,7 +52,8 @@ class BlockPool:
         found = list(map(self.cache.get, hashes))  # one C loop; a conversation's turn mostly hits throughout
         if None in found:
             del found[found.index(None):]
-        return [blocks[0] for blocks in found if blocks is not None]
+        held = cast("list[list[int]]", found)  # no None left
+        return list(map(itemgetter(0), held))  # each the first block registered under its hash
 
     def num_to_allocate(self, hits: Sequence[int], num_new_blocks: int) -> int:
         """Free blocks admitting a request takes: its new ones, plus the hits it takes out of the
@@ -117,9 +120,10 @@ class BlockPool:
         ref = self.ref
         unowned = []
         for b in blocks_in_eviction_order:
-            ref[b] -= 1
-            if ref[b] <= 0:
-                if ref[b] < 0:
+            left = ref[b] - 1
+            ref[b] = left
+            if left <= 0:
+                if left < 0:
                     raise AssertionError(f"block {b} freed twice")
                 unowned.append(b)
         self.free_queue.update(dict.fromkeys(unowned))  # one C call: the tail, in the order given

@@ -217,8 +217,8 @@ class HashedBlocks(CpuOffload):
         registered = r.registered
         if full > registered:
             stream = r.stream
-            if len(stream.ids) < full * bs:  # reply tokens not in the stream yet
-                self._stand_ins(r, full * bs)
+            if len(stream.ids) < full * bs:  # reply tokens not in the stream yet: the whole reply at once
+                self._stand_ins(r, r.prompt + r.out)
             assert self.pool is not None
             self.pool.cache_blocks(r.table, stream.hashes_to(full), registered, full)
             r.registered = full
