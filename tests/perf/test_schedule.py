@@ -1,6 +1,7 @@
 """The scheduler simulation against hand-counted steps, and the re-timing the fit relies on."""
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import replace
 
@@ -8,7 +9,8 @@ import numpy as np
 import pytest
 
 from kvplan.perf.bench_metrics import Timings, bench_figures
-from kvplan.perf.schedule import simulate
+from kvplan.perf.request_state import RequestState
+from kvplan.perf.schedule import Engine, simulate
 from kvplan.perf.scheduler_config import SchedulerConfig
 from kvplan.perf.step_cost import StepShape
 from kvplan.workload.datasets.random_dataset import RandomDataset
@@ -252,3 +254,58 @@ def test_a_request_preempted_mid_prefill_keeps_its_full_block_behind_the_free_on
     assert t.num_preemptions == preemptions
     assert [int(x) for x in t.step_prefill_tokens] == prefill_tokens
     assert list(t.step_tokens[:2]) == [12, 1]  # B left step 2 before it ran
+
+
+# --- the client's queues and the free queue's runs, by hand ------------------------------------------
+def _state(arrival_s: float, index: int) -> RequestState:
+    return RequestState(Request(arrival_s, 16, 4, index=index))
+
+
+def _engine(cap: int | None = None) -> Engine:
+    return Engine([], SchedulerConfig(100, 16, 8, 64), unit, cap)
+
+
+def test_a_released_turn_goes_before_an_earlier_scheduled_arrival() -> None:
+    """`pop_due(by)`: a conversation's released turn (its user is waiting) before the earliest
+    scheduled arrival when both are due; one due exactly at `by` is due; none due: None."""
+    e = _engine()
+    first, turn = _state(1.0, 0), _state(2.0, 1)
+    e.pending.append(first)
+    heapq.heappush(e.later, (2.0, 1, turn))
+    assert e.pop_due(1.5) is first  # the turn is not due yet
+    e.pending.appendleft(first)
+    assert e.pop_due(2.0) is turn and e.pop_due(2.0) is first and e.pop_due(9.0) is None
+    last = _state(4.0, 2)
+    e.pending.append(last)
+    assert e.pop_due(3.9) is None and e.pop_due(4.0) is last
+
+
+def test_the_next_due_and_the_next_event() -> None:
+    """`next_due_s`: the earlier of the next scheduled arrival and the next released turn.
+    `next_event_s`: also the API server's next hand-over, but arrivals and turns only while a
+    client slot is free; never past `horizon_s` (a router's next send)."""
+    e = _engine(cap=1)
+    assert e.next_due_s() == math.inf and e.next_event_s() == math.inf
+    e.pending.append(_state(5.0, 0))
+    heapq.heappush(e.later, (3.0, 1, _state(3.0, 1)))
+    assert e.next_due_s() == 3.0 and e.next_event_s() == 3.0
+    ready = _state(0.0, 2)
+    ready.ready_s = 4.0
+    e.frontend.append(ready)
+    e.in_flight = 1  # the one slot taken: only the API server's hand-over is an event
+    assert e.next_due_s() == 3.0 and e.next_event_s() == 4.0
+    e.horizon_s = 3.5
+    assert e.next_event_s() == 3.5
+
+
+def test_taking_blocks_from_the_free_queue_evicts_runs_head_first() -> None:
+    """Runs [3 free][A's 2 cached][4 free]: taking 4 uses the 3 free ones and one of A's (A keeps
+    1 cached); taking 1 more evicts A's last, so nothing cached is left to track."""
+    e = _engine()
+    a = _state(0.0, 0)
+    e.queue.extend([[None, 3], [a, 2], [None, 4]])
+    e.cached_runs = 1
+    e._evict(4)
+    assert [list(run) for run in e.queue] == [[a, 1], [None, 4]] and e.cached_runs == 1
+    e._evict(1)
+    assert not e.queue and e.cached_runs == 0
