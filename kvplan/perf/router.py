@@ -38,16 +38,17 @@ class Router:
         return self.engines[i]
 
     def _kv_costs(self, r: RequestState) -> list[int]:
-        """Each engine's blocks to compute for `r` (past its cached prefix) + blocks held + blocks wanted."""
+        """Each engine's blocks held + blocks its queued requests will want - blocks of `r`'s prompt
+        it caches (`r`'s own blocks, the same on every engine, are left out: they choose nothing).
+        A full hit still computes the last token, so the last token's block is never looked up."""
         bs = self.engines[0].config.block_size
         usable = (r.known - 1) // bs
         hashes = r.stream.hashes_to(usable)
-        blocks = -(-r.known // bs)
 
         def cost(e: Engine) -> int:
             assert e.pool is not None
             queued = sum(-(-q.known // bs) for q in (*e.pending, *e.frontend, *e.held, *e.waiting))
-            return blocks - len(e.pool.lookup(hashes, usable)) + e.pool.num_used_blocks + queued
+            return e.pool.num_used_blocks + queued - len(e.pool.lookup(hashes, usable))
 
         return [cost(e) for e in self.engines]
 

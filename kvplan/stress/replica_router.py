@@ -34,7 +34,6 @@ class ReplicaRouter:
     def __init__(self, policy: str, schedulers: Seq[Scheduler]) -> None:
         self.schedulers = list(schedulers)
         self.rule = RouteRule(policy, len(self.schedulers))
-        self.policy = self.rule.policy
         self.load = [0] * len(self.schedulers)  # requests routed and not finished, per replica
         self.where: dict[str, int] = {}  # live request id -> its replica
 

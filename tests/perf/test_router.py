@@ -169,3 +169,48 @@ def test_an_unknown_router_names_the_choices() -> None:
     with pytest.raises(KvplanError) as info:
         check_router("random")
     assert str(info.value) == "--router 'random': choose one of round-robin, least-loaded, session, prefix"
+
+
+def test_the_kv_aware_cost_of_each_replica_by_hand() -> None:
+    """Blocks of 4. Replica 0 holds 3 blocks, two of them the prompt's [1-4] [5-8], and queues a
+    5-token request (2 blocks); replica 1 holds 1 block, [1-4], and queues 8 + 1 tokens (2 + 1
+    blocks). A 9-token prompt looks up its 2 full blocks before its last token: 3 + 2 - 2 = 3 and
+    1 + 3 - 1 = 3. An 8-token prompt looks up only [1-4] (its last token's block is computed
+    anyway): 3 + 2 - 1 = 4 and 3."""
+    from types import SimpleNamespace
+
+    from kvplan.kvpool.block_hash import TokenStream
+    from kvplan.kvpool.block_pool import BlockPool
+    from kvplan.perf.router import Router
+
+    hashes = TokenStream(4, range(1, 10)).block_hashes(2)
+
+    def engine(cached: int, held: int, queued: list[int], where: str) -> SimpleNamespace:
+        pool = BlockPool(10)
+        pool.cache_blocks(pool.allocate(held), hashes, 0, cached)
+        reqs = [SimpleNamespace(known=k) for k in queued]
+        lists = {"pending": [], "frontend": [], "held": [], "waiting": []}
+        lists[where] = reqs
+        return SimpleNamespace(config=SimpleNamespace(block_size=4), pool=pool, **lists)
+
+    engines = [engine(2, 3, [5], "waiting"), engine(1, 1, [8], "pending")]
+    engines[1].frontend = [SimpleNamespace(known=1)]
+    router = Router("prefix", engines, {})
+    nine = SimpleNamespace(known=9, stream=TokenStream(4, range(1, 10)))
+    eight = SimpleNamespace(known=8, stream=TokenStream(4, range(1, 9)))
+    assert router._kv_costs(nine) == [3, 3]
+    assert router._kv_costs(eight) == [4, 3]
+
+
+def test_replicas_stop_once_the_slo_is_surely_missed() -> None:
+    """A 1 ms TTFT limit at P50 over 1 s steps: every request misses it, so the run stops once more
+    than half of them have their first token, long before the 20-token decodes end."""
+    from kvplan.perf.slo_watch import SloWatch
+    from kvplan.results.slo import Slo
+
+    reqs = workload()
+    watch = SloWatch.of(Slo(ttft_ms=1.0, tpot_ms=None, percentile=50.0), 0.0, reqs)
+    config = SchedulerConfig(num_gpu_blocks=40, block_size=4, max_num_seqs=8, max_num_batched_tokens=2048)
+    traces, _ = simulate_routed(reqs, config, OneSecond(), 2, "round-robin", watch=watch)
+    assert any(t.extras["missed_slo"] for t in traces)
+    assert max(float(t.last_token_s.max()) for t in traces) < 20.0
