@@ -19,7 +19,7 @@ from kvplan.plan.fixes import Fix, Recommendation
 from kvplan.plan.groups import state_copies
 from kvplan.plan.kv import KvLayout
 from kvplan.plan.overheads import model_dtype, model_weights_bytes, parse_vllm_version
-from kvplan.plan.search import serve_command
+from kvplan.plan.search import planned_serve_line
 from kvplan.spec.dtypes import vllm_kv_cache_dtype
 from kvplan.spec.model import ModelSpec
 
@@ -179,7 +179,7 @@ def _as_asked(spec: ModelSpec, engine: EngineArgs, layout: KvLayout, fit: Fit | 
     flag for its KV dtype (int8/int4 are planned only: the fixes and variants say so)."""
     if fit is None or vllm_kv_cache_dtype(layout.kv_dtype, model_dtype(spec, engine.dtype)) is None:
         return None
-    return serve_command(spec, replace(engine, max_model_len=max_model_len), fit.capacity, concurrency)
+    return planned_serve_line(spec, replace(engine, max_model_len=max_model_len), fit.capacity, concurrency)
 
 
 def _what_ifs(spec: ModelSpec, engine: EngineArgs, layout: KvLayout, variant: Callable[..., Variant],

@@ -29,14 +29,14 @@ from kvplan.plan.replan import (
     tokens_text,
     try_plan,
 )
-from kvplan.plan.search import combined_fixes, recommend, serve_command
+from kvplan.plan.search import combined_fixes, planned_serve_line, recommend
 from kvplan.spec.gpu import gpu_catalog
 from kvplan.spec.model import ModelSpec
 from kvplan.spec.quant import make_quant
 from kvplan.units import GIB
 
-__all__ = ["Fix", "Recommendation", "UTIL_STEP", "fixes_for", "min_utilization", "recommend", "safe_max_utilization",
-           "serve_command"]
+__all__ = ["Fix", "Recommendation", "UTIL_STEP", "fixes_for", "min_utilization", "planned_serve_line", "recommend",
+           "safe_max_utilization"]
 
 
 def _max_len_for(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, target: int | None) -> int:

@@ -130,7 +130,7 @@ def _combo_risk(o: Option, args: EngineArgs) -> str:
     return "; ".join(parts)
 
 
-def serve_command(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, target: int) -> str:
+def planned_serve_line(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, target: int) -> str:
     """The `vllm serve` line for `args`, with flags vLLM accepts only (a KV dtype or quantization
     vLLM has no flag for is left out; `recommend` re-plans with one that it has)."""
     parts = [f"vllm serve {spec.serve_arg}"]
@@ -210,7 +210,7 @@ def _memory_bytes_recommendation(spec: ModelSpec, base: EngineArgs, target: int,
         base.gpu,
         base.tensor_parallel_size,
         probe,
-        serve_command(spec, base, probe, target),
+        planned_serve_line(spec, base, probe, target),
         "--kv-cache-memory-bytes sized for exactly the target"
         + ("" if met else "; more than the GPU budget allows")
         + note,
@@ -238,7 +238,7 @@ def recommend(spec: ModelSpec, args: EngineArgs, target_concurrency: int) -> Rec
             args.gpu,
             a.tensor_parallel_size,
             plan,
-            serve_command(spec, a, plan, target_concurrency),
+            planned_serve_line(spec, a, plan, target_concurrency),
             f"on {o.gpus} x {args.gpu.name if args.gpu else 'the GPU'} ({how}): {tokens_text(plan)}" + note,
             a.pipeline_parallel_size,
         )
@@ -254,7 +254,7 @@ def recommend(spec: ModelSpec, args: EngineArgs, target_concurrency: int) -> Rec
                 gpu,
                 tp,
                 p,
-                serve_command(spec, a, p, target_concurrency),
+                planned_serve_line(spec, a, p, target_concurrency),
                 f"the chosen GPU cannot; smallest catalog option: {tp} x {gpu.display_name or gpu.name}: "
                 f"{tokens_text(p)}"
                 + note,

@@ -81,3 +81,29 @@ def test_the_twice_check_can_fail() -> None:
             'def b(v):\n    raise KvplanError(f"--block-size must be positive, got {v!r}")\n')
     found = list(settings_checks("m", ast.parse(code)))
     assert [t for t, _ in found] == ["--block-size must be positive, got {}"] * 2
+
+
+# a dataset module's `read` is the registry's interface (one file per dataset, kvplan.workload.datasets)
+SHARED_NAMES = {"read"}
+
+
+def top_level_names(tree: ast.Module) -> list[str]:
+    """The public functions and classes a module defines at its top level."""
+    return [n.name for n in tree.body
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and not n.name.startswith("_")]
+
+
+def test_each_public_name_is_defined_once_in_the_package() -> None:
+    """One owner per concept: two `predict`s or two `StepCost`s make a reader guess which is meant."""
+    places: dict[str, list[str]] = defaultdict(list)
+    for module, tree in _modules():
+        for name in top_level_names(tree):
+            places[name].append(module)
+    twice = {n: m for n, m in places.items() if len(m) > 1 and n not in SHARED_NAMES}
+    assert len(places) > 500, "the scan is broken"
+    assert not twice, "defined in more than one module:\n" + "\n".join(f"{n}: {m}" for n, m in sorted(twice.items()))
+
+
+def test_the_defined_once_check_can_fail() -> None:
+    assert top_level_names(ast.parse("def predict(): ...\nclass StepCost: ...\ndef _own(): ...\nx = 1\n")) == [
+        "predict", "StepCost"]

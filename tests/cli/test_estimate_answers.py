@@ -17,7 +17,7 @@ from kvplan.cli import main
 from kvplan.plan.budget import plan_capacity
 from kvplan.plan.engine_args import EngineArgs
 from kvplan.plan.explain import weights_fit, weights_per_gpu_bytes
-from kvplan.plan.fixes import fixes_for, recommend, serve_command
+from kvplan.plan.fixes import fixes_for, planned_serve_line, recommend
 from kvplan.plan.kv import KvLayout
 from kvplan.spec.dtypes import KV_DTYPES, VLLM_KV_CACHE_DTYPES
 from kvplan.spec.gpu import load_gpu
@@ -228,7 +228,7 @@ def test_serve_command_kv_flags_are_vllm_choices():
         if name == "fp8_ds_mla":
             # DeepSeek-V3.2's sparse-MLA cache: refused for other models (tests/spec/test_deployed_profiles.py)
             continue
-        line = serve_command(spec, EngineArgs(gpu=load_gpu("h100"), kv_cache_dtype=name), plan, 1)
+        line = planned_serve_line(spec, EngineArgs(gpu=load_gpu("h100"), kv_cache_dtype=name), plan, 1)
         flags = re.findall(r"--kv-cache-dtype (\S+)", line)
         assert all(f in VLLM_KV_CACHE_DTYPES for f in flags), (name, line)
 

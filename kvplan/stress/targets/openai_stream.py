@@ -73,7 +73,7 @@ def one_line(
     return redact(" ".join(text.split()), secrets, max_chars=max_chars)
 
 
-def http_error(code: int, reason: str, headers: dict[str, str], body: bytes) -> str:
+def http_error_text(code: int, reason: str, headers: dict[str, str], body: bytes) -> str:
     """The error text of a non-200 answer (uncut, unmasked: `StreamClient.scrub` does both): the
     body, else the reason phrase; where a redirect points."""
     text = body.decode("utf-8", "replace").strip() or reason.strip()
@@ -249,7 +249,7 @@ class StreamClient:
                                                on_sent=on_sent, on_head=on_head, total_timeout_s=deadline_s,
                                                progress=lambda: p.progress_read_s)
             if code != 200:
-                return http_error(code, *head, b"".join(error_body))
+                return http_error_text(code, *head, b"".join(error_body))
             if not p.done and p.finish_reason is None and p.usage_tokens is None:
                 # some servers (transformers serve) never send [DONE]: a finish_reason or the usage
                 # chunk ends the stream as well; a clean close before either is a cut-off answer

@@ -185,9 +185,9 @@ def test_one_line_collapses_masks_then_cuts() -> None:
     (502, "", {}, b"\xff\xfe", "http 502: \ufffd\ufffd"),  # bytes that are not UTF-8 are replaced, not raised
 ])
 def test_http_error_texts(code: int, reason: str, headers: dict[str, str], body: bytes, expected: str) -> None:
-    from kvplan.stress.targets.openai_stream import http_error
+    from kvplan.stress.targets.openai_stream import http_error_text
 
-    assert http_error(code, reason, headers, body) == expected
+    assert http_error_text(code, reason, headers, body) == expected
 
 
 def test_an_sse_line_is_bounded_until_it_ends() -> None:
