@@ -21,6 +21,7 @@ from kvplan.perf.predict import check_requests, scheduler_config, simulate_repli
 from kvplan.perf.slo_watch import SloWatch
 from kvplan.plan.budget import plan_capacity
 from kvplan.plan.engine_args import EngineArgs
+from kvplan.plan.search import planned_serve_line
 from kvplan.results.slo import Slo
 from kvplan.spec.gpu import GpuSpec
 from kvplan.spec.model import ModelSpec
@@ -145,25 +146,6 @@ def candidates(gpus: list[GpuSpec], kv_dtypes: list[str], quantizations: list[st
             if not (q == "fp8" and not g.fp8_dense_tflops)]  # fp8 weights need fp8 tensor cores to pay off
 
 
-def vllm_serve_line(spec: ModelSpec, args: EngineArgs) -> str:
-    """The `vllm serve` command of a planned configuration (`args.max_model_len`: the planned one;
-    None leaves vLLM its default, the model's own length)."""
-    parts = [f"vllm serve {spec.serve_arg}", f"--tensor-parallel-size {args.tensor_parallel_size}",
-             *([f"--max-model-len {args.max_model_len}"] if args.max_model_len else []),
-             f"--gpu-memory-utilization {args.gpu_memory_utilization:g}"]
-    if args.kv_cache_dtype not in ("auto", None):
-        parts.append(f"--kv-cache-dtype {args.kv_cache_dtype}")
-    if args.quantization:
-        parts.append(f"--quantization {args.quantization}")
-    if args.data_parallel_size > 1:
-        parts.append(f"--data-parallel-size {args.data_parallel_size}")
-    if args.enable_expert_parallel:
-        parts.append("--enable-expert-parallel")
-    if args.async_scheduling is not None:  # the plan was simulated with it: the server must run the same
-        parts.append("--async-scheduling" if args.async_scheduling else "--no-async-scheduling")
-    return " ".join(parts)
-
-
 def _started(spec: ModelSpec, base: EngineArgs, gpus: list[GpuSpec], kv_dtypes: list[str],
              quantizations: list[str | None], max_model_len: int) -> list[EngineArgs]:
     """The candidates' engine arguments that start (planning only, no simulation), in search order."""
@@ -196,7 +178,8 @@ def _evaluate(spec: ModelSpec, args: EngineArgs, workload: RandomDataset, slo: S
     good, good_hi, light = goodput(runner, slo)
     row = {"gpu": args.gpu.name, "tp": args.tensor_parallel_size, "dp": args.data_parallel_size,
            "expert_parallel": args.enable_expert_parallel, "kv_cache_dtype": args.kv_cache_dtype,
-           "quantization": args.quantization, "goodput_req_per_s": good, "vllm_serve": vllm_serve_line(spec, args),
+           "quantization": args.quantization, "goodput_req_per_s": good,
+           "vllm_serve": planned_serve_line(spec, args, runner.plan),
            "idle_ttft_ms": light.ttft_ms, "idle_tpot_ms": light.tpot_ms, "num_gpu_blocks": runner.plan.num_gpu_blocks}
     if good <= 0:
         return False, row

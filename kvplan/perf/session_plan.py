@@ -19,10 +19,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kvplan.errors import KvplanError
-from kvplan.perf.capacity import fork_map, vllm_serve_line
+from kvplan.perf.capacity import fork_map
 from kvplan.perf.predict import predict
 from kvplan.plan.budget import plan_capacity
 from kvplan.plan.engine_args import EngineArgs
+from kvplan.plan.search import planned_serve_line
 from kvplan.results.slo import Slo
 from kvplan.spec.gpu import GpuSpec
 from kvplan.spec.model import ModelSpec
@@ -133,7 +134,7 @@ def plan_sessions(spec: ModelSpec, base: EngineArgs, requests: list[Request], sl
     if best is not None:
         args = replace(base, gpu=next(g for g, _ in started if g.name == best.gpu), tensor_parallel_size=best.tp)
         served = plan_capacity(spec, args)
-        line = vllm_serve_line(spec, replace(served.args, max_model_len=served.max_model_len))
+        line = planned_serve_line(spec, served.args, served)
         if best.tier_gib:
             line += f" --kv-offloading-size {best.tier_gib:g} --kv-offloading-backend native"
         answer["vllm_serve"] = line

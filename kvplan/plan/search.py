@@ -130,12 +130,15 @@ def _combo_risk(o: Option, args: EngineArgs) -> str:
     return "; ".join(parts)
 
 
-def planned_serve_line(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, target: int) -> str:
-    """The `vllm serve` line for `args`, with flags vLLM accepts only (a KV dtype or quantization
-    vLLM has no flag for is left out; `recommend` re-plans with one that it has)."""
+def planned_serve_line(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, target: int | None = None) -> str:
+    """The `vllm serve` line for `args` as planned (`plan`: its pool, max_model_len and max_num_seqs),
+    with flags vLLM accepts only (a KV dtype or quantization vLLM has no flag for is left out;
+    `recommend` re-plans with one that it has). With a KV byte budget, `target` concurrent requests
+    size it; None: the budget given. The one builder of the line for estimate, plan and plan-sessions."""
     parts = [f"vllm serve {spec.serve_arg}"]
     if args.kv_cache_memory_bytes is not None:
-        needed = (target * plan.blocks_per_request + 1) * plan.block_bytes  # +1: the reserved null block
+        needed = (args.kv_cache_memory_bytes if target is None
+                  else (target * plan.blocks_per_request + 1) * plan.block_bytes)  # +1: the reserved null block
         parts.append(f"--kv-cache-memory-bytes {needed}")
     else:
         parts.append(f"--gpu-memory-utilization {args.gpu_memory_utilization:.2f}")
@@ -164,6 +167,8 @@ def planned_serve_line(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, ta
         parts.append(f"--max-num-batched-tokens {args.max_num_batched_tokens}")
     if args.enforce_eager:
         parts.append("--enforce-eager")
+    if args.async_scheduling is not None:  # the plan was simulated with it: the server must run the same
+        parts.append("--async-scheduling" if args.async_scheduling else "--no-async-scheduling")
     return " ".join(parts)
 
 

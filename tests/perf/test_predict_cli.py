@@ -103,7 +103,12 @@ def test_plan_lists_h100_and_l40s_for_the_issue_workload(capsys: pytest.CaptureF
     gpus = {c["gpu"] for c in answer["configs"]}
     assert {"h100-sxm-80gb", "l40s"} <= gpus
     for c in answer["configs"]:
-        assert c["vllm_serve"].startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct --tensor-parallel-size")
+        # the line pins what was simulated: vLLM's default seats (engine/arg_utils.py `_set_default_args`:
+        # 1,024 on a device of 70 GiB or more that is not an A100, else 256), the block size, TP
+        seats = 1024 if c["gpu"] == "h100-sxm-80gb" else 256
+        assert c["vllm_serve"].startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct --gpu-memory-utilization 0.90")
+        assert f"--max-num-seqs {seats} --block-size 16" in c["vllm_serve"]
+        assert f"--tensor-parallel-size {c['tp']}" in c["vllm_serve"]
         assert c["ttft_ms"] <= 2000 and c["tpot_ms"] <= 50  # predicted at 20 req/s spread over the replicas
         assert c["total_gpus"] == c["replicas"] * c["tp"] and c["goodput_req_per_s"] > 0
         assert c["usd_per_hour"] == pytest.approx(c["total_gpus"] * (3 if c["gpu"] == "h100-sxm-80gb" else 1))

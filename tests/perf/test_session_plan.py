@@ -49,7 +49,9 @@ def test_plan_sessions_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[
     answer = json.loads(out)
     assert (answer["best"]["replicas"], answer["best"]["tier_gib"], answer["best"]["gpu"]) == (1, 0.0, "h100-sxm-80gb")
     assert [c["tier_gib"] for c in answer["curve"]] == [0.0, 4.0]
-    assert answer["vllm_serve"].startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct --tensor-parallel-size 1")
+    assert answer["vllm_serve"].startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct --gpu-memory-utilization 0.90 "
+                                           "--max-model-len 8192 --max-num-seqs 1024 --block-size 16")
+    assert "--tensor-parallel-size 1" in answer["vllm_serve"]
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -130,7 +132,7 @@ def test_a_stopped_trial_has_no_figures_and_the_curve_is_simulated_to_the_end(mo
     monkeypatch.setattr(session_plan, "fork_map", lambda fn, jobs, workers: [fn(j) for j in jobs])
     monkeypatch.setattr(session_plan, "plan_capacity", lambda spec, args: type("P", (), {
         "fits": True, "num_gpu_blocks": 10, "args": args, "max_model_len": 1024})())
-    monkeypatch.setattr(session_plan, "vllm_serve_line", lambda spec, args: "vllm serve m")
+    monkeypatch.setattr(session_plan, "planned_serve_line", lambda spec, args, plan: "vllm serve m")
     monkeypatch.setattr(session_plan, "replace", lambda obj, **kw: obj)
     gpu = type("G", (), {"name": "g"})()
     slo = Slo(ttft_ms=1.0, tpot_ms=1.0, percentile=99.0)
