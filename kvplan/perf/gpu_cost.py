@@ -209,7 +209,7 @@ class GpuStepModel:
         """Pipeline stages run one after another for one batch, so a step costs the whole model's
         layers on one stage's GPUs (pp adds memory, not speed, in this model)."""
         coefficients = coefficients or fitted_coefficients()[0]
-        dbytes = oh.MODEL_DTYPE_BYTES[oh.model_dtype(spec, dtype)]
+        dbytes = oh.MODEL_DTYPE_BYTES[spec.served_dtype(dtype)]
         p = spec.params
         asked = quantization and quantization != "none" and spec.quant.method == "none"
         quant = make_quant(quantization) if asked and quantization else spec.quant

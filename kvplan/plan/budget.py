@@ -184,7 +184,7 @@ def _stage(spec: ModelSpec, args: EngineArgs, pp_rank: int, batch: _Batch, versi
         encoder = encoder_profile(
             spec.config,
             text_hidden=spec.hidden_size,
-            dtype_bytes=oh.MODEL_DTYPE_BYTES[oh.model_dtype(spec, args.dtype)],
+            dtype_bytes=oh.MODEL_DTYPE_BYTES[spec.served_dtype(args.dtype)],
             tp=tp,
             max_num_batched_tokens=batch.max_num_batched_tokens,
             max_num_seqs=batch.max_num_seqs,
@@ -341,7 +341,7 @@ def plan_capacity(spec: ModelSpec, args: EngineArgs) -> CapacityPlan:
     args.validate(spec)
     given = args
     # "auto" KV dtype follows the *served* dtype (--dtype float32 gives a float32 cache)
-    args = replace(args, kv_cache_dtype=spec.kv_dtype(args.kv_cache_dtype, oh.model_dtype(spec, args.dtype)).name)
+    args = replace(args, kv_cache_dtype=spec.kv_dtype(args.kv_cache_dtype, spec.served_dtype(args.dtype)).name)
     version = oh.parse_vllm_version(args.vllm_version)
     warnings: list[str] = []
     batch = _batch(spec, args, version, warnings)

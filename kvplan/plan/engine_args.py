@@ -159,5 +159,5 @@ class EngineArgs:
                 f"refuses a method that does not match it; leave --quantization out (vLLM reads it from the "
                 "checkpoint) or name its method"
             )
-        spec.kv_dtype(self.kv_cache_dtype, oh.model_dtype(spec, self.dtype))
+        spec.kv_dtype(self.kv_cache_dtype, spec.served_dtype(self.dtype))
         validate_parallel(spec, self.tensor_parallel_size, self.pipeline_parallel_size)

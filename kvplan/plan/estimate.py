@@ -18,7 +18,7 @@ from kvplan.plan.fit import Fit, fit_on_gpu
 from kvplan.plan.fixes import Fix, Recommendation
 from kvplan.plan.groups import state_copies
 from kvplan.plan.kv import KvLayout
-from kvplan.plan.overheads import model_dtype, model_weights_bytes, parse_vllm_version
+from kvplan.plan.overheads import model_weights_bytes, parse_vllm_version
 from kvplan.plan.search import planned_serve_line
 from kvplan.spec.dtypes import vllm_kv_cache_dtype
 from kvplan.spec.model import ModelSpec
@@ -177,7 +177,7 @@ def _as_asked(spec: ModelSpec, engine: EngineArgs, layout: KvLayout, fit: Fit | 
               concurrency: int) -> str | None:
     """The `vllm serve` line of the configuration asked about; None without a GPU, or when vLLM has no
     flag for its KV dtype (int8/int4 are planned only: the fixes and variants say so)."""
-    if fit is None or vllm_kv_cache_dtype(layout.kv_dtype, model_dtype(spec, engine.dtype)) is None:
+    if fit is None or vllm_kv_cache_dtype(layout.kv_dtype, spec.served_dtype(engine.dtype)) is None:
         return None
     return planned_serve_line(spec, replace(engine, max_model_len=max_model_len), fit.capacity, concurrency)
 

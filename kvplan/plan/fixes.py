@@ -152,7 +152,7 @@ def _fix_max_num_seqs(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, tar
 
 
 def _fix_fp8_kv(spec: ModelSpec, args: EngineArgs, target: int | None) -> Fix | None:
-    kv = spec.kv_dtype(args.kv_cache_dtype, oh.model_dtype(spec, args.dtype))
+    kv = spec.kv_dtype(args.kv_cache_dtype, spec.served_dtype(args.dtype))
     p = try_plan(spec, args, kv_cache_dtype="fp8") if kv.bits > 8 else None
     if p is None:
         return None

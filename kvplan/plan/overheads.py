@@ -17,7 +17,7 @@ from math import ceil
 
 from kvplan.errors import KvplanError
 from kvplan.plan.kv import pp_layer_range
-from kvplan.spec.dtypes import MODEL_DTYPE_BYTES, normalize_model_dtype
+from kvplan.spec.dtypes import MODEL_DTYPE_BYTES
 from kvplan.spec.model import ModelSpec
 from kvplan.spec.quant import make_quant
 from kvplan.units import GIB
@@ -95,10 +95,6 @@ def batch_defaults(gpu_memory_bytes: int | None, gpu_name: str, version: tuple[i
 
 
 # --- weights -------------------------------------------------------------------------------
-def model_dtype(spec: ModelSpec, dtype: str) -> str:
-    return spec.dtype if dtype in ("auto", "", None) else normalize_model_dtype(dtype)
-
-
 def _rotary_cache_bytes(spec: ModelSpec, dtype_bytes: int) -> int:
     """vLLM's `cos_sin_cache` buffer: [max_position, rotary_dim] in the model dtype (replicated)."""
     cfg = spec.config.get("text_config") or spec.config
@@ -124,7 +120,7 @@ def _rotary_cache_bytes(spec: ModelSpec, dtype_bytes: int) -> int:
 def model_weights_bytes(spec: ModelSpec, dtype: str = "auto", quantization: str | None = None) -> int:
     """Whole-model weight bytes as loaded: real checkpoint bytes when known (rescaled for --dtype),
     else computed from the parameter split; `quantization` converts an unquantized checkpoint."""
-    dt = model_dtype(spec, dtype)
+    dt = spec.served_dtype(dtype)
     dbytes = MODEL_DTYPE_BYTES[dt]
     if quantization and quantization != "none" and spec.quant.method == "none":
         return make_quant(quantization).weights_bytes(spec.params, dbytes)
@@ -148,7 +144,7 @@ def expert_weights_bytes(spec: ModelSpec, dtype: str = "auto", quantization: str
         if quantization and quantization != "none" and spec.quant.method == "none"
         else spec.quant
     )
-    bits_x100 = quant.linear_bits_x100 if quant.method != "none" else MODEL_DTYPE_BYTES[model_dtype(spec, dtype)] * 800
+    bits_x100 = quant.linear_bits_x100 if quant.method != "none" else MODEL_DTYPE_BYTES[spec.served_dtype(dtype)] * 800
     return spec.params.experts * bits_x100 // 800
 
 
@@ -158,7 +154,7 @@ def weights_bytes_per_gpu(spec: ModelSpec, *, dtype: str = "auto", quantization:
     (vocab-padded, vocab-parallel) embedding on the first stage, LM head on the last, and the
     rotary cos/sin cache. `expert_shards`: the GPUs a MoE layer's experts are spread over (with
     --data-parallel-size, DP x TP), else TP."""
-    dbytes = MODEL_DTYPE_BYTES[model_dtype(spec, dtype)]
+    dbytes = MODEL_DTYPE_BYTES[spec.served_dtype(dtype)]
     total = model_weights_bytes(spec, dtype, quantization)
     p = spec.params
     padded_vocab = -(-spec.vocab_size // VOCAB_PADDING) * VOCAB_PADDING
@@ -200,7 +196,7 @@ def activation_bytes(spec: ModelSpec, *, dtype: str, max_num_batched_tokens: int
                      tp: int = 1, last_stage: bool = True, version: tuple[int, int, int] = (0, 21, 0)) -> int:
     """Peak torch memory increase of `profile_run()`: max(forward of `max_num_batched_tokens`,
     hidden states kept + the dummy sampler over `min(max_num_seqs, mnbt)` rows of fp32 logits)."""
-    db = MODEL_DTYPE_BYTES[model_dtype(spec, dtype)]
+    db = MODEL_DTYPE_BYTES[spec.served_dtype(dtype)]
     tokens = max_num_batched_tokens
     width = _mlp_width_per_rank(spec, tp)
     sampler = 0
@@ -245,7 +241,7 @@ def cudagraph_bytes(spec: ModelSpec, *, dtype: str, tp: int = 1, pp: int = 1, pp
     """Memory of the captured CUDA graphs on one rank (0 with --enforce-eager)."""
     if enforce_eager:
         return 0
-    db = MODEL_DTYPE_BYTES[model_dtype(spec, dtype)]
+    db = MODEL_DTYPE_BYTES[spec.served_dtype(dtype)]
     capture = cudagraph_capture_tokens(max_num_seqs)
     layers = len(pp_layer_range(spec.num_layers, pp, pp_rank))
     per_layer = CUDAGRAPH_PER_LAYER_BYTES + CUDAGRAPH_MLP_COEFF * capture * _mlp_width_per_rank(spec, tp) * db

@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from kvplan.errors import KvplanError
-from kvplan.plan import overheads as oh
 from kvplan.plan.budget import CapacityPlan, plan_capacity
 from kvplan.plan.engine_args import EngineArgs
 from kvplan.plan.kv import validate_parallel
@@ -79,7 +78,7 @@ def options(spec: ModelSpec, args: EngineArgs, weight_quants: tuple[str, ...] = 
     """Every configuration from `args` upwards (TP up to 8 that the model's heads allow, PP up to 4,
     fp8 KV, weight quantization of an unquantized checkpoint), fewest GPUs first, then least invasive."""
     tp0, pp0 = args.tensor_parallel_size, args.pipeline_parallel_size
-    kv = spec.kv_dtype(args.kv_cache_dtype, oh.model_dtype(spec, args.dtype))
+    kv = spec.kv_dtype(args.kv_cache_dtype, spec.served_dtype(args.dtype))
     kvs = [(args.kv_cache_dtype, 0)] + ([("fp8", SCORE_FP8_KV)] if kv.bits > 8 else [])
     quants = [(args.quantization, 0)]
     if spec.quant.method == "none" and not args.quantization:
@@ -148,7 +147,7 @@ def planned_serve_line(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, ta
         f"--block-size {args.block_size}",
     ]
     kv_flag = vllm_kv_cache_dtype(
-        spec.kv_dtype(args.kv_cache_dtype, oh.model_dtype(spec, args.dtype)), oh.model_dtype(spec, args.dtype)
+        spec.kv_dtype(args.kv_cache_dtype, spec.served_dtype(args.dtype)), spec.served_dtype(args.dtype)
     )
     if kv_flag is not None:
         parts.append(f"--kv-cache-dtype {args.kv_cache_dtype if args.kv_cache_dtype == 'auto' else kv_flag}")
@@ -175,7 +174,7 @@ def planned_serve_line(spec: ModelSpec, args: EngineArgs, plan: CapacityPlan, ta
 def servable(spec: ModelSpec, args: EngineArgs) -> tuple[EngineArgs, str]:
     """`args` with a KV dtype `vllm serve` accepts, and what was changed (int8/int4 become fp8,
     a 16-bit KV dtype other than the model's becomes auto)."""
-    model = oh.model_dtype(spec, args.dtype)
+    model = spec.served_dtype(args.dtype)
     kv = spec.kv_dtype(args.kv_cache_dtype, model)
     if vllm_kv_cache_dtype(kv, model) is not None:
         return args, ""

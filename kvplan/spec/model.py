@@ -100,6 +100,22 @@ class ModelSpec:
             counts[layer.label] = counts.get(layer.label, 0) + 1
         return counts
 
+    def served_dtype(self, dtype: str | None) -> str:
+        """The dtype `--dtype` serves this model in ('auto' or none: the checkpoint's own), decided
+        once per setting for this model (the weights, activations, RoPE cache and KV sizing all ask)."""
+        key = "auto" if dtype in ("auto", "", None) else str(dtype)
+        found = self._served_dtypes.get(key)
+        if found is None:
+            found = self._served_dtypes[key] = self._decide_served_dtype(key)
+        return found
+
+    @cached_property
+    def _served_dtypes(self) -> dict[str, str]:
+        return {}
+
+    def _decide_served_dtype(self, dtype: str) -> str:
+        return self.dtype if dtype == "auto" else normalize_model_dtype(dtype)
+
     def kv_dtype(self, kv_cache_dtype: str, model_dtype: str | None = None) -> KvDtype:
         """What `--kv-cache-dtype` caches for this model, served in `model_dtype` (default: its own):
         the one place `auto`, the checkpoint's KV quantization and sparse MLA are decided, once per

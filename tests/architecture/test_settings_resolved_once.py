@@ -1,7 +1,8 @@
 """A walk of the estimate and stress paths decides each setting once: `--kv-cache-dtype` is turned
 into the dtype a model caches in one place (`ModelSpec.kv_dtype`, the scenario's
-`kv_cache_dtype_name`), and every later ask of the same setting reads that answer, however many
-layers, groups and what-ifs ask. Two deciders (or a decider per layer) could answer differently."""
+`kv_cache_dtype_name`), `--dtype` into the dtype it is served in in one (`ModelSpec.served_dtype`),
+and every later ask of the same setting reads that answer, however many layers, groups and what-ifs
+ask. Two deciders (or a decider per layer) could answer differently."""
 from __future__ import annotations
 
 from collections import Counter
@@ -26,6 +27,39 @@ def decisions(monkeypatch: pytest.MonkeyPatch) -> Counter:
 
     monkeypatch.setattr(model_module.ModelSpec, "_decide_kv_dtype", counted)
     return seen
+
+
+@pytest.fixture
+def dtype_decisions(monkeypatch: pytest.MonkeyPatch) -> Counter:
+    """Each time a model decides the dtype `--dtype` serves it in: (the model instance, the setting)."""
+    seen: Counter = Counter()
+    decide = model_module.ModelSpec._decide_served_dtype
+
+    def counted(spec, dtype):
+        seen[(id(spec), dtype)] += 1
+        return decide(spec, dtype)
+
+    monkeypatch.setattr(model_module.ModelSpec, "_decide_served_dtype", counted)
+    return seen
+
+
+def test_an_estimate_decides_the_served_dtype_once_per_model(dtype_decisions: Counter) -> None:
+    with pytest.raises(SystemExit):
+        main(["estimate", "--model", "llama-2-7b", "--ctx", "4096", "--concurrency", "8", "--gpu", "h100",
+              "--dtype", "bf16"])
+    # the weights, activations, RoPE cache, KV sizing and every what-if ask it
+    assert {setting for _, setting in dtype_decisions} == {"bf16"}
+    assert max(dtype_decisions.values()) == 1, dtype_decisions
+
+
+def test_served_dtype_auto_is_the_checkpoint_dtype_and_aliases_are_normalized() -> None:
+    from kvplan.spec.profiles import load_model
+
+    spec = load_model("llama-2-7b")  # its config.json: "torch_dtype": "float16"
+    assert spec.served_dtype("auto") == spec.served_dtype(None) == "float16"
+    assert spec.served_dtype("bf16") == "bfloat16"
+    with pytest.raises(Exception, match="unknown dtype 'fp7'"):
+        spec.served_dtype("fp7")
 
 
 def test_an_estimate_decides_each_kv_setting_once_per_model(decisions: Counter) -> None:
