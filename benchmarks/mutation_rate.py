@@ -1,4 +1,5 @@
-"""The tests' mutation kill rate over core modules, with mutmut (a dev tool: `pip install mutmut`).
+"""The tests' mutation kill rate over core modules, with mutmut (a dev tool: `pip install mutmut`;
+mutmut 3.8 runs under pytest <= 9.1: `pip install "mutmut==3.8" "pytest<9.2"`).
 
 For each (mutant name glob, tests) pair below, a copy of the committed tree gets a `[tool.mutmut]`
 section pointing at those tests, `mutmut run "<glob>"` mutates only that module's code (one-token
@@ -73,8 +74,11 @@ def run(name: str, mutmut: str, children: int, survivors: bool = False) -> tuple
         _copy(copy)
         _configure(copy, tests)
         env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-        subprocess.run([mutmut, "run", "--max-children", str(children), glob], cwd=copy, env=env,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        ran = subprocess.run([mutmut, "run", "--max-children", str(children), glob], cwd=copy, env=env,
+                             capture_output=True, text=True)
+        if ran.returncode:  # e.g. the clean run's tests fail (a pytest mutmut does not know): no figure
+            tail = (ran.stdout + ran.stderr).strip().splitlines()[-3:]
+            raise SystemExit(f"{name}: mutmut run failed (exit {ran.returncode}): " + " | ".join(tail))
         out = subprocess.run([mutmut, "results", "--all", "true"], cwd=copy, env=env, capture_output=True,
                              text=True).stdout
         if survivors:
