@@ -15,7 +15,7 @@ vLLM's default).
 """
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 
 PENDING = -1  # being stored: neither readable nor evictable (vLLM: ref_cnt -1 until complete_store)
@@ -42,10 +42,10 @@ class CpuTier:
         return n
 
     def touch(self, hashes: Sequence[int]) -> None:
+        """The held ones of `hashes` become the most recently used, the first last. vLLM touches a
+        request's every full block each time it stores one, so this loop runs in C."""
         blocks = self.blocks
-        for h in reversed(hashes):
-            if h in blocks:
-                blocks.move_to_end(h)
+        deque(map(blocks.move_to_end, filter(blocks.__contains__, reversed(hashes))), maxlen=0)
 
     def store(self, hashes: Sequence[int]) -> list[int] | None:
         """Offer `hashes` (a request's newly full blocks): the ones now being stored, or None when
