@@ -232,6 +232,35 @@ def test_v0_keeps_its_watermark_of_free_blocks() -> None:
     assert list(t.step_tokens) == [1584] and t.peak_used_blocks == 99
 
 
+def test_v0_refuses_a_prompt_that_would_eat_its_watermark() -> None:
+    """One token more (1,585: 100 blocks) would leave 0 of the 1 block V0 keeps free: never admitted.
+    V1 keeps no watermark (chunked prefill): the same prompt runs in all 100 blocks."""
+    with pytest.raises(RuntimeError, match="needs more KV blocks than the pool holds"):
+        simulate([Request(0.0, 99 * 16 + 1, 1)], _v0(mnbt=2048), unit)
+    v1 = simulate([Request(0.0, 99 * 16 + 1, 1)], SchedulerConfig(100, 16, 8, 2048), unit)
+    assert v1.peak_used_blocks == 100
+
+
+def test_v0_runs_a_prefill_step_without_the_running_decodes() -> None:
+    """Budget 100, unit steps. A (10 tokens, 3 out) prefills in step 1; B and C (60 each) arrive at
+    0.5: step 2 prefills B alone (C would pass the budget) and A does not decode; step 3 C; A
+    decodes in steps 4 and 5 (a mixed step would have decoded it in step 2)."""
+    t = simulate([Request(0.0, 10, 3), Request(0.5, 60, 1), Request(0.5, 60, 1)], _v0(mnbt=100), unit)
+    assert list(t.step_tokens) == [10, 60, 60, 1, 1]
+    assert t.last_token_s[0] == 5.0
+
+
+def test_a_preempted_request_s_block_is_evicted_once_the_free_ones_ahead_are_used() -> None:
+    """The case below with prefix caching and A 14 tokens out: A takes blocks at steps 6, 10 and 14
+    (13, 17, 21 tokens) from the free queue's head: the 2 that were free when B was preempted, then
+    B's cached block. A ends at step 14; B finds nothing and computes its 16 tokens again from
+    step 15 (12 + 4), then decodes its last token."""
+    config = SchedulerConfig(num_gpu_blocks=6, block_size=4, max_num_seqs=8, max_num_batched_tokens=12)
+    t = simulate([Request(0.0, 8, 14), Request(0.0, 16, 2)], config, _TenMs(), fast=False)
+    assert t.num_preemptions == 1
+    assert [int(x) for x in t.step_prefill_tokens] == [12] + [0] * 13 + [12, 4, 0]
+
+
 @pytest.mark.parametrize("prefix_caching, preemptions, prefill_tokens", [
     (True, 1, [12] + [0] * 9 + [12, 0]),
     (False, 3, [12, 0, 11, 0, 11, 0, 0, 0, 0, 0, 12, 4, 0]),
@@ -309,3 +338,50 @@ def test_taking_blocks_from_the_free_queue_evicts_runs_head_first() -> None:
     assert [list(run) for run in e.queue] == [[a, 1], [None, 4]] and e.cached_runs == 1
     e._evict(1)
     assert not e.queue and e.cached_runs == 0
+
+
+# --- the client and the API server, by hand ----------------------------------------------------------
+def test_the_api_server_hands_requests_over_one_at_a_time() -> None:
+    """0.25 s of API server per request: three sent at 0 reach the engine at 0.25, 0.5 and 0.75;
+    one sent at 5 (the server idle again) at 5.25. Without it a request is ready when sent."""
+    reqs = [Request(0.0, 10, 1), Request(0.0, 10, 1), Request(0.0, 10, 1), Request(5.0, 10, 1)]
+    served = simulate(reqs, SchedulerConfig(100, 16, 8, 64), unit, frontend_s=0.25)
+    assert served.ready_s.tolist() == [0.25, 0.5, 0.75, 5.25] and served.send_s.tolist() == [0, 0, 0, 5]
+    direct = simulate(reqs, SchedulerConfig(100, 16, 8, 64), unit)
+    assert direct.ready_s.tolist() == [0.0, 0.0, 0.0, 5.0]
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_request_due_when_every_slot_is_taken_is_sent_as_one_frees(fast: bool) -> None:
+    """--max-concurrency 2, three requests at 0 (2 tokens out, unit steps): the third is sent at 2,
+    when the first two end. --max-concurrency 1, B due at exactly 1.0 while A runs to 2: B waited
+    for the slot, so its clock starts at 2 (vLLM's client starts it after the semaphore)."""
+    cfg = SchedulerConfig(100, 16, 8, 64)
+    three = simulate([Request(0.0, 10, 2)] * 3, cfg, unit, max_concurrency=2, fast=fast)
+    assert three.send_s.tolist() == [0.0, 0.0, 2.0]
+    two = simulate([Request(0.0, 10, 2), Request(1.0, 10, 1)], cfg, unit, max_concurrency=1, fast=fast)
+    assert two.send_s.tolist() == [0.0, 2.0] and two.first_token_s[1] == 3.0
+
+
+def test_a_request_due_mid_step_is_timed_from_when_it_came_due() -> None:
+    """No concurrency limit: B comes due at 0.5, during A's first step; the engine takes it at 1,
+    but the client sent it (and started its clock) at 0.5."""
+    t = simulate([Request(0.0, 10, 3), Request(0.5, 10, 1)], SchedulerConfig(100, 16, 8, 64), unit)
+    assert t.send_s.tolist() == [0.0, 0.5] and t.first_token_s[1] == 2.0
+
+
+def test_turns_without_prefix_caching_are_refused() -> None:
+    from kvplan.workload.sessions import Sessions
+
+    turns = Sessions(num_sessions=1, turns=2, session_rate_per_s=None).requests(0, 1000)
+    cfg = SchedulerConfig(100, 16, 8, 64, prefix_caching=False)
+    with pytest.raises(ValueError, match="turns need prefix caching on and every prompt's token ids"):
+        Engine(turns, cfg, unit, None)
+
+
+def test_an_engine_records_its_steps_unless_told_not_to() -> None:
+    """`Engine` records each step's shape by default (a 20-token prompt, 2 out: a prefill, a decode)."""
+    from kvplan.perf.schedule import drive
+
+    engine = drive(Engine([Request(0.0, 20, 2)], SchedulerConfig(100, 16, 8, 64), unit, None))
+    assert list(engine.trace().step_tokens) == [20, 1] and engine.trace().itl_s.tolist() == [1.0]
