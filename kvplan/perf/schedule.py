@@ -308,7 +308,8 @@ class Engine(DecodeStretches, HashedBlocks):
 
     @staticmethod
     def _shape(scheduled: list[tuple[RequestState, int]]) -> StepShape:
-        """The shape of the scheduled requests' step, before their tokens are computed."""
+        """The shape of the scheduled requests' step, before their tokens are computed (pairs:
+        `step_cost.causal_pairs`, inlined: this runs once per simulated step)."""
         tok = pre = ctx = pairs = sampled = chunks = chunk_pairs = 0
         for r, n in scheduled:
             c = r.computed + n

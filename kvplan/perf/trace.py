@@ -15,7 +15,7 @@ class Trace:
     step_seqs: np.ndarray
     step_prefill_tokens: np.ndarray
     step_context_tokens: np.ndarray  # sum over scheduled requests of tokens attended (cached + new)
-    step_attention_pairs: np.ndarray  # sum of new x context (causal): the quadratic prefill term
+    step_attention_pairs: np.ndarray  # causal query x key pairs (`step_cost.causal_pairs`): the quadratic prefill term
     step_sampled: np.ndarray  # requests that sampled a token (lm_head rows)
     step_end_s: np.ndarray
     send_step: np.ndarray  # steps completed when the request was sent
