@@ -29,7 +29,9 @@ TARGETS = {  # name -> (mutant glob, tests mutmut runs)
     "replica-router": ("kvplan.stress.replica_router*", ["tests/stress/test_replica_router.py"]),
     "gate-checks": ("kvplan.gate.checks*", ["tests/gate/"]),
     "perf-gpu-cost": ("kvplan.perf.gpu_cost.*", ["tests/perf/test_gpu_cost.py"]),
-    "perf-schedule": ("kvplan.perf.schedule.*", ["tests/perf/test_schedule.py", "tests/perf/test_reuse_blocks.py"]),
+    "perf-schedule": ("kvplan.perf.schedule.*", [
+        "tests/perf/test_schedule.py", "tests/perf/test_reuse_blocks.py", "tests/perf/test_step_cost.py",
+        "tests/perf/test_slo_watch.py", "tests/perf/test_decode_stretch.py"]),
     "perf-router": ("kvplan.perf.router.*", ["tests/perf/test_router.py"]),
     "perf-route-rule": ("kvplan.perf.route_rule.*", [
         "tests/perf/test_route_rule.py", "tests/perf/test_router.py", "tests/stress/test_replica_router.py"]),

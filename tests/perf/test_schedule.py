@@ -385,3 +385,43 @@ def test_an_engine_records_its_steps_unless_told_not_to() -> None:
 
     engine = drive(Engine([Request(0.0, 20, 2)], SchedulerConfig(100, 16, 8, 64), unit, None))
     assert list(engine.trace().step_tokens) == [20, 1] and engine.trace().itl_s.tolist() == [1.0]
+
+
+# --- a step's shape and the trace's columns, by hand ------------------------------------------------
+class _Recording:
+    """Unit steps that keep every shape they were asked to time."""
+
+    def __init__(self) -> None:
+        self.shapes: list[StepShape] = []
+
+    def step_s(self, shape: StepShape) -> float:
+        self.shapes.append(shape)
+        return 1.0
+
+
+def test_step_shapes_count_causal_pairs_chunks_and_samples() -> None:
+    """A (7 tokens) and B (5) prefill together: pairs 1+..+7 = 28 and 1+..+5 = 15, both sample;
+    then two decodes attending to 8 and 6 tokens. C (20 tokens, budget 11) alone: an 11-token
+    chunk (66 pairs, no sample), then 9 after 11 cached (12+..+20 = 144), which samples."""
+    rec = _Recording()
+    t = simulate([Request(0.0, 7, 2), Request(0.0, 5, 2)], SchedulerConfig(100, 16, 8, 64), rec)
+    assert rec.shapes == [StepShape(12, 2, 12, 43, 12, 2, 2, 43), StepShape(2, 2, 14, 14, 0, 2, 0, 0)]
+    assert t.step_context_tokens.tolist() == [12, 14] and t.step_attention_pairs.tolist() == [43, 14]
+    assert t.step_sampled.tolist() == [2, 2] and t.start_step.tolist() == [0, 0]
+    rec = _Recording()
+    t = simulate([Request(0.0, 20, 1)], SchedulerConfig(100, 16, 8, 11), rec)
+    assert rec.shapes == [StepShape(11, 1, 11, 66, 11, 0, 1, 66), StepShape(9, 1, 20, 144, 9, 1, 1, 144)]
+    assert t.step_sampled.tolist() == [0, 1]
+
+
+def test_the_trace_says_whether_its_steps_depend_on_the_clock() -> None:
+    """All at 0 (a burst): the step sequence is the same whatever the step times, so a fit may
+    re-time it; an arrival after 0, or an API server's serial time, ties it to the clock."""
+    cfg = SchedulerConfig(100, 16, 8, 64)
+    assert not simulate([Request(0.0, 10, 2)] * 2, cfg, unit).timed_arrivals
+    assert simulate([Request(0.0, 10, 2), Request(0.5, 10, 2)], cfg, unit).timed_arrivals
+    assert simulate([Request(0.0, 10, 2)] * 2, cfg, unit, frontend_s=0.001).timed_arrivals
+    burst = simulate([Request(0.0, 10, 2)], cfg, unit)
+    assert burst.extras["missed_slo"] is False and "prefix_cache" not in burst.extras
+    ids = simulate([Request.of_ids(range(5, 37), 2, 0.0)], cfg, unit)  # token ids: the hashed pool
+    assert ids.extras["prefix_cache"]["queries_tokens"] == 32
