@@ -214,3 +214,37 @@ def test_replicas_stop_once_the_slo_is_surely_missed() -> None:
     traces, _ = simulate_routed(reqs, config, OneSecond(), 2, "round-robin", watch=watch)
     assert any(t.extras["missed_slo"] for t in traces)
     assert max(float(t.last_token_s.max()) for t in traces) < 20.0
+
+
+def _sent_and_first(traces) -> list[tuple[float, float]]:
+    return sorted((float(s), float(f)) for t in traces for s, f in zip(t.send_s, t.first_token_s))
+
+
+def test_an_idle_replica_takes_each_arrival_when_it_comes() -> None:
+    """Round-robin over two replicas, 1 s steps, one token out each: A (t=0) r0, B (0.5) r1, C (2.5)
+    r0, D (2.6) r1. Each replica is idle when its request arrives, so each first token comes one
+    step after its send: no replica runs ahead of an arrival it has not been given yet."""
+    reqs = [Request.of_ids(range(10 * i + 10, 10 * i + 18), 1, t, index=i) for i, t in enumerate((0.0, 0.5, 2.5, 2.6))]
+    config = SchedulerConfig(num_gpu_blocks=40, block_size=4, max_num_seqs=8, max_num_batched_tokens=2048)
+    traces, shares = simulate_routed(reqs, config, OneSecond(), 2, "round-robin")
+    assert [s["requests"] for s in shares] == [2, 2]
+    assert _sent_and_first(traces) == [(0.0, 1.0), (0.5, 1.5), (2.5, 3.5), (2.6, 3.6)]
+
+
+def test_a_request_due_mid_step_is_timed_from_when_it_came_due() -> None:
+    """Round-robin, 1 s steps: A and X (t=0, 3 out) take r0 and r1; B comes due at 0.5, during r0's
+    first step. r0 takes it at 1 (first token at 2), but the client sent it at 0.5."""
+    reqs = [Request.of_ids(range(10, 18), 3, 0.0, index=0), Request.of_ids(range(50, 58), 3, 0.0, index=1),
+            Request.of_ids(range(100, 108), 1, 0.5, index=2)]
+    config = SchedulerConfig(num_gpu_blocks=40, block_size=4, max_num_seqs=8, max_num_batched_tokens=2048)
+    traces, _ = simulate_routed(reqs, config, OneSecond(), 2, "round-robin")
+    assert _sent_and_first(traces) == [(0.0, 1.0), (0.0, 1.0), (0.5, 2.0)]
+
+
+def test_a_request_due_as_the_slot_holder_steps_waits_for_the_slot() -> None:
+    """--max-concurrency 1: A (t=0, 2 out) holds the only slot until 2; B comes due at exactly 1.0,
+    between A's steps, finds the slot taken, and is sent (its clock started) at 2."""
+    reqs = [Request.of_ids(range(10, 18), 2, 0.0, index=0), Request.of_ids(range(100, 108), 1, 1.0, index=1)]
+    config = SchedulerConfig(num_gpu_blocks=40, block_size=4, max_num_seqs=8, max_num_batched_tokens=2048)
+    traces, _ = simulate_routed(reqs, config, OneSecond(), 2, "round-robin", max_concurrency=1)
+    assert _sent_and_first(traces) == [(0.0, 1.0), (2.0, 3.0)]
