@@ -6,7 +6,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import configuration, settings
+from hypothesis import HealthCheck, configuration, settings
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -23,9 +23,12 @@ def _throwaway_dir(prefix: str) -> str:
 if "KVPLAN_HOME" not in os.environ:
     os.environ["KVPLAN_HOME"] = _throwaway_dir("kvplan-test-home-")
 
-# property tests keep no example database, and hypothesis its own files, out of the checkout
+# property tests keep no example database, and hypothesis its own files, out of the checkout; and
+# no wall-clock limit (a per-example deadline, the slow-generation check): those fail on a loaded
+# machine or under a mutation tool's instrumentation, and no test asserts time
 configuration.set_hypothesis_home_dir(_throwaway_dir("kvplan-test-hypothesis-"))
-settings.register_profile("kvplan", database=None)
+settings.register_profile("kvplan", database=None, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("kvplan")
 
 pytest_plugins = ["server_fixtures", "run_results"]  # tests/helpers: servers and synthetic results

@@ -40,7 +40,7 @@ def _state(computed: int, known: int) -> RequestState:
     return r
 
 
-@given(st.lists(st.tuples(st.integers(0, 5000), st.integers(1, 2048), st.booleans()), min_size=1, max_size=12))
+@given(st.lists(st.tuples(st.integers(0, 5000), st.integers(1, 2048), st.booleans()), min_size=1, max_size=8))
 def test_predict_s_scheduler_and_the_stress_simulation_shape_a_batch_alike(batch) -> None:
     """Each (cached, new, samples) request: the scheduler's inline shape equals `from_counts`."""
     scheduled = [(_state(c, c + n if samples else c + n + 1), n) for c, n, samples in batch]
