@@ -248,3 +248,19 @@ def test_a_request_due_as_the_slot_holder_steps_waits_for_the_slot() -> None:
     config = SchedulerConfig(num_gpu_blocks=40, block_size=4, max_num_seqs=8, max_num_batched_tokens=2048)
     traces, _ = simulate_routed(reqs, config, OneSecond(), 2, "round-robin", max_concurrency=1)
     assert _sent_and_first(traces) == [(0.0, 1.0), (2.0, 3.0)]
+
+
+def test_a_released_turn_and_a_later_arrival_start_when_they_come_due() -> None:
+    """Least-loaded, 1 s steps. A0 (t=0, 1 out) r0, X (t=0, 30 out) r1; A0 ends at 1 and its next
+    turn is due 5 s later, so r0 idles; B (t=2) goes to r0 (nothing in flight there) and is
+    computed from 2 (first token at 3); A1 comes due at 6 and goes back to r0 (least loaded)."""
+    new = b"".join(t.to_bytes(4, "little") for t in (40, 41))
+    reqs = [Request.of_ids(range(10, 18), 1, 0.0, session_id="a", index=0),
+            Request(None, 11, 1, session_id="a", turn_index=1, think_s=5.0, index=1, turn_ids=new),
+            Request.of_ids(range(100, 108), 30, 0.0, index=2),
+            Request.of_ids(range(200, 208), 1, 2.0, index=3)]
+    config = SchedulerConfig(num_gpu_blocks=40, block_size=4, max_num_seqs=8, max_num_batched_tokens=2048)
+    traces, shares = simulate_routed(reqs, config, OneSecond(), 2, "least-loaded")
+    assert [s["requests"] for s in shares] == [3, 1]
+    assert (2.0, 3.0) in _sent_and_first(traces)
+    assert (6.0, 7.0) in _sent_and_first(traces)  # A1: A0's end + its think time, then one step
