@@ -425,3 +425,31 @@ def test_the_trace_says_whether_its_steps_depend_on_the_clock() -> None:
     assert burst.extras["missed_slo"] is False and "prefix_cache" not in burst.extras
     ids = simulate([Request.of_ids(range(5, 37), 2, 0.0)], cfg, unit)  # token ids: the hashed pool
     assert ids.extras["prefix_cache"]["queries_tokens"] == 32
+
+
+# --- stopping once the SLO is surely missed (perf/slo_watch), by hand --------------------------------
+def _watched(slo_kwargs: dict) -> tuple:
+    from kvplan.perf.slo_watch import SloWatch
+    from kvplan.results.slo import Slo
+
+    reqs = [Request(0.0, 10, 3) for _ in range(4)] + [Request(0.0, 10, 1)]
+    watch = SloWatch.of(Slo(percentile=50, **slo_kwargs), 0.0, reqs)
+    return simulate(reqs, SchedulerConfig(100, 16, 8, 64), unit, watch=watch), watch
+
+
+def test_a_tpot_limit_surely_missed_stops_the_run() -> None:
+    """Five requests at 0, unit steps: all prefill in step 1, the four of 3 tokens decode in steps 2
+    and 3, so each has TPOT (3 - 1) / 2 = 1 s; the one-token request has none. P50 of four TPOTs may
+    leave 2 above the limit (4 - floor(3 x 0.5) - 1): the third over 500 ms settles it, and the run
+    stops at the end of that step (step 3, where all four end: 4 counted)."""
+    trace, watch = _watched({"tpot_ms": 500})
+    assert trace.extras["missed_slo"] is True and watch.tpot_over == 4 and len(trace.step_tokens) == 3
+    met, watch = _watched({"tpot_ms": 1000})  # exactly at the limit is within it
+    assert met.extras["missed_slo"] is False and watch.tpot_over == 0 and len(met.step_tokens) == 3
+
+
+def test_a_ttft_limit_surely_missed_stops_after_the_first_step() -> None:
+    """Every first token comes at 1 s; P50 of five may leave 2 above a 500 ms limit: the step that
+    gives all five their first token settles it, and the run stops there, nothing decoded."""
+    trace, watch = _watched({"ttft_ms": 500})
+    assert trace.extras["missed_slo"] is True and watch.ttft_over == 5 and len(trace.step_tokens) == 1
