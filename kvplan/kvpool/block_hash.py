@@ -10,7 +10,10 @@ ROOT_HASH = -1  # the parent of a stream's first block (vLLM: NONE_HASH)
 
 
 def chain_hash(parent: int | None, token_ids: Iterable[int]) -> int:
-    """The hash of a full block after `parent` (None: the first block)."""
+    """The hash of a full block of token ids (never negative) after `parent` (None: the first
+    block). Deterministic across processes. Not for negative stand-in ids: CPython hashes the int
+    -1 as -2, so a tuple holding -1 names the same block as one holding -2 (`TokenStream` hashes
+    the ids' bytes instead)."""
     return hash((ROOT_HASH if parent is None else parent, tuple(token_ids)))
 
 

@@ -12,7 +12,7 @@ from kvplan.workload.turns import TurnChain
 
 def turn(sid: str, t: int, think_s: float = 0.0, new: bytes = b"") -> Request:
     return Request(0.0 if t == 0 else None, 4, 2, request_id=f"{sid}-{t}", session_id=sid, turn_index=t,
-                   think_s=think_s, turn_ids=new or None, index=hash((sid, t)) % 1000)
+                   think_s=think_s, turn_ids=new or None, index=10 * ord(sid[0]) + t)
 
 
 def ids(*values: int) -> bytes:
