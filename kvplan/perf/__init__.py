@@ -16,7 +16,8 @@ those it names as untimed), gpu_cost.py (`GpuStepModel`), kernel_cost.py
 ops was timed from), kernel_grids.py
 (its lookups per op, from the tables), kernel_tables.py (aiconfigurator-core's timing tables as
 log-space grids), step_cost.py (the one step-cost interface: `StepShape` in, seconds and their
-named parts out, shared with `kvplan stress`), cost_models.py (its one factory, by --perf-model),
+named parts out, shared with `kvplan stress`; `causal_pairs`, the one count of attention pairs),
+cost_models.py (its one factory, by --perf-model),
 bench_result.py (a result file it wrote,
 read back as its workload and figures), bench_metrics.py (its figures), predict.py (`kvplan
 predict`), explain.py (`predict --explain`: where the median TTFT and a step go),
