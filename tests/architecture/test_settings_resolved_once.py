@@ -12,6 +12,7 @@ import pytest
 import kvplan.spec.model as model_module
 import kvplan.stress.scenario as scenario_module
 from kvplan.cli import main
+from kvplan.errors import KvplanError
 from kvplan.stress.scenario_loader import load_scenario
 
 
@@ -58,7 +59,7 @@ def test_served_dtype_auto_is_the_checkpoint_dtype_and_aliases_are_normalized() 
     spec = load_model("llama-2-7b")  # its config.json: "torch_dtype": "float16"
     assert spec.served_dtype("auto") == spec.served_dtype(None) == "float16"
     assert spec.served_dtype("bf16") == "bfloat16"
-    with pytest.raises(Exception, match="unknown dtype 'fp7'"):
+    with pytest.raises(KvplanError, match="unknown dtype 'fp7'"):
         spec.served_dtype("fp7")
 
 
